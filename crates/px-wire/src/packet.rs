@@ -1,0 +1,237 @@
+//! A one-pass summary of a whole frame: link, network and transport offsets
+//! and the fields a gateway decides on, without copying anything.
+//!
+//! [`FrameInfo::parse`] runs the checked constructors of every layer, so the
+//! offsets it returns are valid for the frame it was given: slicing that same
+//! frame with them cannot go out of bounds.
+
+use core::net::IpAddr;
+
+use crate::error::ParseError;
+use crate::ethernet::{EthernetFrame, ethertype};
+use crate::ipv4::Ipv4Packet;
+use crate::ipv6::{Ipv6Packet, next_header};
+use crate::tcp::TcpSegment;
+use crate::udp::UdpDatagram;
+
+/// IP version of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpVersion {
+    V4,
+    V6,
+}
+
+/// What a frame carries above the network layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tcp {
+        src_port: u16,
+        dst_port: u16,
+        header_len: usize,
+    },
+    Udp {
+        src_port: u16,
+        dst_port: u16,
+    },
+    Icmp,
+    /// A non-first fragment, or a protocol the gateway does not look into.
+    Other,
+}
+
+/// Offsets and fields of a parsed IPv4 or IPv6 frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameInfo {
+    pub version: IpVersion,
+    /// Offset of the IP header in the frame (the link header's length).
+    pub l3: usize,
+    /// Offset of the transport header in the frame (after IPv4 options or
+    /// IPv6 extension headers).
+    pub l4: usize,
+    /// End of the IP packet in the frame (trailing link padding excluded).
+    pub end: usize,
+    /// Upper-layer protocol number.
+    pub protocol: u8,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dscp: u8,
+    pub ecn: u8,
+    pub ttl: u8,
+    /// IPv4 DF; IPv6 packets are never fragmented by routers, so `true`.
+    pub dont_frag: bool,
+    /// IPv4 fragment, or IPv6 packet with a Fragment header.
+    pub fragment: bool,
+    /// IPv4 options, or IPv6 extension headers, are present.
+    pub ip_options: bool,
+    pub transport: Transport,
+}
+
+impl FrameInfo {
+    /// Parses an Ethernet frame carrying IPv4 or IPv6. Frames of other
+    /// EtherTypes give `Ok(None)`: they are not the gateway's business.
+    pub fn parse(frame: &[u8]) -> Result<Option<FrameInfo>, ParseError> {
+        let eth = EthernetFrame::new_checked(frame)?;
+        let l3 = eth.header_len();
+        match eth.ethertype() {
+            ethertype::IPV4 => Self::parse_v4(frame, l3).map(Some),
+            ethertype::IPV6 => Self::parse_v6(frame, l3).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    fn parse_v4(frame: &[u8], l3: usize) -> Result<FrameInfo, ParseError> {
+        let ip = Ipv4Packet::new_checked(&frame[l3..])?;
+        let l4 = l3 + ip.header_len();
+        let end = l3 + ip.total_len();
+        let fragment = ip.is_fragment();
+        let transport = if ip.frag_offset() != 0 {
+            Transport::Other
+        } else {
+            Self::transport(ip.protocol(), &frame[l4..end], fragment)?
+        };
+        Ok(FrameInfo {
+            version: IpVersion::V4,
+            l3,
+            l4,
+            end,
+            protocol: ip.protocol(),
+            src: IpAddr::V4(ip.src()),
+            dst: IpAddr::V4(ip.dst()),
+            dscp: ip.dscp(),
+            ecn: ip.ecn(),
+            ttl: ip.ttl(),
+            dont_frag: ip.dont_frag(),
+            fragment,
+            ip_options: ip.header_len() > crate::ipv4::MIN_HEADER_LEN,
+            transport,
+        })
+    }
+
+    fn parse_v6(frame: &[u8], l3: usize) -> Result<FrameInfo, ParseError> {
+        let ip = Ipv6Packet::new_checked(&frame[l3..])?;
+        let up = ip.upper_layer()?;
+        let l4 = l3 + up.offset;
+        let end = l3 + ip.total_len();
+        let frag = up.fragment.is_some_and(|f| f.is_fragment());
+        let transport = if up.fragment.is_some_and(|f| f.offset != 0) {
+            Transport::Other
+        } else {
+            Self::transport(up.protocol, &frame[l4..end], frag)?
+        };
+        Ok(FrameInfo {
+            version: IpVersion::V6,
+            l3,
+            l4,
+            end,
+            protocol: up.protocol,
+            src: IpAddr::V6(ip.src()),
+            dst: IpAddr::V6(ip.dst()),
+            dscp: ip.dscp(),
+            ecn: ip.ecn(),
+            ttl: ip.hop_limit(),
+            dont_frag: true,
+            fragment: up.fragment.is_some(),
+            ip_options: up.offset != crate::ipv6::HEADER_LEN,
+            transport,
+        })
+    }
+
+    /// A first fragment may hold only part of the transport header: then it
+    /// is `Other`, not an error.
+    fn transport(protocol: u8, l4: &[u8], fragment: bool) -> Result<Transport, ParseError> {
+        Ok(match protocol {
+            next_header::TCP => match TcpSegment::new_checked(l4) {
+                Ok(t) => Transport::Tcp { src_port: t.src_port(), dst_port: t.dst_port(), header_len: t.header_len() },
+                Err(_) if fragment => Transport::Other,
+                Err(e) => return Err(e),
+            },
+            next_header::UDP if fragment => {
+                if l4.len() >= 8 {
+                    Transport::Udp {
+                        src_port: u16::from_be_bytes([l4[0], l4[1]]),
+                        dst_port: u16::from_be_bytes([l4[2], l4[3]]),
+                    }
+                } else {
+                    Transport::Other
+                }
+            }
+            next_header::UDP => {
+                let u = UdpDatagram::new_checked(l4)?;
+                Transport::Udp { src_port: u.src_port(), dst_port: u.dst_port() }
+            }
+            1 | next_header::ICMPV6 => Transport::Icmp,
+            _ => Transport::Other,
+        })
+    }
+
+    /// Length of the IP packet.
+    pub fn ip_len(&self) -> usize {
+        self.end - self.l3
+    }
+
+    /// Length of the IP header including options / extension headers.
+    pub fn ip_header_len(&self) -> usize {
+        self.l4 - self.l3
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp_v4_frame() -> Vec<u8> {
+        let builder = etherparse::PacketBuilder::ethernet2([1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12])
+            .ipv4([198, 51, 100, 1], [203, 0, 113, 2], 64)
+            .tcp(40000, 5201, 7, 64000)
+            .ack(99)
+            .options(&[etherparse::TcpOptionElement::Timestamp(1, 2)])
+            .unwrap();
+        let mut f = Vec::new();
+        builder.write(&mut f, &[0xab; 100]).unwrap();
+        f
+    }
+
+    #[test]
+    fn tcp_v4_offsets() {
+        let f = tcp_v4_frame();
+        let i = FrameInfo::parse(&f).unwrap().unwrap();
+        assert_eq!(i.version, IpVersion::V4);
+        assert_eq!((i.l3, i.l4, i.end), (14, 34, f.len()));
+        assert_eq!(i.transport, Transport::Tcp { src_port: 40000, dst_port: 5201, header_len: 32 });
+        assert!(!i.fragment && !i.ip_options);
+    }
+
+    #[test]
+    fn udp_v6() {
+        let builder = etherparse::PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv6(
+                [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+                9,
+            )
+            .udp(53, 5353);
+        let mut f = Vec::new();
+        builder.write(&mut f, b"hello").unwrap();
+        let i = FrameInfo::parse(&f).unwrap().unwrap();
+        assert_eq!(i.version, IpVersion::V6);
+        assert_eq!(i.transport, Transport::Udp { src_port: 53, dst_port: 5353 });
+        assert_eq!(i.ttl, 9);
+        assert_eq!(i.ip_len(), 40 + 8 + 5);
+    }
+
+    #[test]
+    fn arp_is_not_ours() {
+        let mut f = vec![0u8; 42];
+        f[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
+        assert_eq!(FrameInfo::parse(&f).unwrap(), None);
+    }
+
+    #[test]
+    fn truncated_tcp_is_error() {
+        let mut f = tcp_v4_frame();
+        // Claim a 60-byte TCP header in a 32-byte one with little payload.
+        f.truncate(14 + 20 + 32);
+        f[16..18].copy_from_slice(&((20 + 32) as u16).to_be_bytes());
+        f[14 + 20 + 12] = 15 << 4;
+        assert!(FrameInfo::parse(&f).is_err());
+    }
+}
