@@ -1,0 +1,87 @@
+//! `px-lab`: the Linux network-namespace lab of PacketExpress.
+//!
+//! Builds topologies of network namespaces joined by veth links, with MTUs,
+//! documentation-range addresses, routes, forwarding and offload settings,
+//! and guarantees they are removed again: on drop, on panic and on
+//! SIGINT/SIGTERM. Used by `px lab` and by every crate's root tests (which
+//! call [`require_root_or_skip`] first).
+//!
+//! - [`netns`]: [`Netns`] guards, entering a namespace from Rust, children.
+//! - [`link`]: veth pairs placed directly into namespaces.
+//! - [`topology`]: [`Topology`], which owns all of it.
+//! - [`addr`]: the only address ranges the lab will configure.
+//! - [`cleanup`]: the registry emptied on signals.
+
+pub mod addr;
+pub mod cleanup;
+pub mod cmd;
+pub mod link;
+pub mod netns;
+pub mod topology;
+
+pub use addr::{AddrError, DocPrefix};
+pub use cleanup::{cleanup_all, install_signal_cleanup, interrupted};
+pub use cmd::CmdError;
+pub use link::{LinkEnd, Veth};
+pub use netns::{LabChild, Netns, NetnsGuard, NsName, Offloads, list_px_namespaces};
+pub use topology::{LinkId, NsId, Topology};
+
+/// Why a lab operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// An external tool (`ip`, `ethtool`, `sysctl`) failed.
+    #[error(transparent)]
+    Cmd(#[from] CmdError),
+    /// An address outside the documentation ranges, or malformed.
+    #[error(transparent)]
+    Addr(#[from] AddrError),
+    /// A role, interface or namespace name the lab does not accept.
+    #[error("invalid name `{0}`")]
+    Name(String),
+    /// Entering or leaving a namespace with setns(2) failed.
+    #[error("cannot enter namespace {name}: {source}")]
+    Setns {
+        /// The namespace.
+        name: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A closure run inside a namespace ([`Netns::run`]) panicked.
+    #[error("code running in namespace {0} panicked")]
+    Panicked(String),
+    /// Installing the signal cleanup failed.
+    #[error("cannot install signal cleanup: {0}")]
+    Signal(std::io::Error),
+    /// A child process was already waited for.
+    #[error("process `{0}` was already collected")]
+    Gone(String),
+}
+
+/// Why root-only tests cannot run here, or `None` if they can: effective
+/// uid 0 and a working `ip netns`.
+pub fn root_unavailable_reason() -> Option<String> {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not running as root".into());
+    }
+    match cmd::run_args("ip", &["netns", "list"]) {
+        Ok(_) => None,
+        Err(e) => Some(format!("`ip netns` does not work: {e}")),
+    }
+}
+
+/// For root/namespace tests: returns `true` if the test can run, otherwise
+/// prints a clear skip message naming the test and returns `false`.
+///
+/// ```no_run
+/// if !px_lab::require_root_or_skip("veth_ping") { return; }
+/// ```
+pub fn require_root_or_skip(test: &str) -> bool {
+    match root_unavailable_reason() {
+        None => true,
+        Some(why) => {
+            eprintln!("SKIPPED {test}: needs root and network namespaces ({why})");
+            false
+        }
+    }
+}
