@@ -14,6 +14,7 @@ pub mod packet;
 pub mod queue;
 pub mod time;
 pub mod trace;
+pub mod transport;
 
 pub use link::LinkConfig;
 pub use net::{End, Endpoint, Network, PathConfig, RouterPolicy};

@@ -55,11 +55,7 @@ impl LinkConfig {
     /// MTU in force at `now`.
     #[must_use]
     pub fn mtu_at(&self, now: SimTime) -> u32 {
-        self.mtu_changes
-            .iter()
-            .take_while(|(t, _)| *t <= now)
-            .last()
-            .map_or(self.mtu, |&(_, m)| m)
+        self.mtu_changes.iter().take_while(|(t, _)| *t <= now).last().map_or(self.mtu, |&(_, m)| m)
     }
 
     /// Time to serialize `bytes` bytes (zero on an infinitely fast link).
@@ -97,12 +93,7 @@ impl Link {
     /// A link with an empty queue.
     #[must_use]
     pub fn new(config: LinkConfig) -> Self {
-        Link {
-            config,
-            busy_until: SimTime::ZERO,
-            backlog: VecDeque::with_capacity(64),
-            backlog_bytes: 0,
-        }
+        Link { config, busy_until: SimTime::ZERO, backlog: VecDeque::with_capacity(64), backlog_bytes: 0 }
     }
 
     /// Hands a packet of `size` bytes to the link at `now`.
@@ -114,14 +105,8 @@ impl Link {
             self.backlog.pop_front();
             self.backlog_bytes -= u64::from(bytes);
         }
-        let over_bytes = self
-            .config
-            .queue_bytes
-            .is_some_and(|limit| self.backlog_bytes + u64::from(size) > limit);
-        let over_packets = self
-            .config
-            .queue_packets
-            .is_some_and(|limit| self.backlog.len() >= limit as usize);
+        let over_bytes = self.config.queue_bytes.is_some_and(|limit| self.backlog_bytes + u64::from(size) > limit);
+        let over_packets = self.config.queue_packets.is_some_and(|limit| self.backlog.len() >= limit as usize);
         if over_bytes || over_packets {
             return LinkOutcome::QueueFull;
         }
@@ -176,19 +161,10 @@ mod tests {
         let mut link = Link::new(cfg);
         let mut r = rng();
         // 1250 bytes at 1 Mb/s = 10 ms; the second waits behind the first.
-        assert_eq!(
-            link.send(SimTime::ZERO, 1250, &mut r),
-            LinkOutcome::Arrives(SimTime::from_millis(110))
-        );
-        assert_eq!(
-            link.send(SimTime::ZERO, 1250, &mut r),
-            LinkOutcome::Arrives(SimTime::from_millis(120))
-        );
+        assert_eq!(link.send(SimTime::ZERO, 1250, &mut r), LinkOutcome::Arrives(SimTime::from_millis(110)));
+        assert_eq!(link.send(SimTime::ZERO, 1250, &mut r), LinkOutcome::Arrives(SimTime::from_millis(120)));
         // After the queue drained the serializer starts at once.
-        assert_eq!(
-            link.send(SimTime::from_millis(50), 1250, &mut r),
-            LinkOutcome::Arrives(SimTime::from_millis(160))
-        );
+        assert_eq!(link.send(SimTime::from_millis(50), 1250, &mut r), LinkOutcome::Arrives(SimTime::from_millis(160)));
     }
 
     #[test]
@@ -198,39 +174,18 @@ mod tests {
         cfg.queue_packets = Some(2);
         let mut link = Link::new(cfg.clone());
         let mut r = rng();
-        assert!(matches!(
-            link.send(SimTime::ZERO, 100, &mut r),
-            LinkOutcome::Arrives(_)
-        ));
-        assert!(matches!(
-            link.send(SimTime::ZERO, 100, &mut r),
-            LinkOutcome::Arrives(_)
-        ));
-        assert_eq!(
-            link.send(SimTime::ZERO, 100, &mut r),
-            LinkOutcome::QueueFull
-        );
+        assert!(matches!(link.send(SimTime::ZERO, 100, &mut r), LinkOutcome::Arrives(_)));
+        assert!(matches!(link.send(SimTime::ZERO, 100, &mut r), LinkOutcome::Arrives(_)));
+        assert_eq!(link.send(SimTime::ZERO, 100, &mut r), LinkOutcome::QueueFull);
         // The first has left after 100 ms: room for one more.
-        assert!(matches!(
-            link.send(SimTime::from_millis(100), 100, &mut r),
-            LinkOutcome::Arrives(_)
-        ));
+        assert!(matches!(link.send(SimTime::from_millis(100), 100, &mut r), LinkOutcome::Arrives(_)));
 
         cfg.queue_packets = None;
         cfg.queue_bytes = Some(250);
         let mut link = Link::new(cfg);
-        assert!(matches!(
-            link.send(SimTime::ZERO, 200, &mut r),
-            LinkOutcome::Arrives(_)
-        ));
-        assert_eq!(
-            link.send(SimTime::ZERO, 100, &mut r),
-            LinkOutcome::QueueFull
-        );
-        assert!(matches!(
-            link.send(SimTime::ZERO, 50, &mut r),
-            LinkOutcome::Arrives(_)
-        ));
+        assert!(matches!(link.send(SimTime::ZERO, 200, &mut r), LinkOutcome::Arrives(_)));
+        assert_eq!(link.send(SimTime::ZERO, 100, &mut r), LinkOutcome::QueueFull);
+        assert!(matches!(link.send(SimTime::ZERO, 50, &mut r), LinkOutcome::Arrives(_)));
         assert_eq!(link.backlog_bytes(), 250);
     }
 
@@ -240,22 +195,14 @@ mod tests {
         cfg.loss = 0.1;
         let mut link = Link::new(cfg);
         let mut r = rng();
-        let lost = (0..20_000)
-            .filter(|_| link.send(SimTime::ZERO, 100, &mut r) == LinkOutcome::Lost)
-            .count();
-        assert!(
-            (1_800..2_200).contains(&lost),
-            "lost {lost} of 20000 at 10 %"
-        );
+        let lost = (0..20_000).filter(|_| link.send(SimTime::ZERO, 100, &mut r) == LinkOutcome::Lost).count();
+        assert!((1_800..2_200).contains(&lost), "lost {lost} of 20000 at 10 %");
     }
 
     #[test]
     fn mtu_changes_at_given_time() {
         let mut cfg = LinkConfig::ideal(1500, Duration::ZERO);
-        cfg.mtu_changes = vec![
-            (SimTime::from_millis(1000), 1394),
-            (SimTime::from_millis(2000), 9000),
-        ];
+        cfg.mtu_changes = vec![(SimTime::from_millis(1000), 1394), (SimTime::from_millis(2000), 9000)];
         assert_eq!(cfg.mtu_at(SimTime::from_millis(999)), 1500);
         assert_eq!(cfg.mtu_at(SimTime::from_millis(1000)), 1394);
         assert_eq!(cfg.mtu_at(SimTime::from_millis(5000)), 9000);

@@ -45,11 +45,7 @@ pub struct RouterPolicy {
 impl Default for RouterPolicy {
     /// A well-behaved IPv4 router.
     fn default() -> Self {
-        RouterPolicy {
-            fragments: true,
-            sends_ptb: true,
-            drops_fragments: false,
-        }
+        RouterPolicy { fragments: true, sends_ptb: true, drops_fragments: false }
     }
 }
 
@@ -202,18 +198,12 @@ impl<A: Endpoint, B: Endpoint> Network<A, B> {
             return Err(PathError::NoLinks);
         }
         if path.routers.len() + 1 != path.links.len() {
-            return Err(PathError::RouterCount {
-                links: path.links.len(),
-                routers: path.routers.len(),
-            });
+            return Err(PathError::RouterCount { links: path.links.len(), routers: path.routers.len() });
         }
         for (i, l) in path.links.iter().enumerate() {
             let smallest = l.mtu_changes.iter().map(|c| c.1).fold(l.mtu, u32::min);
             if smallest < 68 {
-                return Err(PathError::MtuTooSmall {
-                    link: i,
-                    mtu: smallest,
-                });
+                return Err(PathError::MtuTooSmall { link: i, mtu: smallest });
             }
         }
         Ok(Network {
@@ -377,11 +367,7 @@ impl<A: Endpoint, B: Endpoint> Network<A, B> {
                     let mut ptb = Packet::new(
                         ICMP_PTB_SIZE,
                         false,
-                        Payload::TooBig {
-                            mtu,
-                            orig_size: pkt.size,
-                            orig: pkt.payload.quoted(),
-                        },
+                        Payload::TooBig { mtu, orig_size: pkt.size, orig: pkt.payload.quoted() },
                     );
                     ptb.dir = pkt.dir.reverse();
                     ptb.ip_id = self.alloc_ip_id();
@@ -404,13 +390,7 @@ impl<A: Endpoint, B: Endpoint> Network<A, B> {
                     Dir::Reverse => link,
                 };
                 let handle = self.pool.insert(pkt);
-                self.queue.push(
-                    at,
-                    Event::Arrive {
-                        node: next as u32,
-                        pkt: handle,
-                    },
-                );
+                self.queue.push(at, Event::Arrive { node: next as u32, pkt: handle });
             }
             LinkOutcome::QueueFull => {
                 self.stats.drops.queue_full += 1;
@@ -431,15 +411,7 @@ impl<A: Endpoint, B: Endpoint> Network<A, B> {
     }
 
     fn drop_trace(&mut self, node: usize, reason: u64, pkt: &Packet) {
-        self.trace.event(
-            tag::DROP,
-            &[
-                self.now.as_nanos(),
-                node as u64,
-                reason,
-                u64::from(pkt.ip_id),
-            ],
-        );
+        self.trace.event(tag::DROP, &[self.now.as_nanos(), node as u64, reason, u64::from(pkt.ip_id)]);
     }
 
     fn alloc_ip_id(&mut self) -> u32 {
@@ -470,12 +442,7 @@ impl<A: Endpoint, B: Endpoint> Network<A, B> {
             self.stats.sent_bytes[end as usize] += u64::from(pkt.size);
             self.trace.event(
                 tag::SEND,
-                &[
-                    self.now.as_nanos(),
-                    end as u64,
-                    u64::from(pkt.size),
-                    u64::from(pkt.payload.kind()),
-                ],
+                &[self.now.as_nanos(), end as u64, u64::from(pkt.size), u64::from(pkt.payload.kind())],
             );
             self.forward(node, pkt, None);
         }
@@ -490,8 +457,7 @@ impl<A: Endpoint, B: Endpoint> Network<A, B> {
             if let Some(at) = want {
                 // A deadline in the past fires now, never back in time.
                 let generation = slot.generation;
-                self.queue
-                    .push(at.max(self.now), Event::Timer { end, generation });
+                self.queue.push(at.max(self.now), Event::Timer { end, generation });
             }
         }
     }
@@ -529,30 +495,18 @@ mod tests {
     }
 
     fn probe(size: u32, df: bool) -> Packet {
-        Packet::new(
-            size,
-            df,
-            Payload::Probe {
-                id: u64::from(size),
-            },
-        )
+        Packet::new(size, df, Payload::Probe { id: u64::from(size) })
     }
 
     fn chain(mtus: &[u32], policy: RouterPolicy) -> PathConfig {
         PathConfig {
-            links: mtus
-                .iter()
-                .map(|&m| LinkConfig::ideal(m, Duration::from_millis(5)))
-                .collect(),
+            links: mtus.iter().map(|&m| LinkConfig::ideal(m, Duration::from_millis(5))).collect(),
             routers: vec![policy; mtus.len() - 1],
         }
     }
 
     fn run_one(path: PathConfig, pkts: Vec<Packet>) -> Network<Script, Script> {
-        let a = Script {
-            to_send: pkts.into_iter().map(|p| (SimTime::ZERO, p)).collect(),
-            got: Vec::new(),
-        };
+        let a = Script { to_send: pkts.into_iter().map(|p| (SimTime::ZERO, p)).collect(), got: Vec::new() };
         let mut net = Network::new(path, 1, a, Script::default()).expect("valid path");
         net.run(SimTime::from_millis(10_000), |_, _| false);
         net
@@ -564,10 +518,7 @@ mod tests {
         p.routers.clear();
         assert_eq!(
             Network::new(p, 0, Script::default(), Script::default()).err(),
-            Some(PathError::RouterCount {
-                links: 2,
-                routers: 0
-            })
+            Some(PathError::RouterCount { links: 2, routers: 0 })
         );
         let p = chain(&[1500, 40], RouterPolicy::default());
         assert!(matches!(
@@ -578,10 +529,7 @@ mod tests {
 
     #[test]
     fn fragmenting_router_splits_df_clear() {
-        let net = run_one(
-            chain(&[9000, 1400, 1500], RouterPolicy::default()),
-            vec![probe(3000, false)],
-        );
+        let net = run_one(chain(&[9000, 1400, 1500], RouterPolicy::default()), vec![probe(3000, false)]);
         let sizes: Vec<u32> = net.b.got.iter().map(|g| g.1.size).collect();
         assert_eq!(sizes, vec![1396, 1396, 248]);
         assert_eq!(net.b.got[0].0, SimTime::from_millis(15));
@@ -590,10 +538,7 @@ mod tests {
 
     #[test]
     fn ptb_router_answers_df_set() {
-        let net = run_one(
-            chain(&[9000, 1400, 1500], RouterPolicy::default()),
-            vec![probe(3000, true)],
-        );
+        let net = run_one(chain(&[9000, 1400, 1500], RouterPolicy::default()), vec![probe(3000, true)]);
         assert!(net.b.got.is_empty());
         assert_eq!(net.a.got.len(), 1);
         let (t, ptb) = net.a.got[0];
@@ -601,25 +546,15 @@ mod tests {
         assert_eq!(t, SimTime::from_millis(10));
         assert_eq!(
             ptb.payload,
-            Payload::TooBig {
-                mtu: 1400,
-                orig_size: 3000,
-                orig: crate::packet::QuotedPayload::Probe(3000)
-            }
+            Payload::TooBig { mtu: 1400, orig_size: 3000, orig: crate::packet::QuotedPayload::Probe(3000) }
         );
         assert_eq!(net.stats().drops.too_big, 1);
     }
 
     #[test]
     fn black_hole_drops_silently() {
-        let policy = RouterPolicy {
-            sends_ptb: false,
-            ..RouterPolicy::default()
-        };
-        let net = run_one(
-            chain(&[9000, 1400, 1500], policy),
-            vec![probe(3000, true), probe(1400, true)],
-        );
+        let policy = RouterPolicy { sends_ptb: false, ..RouterPolicy::default() };
+        let net = run_one(chain(&[9000, 1400, 1500], policy), vec![probe(3000, true), probe(1400, true)]);
         assert!(net.a.got.is_empty());
         assert_eq!(net.b.got.len(), 1);
         assert_eq!(net.b.got[0].1.size, 1400);
@@ -629,10 +564,7 @@ mod tests {
 
     #[test]
     fn non_fragmenting_router_drops_df_clear() {
-        let policy = RouterPolicy {
-            fragments: false,
-            ..RouterPolicy::default()
-        };
+        let policy = RouterPolicy { fragments: false, ..RouterPolicy::default() };
         let net = run_one(chain(&[9000, 1400], policy), vec![probe(3000, false)]);
         assert!(net.b.got.is_empty());
         assert_eq!(net.a.got.len(), 1, "still reports too big");
@@ -651,10 +583,7 @@ mod tests {
 
     #[test]
     fn host_fragments_its_own_df_clear_and_refuses_df_set() {
-        let net = run_one(
-            chain(&[1500], RouterPolicy::default()),
-            vec![probe(2000, false), probe(2000, true)],
-        );
+        let net = run_one(chain(&[1500], RouterPolicy::default()), vec![probe(2000, false), probe(2000, true)]);
         assert_eq!(net.b.got.len(), 2);
         assert_eq!(net.stats().drops.local_too_big, 1);
     }
@@ -664,20 +593,14 @@ mod tests {
         let mut p = chain(&[1500, 1500], RouterPolicy::default());
         p.links[1].mtu_changes = vec![(SimTime::from_millis(100), 1394)];
         let a = Script {
-            to_send: vec![
-                (SimTime::ZERO, probe(1500, true)),
-                (SimTime::from_millis(200), probe(1500, true)),
-            ],
+            to_send: vec![(SimTime::ZERO, probe(1500, true)), (SimTime::from_millis(200), probe(1500, true))],
             got: Vec::new(),
         };
         let mut net = Network::new(p, 1, a, Script::default()).expect("valid");
         net.run(SimTime::from_millis(1000), |_, _| false);
         assert_eq!(net.b.got.len(), 1);
         assert_eq!(net.a.got.len(), 1);
-        assert!(matches!(
-            net.a.got[0].1.payload,
-            Payload::TooBig { mtu: 1394, .. }
-        ));
+        assert!(matches!(net.a.got[0].1.payload, Payload::TooBig { mtu: 1394, .. }));
     }
 
     fn lossy_run(seed: u64) -> (u64, usize) {
@@ -688,9 +611,7 @@ mod tests {
             l.queue_packets = Some(20);
         }
         let a = Script {
-            to_send: (0..200)
-                .map(|i| (SimTime::from_nanos(i * 1_000_000), probe(1000, true)))
-                .collect(),
+            to_send: (0..200).map(|i| (SimTime::from_nanos(i * 1_000_000), probe(1000, true))).collect(),
             got: Vec::new(),
         };
         let mut net = Network::new(p, seed, a, Script::default()).expect("valid");

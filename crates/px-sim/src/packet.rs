@@ -208,14 +208,7 @@ impl Packet {
     /// and `dir` when it is sent.
     #[must_use]
     pub fn new(size: u32, df: bool, payload: Payload) -> Self {
-        Packet {
-            size,
-            df,
-            ip_id: 0,
-            frag: FragInfo::default(),
-            dir: Dir::Forward,
-            payload,
-        }
+        Packet { size, df, ip_id: 0, frag: FragInfo::default(), dir: Dir::Forward, payload }
     }
 }
 
@@ -237,10 +230,7 @@ pub fn fragment(pkt: &Packet, mtu: u32, mut emit: impl FnMut(Packet)) -> u32 {
         let last = done + len == payload;
         emit(Packet {
             size: len + IPV4_HEADER,
-            frag: FragInfo {
-                offset: pkt.frag.offset + done,
-                more: !last || pkt.frag.more,
-            },
+            frag: FragInfo { offset: pkt.frag.offset + done, more: !last || pkt.frag.more },
             ..*pkt
         });
         done += len;
@@ -298,21 +288,9 @@ mod tests {
         assert_eq!(n, 2);
         // 1380 payload bytes fit in 1400 and 1380 is a multiple of 4 but not 8: 1376.
         assert_eq!(out[0].size, 1396);
-        assert_eq!(
-            out[0].frag,
-            FragInfo {
-                offset: 0,
-                more: true
-            }
-        );
+        assert_eq!(out[0].frag, FragInfo { offset: 0, more: true });
         assert_eq!(out[1].size, 1480 - 1376 + 20);
-        assert_eq!(
-            out[1].frag,
-            FragInfo {
-                offset: 1376,
-                more: false
-            }
-        );
+        assert_eq!(out[1].frag, FragInfo { offset: 1376, more: false });
     }
 
     #[test]

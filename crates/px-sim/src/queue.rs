@@ -30,10 +30,7 @@ impl<E> PartialOrd for Entry<E> {
 impl<E> Ord for Entry<E> {
     // Reversed: `BinaryHeap` is a max-heap and we want the earliest first.
     fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .at
-            .cmp(&self.at)
-            .then_with(|| other.seq.cmp(&self.seq))
+        other.at.cmp(&self.at).then_with(|| other.seq.cmp(&self.seq))
     }
 }
 
@@ -53,10 +50,7 @@ impl<E> EventQueue<E> {
     /// An empty queue.
     #[must_use]
     pub fn new() -> Self {
-        EventQueue {
-            heap: BinaryHeap::with_capacity(1024),
-            next_seq: 0,
-        }
+        EventQueue { heap: BinaryHeap::with_capacity(1024), next_seq: 0 }
     }
 
     /// Schedules `event` at `at`.

@@ -27,10 +27,7 @@ impl TraceHash {
     /// The hash of an empty trace.
     #[must_use]
     pub const fn new() -> Self {
-        TraceHash {
-            state: FNV_OFFSET,
-            events: 0,
-        }
+        TraceHash { state: FNV_OFFSET, events: 0 }
     }
 
     /// Folds one word (little-endian bytes) into the hash.

@@ -1,0 +1,501 @@
+//! The bulk sender: packet numbers, loss detection and probe timeout as
+//! RFC 9002 §6 specifies them, NewReno, and a PMTU controller choosing the
+//! packet size.
+//!
+//! Guarantees: every stream byte is (re)sent until acknowledged; a byte
+//! range is retransmitted only after the packet carrying it was declared
+//! lost (or as a PTO probe), and never once it is known acknowledged;
+//! the window limits in-flight bytes except for PTO probes (RFC 9002
+//! §7.5). The RTT estimator is `px-pmtud`'s, behind its trait, so the same
+//! sender runs with the classic or any once-per-RTT estimator.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use px_pmtud::rtt::{GRANULARITY, RttEstimator, RttSample};
+use serde::Serialize;
+
+use super::TransportConfig;
+use super::newreno::NewReno;
+use super::pmtu::PmtuController;
+use super::ranges::RangeSet;
+use crate::net::Endpoint;
+use crate::packet::{AckRanges, Packet, Payload};
+use crate::time::SimTime;
+
+/// RFC 9002 §6.1.1: "kPacketThreshold ... RECOMMENDED initial value ... is 3".
+const PACKET_THRESHOLD: u64 = 3;
+/// RFC 9002 §7.6.1: "kPersistentCongestionThreshold ... 3".
+const PERSISTENT_CONGESTION_THRESHOLD: u32 = 3;
+/// Largest PTO backoff exponent (keeps the shift in range).
+const MAX_PTO_BACKOFF: u32 = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Outstanding,
+    Acked,
+    Lost,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SentPacket {
+    time_sent: SimTime,
+    size: u32,
+    offset: u64,
+    len: u32,
+    probe: bool,
+    state: State,
+}
+
+/// Counters of one transfer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SenderStats {
+    /// Packets sent (data, retransmissions, probes).
+    pub packets_sent: u64,
+    /// IP bytes sent.
+    pub bytes_sent: u64,
+    /// Data packets declared lost.
+    pub packets_lost: u64,
+    /// DPLPMTUD probes sent.
+    pub probes_sent: u64,
+    /// DPLPMTUD probes declared lost.
+    pub probes_lost: u64,
+    /// Probe timeouts that fired.
+    pub ptos: u64,
+    /// Congestion events (window reductions).
+    pub congestion_events: u64,
+    /// Persistent-congestion collapses.
+    pub persistent_congestion: u64,
+    /// When every stream byte was acknowledged.
+    pub completed_at: Option<SimTime>,
+    /// When slow start ended.
+    pub slow_start_exit: Option<SimTime>,
+    /// smoothed RTT when slow start ended.
+    pub srtt_at_slow_start_exit: Option<Duration>,
+}
+
+/// Sender state at the end of one round trip (an ACK of a packet sent after
+/// the previous round ended).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct RoundSample {
+    /// Time the round ended, seconds.
+    pub t_s: f64,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Stream bytes acknowledged so far.
+    pub acked_bytes: u64,
+    /// PLPMTU in force.
+    pub plpmtu: u32,
+    /// smoothed RTT, seconds.
+    pub srtt_s: f64,
+}
+
+/// The sending endpoint of a bulk transfer.
+pub struct BulkSender {
+    cfg: TransportConfig,
+    rtt: Box<dyn RttEstimator>,
+    pmtu: Box<dyn PmtuController>,
+    cc: NewReno,
+    next_pn: u64,
+    /// Packets from `sent_base` on; earlier ones are settled.
+    sent: VecDeque<SentPacket>,
+    sent_base: u64,
+    outstanding: u64,
+    next_offset: u64,
+    retransmit: VecDeque<(u64, u32)>,
+    acked: RangeSet,
+    largest_acked: Option<u64>,
+    loss_time: Option<SimTime>,
+    last_ack_eliciting: Option<SimTime>,
+    first_rtt_sample: Option<SimTime>,
+    pto_count: u32,
+    pto_probes: u8,
+    round_end: u64,
+    rounds: Vec<RoundSample>,
+    stats: SenderStats,
+}
+
+impl BulkSender {
+    /// A sender of `cfg.total_bytes` bytes using `rtt` for its timers and
+    /// `pmtu` for its packet size.
+    #[must_use]
+    pub fn new(cfg: TransportConfig, rtt: Box<dyn RttEstimator>, pmtu: Box<dyn PmtuController>) -> Self {
+        let cc = NewReno::new(pmtu.plpmtu());
+        BulkSender {
+            cfg,
+            rtt,
+            pmtu,
+            cc,
+            next_pn: 0,
+            sent: VecDeque::with_capacity(256),
+            sent_base: 0,
+            outstanding: 0,
+            next_offset: 0,
+            retransmit: VecDeque::new(),
+            acked: RangeSet::new(),
+            largest_acked: None,
+            loss_time: None,
+            last_ack_eliciting: None,
+            first_rtt_sample: None,
+            pto_count: 0,
+            pto_probes: 0,
+            round_end: 0,
+            rounds: Vec::new(),
+            stats: SenderStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    #[must_use]
+    pub fn stats(&self) -> &SenderStats {
+        &self.stats
+    }
+
+    /// Window, PLPMTU and progress at the end of each round trip.
+    #[must_use]
+    pub fn rounds(&self) -> &[RoundSample] {
+        &self.rounds
+    }
+
+    /// The RTT estimator.
+    #[must_use]
+    pub fn rtt(&self) -> &dyn RttEstimator {
+        self.rtt.as_ref()
+    }
+
+    /// The congestion controller.
+    #[must_use]
+    pub fn congestion(&self) -> &NewReno {
+        &self.cc
+    }
+
+    /// The PMTU controller.
+    #[must_use]
+    pub fn pmtu(&self) -> &dyn PmtuController {
+        self.pmtu.as_ref()
+    }
+
+    /// True once every byte is acknowledged.
+    #[must_use]
+    pub fn is_complete(&self) -> bool {
+        self.stats.completed_at.is_some()
+    }
+
+    fn capacity(&self, size: u32) -> u32 {
+        size.saturating_sub(self.cfg.header_bytes).max(1)
+    }
+
+    /// Next stream range to send in a packet of `size` bytes: lost ranges
+    /// first (minus what is known acked), then new data.
+    fn next_chunk(&mut self, size: u32) -> Option<(u64, u32)> {
+        let cap = self.capacity(size);
+        while let Some((off, len)) = self.retransmit.pop_front() {
+            let end = off + u64::from(len);
+            // Skip the part already acknowledged (a spurious loss).
+            let start = self.acked.first_gap_from(off);
+            if start >= end {
+                continue;
+            }
+            // Stop at the next acknowledged byte, so none is resent.
+            let stop_here = end.min(start + u64::from(cap)).min(self.acked.next_start_after(start).unwrap_or(u64::MAX));
+            if stop_here < end {
+                self.retransmit.push_front((stop_here, (end - stop_here) as u32));
+            }
+            return Some((start, (stop_here - start) as u32));
+        }
+        if self.next_offset < self.cfg.total_bytes {
+            let len = (self.cfg.total_bytes - self.next_offset).min(u64::from(cap)) as u32;
+            let off = self.next_offset;
+            self.next_offset += u64::from(len);
+            return Some((off, len));
+        }
+        None
+    }
+
+    fn record_sent(&mut self, now: SimTime, pkt: SentPacket) -> u64 {
+        let pn = self.next_pn;
+        self.next_pn += 1;
+        self.sent.push_back(pkt);
+        self.outstanding += 1;
+        self.cc.on_sent(pkt.size);
+        self.rtt.on_packet_sent(pn);
+        self.last_ack_eliciting = Some(now);
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += u64::from(pkt.size);
+        pn
+    }
+
+    fn data_packet(&mut self, now: SimTime, off: u64, len: u32) -> Packet {
+        let size = len + self.cfg.header_bytes;
+        let pn = self.record_sent(
+            now,
+            SentPacket { time_sent: now, size, offset: off, len, probe: false, state: State::Outstanding },
+        );
+        Packet::new(size, true, Payload::Data { pn, offset: off, len })
+    }
+
+    fn padding_packet(&mut self, now: SimTime, size: u32, probe: bool) -> Packet {
+        let pn = self
+            .record_sent(now, SentPacket { time_sent: now, size, offset: 0, len: 0, probe, state: State::Outstanding });
+        Packet::new(size, true, Payload::Padding { pn })
+    }
+
+    /// RFC 9002 §6.2.4: a PTO probe carries new data if there is any,
+    /// otherwise retransmits the oldest unacknowledged data.
+    fn pto_probe(&mut self, now: SimTime, size: u32) -> Packet {
+        if self.retransmit.is_empty() && self.next_offset >= self.cfg.total_bytes {
+            let oldest =
+                self.sent.iter().find(|p| p.state == State::Outstanding && p.len > 0).map(|p| (p.offset, p.len));
+            if let Some(r) = oldest {
+                self.retransmit.push_front(r);
+            }
+        }
+        match self.next_chunk(size) {
+            Some((off, len)) => self.data_packet(now, off, len),
+            None => self.padding_packet(now, self.cfg.header_bytes + 1, false),
+        }
+    }
+
+    fn pto_duration(&self) -> Duration {
+        self.rtt.pto(self.cfg.max_ack_delay)
+    }
+
+    /// RFC 9002 §A.8 SetLossDetectionTimer.
+    fn loss_timer(&self) -> Option<SimTime> {
+        if let Some(t) = self.loss_time {
+            return Some(t);
+        }
+        if self.outstanding == 0 {
+            return None;
+        }
+        let backoff = 1u32 << self.pto_count.min(MAX_PTO_BACKOFF);
+        self.last_ack_eliciting.map(|t| t + self.pto_duration().saturating_mul(backoff))
+    }
+
+    /// RFC 9002 §A.7 OnAckReceived.
+    fn on_ack(&mut self, now: SimTime, ack_delay: Duration, ranges: &AckRanges) {
+        let Some(largest) = ranges.largest() else { return };
+        if largest >= self.next_pn {
+            return; // acknowledges a packet never sent: ignore the frame
+        }
+        let mut largest_newly_acked: Option<(u64, SimTime)> = None;
+        for &(lo, hi) in ranges.as_slice() {
+            let lo = lo.max(self.sent_base);
+            if lo > hi {
+                continue;
+            }
+            for pn in lo..=hi {
+                let idx = (pn - self.sent_base) as usize;
+                let Some(p) = self.sent.get_mut(idx) else { continue };
+                if p.state == State::Acked {
+                    continue;
+                }
+                let was_lost = p.state == State::Lost;
+                p.state = State::Acked;
+                let p = *p;
+                if largest_newly_acked.is_none_or(|(l, _)| pn > l) {
+                    largest_newly_acked = Some((pn, p.time_sent));
+                }
+                if was_lost {
+                    // Acked after being declared lost: already out of flight.
+                    self.mark_acked_bytes(now, &p);
+                    continue;
+                }
+                self.outstanding -= 1;
+                self.cc.on_acked(p.time_sent, p.size);
+                if p.probe {
+                    self.pmtu.on_probe_acked(now, p.size);
+                } else {
+                    self.pmtu.on_packet_acked(now, p.size);
+                }
+                self.mark_acked_bytes(now, &p);
+                if pn >= self.round_end {
+                    self.end_round(now);
+                }
+            }
+        }
+        let Some((newest, sent_at)) = largest_newly_acked else { return };
+        self.largest_acked = Some(self.largest_acked.map_or(largest, |l| l.max(largest)));
+        // RFC 9002 §5.1: a sample only when the largest acked is newly acked.
+        if newest == largest {
+            let ack_delay =
+                if self.first_rtt_sample.is_some() { ack_delay.min(self.cfg.max_ack_delay) } else { ack_delay };
+            self.rtt.on_ack(RttSample { latest_rtt: now - sent_at, ack_delay, acked_packet_number: largest });
+            self.first_rtt_sample.get_or_insert(now);
+        }
+        self.detect_lost(now);
+        self.pto_count = 0;
+        self.settle_front();
+    }
+
+    fn mark_acked_bytes(&mut self, now: SimTime, p: &SentPacket) {
+        if p.len == 0 {
+            return;
+        }
+        self.acked.insert(p.offset, p.offset + u64::from(p.len));
+        if self.stats.completed_at.is_none() && self.acked.prefix_end() >= self.cfg.total_bytes {
+            self.stats.completed_at = Some(now);
+        }
+    }
+
+    fn end_round(&mut self, now: SimTime) {
+        self.round_end = self.next_pn;
+        if self.cfg.record_rounds {
+            self.rounds.push(RoundSample {
+                t_s: now.as_secs_f64(),
+                cwnd: self.cc.window(),
+                acked_bytes: self.acked.prefix_end(),
+                plpmtu: self.pmtu.plpmtu(),
+                srtt_s: self.rtt.smoothed_rtt().as_secs_f64(),
+            });
+        }
+    }
+
+    fn settle_front(&mut self) {
+        while self.sent.front().is_some_and(|p| p.state != State::Outstanding) {
+            self.sent.pop_front();
+            self.sent_base += 1;
+        }
+    }
+
+    /// RFC 9002 §A.10 DetectAndRemoveLostPackets.
+    fn detect_lost(&mut self, now: SimTime) {
+        let Some(largest_acked) = self.largest_acked else { return };
+        self.loss_time = None;
+        let srtt = self.rtt.smoothed_rtt();
+        let latest = self.rtt.latest_rtt().unwrap_or(srtt);
+        // "loss_delay = kTimeThreshold * max(latest_rtt, smoothed_rtt)",
+        // kTimeThreshold = 9/8, "at least kGranularity".
+        let loss_delay = (latest.max(srtt) * 9 / 8).max(GRANULARITY);
+        let pc_duration = self.pto_duration().saturating_mul(PERSISTENT_CONGESTION_THRESHOLD);
+
+        let mut lost_bytes = 0u64;
+        let mut newest_lost: Option<SimTime> = None;
+        // Persistent congestion: the longest run of lost packets with no
+        // acknowledged packet between them (RFC 9002 §7.6.2).
+        let mut run_start: Option<SimTime> = None;
+        let mut persistent = false;
+        for i in 0..self.sent.len() {
+            let pn = self.sent_base + i as u64;
+            if pn > largest_acked {
+                break;
+            }
+            let p = self.sent[i];
+            match p.state {
+                State::Acked => {
+                    run_start = None;
+                    continue;
+                }
+                State::Lost => continue,
+                State::Outstanding => {}
+            }
+            let by_time = p.time_sent + loss_delay <= now;
+            let by_count = largest_acked >= pn + PACKET_THRESHOLD;
+            if !(by_time || by_count) {
+                let at = p.time_sent + loss_delay;
+                self.loss_time = Some(self.loss_time.map_or(at, |t| t.min(at)));
+                run_start = None;
+                continue;
+            }
+            self.sent[i].state = State::Lost;
+            self.outstanding -= 1;
+            if p.probe {
+                // RFC 9000 §14.4: a lost PMTU probe is not a congestion signal.
+                self.stats.probes_lost += 1;
+                self.cc.on_discarded(p.size);
+                self.pmtu.on_probe_lost(now, p.size);
+                continue;
+            }
+            self.stats.packets_lost += 1;
+            self.pmtu.on_packet_lost(now, p.size);
+            lost_bytes += u64::from(p.size);
+            newest_lost = Some(newest_lost.map_or(p.time_sent, |t| t.max(p.time_sent)));
+            if p.len > 0 {
+                self.retransmit.push_back((p.offset, p.len));
+            }
+            let start = *run_start.get_or_insert(p.time_sent);
+            if self.first_rtt_sample.is_some_and(|f| f < start) && p.time_sent - start > pc_duration {
+                persistent = true;
+            }
+        }
+        if let Some(newest) = newest_lost {
+            let before = self.cc.congestion_events;
+            self.cc.on_lost(now, lost_bytes, newest);
+            if self.cc.congestion_events != before && self.stats.slow_start_exit.is_none() {
+                self.stats.slow_start_exit = Some(now);
+                self.stats.srtt_at_slow_start_exit = Some(srtt);
+            }
+            self.stats.congestion_events = self.cc.congestion_events;
+        }
+        if persistent {
+            self.stats.persistent_congestion += 1;
+            self.cc.on_persistent_congestion();
+        }
+        self.settle_front();
+    }
+
+    /// RFC 9002 §A.9 OnLossDetectionTimeout.
+    fn on_loss_timeout(&mut self, now: SimTime) {
+        if self.loss_time.is_some() {
+            self.detect_lost(now);
+            return;
+        }
+        self.stats.ptos += 1;
+        let largest = self.sent.iter().filter(|p| p.state == State::Outstanding).map(|p| p.size).max().unwrap_or(0);
+        self.pmtu.on_pto(now, largest);
+        self.pto_count += 1;
+        // "send one or two ack-eliciting packets": two, as RFC 9002 §6.2.4 allows.
+        self.pto_probes = 2;
+    }
+}
+
+impl Endpoint for BulkSender {
+    fn on_packet(&mut self, now: SimTime, pkt: &Packet) {
+        if let Payload::Ack { ack_delay_us, ranges, .. } = pkt.payload {
+            self.on_ack(now, Duration::from_micros(ack_delay_us), &ranges);
+        }
+    }
+
+    fn on_timeout(&mut self, now: SimTime) {
+        if self.pmtu.poll_timeout().is_some_and(|t| t <= now) {
+            self.pmtu.on_timeout(now);
+        }
+        if self.loss_timer().is_some_and(|t| t <= now) {
+            self.on_loss_timeout(now);
+        }
+    }
+
+    fn poll_transmit(&mut self, now: SimTime) -> Option<Packet> {
+        if self.is_complete() {
+            return None;
+        }
+        let size = self.pmtu.plpmtu();
+        self.cc.set_max_datagram(size);
+        if self.pto_probes > 0 {
+            self.pto_probes -= 1;
+            return Some(self.pto_probe(now, size));
+        }
+        if let Some(probe) = self.pmtu.probe_wanted(now) {
+            if self.cc.can_send(probe) {
+                self.pmtu.on_probe_sent(now, probe);
+                self.stats.probes_sent += 1;
+                return Some(self.padding_packet(now, probe, true));
+            }
+        }
+        if !self.cc.can_send(size) {
+            return None;
+        }
+        let (off, len) = self.next_chunk(size)?;
+        Some(self.data_packet(now, off, len))
+    }
+
+    fn poll_timeout(&self) -> Option<SimTime> {
+        if self.is_complete() {
+            return None;
+        }
+        match (self.loss_timer(), self.pmtu.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
