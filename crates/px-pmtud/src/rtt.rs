@@ -89,13 +89,7 @@ impl ClassicRtt {
     /// (RFC 9002 §6.2.2 allows a value from a previous connection).
     #[must_use]
     pub fn new(initial_rtt: Duration) -> Self {
-        Self {
-            initial_rtt,
-            smoothed: initial_rtt,
-            var: initial_rtt / 2,
-            min: None,
-            latest: None,
-        }
+        Self { initial_rtt, smoothed: initial_rtt, var: initial_rtt / 2, min: None, latest: None }
     }
 
     /// The initial RTT this estimator was built with.
@@ -124,11 +118,7 @@ impl RttEstimator for ClassicRtt {
         self.min = Some(min);
         // RFC 9002 §5.3: "if (latest_rtt >= min_rtt + ack_delay):
         //   adjusted_rtt = latest_rtt - ack_delay" — never below min_rtt.
-        let adjusted = if latest >= min.saturating_add(sample.ack_delay) {
-            latest - sample.ack_delay
-        } else {
-            latest
-        };
+        let adjusted = if latest >= min.saturating_add(sample.ack_delay) { latest - sample.ack_delay } else { latest };
         // "rttvar_sample = abs(smoothed_rtt - adjusted_rtt)
         //  rttvar = 3/4 * rttvar + 1/4 * rttvar_sample
         //  smoothed_rtt = 7/8 * smoothed_rtt + 1/8 * adjusted_rtt"
@@ -156,9 +146,7 @@ impl RttEstimator for ClassicRtt {
     fn pto(&self, max_ack_delay: Duration) -> Duration {
         // RFC 9002 §6.2.1: "PTO = smoothed_rtt + max(4*rttvar, kGranularity)
         // + max_ack_delay".
-        self.smoothed
-            .saturating_add(self.var.saturating_mul(4).max(GRANULARITY))
-            .saturating_add(max_ack_delay)
+        self.smoothed.saturating_add(self.var.saturating_mul(4).max(GRANULARITY)).saturating_add(max_ack_delay)
     }
 }
 
@@ -207,13 +195,7 @@ struct Epoch {
 impl Epoch {
     fn starting_at(first_pn: u64) -> Self {
         // "rtt_epoch_sample_max = 0, rtt_epoch_sample_min = UINT64_MAX"
-        Self {
-            first_pn,
-            nb_samples: 0,
-            sum: Duration::ZERO,
-            max: Duration::ZERO,
-            min: Duration::MAX,
-        }
+        Self { first_pn, nb_samples: 0, sum: Duration::ZERO, max: Duration::ZERO, min: Duration::MAX }
     }
 }
 
@@ -308,10 +290,7 @@ impl OncePerRtt {
 
     fn close_epoch(&mut self) {
         let e = self.epoch;
-        let var_sample = e
-            .max
-            .abs_diff(self.smoothed)
-            .max(e.min.abs_diff(self.smoothed));
+        let var_sample = e.max.abs_diff(self.smoothed).max(e.min.abs_diff(self.smoothed));
         self.var = self.var * 3 / 4 + var_sample / 4;
         let mean = e.sum / e.nb_samples;
         self.smoothed = self.smoothed * 7 / 8 + mean / 8;
@@ -323,10 +302,7 @@ impl OncePerRtt {
 
 impl RttEstimator for OncePerRtt {
     fn on_packet_sent(&mut self, packet_number: u64) {
-        self.last_sent = Some(
-            self.last_sent
-                .map_or(packet_number, |pn| pn.max(packet_number)),
-        );
+        self.last_sent = Some(self.last_sent.map_or(packet_number, |pn| pn.max(packet_number)));
     }
 
     fn on_ack(&mut self, sample: RttSample) {
@@ -339,11 +315,8 @@ impl RttEstimator for OncePerRtt {
                 self.min = Some(latest);
             }
             Some(min) => {
-                let adjusted = if latest >= min.saturating_add(sample.ack_delay) {
-                    latest - sample.ack_delay
-                } else {
-                    latest
-                };
+                let adjusted =
+                    if latest >= min.saturating_add(sample.ack_delay) { latest - sample.ack_delay } else { latest };
                 let e = &mut self.epoch;
                 e.nb_samples = e.nb_samples.saturating_add(1);
                 e.sum = e.sum.saturating_add(adjusted);
@@ -379,8 +352,7 @@ impl RttEstimator for OncePerRtt {
             PtoVariant::ThreeVar => (self.smoothed, self.var.saturating_mul(3)),
             PtoVariant::MaxRtt => (self.last_epoch_max.unwrap_or(self.smoothed), self.var),
         };
-        base.saturating_add(var_term.max(GRANULARITY))
-            .saturating_add(max_ack_delay)
+        base.saturating_add(var_term.max(GRANULARITY)).saturating_add(max_ack_delay)
     }
 }
 
@@ -393,11 +365,7 @@ mod tests {
     }
 
     fn sample(rtt: u64, delay: u64, pn: u64) -> RttSample {
-        RttSample {
-            latest_rtt: ms(rtt),
-            ack_delay: ms(delay),
-            acked_packet_number: pn,
-        }
+        RttSample { latest_rtt: ms(rtt), ack_delay: ms(delay), acked_packet_number: pn }
     }
 
     #[test]
@@ -562,10 +530,8 @@ mod tests {
 
     #[test]
     fn trait_objects_are_usable() {
-        let estimators: Vec<Box<dyn RttEstimator>> = vec![
-            Box::new(ClassicRtt::default()),
-            Box::new(OncePerRtt::new(PtoVariant::FourVar)),
-        ];
+        let estimators: Vec<Box<dyn RttEstimator>> =
+            vec![Box::new(ClassicRtt::default()), Box::new(OncePerRtt::new(PtoVariant::FourVar))];
         for e in &estimators {
             assert_eq!(e.pto(Duration::ZERO), ms(999));
         }
