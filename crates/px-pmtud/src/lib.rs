@@ -7,5 +7,6 @@
 
 pub mod blackhole;
 pub mod dplpmtud;
+pub mod fpmtud;
 pub mod rtt;
 pub mod search;

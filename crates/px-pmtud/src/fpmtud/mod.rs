@@ -1,0 +1,4 @@
+//! F-PMTUD: path MTU discovery in one round trip from IP fragments
+//! (PacketExpress paper §4.2), made exact by one DF-set confirmation round.
+
+pub mod wire;
