@@ -8,10 +8,12 @@
 //! run is a pure function of its configuration and seed (checked by a trace
 //! hash over every event).
 
+pub mod experiments;
 pub mod link;
 pub mod net;
 pub mod packet;
 pub mod queue;
+pub mod svg;
 pub mod time;
 pub mod trace;
 pub mod transport;

@@ -1,0 +1,53 @@
+//! The experiments: each a library function from a parameter struct to a
+//! serde-serializable result, plus an SVG rendering of that result.
+//!
+//! | function | question |
+//! |---|---|
+//! | [`mtu_benefit`] | where a 9000-byte MTU's throughput gain over 1500 comes from (paper §2.1, §5.2, Fig. 1d) |
+//!
+//! Every function is deterministic: the same parameters (seed included)
+//! give the same result.
+
+mod mtu_benefit;
+
+pub use mtu_benefit::{MtuBenefitParams, MtuBenefitResult, MtuBenefitRun, mtu_benefit, mtu_benefit_svg};
+
+use thiserror::Error;
+
+use crate::net::PathError;
+
+/// Why an experiment could not run.
+#[derive(Debug, Error, PartialEq)]
+pub enum ExperimentError {
+    /// A parameter is out of its range; the text names it.
+    #[error("invalid parameter: {0}")]
+    InvalidParam(&'static str),
+    /// The path built from the parameters was refused.
+    #[error("invalid path: {0}")]
+    Path(#[from] PathError),
+}
+
+/// Nearest-rank percentile of sorted `v` (`p` in 0..=100); `None` if empty.
+#[must_use]
+pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50.0));
+        assert_eq!(percentile(&v, 99.0), Some(99.0));
+        assert_eq!(percentile(&v, 100.0), Some(100.0));
+        assert_eq!(percentile(&[3.0], 99.0), Some(3.0));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+}

@@ -1,0 +1,313 @@
+//! Hand-written SVG charts for the experiments' results: a line chart and a
+//! grouped bar chart, nothing more.
+//!
+//! Output is a self-contained SVG 1.1 document (no scripts, no external
+//! resources); every text is XML-escaped; non-finite values are skipped, so
+//! a result with a missing point still renders.
+
+use std::fmt::Write;
+
+const W: f64 = 760.0;
+const H: f64 = 440.0;
+const LEFT: f64 = 80.0;
+const RIGHT: f64 = 180.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 60.0;
+const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+
+/// One named line of a [`LineChart`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// Legend label.
+    pub name: String,
+    /// Points `(x, y)`, in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A line chart with linear axes starting at zero.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LineChart {
+    /// Title above the plot.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// The lines.
+    pub series: Vec<Series>,
+}
+
+/// Grouped bars: one group per category, one bar per series in each.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BarChart {
+    /// Title above the plot.
+    pub title: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// Category labels along the x axis.
+    pub categories: Vec<String>,
+    /// `(series name, one value per category)`.
+    pub series: Vec<(String, Vec<f64>)>,
+}
+
+/// Escapes the five XML special characters.
+#[must_use]
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A "nice" tick step (1, 2 or 5 times a power of ten) giving about
+/// `target` ticks up to `max`.
+fn tick_step(max: f64, target: f64) -> f64 {
+    if max <= 0.0 || !max.is_finite() {
+        return 1.0;
+    }
+    let raw = max / target;
+    let mag = 10f64.powf(raw.log10().floor());
+    let n = raw / mag;
+    let nice = if n <= 1.0 {
+        1.0
+    } else if n <= 2.0 {
+        2.0
+    } else if n <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+fn fmt_tick(v: f64) -> String {
+    if v == 0.0 {
+        "0".to_string()
+    } else if v.abs() >= 1e6 || v.abs() < 1e-3 {
+        format!("{v:.1e}")
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+fn header(out: &mut String, title: &str) {
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = write!(out, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
+        (LEFT + W - RIGHT) / 2.0,
+        escape(title)
+    );
+}
+
+/// Draws the y axis with ticks up to `y_max` (rounded up to a tick) and
+/// returns the rounded maximum.
+fn y_axis(out: &mut String, y_max: f64, label: &str) -> f64 {
+    let step = tick_step(y_max, 5.0);
+    let top = (y_max / step).ceil().max(1.0) * step;
+    let plot_h = H - TOP - BOTTOM;
+    let mut v = 0.0;
+    while v <= top + step * 1e-9 {
+        let y = H - BOTTOM - v / top * plot_h;
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#dddddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            W - RIGHT,
+            LEFT - 6.0,
+            y + 4.0,
+            fmt_tick(v)
+        );
+        v += step;
+    }
+    let _ = write!(
+        out,
+        r#"<text x="18" y="{:.1}" text-anchor="middle" transform="rotate(-90 18 {:.1})">{}</text>"#,
+        TOP + plot_h / 2.0,
+        TOP + plot_h / 2.0,
+        escape(label)
+    );
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="#000000"/><line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#000000"/>"##,
+        H - BOTTOM,
+        H - BOTTOM,
+        W - RIGHT,
+        H - BOTTOM
+    );
+    top
+}
+
+fn legend(out: &mut String, names: &[&str]) {
+    for (i, name) in names.iter().enumerate() {
+        let y = TOP + 10.0 + i as f64 * 18.0;
+        let x = W - RIGHT + 14.0;
+        let _ = write!(
+            out,
+            r#"<rect x="{x}" y="{:.1}" width="12" height="12" fill="{}"/><text x="{}" y="{:.1}">{}</text>"#,
+            y - 10.0,
+            COLORS[i % COLORS.len()],
+            x + 18.0,
+            y,
+            escape(name)
+        );
+    }
+}
+
+impl LineChart {
+    /// Renders the chart as an SVG document.
+    #[must_use]
+    pub fn to_svg(&self) -> String {
+        let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
+        let pts = || self.series.iter().flat_map(|s| s.points.iter().filter(finite));
+        let x_max = pts().map(|p| p.0).fold(0.0, f64::max);
+        let y_max = pts().map(|p| p.1).fold(0.0, f64::max);
+        let mut out = String::with_capacity(4096);
+        header(&mut out, &self.title);
+        let y_top = y_axis(&mut out, y_max, &self.y_label);
+        let x_step = tick_step(x_max, 6.0);
+        let x_top = (x_max / x_step).ceil().max(1.0) * x_step;
+        let plot_w = W - LEFT - RIGHT;
+        let plot_h = H - TOP - BOTTOM;
+        let mut v = 0.0;
+        while v <= x_top + x_step * 1e-9 {
+            let x = LEFT + v / x_top * plot_w;
+            let _ = write!(
+                out,
+                r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                H - BOTTOM + 16.0,
+                fmt_tick(v)
+            );
+            v += x_step;
+        }
+        let _ = write!(
+            out,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            LEFT + plot_w / 2.0,
+            H - 18.0,
+            escape(&self.x_label)
+        );
+        for (i, s) in self.series.iter().enumerate() {
+            let _ = write!(
+                out,
+                r#"<polyline fill="none" stroke-width="1.5" stroke="{}" points=""#,
+                COLORS[i % COLORS.len()]
+            );
+            for &(x, y) in s.points.iter().filter(finite) {
+                let px = LEFT + x / x_top * plot_w;
+                let py = H - BOTTOM - y / y_top * plot_h;
+                let _ = write!(out, "{px:.1},{py:.1} ");
+            }
+            out.push_str(r#""/>"#);
+        }
+        let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
+        legend(&mut out, &names);
+        out.push_str("</svg>\n");
+        out
+    }
+}
+
+impl BarChart {
+    /// Renders the chart as an SVG document.
+    #[must_use]
+    pub fn to_svg(&self) -> String {
+        let y_max = self.series.iter().flat_map(|s| s.1.iter()).copied().filter(|v| v.is_finite()).fold(0.0, f64::max);
+        let mut out = String::with_capacity(4096);
+        header(&mut out, &self.title);
+        let y_top = y_axis(&mut out, y_max, &self.y_label);
+        let plot_w = W - LEFT - RIGHT;
+        let plot_h = H - TOP - BOTTOM;
+        let groups = self.categories.len().max(1) as f64;
+        let group_w = plot_w / groups;
+        let bar_w = group_w * 0.8 / self.series.len().max(1) as f64;
+        for (g, cat) in self.categories.iter().enumerate() {
+            let gx = LEFT + g as f64 * group_w;
+            let _ = write!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                gx + group_w / 2.0,
+                H - BOTTOM + 16.0,
+                escape(cat)
+            );
+            for (i, (_, values)) in self.series.iter().enumerate() {
+                let Some(&v) = values.get(g) else { continue };
+                if !v.is_finite() {
+                    continue;
+                }
+                let h = v / y_top * plot_h;
+                let _ = write!(
+                    out,
+                    r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{}"><title>{}</title></rect>"#,
+                    gx + group_w * 0.1 + i as f64 * bar_w,
+                    H - BOTTOM - h,
+                    bar_w * 0.95,
+                    COLORS[i % COLORS.len()],
+                    fmt_tick(v)
+                );
+            }
+        }
+        let names: Vec<&str> = self.series.iter().map(|s| s.0.as_str()).collect();
+        legend(&mut out, &names);
+        out.push_str("</svg>\n");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_ticks() {
+        assert_eq!(tick_step(10.0, 5.0), 2.0);
+        assert_eq!(tick_step(0.9, 5.0), 0.2);
+        assert_eq!(tick_step(7300.0, 6.0), 2000.0);
+    }
+
+    #[test]
+    fn line_chart_is_well_formed_and_escaped() {
+        let c = LineChart {
+            title: "a < b & c".into(),
+            x_label: "t (s)".into(),
+            y_label: "cwnd".into(),
+            series: vec![
+                Series { name: "MSS 1448".into(), points: vec![(0.0, 1.0), (1.0, 2.0), (2.0, f64::NAN)] },
+                Series { name: "MSS 8948".into(), points: vec![(0.0, 3.0), (2.0, 8.0)] },
+            ],
+        };
+        let svg = c.to_svg();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("a &lt; b &amp; c"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(!svg.contains("NaN"));
+        // Balanced quotes: every attribute closed.
+        assert_eq!(svg.matches('"').count() % 2, 0);
+    }
+
+    #[test]
+    fn bar_chart_draws_one_rect_per_value() {
+        let c = BarChart {
+            title: "t".into(),
+            y_label: "s".into(),
+            categories: vec!["Classic".into(), "Once 3V".into()],
+            series: vec![("sim".into(), vec![11.0, 10.0]), ("blog".into(), vec![11.3, 10.5])],
+        };
+        let svg = c.to_svg();
+        // 4 bars + 2 legend swatches + background.
+        assert_eq!(svg.matches("<rect").count(), 7);
+    }
+}
