@@ -1,4 +1,6 @@
 //! F-PMTUD: path MTU discovery in one round trip from IP fragments
 //! (PacketExpress paper §4.2), made exact by one DF-set confirmation round.
 
+pub mod fragment;
+pub mod responder;
 pub mod wire;
