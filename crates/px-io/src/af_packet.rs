@@ -1,0 +1,739 @@
+//! AF_PACKET sockets bound to one interface, with virtio-net GSO metadata
+//! and batched, non-blocking, allocation-free receive and send.
+//!
+//! One [`PacketSocket`] sees every frame arriving on its interface (after
+//! kernel GRO, so with GRO on a frame can be a 64 KB super-packet, described
+//! by its [`PacketMeta`]) and can send frames, including super-packets the
+//! kernel cuts to `gso.size` (GSO). Guarantees:
+//!
+//! - frames this socket (or anyone) *sends* on the interface are not read
+//!   back (`PACKET_IGNORE_OUTGOING`), so a bump-in-the-wire does not loop;
+//! - [`PacketSocket::recv_batch`] / [`PacketSocket::send_batch`] make one
+//!   syscall per batch (`recvmmsg`/`sendmmsg`) and never allocate: frames
+//!   land in the [`RxBatch`]'s preallocated slots and leave from the
+//!   caller's buffers (anything implementing [`TxFrame`]);
+//! - nothing blocks: receive returns 0 when nothing is queued and
+//!   [`Poller`] waits with a sub-millisecond timeout so the caller can run
+//!   its timers;
+//! - a truncated frame (larger than a slot) or a header the kernel should
+//!   never write is reported per frame ([`RxError`]), never as a panic.
+//!
+//! Why batched calls and not a TPACKET ring: see the crate docs (measured).
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use crate::fanout::Fanout;
+use crate::iface::{self, IfaceError};
+use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetError};
+
+/// Largest frame a slot must hold: a 64 KB GRO super-packet (IP total
+/// length ≤ 65535) plus Ethernet and two VLAN tags.
+pub const MAX_FRAME: usize = 65535 + 14 + 8;
+
+/// How to open a [`PacketSocket`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketConfig {
+    /// Exchange a virtio-net header with every frame (GRO/GSO metadata).
+    pub vnet_hdr: bool,
+    /// Do not receive frames sent on the interface (by anyone on this host).
+    pub ignore_outgoing: bool,
+    /// Hold the interface in promiscuous mode while the socket is open.
+    pub promiscuous: bool,
+    /// Join a `PACKET_FANOUT` hash group (one per port; see [`crate::fanout`]).
+    pub fanout: Option<Fanout>,
+    /// Receive buffer in bytes (forced past `rmem_max` when root); 0 keeps
+    /// the default.
+    pub rcvbuf: usize,
+    /// Send buffer in bytes (forced past `wmem_max` when root); 0 keeps
+    /// the default.
+    pub sndbuf: usize,
+    /// Hand frames straight to the driver, skipping the qdisc
+    /// (`PACKET_QDISC_BYPASS`): faster, but no queueing discipline applies.
+    pub qdisc_bypass: bool,
+}
+
+impl Default for SocketConfig {
+    /// A gateway port: vnet header on, outgoing ignored, 8 MB buffers.
+    fn default() -> Self {
+        SocketConfig {
+            vnet_hdr: true,
+            ignore_outgoing: true,
+            promiscuous: false,
+            fanout: None,
+            rcvbuf: 8 << 20,
+            sndbuf: 8 << 20,
+            qdisc_bypass: false,
+        }
+    }
+}
+
+/// Why a socket could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The interface name is invalid or does not exist.
+    #[error(transparent)]
+    Iface(#[from] IfaceError),
+    /// A step of the socket setup failed (`socket`, `bind`, a socket option).
+    #[error("{step} on {iface}: {source}")]
+    Socket {
+        /// The failing step, e.g. `PACKET_FANOUT`.
+        step: &'static str,
+        /// The interface.
+        iface: String,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// Why a batch receive failed as a whole (per-frame problems are [`RxError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RecvError {
+    /// `recvmmsg` failed with something other than "nothing queued".
+    #[error("recvmmsg: {0}")]
+    Os(io::Error),
+}
+
+/// Why a frame of a received batch cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RxError {
+    /// The frame was longer than the slot and was cut.
+    #[error("frame of {len} bytes truncated to {cap}")]
+    Truncated {
+        /// The frame's real length.
+        len: usize,
+        /// The slot size.
+        cap: usize,
+    },
+    /// Shorter than a virtio-net header: the kernel never does this.
+    #[error("{0} bytes: shorter than the virtio-net header")]
+    Short(usize),
+    /// The virtio-net header is not one we can act on.
+    #[error(transparent)]
+    Vnet(#[from] VnetError),
+    /// Index beyond the frames received in this batch.
+    #[error("no frame {0} in this batch")]
+    Index(usize),
+}
+
+/// Why a send failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The send buffer is full; wait until writable and retry.
+    #[error("send buffer full")]
+    WouldBlock,
+    /// The kernel refused frame `sent` (a batch's first `sent` frames left).
+    #[error("frame {sent}: {source}")]
+    Refused {
+        /// Frames of the batch sent before the refused one.
+        sent: usize,
+        /// The OS error (`EMSGSIZE` too large, `EINVAL` bad GSO header,
+        /// `ENOBUFS` dropped by the device...).
+        source: io::Error,
+    },
+}
+
+/// Where a received frame was addressed (`sll_pkttype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketType {
+    /// To this host's MAC.
+    Host,
+    /// Broadcast.
+    Broadcast,
+    /// Multicast.
+    Multicast,
+    /// To another host (seen because of promiscuous mode, or a veth).
+    OtherHost,
+    /// Sent by this host (only without `ignore_outgoing`).
+    Outgoing,
+    /// A type this code does not know.
+    Other(u8),
+}
+
+impl From<u8> for PacketType {
+    fn from(t: u8) -> Self {
+        match t {
+            0 => PacketType::Host,
+            1 => PacketType::Broadcast,
+            2 => PacketType::Multicast,
+            3 => PacketType::OtherHost,
+            4 => PacketType::Outgoing,
+            t => PacketType::Other(t),
+        }
+    }
+}
+
+/// Counters the kernel keeps per packet socket (`PACKET_STATISTICS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SocketStats {
+    /// Frames queued to the socket since the last read.
+    pub packets: u32,
+    /// Frames dropped because the receive buffer was full.
+    pub drops: u32,
+}
+
+/// An AF_PACKET raw socket bound to one interface, non-blocking.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+    ifindex: u32,
+    iface: String,
+    vnet_hdr: bool,
+}
+
+/// `setsockopt` for plain-old-data option values.
+fn setsockopt<T: Copy>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: `v` points to a live, initialised `T` of the given size; every
+    // caller passes the type the option expects (int, packet_mreq).
+    let r = unsafe {
+        libc::setsockopt(fd.as_raw_fd(), level, name, (v as *const T).cast(), size_of::<T>() as libc::socklen_t)
+    };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+impl PacketSocket {
+    /// Opens a socket on `iface` (in the calling thread's namespace).
+    pub fn open(iface: &str, cfg: &SocketConfig) -> Result<PacketSocket, OpenError> {
+        let ifindex = iface::ifindex(iface)?;
+        let err = |step| {
+            let iface = iface.to_owned();
+            move |source| OpenError::Socket { step, iface, source }
+        };
+        // Protocol 0: receive nothing until bound to this interface below,
+        // so no frame of another interface slips in.
+        let ty = libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+        // SAFETY: socket(2) with constant arguments.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, ty, 0) };
+        if raw < 0 {
+            return Err(err("socket")(io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let one: libc::c_int = 1;
+        let sol = libc::SOL_PACKET;
+        if cfg.vnet_hdr {
+            setsockopt(&fd, sol, libc::PACKET_VNET_HDR, &one).map_err(err("PACKET_VNET_HDR"))?;
+        }
+        if cfg.ignore_outgoing {
+            setsockopt(&fd, sol, libc::PACKET_IGNORE_OUTGOING, &one).map_err(err("PACKET_IGNORE_OUTGOING"))?;
+        }
+        if cfg.qdisc_bypass {
+            setsockopt(&fd, sol, libc::PACKET_QDISC_BYPASS, &one).map_err(err("PACKET_QDISC_BYPASS"))?;
+        }
+        set_buf(&fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, cfg.rcvbuf).map_err(err("SO_RCVBUF"))?;
+        set_buf(&fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, cfg.sndbuf).map_err(err("SO_SNDBUF"))?;
+        bind(&fd, ifindex).map_err(err("bind"))?;
+        if cfg.promiscuous {
+            // SAFETY: packet_mreq is plain old data; zero is valid.
+            let mut mr: libc::packet_mreq = unsafe { zeroed() };
+            mr.mr_ifindex = ifindex as libc::c_int;
+            mr.mr_type = libc::PACKET_MR_PROMISC as libc::c_ushort;
+            setsockopt(&fd, sol, libc::PACKET_ADD_MEMBERSHIP, &mr).map_err(err("PACKET_MR_PROMISC"))?;
+        }
+        if let Some(f) = cfg.fanout {
+            let v = f.option_value() as libc::c_int;
+            setsockopt(&fd, sol, libc::PACKET_FANOUT, &v).map_err(err("PACKET_FANOUT"))?;
+        }
+        Ok(PacketSocket { fd, ifindex, iface: iface.to_owned(), vnet_hdr: cfg.vnet_hdr })
+    }
+
+    /// The interface index it is bound to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The interface name it is bound to.
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// Whether frames carry a virtio-net header ([`SocketConfig::vnet_hdr`]).
+    pub fn has_vnet_hdr(&self) -> bool {
+        self.vnet_hdr
+    }
+
+    /// Receives up to `batch.capacity()` frames without blocking; returns
+    /// how many (0 when nothing is queued). Read them with [`RxBatch::get`].
+    pub fn recv_batch(&self, batch: &mut RxBatch) -> Result<usize, RecvError> {
+        batch.prepare(self.vnet_hdr);
+        let n = recvmmsg(self.fd.as_fd(), &mut batch.msgs);
+        match n {
+            Ok(n) => {
+                batch.count = n;
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                batch.count = 0;
+                Ok(0)
+            }
+            Err(e) => {
+                batch.count = 0;
+                Err(RecvError::Os(e))
+            }
+        }
+    }
+
+    /// Sends one frame. With a vnet header, `meta` may ask for GSO.
+    pub fn send(&self, meta: &PacketMeta, frame: &[u8]) -> Result<(), SendError> {
+        let hdr = meta.to_bytes();
+        let mut iov = [iovec(&hdr[..]), iovec(frame)];
+        if !self.vnet_hdr {
+            iov[0].iov_len = 0;
+        }
+        // SAFETY: msghdr is plain old data; zero is "no name, no control".
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len();
+        // SAFETY: msg points to `iov`, whose buffers (`hdr`, `frame`) are
+        // live and only read by sendmsg.
+        let r = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
+        if r >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::WouldBlock {
+            Err(SendError::WouldBlock)
+        } else {
+            Err(SendError::Refused { sent: 0, source: e })
+        }
+    }
+
+    /// Sends `frames` with as few `sendmmsg` calls as the batch capacity
+    /// allows. Returns how many were sent: fewer than `frames.len()` means
+    /// the send buffer filled (wait until writable, resend the rest).
+    pub fn send_batch<F: TxFrame>(&self, batch: &mut TxBatch, frames: &[F]) -> Result<usize, SendError> {
+        let mut sent = 0;
+        while sent < frames.len() {
+            let chunk = &frames[sent..frames.len().min(sent + batch.capacity())];
+            batch.load(self.vnet_hdr, chunk);
+            match sendmmsg(self.fd.as_fd(), &mut batch.msgs[..chunk.len()]) {
+                Ok(n) => {
+                    sent += n;
+                    if n < chunk.len() {
+                        // The next call reports why frame `sent` failed.
+                        continue;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(sent),
+                Err(source) => return Err(SendError::Refused { sent, source }),
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Reads and resets the kernel's per-socket counters.
+    pub fn take_stats(&self) -> io::Result<SocketStats> {
+        let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
+        let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st`/`len` are live and sized for PACKET_STATISTICS.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&raw mut st).cast(),
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SocketStats { packets: st.tp_packets, drops: st.tp_drops })
+    }
+}
+
+impl AsFd for PacketSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for PacketSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+fn set_buf(fd: &OwnedFd, force: libc::c_int, plain: libc::c_int, bytes: usize) -> io::Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    let v = libc::c_int::try_from(bytes / 2).unwrap_or(libc::c_int::MAX / 2);
+    // The kernel doubles the value; FORCE needs CAP_NET_ADMIN, else fall back.
+    setsockopt(fd, libc::SOL_SOCKET, force, &v).or_else(|_| setsockopt(fd, libc::SOL_SOCKET, plain, &v))
+}
+
+fn bind(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain old data; zero is valid.
+    let mut sa: libc::sockaddr_ll = unsafe { zeroed() };
+    sa.sll_family = libc::AF_PACKET as u16;
+    sa.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sa.sll_ifindex = ifindex as libc::c_int;
+    // SAFETY: `sa` is a valid sockaddr_ll and its true size is passed.
+    let r = unsafe {
+        libc::bind(fd.as_raw_fd(), (&raw const sa).cast(), size_of::<libc::sockaddr_ll>() as libc::socklen_t)
+    };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+fn iovec(b: &[u8]) -> libc::iovec {
+    libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() }
+}
+
+fn recvmmsg(fd: BorrowedFd<'_>, msgs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+    let flags = libc::MSG_DONTWAIT | libc::MSG_TRUNC;
+    // SAFETY: every mmsghdr points to buffers owned by the RxBatch that
+    // `msgs` belongs to, set up by `RxBatch::prepare` for this call; the
+    // kernel writes at most `iov_len` bytes into each.
+    let r =
+        unsafe { libc::recvmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), msgs.len() as u32, flags, std::ptr::null_mut()) };
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
+}
+
+fn sendmmsg(fd: BorrowedFd<'_>, msgs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+    // SAFETY: every mmsghdr points to buffers loaded by `TxBatch::load` from
+    // frames borrowed for the duration of `send_batch`; the kernel only
+    // reads them and writes `msg_len`.
+    let r = unsafe { libc::sendmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), msgs.len() as u32, libc::MSG_DONTWAIT) };
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
+}
+
+/// A received frame, borrowed from its [`RxBatch`] slot.
+#[derive(Debug, Clone, Copy)]
+pub struct RxPacket<'a> {
+    /// GRO/checksum metadata ([`PacketMeta::PLAIN`] without vnet header).
+    pub meta: PacketMeta,
+    /// The frame from the Ethernet header on.
+    pub frame: &'a [u8],
+    /// How the frame was addressed.
+    pub pkt_type: PacketType,
+}
+
+/// Preallocated receive slots for [`PacketSocket::recv_batch`]; reused for
+/// every call, so the receive path does not allocate.
+pub struct RxBatch {
+    slot: usize,
+    bufs: Vec<u8>,
+    hdrs: Vec<[u8; VNET_HDR_LEN]>,
+    addrs: Vec<libc::sockaddr_ll>,
+    iovs: Vec<[libc::iovec; 2]>,
+    msgs: Vec<libc::mmsghdr>,
+    count: usize,
+    vnet: bool,
+}
+
+// SAFETY: the raw pointers inside `iovs`/`msgs` point only into this
+// struct's own heap buffers, which move with it; nothing is shared.
+unsafe impl Send for RxBatch {}
+
+impl std::fmt::Debug for RxBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RxBatch")
+            .field("capacity", &self.msgs.len())
+            .field("slot", &self.slot)
+            .field("count", &self.count)
+            .finish()
+    }
+}
+
+impl RxBatch {
+    /// `capacity` slots of `slot` bytes each ([`MAX_FRAME`] holds any GRO
+    /// super-packet; a smaller slot reports larger frames as truncated).
+    pub fn new(capacity: usize, slot: usize) -> RxBatch {
+        let capacity = capacity.max(1);
+        RxBatch {
+            slot,
+            bufs: vec![0; capacity * slot],
+            hdrs: vec![[0; VNET_HDR_LEN]; capacity],
+            // SAFETY: these C structs are plain old data; zero is valid.
+            addrs: vec![unsafe { zeroed() }; capacity],
+            iovs: vec![[iovec(&[]), iovec(&[])]; capacity],
+            // SAFETY: as above.
+            msgs: vec![unsafe { zeroed() }; capacity],
+            count: 0,
+            vnet: false,
+        }
+    }
+
+    /// Slots in the batch.
+    pub fn capacity(&self) -> usize {
+        self.msgs.len()
+    }
+
+    /// Frames received by the last [`PacketSocket::recv_batch`].
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True if the last receive got nothing.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Points every message at its slot. Runs before each receive: cheap
+    /// (no syscall, no allocation), and it keeps the pointers right even
+    /// though the struct may have moved since the last call.
+    fn prepare(&mut self, vnet: bool) {
+        self.vnet = vnet;
+        let hlen = if vnet { VNET_HDR_LEN } else { 0 };
+        let bufs = self.bufs.as_mut_ptr();
+        for i in 0..self.msgs.len() {
+            self.iovs[i] = [
+                libc::iovec { iov_base: self.hdrs[i].as_mut_ptr().cast(), iov_len: hlen },
+                // SAFETY: slot i lies inside `bufs` (capacity * slot bytes).
+                libc::iovec { iov_base: unsafe { bufs.add(i * self.slot) }.cast(), iov_len: self.slot },
+            ];
+            let m = &mut self.msgs[i];
+            m.msg_hdr.msg_name = (&raw mut self.addrs[i]).cast();
+            m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            m.msg_hdr.msg_iov = self.iovs[i].as_mut_ptr();
+            m.msg_hdr.msg_iovlen = 2;
+            m.msg_hdr.msg_control = std::ptr::null_mut();
+            m.msg_hdr.msg_controllen = 0;
+            m.msg_hdr.msg_flags = 0;
+            m.msg_len = 0;
+        }
+    }
+
+    /// Frame length (without vnet header) and validity of frame `i`.
+    fn frame_len(&self, i: usize) -> Result<usize, RxError> {
+        if i >= self.count {
+            return Err(RxError::Index(i));
+        }
+        let total = self.msgs[i].msg_len as usize;
+        let hlen = if self.vnet { VNET_HDR_LEN } else { 0 };
+        let len = total.checked_sub(hlen).ok_or(RxError::Short(total))?;
+        if len > self.slot || self.msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            return Err(RxError::Truncated { len, cap: self.slot });
+        }
+        Ok(len)
+    }
+
+    fn meta(&self, i: usize) -> Result<PacketMeta, RxError> {
+        if self.vnet { Ok(PacketMeta::parse(&self.hdrs[i])?) } else { Ok(PacketMeta::PLAIN) }
+    }
+
+    /// Frame `i` of the last receive.
+    pub fn get(&self, i: usize) -> Result<RxPacket<'_>, RxError> {
+        let len = self.frame_len(i)?;
+        let meta = self.meta(i)?;
+        let start = i * self.slot;
+        Ok(RxPacket {
+            meta,
+            frame: &self.bufs[start..start + len],
+            pkt_type: PacketType::from(self.addrs[i].sll_pkttype),
+        })
+    }
+
+    /// Frame `i` for in-place rewriting (MSS option, checksums).
+    pub fn get_mut(&mut self, i: usize) -> Result<(PacketMeta, &mut [u8]), RxError> {
+        let len = self.frame_len(i)?;
+        let meta = self.meta(i)?;
+        let start = i * self.slot;
+        Ok((meta, &mut self.bufs[start..start + len]))
+    }
+
+    /// All frames of the last receive, in arrival order.
+    pub fn iter(&self) -> impl Iterator<Item = Result<RxPacket<'_>, RxError>> {
+        (0..self.count).map(|i| self.get(i))
+    }
+}
+
+/// Something that can be sent: metadata plus the frame bytes. Implemented
+/// for `(PacketMeta, &[u8])`, `(PacketMeta, Vec<u8>)` and [`RxPacket`]
+/// (forward a received frame without copying); the engine's output type can
+/// implement it too.
+pub trait TxFrame {
+    /// GSO/checksum request (ignored on sockets without vnet header).
+    fn meta(&self) -> PacketMeta;
+    /// The frame from the Ethernet header on.
+    fn frame(&self) -> &[u8];
+}
+
+impl TxFrame for (PacketMeta, &[u8]) {
+    fn meta(&self) -> PacketMeta {
+        self.0
+    }
+    fn frame(&self) -> &[u8] {
+        self.1
+    }
+}
+
+impl TxFrame for (PacketMeta, Vec<u8>) {
+    fn meta(&self) -> PacketMeta {
+        self.0
+    }
+    fn frame(&self) -> &[u8] {
+        &self.1
+    }
+}
+
+impl TxFrame for RxPacket<'_> {
+    fn meta(&self) -> PacketMeta {
+        self.meta
+    }
+    fn frame(&self) -> &[u8] {
+        self.frame
+    }
+}
+
+/// Reusable `sendmmsg` scratch space (headers and message vectors) for
+/// [`PacketSocket::send_batch`]; the frames themselves are not copied.
+pub struct TxBatch {
+    hdrs: Vec<[u8; VNET_HDR_LEN]>,
+    iovs: Vec<[libc::iovec; 2]>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers are rewritten by `load` before every use and
+// point at nothing between calls that another thread could observe.
+unsafe impl Send for TxBatch {}
+
+impl std::fmt::Debug for TxBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxBatch").field("capacity", &self.msgs.len()).finish()
+    }
+}
+
+impl TxBatch {
+    /// Scratch for up to `capacity` frames per `sendmmsg`.
+    pub fn new(capacity: usize) -> TxBatch {
+        let capacity = capacity.max(1);
+        TxBatch {
+            hdrs: vec![[0; VNET_HDR_LEN]; capacity],
+            iovs: vec![[iovec(&[]), iovec(&[])]; capacity],
+            // SAFETY: mmsghdr is plain old data; zero is valid.
+            msgs: vec![unsafe { zeroed() }; capacity],
+        }
+    }
+
+    /// Frames per `sendmmsg`.
+    pub fn capacity(&self) -> usize {
+        self.msgs.len()
+    }
+
+    fn load<F: TxFrame>(&mut self, vnet: bool, frames: &[F]) {
+        let hlen = if vnet { VNET_HDR_LEN } else { 0 };
+        for (i, f) in frames.iter().enumerate() {
+            self.hdrs[i] = f.meta().to_bytes();
+            let frame = f.frame();
+            self.iovs[i] = [libc::iovec { iov_base: self.hdrs[i].as_mut_ptr().cast(), iov_len: hlen }, iovec(frame)];
+            let m = &mut self.msgs[i];
+            m.msg_hdr.msg_name = std::ptr::null_mut();
+            m.msg_hdr.msg_namelen = 0;
+            m.msg_hdr.msg_iov = self.iovs[i].as_mut_ptr();
+            m.msg_hdr.msg_iovlen = 2;
+            m.msg_hdr.msg_control = std::ptr::null_mut();
+            m.msg_hdr.msg_controllen = 0;
+            m.msg_hdr.msg_flags = 0;
+            m.msg_len = 0;
+        }
+    }
+}
+
+/// Waits until any of a set of descriptors is readable, with a timeout of
+/// nanosecond resolution (`ppoll`), so merge timers well under a
+/// millisecond can be honoured. The descriptor list is built once.
+#[derive(Debug)]
+pub struct Poller {
+    fds: Vec<libc::pollfd>,
+}
+
+impl Poller {
+    /// An empty set.
+    pub fn new() -> Poller {
+        Poller { fds: Vec::new() }
+    }
+
+    /// Adds a descriptor to watch for readability; returns its index. The
+    /// caller keeps the descriptor open while the poller is used.
+    pub fn add(&mut self, fd: BorrowedFd<'_>) -> usize {
+        self.fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        self.fds.len() - 1
+    }
+
+    /// Waits up to `timeout` (`None`: forever); returns how many are ready.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        let ts = timeout.map(|d| libc::timespec {
+            tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::from(d.subsec_nanos() as i32),
+        });
+        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `fds` is a live array of pollfd of the given length; `tsp`
+        // is null or points to `ts`, alive for the call; no signal mask.
+        let r = unsafe { libc::ppoll(self.fds.as_mut_ptr(), self.fds.len() as libc::nfds_t, tsp, std::ptr::null()) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            // A signal (e.g. SIGINT for a clean stop) is a normal wake-up.
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(0) } else { Err(e) };
+        }
+        Ok(r as usize)
+    }
+
+    /// Whether descriptor `i` was readable (or in error) at the last wait.
+    pub fn is_ready(&self, i: usize) -> bool {
+        self.fds.get(i).is_some_and(|p| p.revents != 0)
+    }
+}
+
+impl Default for Poller {
+    fn default() -> Self {
+        Poller::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packet_types() {
+        assert_eq!(PacketType::from(0), PacketType::Host);
+        assert_eq!(PacketType::from(3), PacketType::OtherHost);
+        assert_eq!(PacketType::from(4), PacketType::Outgoing);
+        assert_eq!(PacketType::from(9), PacketType::Other(9));
+    }
+
+    #[test]
+    fn empty_batch_reports_index_errors() {
+        let b = RxBatch::new(4, 2048);
+        assert_eq!(b.capacity(), 4);
+        assert!(b.is_empty());
+        assert_eq!(b.get(0).unwrap_err(), RxError::Index(0));
+        assert_eq!(b.iter().count(), 0);
+    }
+
+    #[test]
+    fn tx_load_points_at_caller_frames() {
+        let frames = [(PacketMeta::PLAIN, &[1u8, 2, 3][..]), (PacketMeta::PLAIN, &[4u8; 60][..])];
+        let mut t = TxBatch::new(8);
+        t.load(true, &frames);
+        assert_eq!(t.iovs[1][1].iov_len, 60);
+        assert_eq!(t.iovs[0][0].iov_len, VNET_HDR_LEN);
+        assert_eq!(t.iovs[0][1].iov_base as *const u8, frames[0].1.as_ptr());
+        t.load(false, &frames);
+        assert_eq!(t.iovs[0][0].iov_len, 0);
+    }
+
+    #[test]
+    fn poller_times_out_and_sees_readable() {
+        let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let mut p = Poller::new();
+        let i = p.add(b.as_fd());
+        let t0 = std::time::Instant::now();
+        assert_eq!(p.wait(Some(Duration::from_micros(300))).unwrap(), 0);
+        assert!(t0.elapsed() >= Duration::from_micros(300));
+        assert!(!p.is_ready(i));
+        a.send(b"x").unwrap();
+        assert_eq!(p.wait(Some(Duration::from_secs(1))).unwrap(), 1);
+        assert!(p.is_ready(i));
+    }
+
+    #[test]
+    fn open_fails_cleanly_on_a_missing_interface() {
+        let e = PacketSocket::open("px-nonexist0", &SocketConfig::default()).unwrap_err();
+        assert!(matches!(e, OpenError::Iface(_)));
+    }
+}
