@@ -23,7 +23,7 @@ impl Sum {
     /// Adds another sum.
     #[inline]
     #[must_use]
-    pub fn add(self, other: Sum) -> Sum {
+    pub fn plus(self, other: Sum) -> Sum {
         let (s, carry) = self.0.overflowing_add(other.0);
         Sum(s + carry as u64)
     }
@@ -32,7 +32,7 @@ impl Sum {
     #[inline]
     #[must_use]
     pub fn add_u16(self, w: u16) -> Sum {
-        self.add(Sum(w as u64))
+        self.plus(Sum(w as u64))
     }
 
     /// The ones'-complement negation of the folded sum, as a sum: adding
@@ -187,7 +187,7 @@ mod tests {
         fn pieces_combine_at_any_split(data in proptest::collection::vec(any::<u8>(), 0..600), cut in 0usize..600) {
             let cut = cut.min(data.len());
             let whole = fold(Sum::of(&data));
-            let parts = Sum::of(&data[..cut]).add(Sum::of(&data[cut..]).at_offset(cut));
+            let parts = Sum::of(&data[..cut]).plus(Sum::of(&data[cut..]).at_offset(cut));
             prop_assert_eq!(fold(parts), whole);
         }
 
@@ -196,7 +196,7 @@ mod tests {
             let mut a = a; if a.len() % 2 == 1 { a.pop(); }
             let mut ab = a.clone(); ab.extend_from_slice(&b);
             let total = Sum::of(&ab);
-            let only_b = total.add(Sum::of(&a).negate());
+            let only_b = total.plus(Sum::of(&a).negate());
             // Equal as ones'-complement numbers (0 and 0xffff are the same value).
             let x = fold(only_b); let y = fold(Sum::of(&b));
             prop_assert!(x == y || (x == 0xffff && y == 0) || (x == 0 && y == 0xffff));

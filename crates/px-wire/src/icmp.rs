@@ -55,7 +55,7 @@ impl<T: AsRef<[u8]>> IcmpMessage<T> {
     }
 
     pub fn verify_checksum(&self, pseudo: Sum) -> bool {
-        checksum::fold(pseudo.add(Sum::of(self.buffer.as_ref()))) == 0xffff
+        checksum::fold(pseudo.plus(Sum::of(self.buffer.as_ref()))) == 0xffff
     }
 }
 
@@ -139,7 +139,7 @@ pub fn emit_v6_error(
     m[2..4].copy_from_slice(&[0, 0]);
     m[4..8].copy_from_slice(&rest);
     m[8..].copy_from_slice(&offending[..q]);
-    let c = checksum::pseudo_v6(src, dst, ipv6::next_header::ICMPV6, plen as u32).add(Sum::of(m)).checksum();
+    let c = checksum::pseudo_v6(src, dst, ipv6::next_header::ICMPV6, plen as u32).plus(Sum::of(m)).checksum();
     m[2..4].copy_from_slice(&c.to_be_bytes());
     ipv6::HEADER_LEN + plen
 }

@@ -38,6 +38,13 @@ fn be16(b: &[u8], at: usize) -> u16 {
 }
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    /// Wraps a buffer without checks, for rewriting headers the caller has
+    /// already validated (e.g. a copy of a checked packet's headers).
+    /// Accessors may panic if the buffer is not a valid packet.
+    pub fn new_unchecked(buffer: T) -> Self {
+        Ipv4Packet { buffer }
+    }
+
     pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
         let b = buffer.as_ref();
         need(Layer::Ipv4, b.len(), MIN_HEADER_LEN)?;
@@ -155,6 +162,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
 
     fn put16(&mut self, at: usize, v: u16) {
         self.bm()[at..at + 2].copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// The whole underlying buffer, for rewrites no setter covers.
+    pub fn buffer_mut(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    /// Sets the header length (IHL) in bytes, a multiple of 4 from 20 to 60.
+    pub fn set_header_len(&mut self, len: usize) {
+        self.bm()[field::VER_IHL] = 0x40 | ((len / 4) as u8 & 0x0f);
     }
 
     /// Sets the total length. The caller keeps it within the buffer.

@@ -62,6 +62,13 @@ impl FragmentInfo {
 }
 
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
+    /// Wraps a buffer without checks, for rewriting headers the caller has
+    /// already validated (e.g. a copy of a checked packet's headers).
+    /// Accessors may panic if the buffer is not a valid packet.
+    pub fn new_unchecked(buffer: T) -> Self {
+        Ipv6Packet { buffer }
+    }
+
     pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
         let b = buffer.as_ref();
         need(Layer::Ipv6, b.len(), HEADER_LEN)?;
@@ -264,7 +271,7 @@ mod tests {
         b[40] = next_header::FRAGMENT;
         b[41] = 0;
         b[48] = next_header::UDP;
-        b[50..52].copy_from_slice(&((0u16 << 3) | 1).to_be_bytes());
+        b[50..52].copy_from_slice(&1u16.to_be_bytes()); // offset 0, more fragments
         b[52..56].copy_from_slice(&0xdeadbeefu32.to_be_bytes());
         let p = Ipv6Packet::new_checked(&b[..]).unwrap();
         let u = p.upper_layer().unwrap();

@@ -147,6 +147,13 @@ fn be32(b: &[u8], at: usize) -> u32 {
 
 impl<T: AsRef<[u8]>> TcpSegment<T> {
     /// `buffer` is exactly the TCP segment (IP payload), header and data.
+    /// Wraps a buffer without checks, for rewriting headers the caller has
+    /// already validated (e.g. a copy of a checked packet's headers).
+    /// Accessors may panic if the buffer is not a valid packet.
+    pub fn new_unchecked(buffer: T) -> Self {
+        TcpSegment { buffer }
+    }
+
     pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
         let b = buffer.as_ref();
         need(Layer::Tcp, b.len(), MIN_HEADER_LEN)?;
@@ -230,7 +237,7 @@ impl<T: AsRef<[u8]>> TcpSegment<T> {
 
     /// True when the checksum verifies against `pseudo` (the pseudo-header sum).
     pub fn verify_checksum(&self, pseudo: Sum) -> bool {
-        crate::checksum::fold(pseudo.add(Sum::of(self.b()))) == 0xffff
+        crate::checksum::fold(pseudo.plus(Sum::of(self.b()))) == 0xffff
     }
 
     pub fn into_inner(self) -> T {
@@ -266,7 +273,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpSegment<T> {
     /// Recomputes the checksum over the whole segment with `pseudo`.
     pub fn fill_checksum(&mut self, pseudo: Sum) {
         self.set_checksum(0);
-        let c = pseudo.add(Sum::of(self.b())).checksum();
+        let c = pseudo.plus(Sum::of(self.b())).checksum();
         self.set_checksum(c);
     }
 

@@ -14,6 +14,13 @@ pub struct UdpDatagram<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> UdpDatagram<T> {
+    /// Wraps a buffer without checks, for rewriting headers the caller has
+    /// already validated (e.g. a copy of a checked packet's headers).
+    /// Accessors may panic if the buffer is not a valid packet.
+    pub fn new_unchecked(buffer: T) -> Self {
+        UdpDatagram { buffer }
+    }
+
     pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
         let b = buffer.as_ref();
         need(Layer::Udp, b.len(), HEADER_LEN)?;
@@ -59,7 +66,7 @@ impl<T: AsRef<[u8]>> UdpDatagram<T> {
         if self.checksum() == 0 {
             return zero_ok;
         }
-        checksum::fold(pseudo.add(Sum::of(&self.b()[..self.len()]))) == 0xffff
+        checksum::fold(pseudo.plus(Sum::of(&self.b()[..self.len()]))) == 0xffff
     }
 }
 
@@ -69,7 +76,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpDatagram<T> {
         let len = self.len();
         let b = self.buffer.as_mut();
         b[6..8].copy_from_slice(&[0, 0]);
-        let mut c = pseudo.add(Sum::of(&b[..len])).checksum();
+        let mut c = pseudo.plus(Sum::of(&b[..len])).checksum();
         if c == 0 {
             c = 0xffff;
         }

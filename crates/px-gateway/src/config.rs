@@ -1,0 +1,178 @@
+//! Engine configuration, with validation that names the field and the
+//! allowed range of anything it refuses.
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Default merge timeout.
+///
+/// Why 200 µs: a held partial segment fills when the flow's next segments
+/// arrive. A flow at 1 Gbps delivers a 1448-byte segment every 11.6 µs, so
+/// filling an 8948-byte segment from six of them takes ~70 µs; at 100 Mbps it
+/// takes ~700 µs. In `px bench engine` (800 flows at up to 2 Gbps, see the
+/// README for the measured table) yield rises steeply up to ~100 µs and is
+/// flat past ~200 µs, while the p99 added latency grows with the timeout.
+/// 200 µs keeps the added latency far below one RTT of any WAN path (and
+/// under the DESIGN's "well under a millisecond") while catching flows down to
+/// a few hundred Mbps. Slower flows are not worth holding: they gain little
+/// from large segments.
+pub const DEFAULT_MERGE_TIMEOUT: Duration = Duration::from_micros(200);
+
+/// Everything the engine can be told. All sizes are bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// MTU of the inner (b-network) port: the largest IP packet sent there.
+    pub imtu: u16,
+    /// MTU of the outer (legacy) port.
+    pub emtu: u16,
+    /// Longest a partial segment is held waiting to be filled.
+    #[serde(with = "duration_us")]
+    pub merge_timeout: Duration,
+    /// Most flows tracked at once; a new flow beyond this flushes and evicts
+    /// the oldest.
+    pub max_flows: usize,
+    /// Most payload bytes held across all flows; beyond it the oldest held
+    /// segments are flushed.
+    pub max_held_bytes: usize,
+    /// A flow not seen for this long is forgotten (its held data flushed).
+    #[serde(with = "duration_us")]
+    pub flow_idle_timeout: Duration,
+    /// In-order full-sized segments in a row before a flow counts as bulk and
+    /// its segments may be held. Flows below it pass straight through.
+    pub bulk_after: u16,
+    /// Entries in the learned path-MTU cache (ICMP frag-needed / PTB).
+    pub pmtu_cache_size: usize,
+    /// Lifetime of a learned path MTU (RFC 1191 §6.3 suggests 10 minutes).
+    #[serde(with = "duration_us")]
+    pub pmtu_lifetime: Duration,
+    /// Source address of ICMPv4 errors the gateway generates; none: no errors.
+    pub icmp_source_v4: Option<Ipv4Addr>,
+    /// Source address of ICMPv6 errors the gateway generates; none: no errors.
+    pub icmp_source_v6: Option<Ipv6Addr>,
+    /// ICMP errors per second (token bucket rate; burst = rate / 10 + 1).
+    pub icmp_rate_per_sec: u32,
+    /// The inner port's I/O can take TCP super-packets with a segment size
+    /// (GSO); otherwise the engine cuts them itself.
+    pub inner_gso: bool,
+    /// The same for the outer port.
+    pub outer_gso: bool,
+    /// Verify TCP checksums that the I/O layer did not verify before merging
+    /// (segments that fail are passed on unmerged, counted).
+    pub verify_checksums: bool,
+    /// Seed of the flow-table hash (randomise in production, fix in tests).
+    pub hash_seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            imtu: 9000,
+            emtu: 1500,
+            merge_timeout: DEFAULT_MERGE_TIMEOUT,
+            max_flows: 65_536,
+            max_held_bytes: 64 << 20,
+            flow_idle_timeout: Duration::from_secs(30),
+            bulk_after: 2,
+            pmtu_cache_size: 4096,
+            pmtu_lifetime: Duration::from_secs(600),
+            icmp_source_v4: None,
+            icmp_source_v6: None,
+            icmp_rate_per_sec: 100,
+            inner_gso: false,
+            outer_gso: false,
+            verify_checksums: true,
+            hash_seed: 0x5eed_0f9a_7e3a_15c3,
+        }
+    }
+}
+
+/// A configuration value outside what the engine supports.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: `{field}` = {value} (allowed: {allowed})")]
+pub struct ConfigError {
+    pub field: &'static str,
+    pub value: String,
+    pub allowed: &'static str,
+}
+
+fn check(ok: bool, field: &'static str, value: impl ToString, allowed: &'static str) -> Result<(), ConfigError> {
+    if ok { Ok(()) } else { Err(ConfigError { field, value: value.to_string(), allowed }) }
+}
+
+impl Config {
+    /// Checks every field; the first offending one is reported.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check((1280..=65_535).contains(&self.imtu), "imtu", self.imtu, "1280..=65535")?;
+        check((576..=65_535).contains(&self.emtu), "emtu", self.emtu, "576..=65535")?;
+        check(self.emtu <= self.imtu, "emtu", self.emtu, "at most imtu")?;
+        check(
+            self.merge_timeout <= Duration::from_millis(10),
+            "merge_timeout",
+            format!("{:?}", self.merge_timeout),
+            "0..=10ms",
+        )?;
+        check((1..=16_777_216).contains(&self.max_flows), "max_flows", self.max_flows, "1..=16777216")?;
+        check(
+            (65_536..=(16usize << 30)).contains(&self.max_held_bytes),
+            "max_held_bytes",
+            self.max_held_bytes,
+            "65536..=17179869184",
+        )?;
+        check(
+            self.flow_idle_timeout >= Duration::from_millis(1),
+            "flow_idle_timeout",
+            format!("{:?}", self.flow_idle_timeout),
+            "at least 1ms",
+        )?;
+        check(self.bulk_after <= 64, "bulk_after", self.bulk_after, "0..=64")?;
+        check((1..=1 << 20).contains(&self.pmtu_cache_size), "pmtu_cache_size", self.pmtu_cache_size, "1..=1048576")?;
+        check(self.icmp_rate_per_sec <= 1_000_000, "icmp_rate_per_sec", self.icmp_rate_per_sec, "0..=1000000")?;
+        Ok(())
+    }
+
+    /// Largest TCP payload toward the inner port for a header of this size.
+    pub fn inner_payload_cap(&self, ip_and_tcp_header_len: usize) -> usize {
+        (self.imtu as usize).saturating_sub(ip_and_tcp_header_len)
+    }
+}
+
+/// Durations in configuration files are written as microseconds.
+mod duration_us {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_micros() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_micros(u64::deserialize(d)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn errors_name_field_and_range() {
+        let c = Config { imtu: 1000, ..Config::default() };
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.field, "imtu");
+        assert!(e.to_string().contains("1280..=65535"), "{e}");
+        let c = Config { emtu: 9001, ..Config::default() };
+        assert_eq!(c.validate().unwrap_err().field, "emtu");
+        let c = Config { merge_timeout: Duration::from_millis(11), ..Config::default() };
+        assert_eq!(c.validate().unwrap_err().field, "merge_timeout");
+        let c = Config { max_flows: 0, ..Config::default() };
+        assert_eq!(c.validate().unwrap_err().field, "max_flows");
+    }
+}

@@ -1,0 +1,305 @@
+//! What the engine counts: every packet in is accounted for as forwarded,
+//! absorbed into a merge, cut into pieces, or dropped for a named reason.
+
+use serde::Serialize;
+
+/// The two ports of the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Port {
+    /// Toward the b-network (iMTU).
+    Inner,
+    /// Toward the legacy network (eMTU).
+    Outer,
+}
+
+impl Port {
+    pub fn other(self) -> Port {
+        match self {
+            Port::Inner => Port::Outer,
+            Port::Outer => Port::Inner,
+        }
+    }
+}
+
+/// Why the engine dropped a packet. It drops only what a router would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// IPv4 or IPv6 headers inconsistent beyond repair.
+    Malformed,
+    /// Too big for the egress with DF set (an ICMP error was due).
+    TooBigDf,
+    /// IPv6 and too big for the egress (an ICMPv6 PTB was due).
+    TooBigV6,
+    /// Too big for the egress and of a kind the engine cannot cut.
+    TooBigUncuttable,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 4] =
+        [DropReason::Malformed, DropReason::TooBigDf, DropReason::TooBigV6, DropReason::TooBigUncuttable];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Malformed => "malformed",
+            DropReason::TooBigDf => "too_big_df",
+            DropReason::TooBigV6 => "too_big_v6",
+            DropReason::TooBigUncuttable => "too_big_uncuttable",
+        }
+    }
+}
+
+/// Why held data was sent before it filled a whole inner segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlushReason {
+    /// The merge timeout expired.
+    Timeout,
+    /// PSH or FIN on the last piece.
+    PshFin,
+    /// RST, SYN, URG or CWR arrived for the flow.
+    ControlFlag,
+    /// A segment that is not the next in sequence (retransmission, reorder).
+    OutOfOrder,
+    /// A pure ACK of the flow (sent after the data it follows).
+    PureAck,
+    /// The next segment cannot join (options, ACK, ECN, TTL, DF differ...).
+    Unmergeable,
+    /// The flow was evicted (table full or idle).
+    Evicted,
+    /// Held bytes reached the configured bound.
+    MemoryPressure,
+    /// The engine was asked to flush everything (shutdown).
+    Shutdown,
+}
+
+impl FlushReason {
+    pub const ALL: [FlushReason; 9] = [
+        FlushReason::Timeout,
+        FlushReason::PshFin,
+        FlushReason::ControlFlag,
+        FlushReason::OutOfOrder,
+        FlushReason::PureAck,
+        FlushReason::Unmergeable,
+        FlushReason::Evicted,
+        FlushReason::MemoryPressure,
+        FlushReason::Shutdown,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushReason::Timeout => "timeout",
+            FlushReason::PshFin => "psh_fin",
+            FlushReason::ControlFlag => "control_flag",
+            FlushReason::OutOfOrder => "out_of_order",
+            FlushReason::PureAck => "pure_ack",
+            FlushReason::Unmergeable => "unmergeable",
+            FlushReason::Evicted => "evicted",
+            FlushReason::MemoryPressure => "memory_pressure",
+            FlushReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// Per-port packet and byte counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PortCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+/// Hold-time histogram: bucket `i` counts holds in `[2^i, 2^(i+1))` µs
+/// (bucket 0 also takes holds under 1 µs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HoldHistogram {
+    pub buckets: [u64; 24],
+}
+
+impl HoldHistogram {
+    pub fn record(&mut self, micros: u64) {
+        let i = if micros <= 1 { 0 } else { (63 - micros.leading_zeros() as usize).min(23) };
+        self.buckets[i] += 1;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// Upper bound (µs) of the bucket holding quantile `q` (0..=1).
+    pub fn quantile_upper_us(&self, q: f64) -> u64 {
+        let n = self.count();
+        if n == 0 {
+            return 0;
+        }
+        let target = ((n as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, c) in self.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= target {
+                return 1u64 << (i + 1);
+            }
+        }
+        1 << 24
+    }
+}
+
+/// Every counter of one engine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Counters {
+    /// What arrived on and left by each port.
+    pub inner: PortCounters,
+    pub outer: PortCounters,
+    /// Input packets passed on as they were (possibly with an MSS rewrite).
+    pub forwarded: u64,
+    /// Input TCP segments whose payload went into held merges.
+    pub merged_in: u64,
+    /// Merged segments sent to the inner port.
+    pub merged_out: u64,
+    /// TCP data packets sent to the inner port (merged or not).
+    pub inner_tcp_data_out: u64,
+    /// ... of which carried exactly the inner MSS: the conversion yield's numerator.
+    pub inner_tcp_full_out: u64,
+    /// Input TCP segments cut into pieces (software or by GSO).
+    pub split_in: u64,
+    /// Pieces produced by software splits.
+    pub split_out: u64,
+    /// Super-packets handed to the I/O layer with a segment size (GSO).
+    pub gso_out: u64,
+    /// IPv4 packets fragmented, and fragments produced.
+    pub fragmented_in: u64,
+    pub fragments_out: u64,
+    pub mss_raised: u64,
+    pub mss_clamped: u64,
+    pub syn_without_mss: u64,
+    pub pmtu_learned: u64,
+    pub icmp_sent: u64,
+    pub icmp_rate_limited: u64,
+    pub icmp_no_source: u64,
+    /// Segments with a bad TCP checksum, passed on unmerged.
+    pub bad_checksum: u64,
+    /// Frames that are not IP (ARP, LLDP...), passed on.
+    pub non_ip: u64,
+    pub flows_created: u64,
+    pub flows_evicted: u64,
+    pub flows_expired: u64,
+    pub flush: [u64; 9],
+    pub drop: [u64; 4],
+    pub hold: HoldHistogram,
+}
+
+impl Counters {
+    pub fn port(&self, p: Port) -> &PortCounters {
+        match p {
+            Port::Inner => &self.inner,
+            Port::Outer => &self.outer,
+        }
+    }
+
+    pub(crate) fn port_mut(&mut self, p: Port) -> &mut PortCounters {
+        match p {
+            Port::Inner => &mut self.inner,
+            Port::Outer => &mut self.outer,
+        }
+    }
+
+    pub fn flushes(&self, r: FlushReason) -> u64 {
+        self.flush[r as usize]
+    }
+
+    pub fn drops(&self, r: DropReason) -> u64 {
+        self.drop[r as usize]
+    }
+
+    pub fn total_drops(&self) -> u64 {
+        self.drop.iter().sum()
+    }
+
+    /// The paper's conversion yield: the share of TCP data packets sent to
+    /// the inner port whose payload is exactly the inner MSS.
+    pub fn conversion_yield(&self) -> f64 {
+        if self.inner_tcp_data_out == 0 { 0.0 } else { self.inner_tcp_full_out as f64 / self.inner_tcp_data_out as f64 }
+    }
+
+    /// Adds another engine's counters (for per-worker totals).
+    pub fn accumulate(&mut self, o: &Counters) {
+        for (a, b) in [(&mut self.inner, &o.inner), (&mut self.outer, &o.outer)] {
+            a.rx_packets += b.rx_packets;
+            a.rx_bytes += b.rx_bytes;
+            a.tx_packets += b.tx_packets;
+            a.tx_bytes += b.tx_bytes;
+        }
+        let pairs: [(&mut u64, u64); 22] = [
+            (&mut self.forwarded, o.forwarded),
+            (&mut self.merged_in, o.merged_in),
+            (&mut self.merged_out, o.merged_out),
+            (&mut self.inner_tcp_data_out, o.inner_tcp_data_out),
+            (&mut self.inner_tcp_full_out, o.inner_tcp_full_out),
+            (&mut self.split_in, o.split_in),
+            (&mut self.split_out, o.split_out),
+            (&mut self.gso_out, o.gso_out),
+            (&mut self.fragmented_in, o.fragmented_in),
+            (&mut self.fragments_out, o.fragments_out),
+            (&mut self.mss_raised, o.mss_raised),
+            (&mut self.mss_clamped, o.mss_clamped),
+            (&mut self.syn_without_mss, o.syn_without_mss),
+            (&mut self.pmtu_learned, o.pmtu_learned),
+            (&mut self.icmp_sent, o.icmp_sent),
+            (&mut self.icmp_rate_limited, o.icmp_rate_limited),
+            (&mut self.icmp_no_source, o.icmp_no_source),
+            (&mut self.bad_checksum, o.bad_checksum),
+            (&mut self.non_ip, o.non_ip),
+            (&mut self.flows_created, o.flows_created),
+            (&mut self.flows_evicted, o.flows_evicted),
+            (&mut self.flows_expired, o.flows_expired),
+        ];
+        for (a, b) in pairs {
+            *a += b;
+        }
+        for (a, b) in self.flush.iter_mut().zip(o.flush) {
+            *a += b;
+        }
+        for (a, b) in self.drop.iter_mut().zip(o.drop) {
+            *a += b;
+        }
+        for (a, b) in self.hold.buckets.iter_mut().zip(o.hold.buckets) {
+            *a += b;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles() {
+        let mut h = HoldHistogram::default();
+        for _ in 0..99 {
+            h.record(10);
+        }
+        h.record(900);
+        assert_eq!(h.quantile_upper_us(0.5), 16);
+        assert_eq!(h.quantile_upper_us(0.99), 16);
+        assert_eq!(h.quantile_upper_us(1.0), 1024);
+    }
+
+    #[test]
+    fn yield_is_share_of_full() {
+        let c = Counters { inner_tcp_data_out: 10, inner_tcp_full_out: 9, ..Counters::default() };
+        assert!((c.conversion_yield() - 0.9).abs() < 1e-12);
+        assert_eq!(Counters::default().conversion_yield(), 0.0);
+    }
+
+    #[test]
+    fn accumulate_adds() {
+        let mut a = Counters { merged_out: 1, ..Counters::default() };
+        a.drop[0] = 2;
+        let b = a.clone();
+        a.accumulate(&b);
+        assert_eq!(a.merged_out, 2);
+        assert_eq!(a.drop[0], 4);
+    }
+}

@@ -1,0 +1,242 @@
+//! The flow table: O(1) lookup by connection, a hard bound on entries, and
+//! eviction of the oldest entry first.
+//!
+//! One entry per TCP connection, keyed the same way for both directions:
+//! (outer host, outer port, inner host, inner port). It holds the inbound
+//! merge state and what the handshake told about both ends.
+
+use core::hash::{BuildHasher, Hasher};
+use core::net::IpAddr;
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use crate::merge::Held;
+
+/// A connection as the gateway sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub outer_addr: IpAddr,
+    pub inner_addr: IpAddr,
+    pub outer_port: u16,
+    pub inner_port: u16,
+}
+
+/// Per-connection state.
+#[derive(Debug)]
+pub(crate) struct Flow {
+    pub key: FlowKey,
+    /// Unique over the engine's life; timer entries refer to it.
+    pub id: u64,
+    pub last_seen: Instant,
+    /// Next inbound sequence number expected (end of the last inbound
+    /// segment that advanced the stream).
+    pub next_seq: Option<u32>,
+    /// Largest inbound payload seen, and in-order segments of that size in a row.
+    pub max_payload: u32,
+    pub full_run: u16,
+    pub bulk: bool,
+    /// MSS the inner host advertised (before the gateway clamped it).
+    pub inner_mss: Option<u16>,
+    /// MSS the outer host advertised (before the gateway raised it).
+    pub outer_mss: Option<u16>,
+    pub held: Option<Held>,
+}
+
+/// Seeded multiply-xor hasher: flow keys are attacker-chosen, so the seed
+/// is random in production; it is fast because keys are short.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SeededHash(pub u64);
+
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        let m = (self.0 ^ v) as u128 * 0x9e37_79b9_7f4a_7c15u128;
+        self.0 = (m as u64) ^ ((m >> 64) as u64);
+    }
+
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(v as u64);
+    }
+
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(v as u64);
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        let m = self.0 as u128 * 0xff51_afd7_ed55_8ccdu128;
+        (m as u64) ^ ((m >> 64) as u64)
+    }
+}
+
+impl BuildHasher for SeededHash {
+    type Hasher = KeyHasher;
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher(self.0)
+    }
+}
+
+/// Bounded table of flows.
+#[derive(Debug)]
+pub(crate) struct FlowTable {
+    map: HashMap<FlowKey, u32, SeededHash>,
+    slots: Vec<Option<Flow>>,
+    free: Vec<u32>,
+    /// Slots in creation order (with the flow id, to skip reused slots):
+    /// the front is the oldest flow.
+    order: VecDeque<(u32, u64)>,
+    max: usize,
+    next_id: u64,
+}
+
+impl FlowTable {
+    pub fn new(max: usize, seed: u64) -> FlowTable {
+        FlowTable {
+            map: HashMap::with_capacity_and_hasher(max.min(1 << 16), SeededHash(seed)),
+            slots: Vec::new(),
+            free: Vec::new(),
+            order: VecDeque::new(),
+            max,
+            next_id: 1,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn lookup(&self, key: &FlowKey) -> Option<u32> {
+        self.map.get(key).copied()
+    }
+
+    pub fn get_mut(&mut self, idx: u32) -> Option<&mut Flow> {
+        self.slots.get_mut(idx as usize).and_then(Option::as_mut)
+    }
+
+    pub fn get(&self, idx: u32) -> Option<&Flow> {
+        self.slots.get(idx as usize).and_then(Option::as_ref)
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.map.len() >= self.max
+    }
+
+    /// Inserts a new flow; the caller makes room first (see [`Self::oldest`]).
+    pub fn insert(&mut self, key: FlowKey, now: Instant) -> u32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let flow = Flow {
+            key,
+            id,
+            last_seen: now,
+            next_seq: None,
+            max_payload: 0,
+            full_run: 0,
+            bulk: false,
+            inner_mss: None,
+            outer_mss: None,
+            held: None,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(flow);
+                i
+            }
+            None => {
+                self.slots.push(Some(flow));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.map.insert(key, idx);
+        self.order.push_back((idx, id));
+        idx
+    }
+
+    /// The oldest live flow, dropping stale order entries on the way.
+    pub fn oldest(&mut self) -> Option<u32> {
+        while let Some(&(idx, id)) = self.order.front() {
+            if self.get(idx).is_some_and(|f| f.id == id) {
+                return Some(idx);
+            }
+            self.order.pop_front();
+        }
+        None
+    }
+
+    /// Moves the oldest flow to the back (it was seen recently: second chance).
+    pub fn requeue_oldest(&mut self) {
+        if let Some(e) = self.order.pop_front() {
+            self.order.push_back(e);
+        }
+    }
+
+    /// Removes a flow and returns it (its held data is the caller's to flush).
+    pub fn remove(&mut self, idx: u32) -> Option<Flow> {
+        let flow = self.slots.get_mut(idx as usize)?.take()?;
+        self.map.remove(&flow.key);
+        self.free.push(idx);
+        Some(flow)
+    }
+
+    /// Indices of all live flows.
+    pub fn indices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots.iter().enumerate().filter(|(_, s)| s.is_some()).map(|(i, _)| i as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::Ipv4Addr;
+
+    fn key(n: u16) -> FlowKey {
+        FlowKey {
+            outer_addr: IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)),
+            inner_addr: IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1)),
+            outer_port: n,
+            inner_port: 80,
+        }
+    }
+
+    #[test]
+    fn insert_lookup_remove_reuse() {
+        let now = Instant::now();
+        let mut t = FlowTable::new(2, 7);
+        let a = t.insert(key(1), now);
+        let b = t.insert(key(2), now);
+        assert!(t.is_full());
+        assert_eq!(t.lookup(&key(1)), Some(a));
+        assert_eq!(t.oldest(), Some(a));
+        t.remove(a).unwrap();
+        assert_eq!(t.lookup(&key(1)), None);
+        assert_eq!(t.oldest(), Some(b));
+        let c = t.insert(key(3), now);
+        assert_eq!(c, a, "slot reused");
+        t.remove(b);
+        assert_eq!(t.oldest(), Some(c));
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn hasher_depends_on_seed_and_key() {
+        let h = |seed, k: &FlowKey| SeededHash(seed).hash_one(k);
+        assert_ne!(h(1, &key(1)), h(1, &key(2)));
+        assert_ne!(h(1, &key(1)), h(2, &key(1)));
+    }
+}

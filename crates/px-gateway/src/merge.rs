@@ -1,0 +1,204 @@
+//! Inbound merging: contiguous in-order segments of a bulk flow become one
+//! segment of up to the inner MSS.
+//!
+//! A [`Held`] is one inner segment being filled. Its buffer is laid out as
+//! the frame it will become: the headers of the segment that contributed its
+//! first byte sit just before `HEADROOM`, payload follows. Each payload byte
+//! is copied once, from the received frame into its final place; finishing a
+//! segment rewrites headers only. The TCP checksum is assembled from the
+//! pieces' sums, which are derived from the pieces' own checksums where those
+//! are complete (header-only work), so the payload is never read twice.
+
+use std::time::Instant;
+
+use px_wire::checksum::Sum;
+use px_wire::ipv4::Ipv4Packet;
+use px_wire::ipv6::Ipv6Packet;
+use px_wire::tcp::{TcpSegment, flags};
+use px_wire::{FrameInfo, IpVersion};
+
+use crate::buf::HEADROOM;
+use crate::segment::{Seg, ecn_compatible};
+
+/// One inner-sized segment being filled.
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub buf: Vec<u8>,
+    /// Frame header length (link + IP + TCP), sitting at `HEADROOM - hdr_len`.
+    pub hdr_len: usize,
+    /// The template's parse, with offsets relative to the header's start.
+    pub info: FrameInfo,
+    pub th: usize,
+    pub tsval_at: Option<usize>,
+    /// Flags of the template without PSH/FIN (they may only end a merge).
+    pub flags: u8,
+    /// Payload bytes held, and the most this segment may carry.
+    pub len: usize,
+    pub cap: usize,
+    pub seq: u32,
+    pub ack: u32,
+    pub window: u16,
+    pub ce: bool,
+    /// Sum of the payload held, as positioned in the segment.
+    pub psum: Sum,
+    /// Arrival of the first byte (the hold timer runs from here).
+    pub since: Instant,
+    /// Identifies this hold in the timer queue.
+    pub id: u64,
+    pub pieces: u32,
+}
+
+/// Whether a segment may start a held segment at all (what a careful GRO
+/// would merge): plain ACK data, no IP options or extension headers, no SACK
+/// blocks, parseable options, headers that fit the headroom.
+pub(crate) fn holdable(seg: &Seg) -> bool {
+    let f = seg.flags & !(flags::PSH | flags::ECE);
+    f == flags::ACK
+        && seg.payload_len() > 0
+        && !seg.info.ip_options
+        && !seg.info.fragment
+        && !seg.sack_or_bad_options
+        && seg.payload_start() <= HEADROOM
+}
+
+impl Held {
+    /// Starts a held segment from `frame`'s headers at sequence `seq`.
+    pub fn start(buf: Vec<u8>, frame: &[u8], seg: &Seg, seq: u32, cap: usize, since: Instant, id: u64) -> Held {
+        let hdr_len = seg.payload_start();
+        let mut buf = buf;
+        buf[HEADROOM - hdr_len..HEADROOM].copy_from_slice(&frame[..hdr_len]);
+        Held {
+            buf,
+            hdr_len,
+            info: seg.info,
+            th: seg.th,
+            tsval_at: seg.tsval_at,
+            flags: seg.flags & !(flags::PSH | flags::FIN),
+            len: 0,
+            cap,
+            seq,
+            ack: seg.ack,
+            window: seg.window,
+            ce: seg.info.ecn == 3,
+            psum: Sum(0),
+            since,
+            id,
+            pieces: 0,
+        }
+    }
+
+    fn header(&self) -> &[u8] {
+        &self.buf[HEADROOM - self.hdr_len..HEADROOM]
+    }
+
+    pub fn room(&self) -> usize {
+        self.cap - self.len
+    }
+
+    /// Whether `seg` (the next in sequence) may join: same link header, same
+    /// IP fields (DSCP, ECT, TTL, DF, flow label), same TCP header layout and
+    /// options but for TSval, same flags but PSH/FIN, an ACK as new or newer.
+    pub fn accepts(&self, frame: &[u8], seg: &Seg) -> bool {
+        let (a, b) = (&seg.info, &self.info);
+        if seg.payload_start() != self.hdr_len
+            || a.l3 != b.l3
+            || a.version != b.version
+            || a.dscp != b.dscp
+            || a.ttl != b.ttl
+            || a.dont_frag != b.dont_frag
+            || !ecn_compatible(a.ecn, b.ecn)
+            || seg.th != self.th
+            || (seg.flags & !(flags::PSH | flags::FIN)) != self.flags
+            || (seg.ack.wrapping_sub(self.ack) as i32) < 0
+            || seg.tsval_at != self.tsval_at
+        {
+            return false;
+        }
+        let h = self.header();
+        if frame[..a.l3] != h[..a.l3] {
+            return false;
+        }
+        if a.version == IpVersion::V6
+            && (frame[a.l3 + 1] & 0x0f, &frame[a.l3 + 2..a.l3 + 4]) != (h[a.l3 + 1] & 0x0f, &h[a.l3 + 2..a.l3 + 4])
+        {
+            return false;
+        }
+        let opts = a.l4 + px_wire::tcp::MIN_HEADER_LEN..seg.payload_start();
+        match self.tsval_at {
+            Some(ts) => {
+                let ts = a.l4 + ts;
+                frame[opts.start..ts] == h[opts.start..ts] && frame[ts + 4..opts.end] == h[ts + 4..opts.end]
+            }
+            None => frame[opts.clone()] == h[opts],
+        }
+    }
+
+    /// Appends payload whose sum (as if at an even offset) is `sum`; the
+    /// newest ACK and window win, a CE mark sticks.
+    pub fn append(&mut self, payload: &[u8], sum: Sum, seg: &Seg) {
+        let at = HEADROOM + self.len;
+        self.buf[at..at + payload.len()].copy_from_slice(payload);
+        self.psum = self.psum.plus(sum.at_offset(self.len));
+        self.len += payload.len();
+        if (seg.ack.wrapping_sub(self.ack) as i32) >= 0 {
+            self.ack = seg.ack;
+            self.window = seg.window;
+        }
+        self.ce |= seg.info.ecn == 3;
+        self.pieces += 1;
+    }
+
+    /// Finishes the segment in place: lengths, newest ACK and window, ECN,
+    /// `extra` flags (PSH/FIN of the last piece), both checksums. Returns the
+    /// buffer and the frame's range in it.
+    pub fn finish(mut self, extra: u8) -> (Vec<u8>, usize, usize) {
+        let start = HEADROOM - self.hdr_len;
+        let end = HEADROOM + self.len;
+        let info = self.info;
+        let l4_len = self.th + self.len;
+        let frame = &mut self.buf[start..end];
+        let pseudo = match info.version {
+            IpVersion::V4 => {
+                let mut ip = Ipv4Packet::new_unchecked(&mut frame[info.l3..]);
+                ip.set_total_len((info.l4 - info.l3 + l4_len) as u16);
+                if self.ce {
+                    ip.set_ecn(3);
+                }
+                ip.fill_checksum();
+                px_wire::checksum::pseudo_v4(ip.src(), ip.dst(), 6, l4_len as u16)
+            }
+            IpVersion::V6 => {
+                let mut ip = Ipv6Packet::new_unchecked(&mut frame[info.l3..]);
+                ip.set_payload_len((info.l4 - info.l3 - px_wire::ipv6::HEADER_LEN + l4_len) as u16);
+                if self.ce {
+                    ip.set_ecn(3);
+                }
+                px_wire::checksum::pseudo_v6(ip.src(), ip.dst(), 6, l4_len as u32)
+            }
+        };
+        let mut tcp = TcpSegment::new_unchecked(&mut frame[info.l4..]);
+        tcp.set_seq(self.seq);
+        tcp.set_ack(self.ack);
+        tcp.set_window(self.window);
+        tcp.set_flags(self.flags | extra);
+        tcp.set_checksum(0);
+        let hsum = Sum::of(&frame[info.l4..info.l4 + self.th]);
+        let c = pseudo.plus(hsum).plus(self.psum.at_offset(self.th)).checksum();
+        frame[info.l4 + 16..info.l4 + 18].copy_from_slice(&c.to_be_bytes());
+        (self.buf, start, end)
+    }
+}
+
+/// Sums of the two parts of `payload` cut at `n`, given the whole's sum:
+/// the shorter part is read, the longer derived.
+pub(crate) fn split_sum(payload: &[u8], n: usize, whole: Sum) -> (Sum, Sum) {
+    if n <= payload.len() / 2 {
+        let first = Sum::of(&payload[..n]);
+        let rest = whole.plus(first.negate()).at_offset(n);
+        (first, rest)
+    } else {
+        let rest = Sum::of(&payload[n..]);
+        let first = whole.plus(rest.at_offset(n).negate());
+        (first, rest)
+    }
+}

@@ -1,0 +1,139 @@
+//! Router behaviour for packets the gateway does not translate: IPv4 without
+//! DF is fragmented (RFC 791 §3.2), anything else too big is dropped with an
+//! ICMP error back to its source (RFC 1191 "fragmentation needed" with the
+//! next-hop MTU, RFC 4443 "packet too big"), rate-limited (RFC 1812 §4.3.2.8,
+//! RFC 4443 §2.4(f)).
+
+use std::time::Instant;
+
+use px_wire::FrameInfo;
+use px_wire::icmp;
+use px_wire::ipv4::{self, Ipv4Packet};
+
+/// Writes fragment `off..off+len` of the IPv4 packet in `frame` into `out`
+/// and returns its length. `first` fragments keep all options; later ones
+/// only those with the copied flag (`later_opts`).
+pub(crate) fn write_fragment(
+    frame: &[u8],
+    info: &FrameInfo,
+    off: usize,
+    len: usize,
+    last: bool,
+    later_opts: &[u8],
+    out: &mut [u8],
+) -> usize {
+    let orig = Ipv4Packet::new_unchecked(&frame[info.l3..info.end]);
+    let hl_first = info.ip_header_len();
+    let (hl, opts): (usize, &[u8]) =
+        if off == 0 { (hl_first, &frame[info.l3 + 20..info.l4]) } else { (20 + later_opts.len(), later_opts) };
+    out[..info.l3].copy_from_slice(&frame[..info.l3]);
+    out[info.l3..info.l3 + 20].copy_from_slice(&frame[info.l3..info.l3 + 20]);
+    out[info.l3 + 20..info.l3 + hl].copy_from_slice(opts);
+    let data = &frame[info.l4 + off..info.l4 + off + len];
+    out[info.l3 + hl..info.l3 + hl + len].copy_from_slice(data);
+    let mut ip = Ipv4Packet::new_unchecked(&mut out[info.l3..info.l3 + hl + len]);
+    ip.set_header_len(hl);
+    ip.set_total_len((hl + len) as u16);
+    ip.set_frag(false, !last || orig.more_frags(), orig.frag_offset() + off);
+    ip.fill_checksum();
+    info.l3 + hl + len
+}
+
+/// Copied options for non-first fragments.
+pub(crate) fn later_options(frame: &[u8], info: &FrameInfo, out: &mut [u8; 40]) -> usize {
+    ipv4::options_for_fragments(&frame[info.l3 + 20..info.l4], out)
+}
+
+/// Token bucket for generated ICMP errors.
+#[derive(Debug)]
+pub(crate) struct IcmpLimiter {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: Option<Instant>,
+}
+
+impl IcmpLimiter {
+    pub fn new(rate_per_sec: u32) -> IcmpLimiter {
+        let burst = (rate_per_sec / 10 + 1) as f64;
+        IcmpLimiter { rate: rate_per_sec as f64, burst, tokens: burst, last: None }
+    }
+
+    pub fn allow(&mut self, now: Instant) -> bool {
+        if self.rate == 0.0 {
+            return false;
+        }
+        if let Some(last) = self.last {
+            let dt = now.saturating_duration_since(last).as_secs_f64();
+            self.tokens = (self.tokens + dt * self.rate).min(self.burst);
+        }
+        self.last = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Builds, into `out`, the frame of an ICMP "too big" error about the
+/// offending frame, addressed back to its sender through the port it came
+/// from: link header copied with MACs swapped.
+pub(crate) fn write_too_big(
+    frame: &[u8],
+    info: &FrameInfo,
+    mtu: u16,
+    src4: Option<core::net::Ipv4Addr>,
+    src6: Option<core::net::Ipv6Addr>,
+    out: &mut [u8],
+) -> Option<usize> {
+    let l3 = info.l3;
+    out[..l3].copy_from_slice(&frame[..l3]);
+    out[..6].copy_from_slice(&frame[6..12]);
+    out[6..12].copy_from_slice(&frame[0..6]);
+    let offending = &frame[l3..info.end];
+    let n = match (info.src, info.dst) {
+        (core::net::IpAddr::V4(s), _) => {
+            let m = mtu.to_be_bytes();
+            icmp::emit_v4_error(
+                &mut out[l3..],
+                icmp::V4_DEST_UNREACH,
+                icmp::V4_CODE_FRAG_NEEDED,
+                [0, 0, m[0], m[1]],
+                src4?,
+                s,
+                offending,
+                // RFC 1812 §4.3.2.3: as much as fits in 576 bytes.
+                576 - 28,
+            )
+        }
+        (core::net::IpAddr::V6(s), _) => icmp::emit_v6_error(
+            &mut out[l3..],
+            icmp::V6_PACKET_TOO_BIG,
+            0,
+            (mtu as u32).to_be_bytes(),
+            src6?,
+            s,
+            offending,
+        ),
+    };
+    Some(l3 + n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_bursts_then_refills() {
+        let t0 = Instant::now();
+        let mut l = IcmpLimiter::new(100);
+        let burst = (0..100).filter(|_| l.allow(t0)).count();
+        assert_eq!(burst, 11);
+        assert!(!l.allow(t0));
+        assert!(l.allow(t0 + std::time::Duration::from_millis(20)));
+        let mut z = IcmpLimiter::new(0);
+        assert!(!z.allow(t0));
+    }
+}

@@ -1,0 +1,121 @@
+//! A parsed TCP segment inside a frame: the fields the merge and split
+//! rules decide on, with offsets that are valid for that frame.
+
+use px_wire::checksum::{self, Sum};
+use px_wire::ipv6::next_header;
+use px_wire::tcp::{TcpOption, TcpSegment, flags};
+use px_wire::{FrameInfo, IpVersion};
+
+/// A TCP segment as the engine sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Seg {
+    pub info: FrameInfo,
+    /// TCP header length (options included).
+    pub th: usize,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub window: u16,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// Offset of the timestamp option's TSval within the TCP header.
+    pub tsval_at: Option<usize>,
+    /// Options carry SACK blocks, or could not be parsed.
+    pub sack_or_bad_options: bool,
+}
+
+impl Seg {
+    /// Parses the TCP header at `info.l4`; `None` if `info` is not TCP.
+    pub fn parse(frame: &[u8], info: FrameInfo) -> Option<Seg> {
+        if info.protocol != next_header::TCP || info.fragment {
+            return None;
+        }
+        let t = TcpSegment::new_checked(&frame[info.l4..info.end]).ok()?;
+        let mut tsval_at = None;
+        let mut sack_or_bad_options = false;
+        for o in t.options() {
+            match o {
+                Ok((at, TcpOption::Timestamps { .. })) => tsval_at = Some(px_wire::tcp::MIN_HEADER_LEN + at + 2),
+                Ok((_, TcpOption::Sack(_))) | Err(_) => sack_or_bad_options = true,
+                Ok(_) => {}
+            }
+        }
+        Some(Seg {
+            info,
+            th: t.header_len(),
+            seq: t.seq(),
+            ack: t.ack(),
+            flags: t.flags(),
+            window: t.window(),
+            src_port: t.src_port(),
+            dst_port: t.dst_port(),
+            tsval_at,
+            sack_or_bad_options,
+        })
+    }
+
+    /// Offset of the TCP payload in the frame.
+    pub fn payload_start(&self) -> usize {
+        self.info.l4 + self.th
+    }
+
+    pub fn payload_len(&self) -> usize {
+        self.info.end - self.payload_start()
+    }
+
+    pub fn has(&self, f: u8) -> bool {
+        self.flags & f != 0
+    }
+
+    /// Sequence space the segment occupies (data, SYN, FIN).
+    pub fn seq_len(&self) -> u32 {
+        self.payload_len() as u32 + self.has(flags::SYN) as u32 + self.has(flags::FIN) as u32
+    }
+
+    /// Pseudo-header sum for a TCP length of `l4_len`.
+    pub fn pseudo(&self, frame: &[u8], l4_len: usize) -> Sum {
+        match self.info.version {
+            IpVersion::V4 => {
+                let (s, d) = (&frame[self.info.l3 + 12..], &frame[self.info.l3 + 16..]);
+                checksum::pseudo_v4(
+                    [s[0], s[1], s[2], s[3]].into(),
+                    [d[0], d[1], d[2], d[3]].into(),
+                    next_header::TCP,
+                    l4_len as u16,
+                )
+            }
+            IpVersion::V6 => {
+                let mut s = [0u8; 16];
+                let mut d = [0u8; 16];
+                s.copy_from_slice(&frame[self.info.l3 + 8..self.info.l3 + 24]);
+                d.copy_from_slice(&frame[self.info.l3 + 24..self.info.l3 + 40]);
+                checksum::pseudo_v6(s.into(), d.into(), next_header::TCP, l4_len as u32)
+            }
+        }
+    }
+
+    /// Sum of the TCP header with its checksum field included.
+    pub fn header_sum(&self, frame: &[u8]) -> Sum {
+        Sum::of(&frame[self.info.l4..self.payload_start()])
+    }
+
+    /// The payload's sum derived from a complete checksum field without
+    /// reading the payload: pseudo + header + payload ≡ 0 (RFC 1071), so
+    /// payload ≡ −(pseudo + header). A corrupt segment yields a sum that makes
+    /// the merged segment's checksum fail too: corruption is never masked.
+    pub fn payload_sum_from_checksum(&self, frame: &[u8]) -> Sum {
+        self.pseudo(frame, self.info.end - self.info.l4).plus(self.header_sum(frame)).negate()
+    }
+
+    /// True when the complete checksum of the segment verifies.
+    pub fn checksum_ok(&self, frame: &[u8]) -> bool {
+        let s = self.pseudo(frame, self.info.end - self.info.l4).plus(Sum::of(&frame[self.info.l4..self.info.end]));
+        checksum::fold(s) == 0xffff
+    }
+}
+
+/// Whether two ECN codepoints may be merged: equal ECT-ness, where CE counts
+/// as ECT (a CE mark on a piece is carried onto the merged segment).
+pub(crate) fn ecn_compatible(a: u8, b: u8) -> bool {
+    a == b || (a != 0 && b != 0 && (a == 3 || b == 3))
+}
