@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use px_sim::experiments::{MtuBenefitParams, mtu_benefit, mtu_benefit_svg};
+use px_sim::experiments::{MtuBenefitParams, MtuDropParams, mtu_benefit, mtu_benefit_svg, mtu_drop, mtu_drop_svg};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -29,6 +29,46 @@ fn main() {
         println!("throughput ratio {:.2}, growth ratio {:.2}, {:.2?}", r.throughput_ratio, r.growth_ratio, elapsed);
         if let Some(dir) = &svg_dir {
             std::fs::write(format!("{dir}/mtu-benefit.svg"), mtu_benefit_svg(&r)).expect("write svg");
+        }
+    }
+    if which == "all" || which == "mtu-drop" {
+        let mut p = MtuDropParams::default();
+        if let Some(q) = args.iter().position(|a| a == "--queue").and_then(|i| args.get(i + 1)) {
+            p.queue_bytes = q.parse().expect("queue bytes");
+        }
+        if let Some(q) = args.iter().position(|a| a == "--probe-floor-ms").and_then(|i| args.get(i + 1)) {
+            p.min_probe_timer_ms = q.parse().expect("ms");
+        }
+        let t = Instant::now();
+        let r = mtu_drop(&p).expect("mtu_drop");
+        let elapsed = t.elapsed();
+        println!(
+            "variant      completion  losses | blog      | plpmtu@drop srtt@drop pto@drop ss_exit srtt@ss  bh_at  ptos probes/lost bh final"
+        );
+        for row in &r.rows {
+            println!(
+                "{:12} {:>8.2} s {:6} | {:4.1} {:4} | {:5} {:7.3} {:7.3} {:>7} {:>7} {:>6} {:4} {:3}/{:<3} {:2} {:5}",
+                row.variant,
+                row.completion_s.unwrap_or(f64::NAN),
+                row.losses,
+                row.blog_completion_s,
+                row.blog_losses,
+                row.plpmtu_at_drop,
+                row.srtt_at_drop_s,
+                row.pto_at_drop_s,
+                row.slow_start_exit_s.map_or("-".into(), |v| format!("{v:.3}")),
+                row.srtt_at_slow_start_exit_s.map_or("-".into(), |v| format!("{v:.3}")),
+                row.black_hole_detected_s.map_or("-".into(), |v| format!("{v:.2}")),
+                row.ptos,
+                row.probes_sent,
+                row.probes_lost,
+                row.black_holes,
+                row.final_plpmtu
+            );
+        }
+        println!("{elapsed:.2?}");
+        if let Some(dir) = &svg_dir {
+            std::fs::write(format!("{dir}/mtu-drop.svg"), mtu_drop_svg(&r)).expect("write svg");
         }
     }
 }

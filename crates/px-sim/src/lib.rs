@@ -8,6 +8,7 @@
 //! run is a pure function of its configuration and seed (checked by a trace
 //! hash over every event).
 
+pub mod dplpmtud;
 pub mod experiments;
 pub mod link;
 pub mod net;

@@ -3,14 +3,19 @@
 //!
 //! | function | question |
 //! |---|---|
+//! | [`mtu_drop`] | how the RTT estimator changes recovery from a path-MTU drop (seed blog, Table 1) |
 //! | [`mtu_benefit`] | where a 9000-byte MTU's throughput gain over 1500 comes from (paper §2.1, §5.2, Fig. 1d) |
 //!
 //! Every function is deterministic: the same parameters (seed included)
 //! give the same result.
 
 mod mtu_benefit;
+mod mtu_drop;
 
 pub use mtu_benefit::{MtuBenefitParams, MtuBenefitResult, MtuBenefitRun, mtu_benefit, mtu_benefit_svg};
+pub use mtu_drop::{
+    BLOG_TABLE, MtuDropParams, MtuDropResult, MtuDropRow, RttVariant, SearchKind, mtu_drop, mtu_drop_svg,
+};
 
 use thiserror::Error;
 

@@ -7,16 +7,24 @@
 //! [`crate::dplpmtud`]); [`FixedPmtu`] is the no-discovery case (a
 //! configured packet size, as a TCP sender with a fixed MSS).
 
+use px_pmtud::rtt::RttEstimator;
+
 use crate::time::SimTime;
 
 /// What the transport needs from path-MTU discovery. Sizes are IP lengths.
 pub trait PmtuController {
     /// Largest datagram data packets may use now (the PLPMTU).
     fn plpmtu(&self) -> u32;
-    /// Size of a probe the search wants sent now, if any.
-    fn probe_wanted(&self, now: SimTime) -> Option<u32>;
-    /// A probe of `size` bytes was sent.
-    fn on_probe_sent(&mut self, now: SimTime, size: u32);
+    /// Size a probe would have if one were taken now (no side effect), so
+    /// the sender can check its window first.
+    fn probe_due(&self) -> Option<u32>;
+    /// Takes the due probe: the caller sends exactly one probe of the
+    /// returned size now. `rtt` sets the probe timer.
+    fn poll_probe(&mut self, now: SimTime, rtt: &dyn RttEstimator) -> Option<u32>;
+    /// Size that the path is expected to carry even after it shrank (the
+    /// sender limits one PTO probe to it, so black-hole detection sees a
+    /// small packet delivered).
+    fn base_size(&self) -> u32;
     /// A probe of `size` bytes was acknowledged.
     fn on_probe_acked(&mut self, now: SimTime, size: u32);
     /// A probe of `size` bytes was declared lost.
@@ -28,6 +36,12 @@ pub trait PmtuController {
     /// The probe timeout expired with ack-eliciting packets outstanding, the
     /// largest of which had `largest_outstanding` bytes.
     fn on_pto(&mut self, now: SimTime, largest_outstanding: u32);
+    /// A validated ICMP "packet too big" reported `mtu` (RFC 8899 §4.6).
+    fn on_packet_too_big(&mut self, _now: SimTime, _mtu: u32) {}
+    /// Black holes acted on so far.
+    fn black_holes(&self) -> u64 {
+        0
+    }
     /// When the controller's own timer (probe timer, raise timer) fires.
     fn poll_timeout(&self) -> Option<SimTime>;
     /// The controller's timer fired.
@@ -42,10 +56,15 @@ impl PmtuController for FixedPmtu {
     fn plpmtu(&self) -> u32 {
         self.0
     }
-    fn probe_wanted(&self, _now: SimTime) -> Option<u32> {
+    fn probe_due(&self) -> Option<u32> {
         None
     }
-    fn on_probe_sent(&mut self, _now: SimTime, _size: u32) {}
+    fn poll_probe(&mut self, _now: SimTime, _rtt: &dyn RttEstimator) -> Option<u32> {
+        None
+    }
+    fn base_size(&self) -> u32 {
+        self.0
+    }
     fn on_probe_acked(&mut self, _now: SimTime, _size: u32) {}
     fn on_probe_lost(&mut self, _now: SimTime, _size: u32) {}
     fn on_packet_acked(&mut self, _now: SimTime, _size: u32) {}

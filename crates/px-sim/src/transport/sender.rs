@@ -20,7 +20,7 @@ use super::newreno::NewReno;
 use super::pmtu::PmtuController;
 use super::ranges::RangeSet;
 use crate::net::Endpoint;
-use crate::packet::{AckRanges, Packet, Payload};
+use crate::packet::{AckRanges, Packet, Payload, QuotedPayload};
 use crate::time::SimTime;
 
 /// RFC 9002 §6.1.1: "kPacketThreshold ... RECOMMENDED initial value ... is 3".
@@ -451,8 +451,20 @@ impl BulkSender {
 
 impl Endpoint for BulkSender {
     fn on_packet(&mut self, now: SimTime, pkt: &Packet) {
-        if let Payload::Ack { ack_delay_us, ranges, .. } = pkt.payload {
-            self.on_ack(now, Duration::from_micros(ack_delay_us), &ranges);
+        match pkt.payload {
+            Payload::Ack { ack_delay_us, ranges, .. } => self.on_ack(now, Duration::from_micros(ack_delay_us), &ranges),
+            Payload::TooBig { mtu, orig: QuotedPayload::Transport(pn), .. } => {
+                // RFC 8899 §4.6.1: use a PTB only if it quotes a packet we
+                // sent and have not yet seen acknowledged.
+                let outstanding = pn
+                    .checked_sub(self.sent_base)
+                    .and_then(|i| self.sent.get(i as usize))
+                    .is_some_and(|p| p.state == State::Outstanding);
+                if outstanding {
+                    self.pmtu.on_packet_too_big(now, mtu);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -473,13 +485,18 @@ impl Endpoint for BulkSender {
         self.cc.set_max_datagram(size);
         if self.pto_probes > 0 {
             self.pto_probes -= 1;
-            return Some(self.pto_probe(now, size));
+            // The second probe is no larger than the base size: if the path
+            // shrank below the PLPMTU, that one still gets through and tells
+            // black-hole detection (RFC 8899 §4.3) that small packets pass.
+            let probe_size = if self.pto_probes == 0 { size.min(self.pmtu.base_size()) } else { size };
+            return Some(self.pto_probe(now, probe_size));
         }
-        if let Some(probe) = self.pmtu.probe_wanted(now) {
+        if let Some(probe) = self.pmtu.probe_due() {
             if self.cc.can_send(probe) {
-                self.pmtu.on_probe_sent(now, probe);
-                self.stats.probes_sent += 1;
-                return Some(self.padding_packet(now, probe, true));
+                if let Some(probe) = self.pmtu.poll_probe(now, self.rtt.as_ref()) {
+                    self.stats.probes_sent += 1;
+                    return Some(self.padding_packet(now, probe, true));
+                }
             }
         }
         if !self.cc.can_send(size) {
