@@ -111,17 +111,53 @@ pub struct PortCounters {
     pub tx_bytes: u64,
 }
 
-/// Hold-time histogram: bucket `i` counts holds in `[2^i, 2^(i+1))` µs
-/// (bucket 0 also takes holds under 1 µs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// Hold-time histogram, log-linear: values under 8 µs have a bucket each;
+/// above, every power of two is cut into 8 equal buckets, so a quantile read
+/// from it is at most 12.5 % above the true value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct HoldHistogram {
-    pub buckets: [u64; 24],
+    #[serde(with = "serde_buckets")]
+    pub buckets: [u64; HOLD_BUCKETS],
+}
+
+/// 8 exact buckets plus 8 per octave from 8 µs to 2^27 µs (over two minutes).
+pub const HOLD_BUCKETS: usize = 8 + 8 * 24;
+
+impl Default for HoldHistogram {
+    fn default() -> Self {
+        HoldHistogram { buckets: [0; HOLD_BUCKETS] }
+    }
+}
+
+mod serde_buckets {
+    use serde::Serializer;
+    pub fn serialize<S: Serializer>(b: &[u64; super::HOLD_BUCKETS], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(b.iter())
+    }
 }
 
 impl HoldHistogram {
+    fn bucket(micros: u64) -> usize {
+        if micros < 8 {
+            return micros as usize;
+        }
+        let octave = 63 - micros.leading_zeros() as usize; // >= 3
+        let sub = ((micros >> (octave - 3)) & 7) as usize;
+        (8 + (octave - 3) * 8 + sub).min(HOLD_BUCKETS - 1)
+    }
+
+    /// Exclusive upper bound of bucket `i`, in µs.
+    fn upper(i: usize) -> u64 {
+        if i < 8 {
+            return i as u64 + 1;
+        }
+        let octave = (i - 8) / 8 + 3;
+        let sub = ((i - 8) % 8) as u64;
+        (8 + sub + 1) << (octave - 3)
+    }
+
     pub fn record(&mut self, micros: u64) {
-        let i = if micros <= 1 { 0 } else { (63 - micros.leading_zeros() as usize).min(23) };
-        self.buckets[i] += 1;
+        self.buckets[Self::bucket(micros)] += 1;
     }
 
     pub fn count(&self) -> u64 {
@@ -139,10 +175,10 @@ impl HoldHistogram {
         for (i, c) in self.buckets.iter().enumerate() {
             seen += c;
             if seen >= target {
-                return 1u64 << (i + 1);
+                return Self::upper(i);
             }
         }
-        1 << 24
+        Self::upper(HOLD_BUCKETS - 1)
     }
 }
 
@@ -281,9 +317,18 @@ mod tests {
             h.record(10);
         }
         h.record(900);
-        assert_eq!(h.quantile_upper_us(0.5), 16);
-        assert_eq!(h.quantile_upper_us(0.99), 16);
-        assert_eq!(h.quantile_upper_us(1.0), 1024);
+        assert_eq!(h.quantile_upper_us(0.5), 11);
+        assert_eq!(h.quantile_upper_us(0.99), 11);
+        assert_eq!(h.quantile_upper_us(1.0), 960);
+        for v in [0u64, 7, 8, 9, 15, 16, 100, 199, 200, 1000, 123_456] {
+            let b = HoldHistogram::bucket(v);
+            let up = HoldHistogram::upper(b);
+            assert!(v < up, "{v} < {up}");
+            assert!(up as f64 <= (v as f64) * 1.125 + 1.0, "{v}: bound {up} too loose");
+            if b > 0 {
+                assert!(HoldHistogram::upper(b - 1) <= v, "{v} in bucket {b}");
+            }
+        }
     }
 
     #[test]
