@@ -2,5 +2,6 @@
 //! (PacketExpress paper §4.2), made exact by one DF-set confirmation round.
 
 pub mod fragment;
+pub mod prober;
 pub mod responder;
 pub mod wire;
