@@ -40,7 +40,7 @@ pub const MAX_PROBES: u8 = 3;
 pub const BASE_PLPMTU: u16 = 1200;
 
 /// RFC 8899 §5.1.1: "This timer has a period of 600 seconds, as recommended
-/// by PLPMTUD [RFC4821]."
+/// by PLPMTUD \[RFC4821\]."
 pub const PMTU_RAISE_TIMER: Duration = Duration::from_secs(600);
 
 /// RFC 8899 §5.1.1: the PROBE_TIMER "MUST NOT be smaller than 1 second".
