@@ -4,7 +4,10 @@
 
 use std::time::Instant;
 
-use px_sim::experiments::{MtuBenefitParams, MtuDropParams, mtu_benefit, mtu_benefit_svg, mtu_drop, mtu_drop_svg};
+use px_sim::experiments::{
+    MtuBenefitParams, MtuDropParams, PmtudCompareParams, mtu_benefit, mtu_benefit_svg, mtu_drop, mtu_drop_svg,
+    pmtud_compare, pmtud_compare_svg,
+};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -69,6 +72,39 @@ fn main() {
         println!("{elapsed:.2?}");
         if let Some(dir) = &svg_dir {
             std::fs::write(format!("{dir}/mtu-drop.svg"), mtu_drop_svg(&r)).expect("write svg");
+        }
+    }
+    if which == "all" || which == "pmtud-compare" {
+        let mut p = PmtudCompareParams::default();
+        if let Some(n) = args.iter().position(|a| a == "--paths").and_then(|i| args.get(i + 1)) {
+            p.paths = n.parse().expect("paths");
+        }
+        let t = Instant::now();
+        let r = pmtud_compare(&p).expect("pmtud_compare");
+        let elapsed = t.elapsed();
+        println!(
+            "{} paths ({} black holes, {} fragment filters)",
+            r.params.paths, r.black_hole_paths, r.fragment_filter_paths
+        );
+        println!("method                 success  exact  wrong   p50 s   p99 s  probes   bytes  bh-ok  ff-ok");
+        for s in &r.summaries {
+            println!(
+                "{:20} {:8.3} {:6.3} {:6.3} {:7.3} {:7.3} {:7.2} {:7.0} {:>6} {:>6}",
+                s.method,
+                s.success_rate,
+                s.exact_rate,
+                s.wrong_rate,
+                s.p50_s.unwrap_or(f64::NAN),
+                s.p99_s.unwrap_or(f64::NAN),
+                s.probes_mean,
+                s.bytes_mean,
+                s.black_hole_success_rate.map_or("-".into(), |v| format!("{v:.3}")),
+                s.fragment_filter_success_rate.map_or("-".into(), |v| format!("{v:.3}")),
+            );
+        }
+        println!("{elapsed:.2?}");
+        if let Some(dir) = &svg_dir {
+            std::fs::write(format!("{dir}/pmtud-compare.svg"), pmtud_compare_svg(&r)).expect("write svg");
         }
     }
 }

@@ -8,11 +8,13 @@
 //! run is a pure function of its configuration and seed (checked by a trace
 //! hash over every event).
 
+pub mod datagram;
 pub mod dplpmtud;
 pub mod experiments;
 pub mod link;
 pub mod net;
 pub mod packet;
+pub mod probers;
 pub mod queue;
 pub mod svg;
 pub mod time;

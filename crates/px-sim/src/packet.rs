@@ -135,6 +135,12 @@ pub enum Payload {
         /// Fragments received (1 when unfragmented).
         fragments: u32,
     },
+    /// A UDP datagram whose payload bytes live in a [`crate::datagram::Datagrams`]
+    /// store shared by the two endpoints (the packet itself stays `Copy`).
+    Udp {
+        /// Index of the payload in the store.
+        handle: u32,
+    },
     /// ICMP "fragmentation needed" / "packet too big" (RFC 1191).
     TooBig {
         /// Next-hop MTU reported by the router.
@@ -153,6 +159,8 @@ pub enum QuotedPayload {
     Transport(u64),
     /// A UDP probe with this id.
     Probe(u64),
+    /// A UDP datagram (its IP and UDP headers identify it to the sender).
+    Udp(u32),
     /// Something else.
     Other,
 }
@@ -166,6 +174,7 @@ impl Payload {
                 QuotedPayload::Transport(pn)
             }
             Payload::Probe { id } => QuotedPayload::Probe(id),
+            Payload::Udp { handle } => QuotedPayload::Udp(handle),
             _ => QuotedPayload::Other,
         }
     }
@@ -180,6 +189,7 @@ impl Payload {
             Payload::Probe { .. } => 4,
             Payload::ProbeReply { .. } => 5,
             Payload::TooBig { .. } => 6,
+            Payload::Udp { .. } => 7,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! | function | question |
 //! |---|---|
 //! | [`mtu_drop`] | how the RTT estimator changes recovery from a path-MTU drop (seed blog, Table 1) |
+//! | [`pmtud_compare`] | how PMTUD methods fare over thousands of random Internet-like paths |
 //! | [`mtu_benefit`] | where a 9000-byte MTU's throughput gain over 1500 comes from (paper §2.1, §5.2, Fig. 1d) |
 //!
 //! Every function is deterministic: the same parameters (seed included)
@@ -11,10 +12,15 @@
 
 mod mtu_benefit;
 mod mtu_drop;
+mod pmtud_compare;
 
 pub use mtu_benefit::{MtuBenefitParams, MtuBenefitResult, MtuBenefitRun, mtu_benefit, mtu_benefit_svg};
 pub use mtu_drop::{
     BLOG_TABLE, MtuDropParams, MtuDropResult, MtuDropRow, RttVariant, SearchKind, mtu_drop, mtu_drop_svg,
+};
+pub use pmtud_compare::{
+    MTU_WEIGHTS, Method, MethodOutcome, MethodSummary, PathOutcome, PmtudCompareParams, PmtudCompareResult,
+    pmtud_compare, pmtud_compare_svg,
 };
 
 use thiserror::Error;

@@ -1,0 +1,499 @@
+//! `pmtud_compare`: path MTU discovery methods over thousands of random,
+//! Internet-like IPv4 paths.
+//!
+//! Each path is a chain of 2–16 links whose MTUs are drawn from what is
+//! common on the Internet (1500 most of all; PPPoE 1492; tunnels 1480,
+//! 1460, 1400, 1380; IPv6-minimum-sized 1280; jumbo 9000), with a round-trip
+//! time, random loss on some paths, a share of ICMP black holes (no router
+//! sends "fragmentation needed") and a share of fragment-filtering last
+//! hops. Every method runs on every path, each in its own simulation, with
+//! `px-pmtud`'s responder at the far end. An answer counts as a success
+//! when it is no larger than the true path MTU (a larger one would black-hole
+//! traffic) and as exact when it equals it.
+
+use std::time::{Duration, Instant};
+
+use px_pmtud::dplpmtud::DplpmtudConfig;
+use px_pmtud::search::SearchStrategy;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use super::{ExperimentError, percentile};
+use crate::datagram::Datagrams;
+use crate::link::LinkConfig;
+use crate::net::{Network, PathConfig, RouterPolicy};
+use crate::probers::{DplpmtudProber, IcmpProber, Prober, ResponderEndpoint};
+use crate::svg::BarChart;
+use crate::time::SimTime;
+
+/// MTUs common on the Internet and their weights in the draw (‰).
+pub const MTU_WEIGHTS: [(u32, u32); 8] =
+    [(1500, 600), (9000, 150), (1492, 60), (1480, 40), (1460, 40), (1400, 40), (1380, 40), (1280, 30)];
+
+/// A PMTUD method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Method {
+    /// RFC 8899 DPLPMTUD, lsquic's search (maximum first, bisect to 99 %).
+    DplpmtudLsquic,
+    /// RFC 8899 DPLPMTUD, bisection to the byte.
+    DplpmtudBisection,
+    /// Classic ICMP-based PMTUD (RFC 1191).
+    IcmpPmtud,
+}
+
+impl Method {
+    /// Every method, in table order.
+    pub const ALL: [Method; 3] = [Method::DplpmtudLsquic, Method::DplpmtudBisection, Method::IcmpPmtud];
+
+    /// Label for tables and plots.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Method::DplpmtudLsquic => "DPLPMTUD lsquic",
+            Method::DplpmtudBisection => "DPLPMTUD bisection",
+            Method::IcmpPmtud => "ICMP PMTUD",
+        }
+    }
+}
+
+/// Parameters of [`pmtud_compare`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PmtudCompareParams {
+    /// Random paths to draw.
+    pub paths: u32,
+    /// Seed of the path draw and of every simulation.
+    pub seed: u64,
+    /// Fewest links on a path (at least 2: one router).
+    pub min_hops: u32,
+    /// Most links on a path.
+    pub max_hops: u32,
+    /// Smallest round-trip propagation delay, ms.
+    pub min_rtt_ms: f64,
+    /// Largest round-trip propagation delay, ms.
+    pub max_rtt_ms: f64,
+    /// Share of paths with random loss.
+    pub lossy_share: f64,
+    /// Largest end-to-end loss rate of a lossy path (each direction).
+    pub max_loss: f64,
+    /// Share of paths on which no router sends ICMP "fragmentation needed".
+    pub black_hole_share: f64,
+    /// Share of paths whose last router drops IP fragments.
+    pub fragment_filter_share: f64,
+    /// Share of probers on a 9000-byte local link (the rest: 1500).
+    pub jumbo_local_share: f64,
+    /// Floor of DPLPMTUD's PROBE_TIMER, ms (RFC 8899: at least 1000).
+    pub dplpmtud_min_probe_timer_ms: u64,
+    /// Classic PMTUD: wait per probe before retrying, ms.
+    pub icmp_timeout_ms: u64,
+    /// Classic PMTUD: tries per size.
+    pub icmp_retries: u32,
+    /// Methods to run.
+    pub methods: Vec<Method>,
+    /// Give a method up after this many simulated seconds on one path.
+    pub deadline_s: f64,
+    /// Keep every path's outcome in the result.
+    pub keep_paths: bool,
+}
+
+impl Default for PmtudCompareParams {
+    fn default() -> Self {
+        PmtudCompareParams {
+            paths: 5000,
+            seed: 1,
+            min_hops: 2,
+            max_hops: 16,
+            min_rtt_ms: 5.0,
+            max_rtt_ms: 300.0,
+            lossy_share: 0.3,
+            max_loss: 0.02,
+            black_hole_share: 0.2,
+            fragment_filter_share: 0.05,
+            jumbo_local_share: 0.3,
+            dplpmtud_min_probe_timer_ms: 1000,
+            icmp_timeout_ms: 1000,
+            icmp_retries: 3,
+            methods: Method::ALL.to_vec(),
+            deadline_s: 300.0,
+            keep_paths: false,
+        }
+    }
+}
+
+/// One method on one path.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MethodOutcome {
+    /// The method.
+    pub method: Method,
+    /// Its answer (`None`: no answer by the deadline, or gave up).
+    pub pmtu: Option<u32>,
+    /// Seconds from its first probe to its answer.
+    pub seconds: f64,
+    /// Probes sent.
+    pub probes: u64,
+    /// IP bytes sent by the prober.
+    pub bytes: u64,
+}
+
+/// One random path and how each method did on it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PathOutcome {
+    /// The true path MTU.
+    pub true_pmtu: u32,
+    /// Link MTUs from the prober on.
+    pub mtus: Vec<u32>,
+    /// Round-trip propagation delay, ms.
+    pub rtt_ms: f64,
+    /// End-to-end loss rate (each direction).
+    pub loss: f64,
+    /// No router sends ICMP.
+    pub black_hole: bool,
+    /// The last router drops fragments.
+    pub fragment_filter: bool,
+    /// One entry per method.
+    pub outcomes: Vec<MethodOutcome>,
+}
+
+/// Aggregate of one method over all paths.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MethodSummary {
+    /// Label.
+    pub method: String,
+    /// The method.
+    pub key: Method,
+    /// Share of paths with an answer no larger than the path MTU.
+    pub success_rate: f64,
+    /// Share of paths answered exactly.
+    pub exact_rate: f64,
+    /// Share of paths answered with a size larger than the path MTU.
+    pub wrong_rate: f64,
+    /// Median seconds to a successful answer.
+    pub p50_s: Option<f64>,
+    /// 99th percentile of seconds to a successful answer.
+    pub p99_s: Option<f64>,
+    /// Mean probes per path.
+    pub probes_mean: f64,
+    /// Mean IP bytes per path.
+    pub bytes_mean: f64,
+    /// Success rate on black-hole paths.
+    pub black_hole_success_rate: Option<f64>,
+    /// Success rate on fragment-filtering paths.
+    pub fragment_filter_success_rate: Option<f64>,
+}
+
+/// Result of [`pmtud_compare`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PmtudCompareResult {
+    /// The parameters used.
+    pub params: PmtudCompareParams,
+    /// One entry per method, in the order asked.
+    pub summaries: Vec<MethodSummary>,
+    /// Paths that were black holes.
+    pub black_hole_paths: u32,
+    /// Paths that filtered fragments.
+    pub fragment_filter_paths: u32,
+    /// Every path (only with `keep_paths`).
+    pub paths: Vec<PathOutcome>,
+}
+
+/// A drawn path: its configuration plus what the summary needs.
+struct DrawnPath {
+    config: PathConfig,
+    outcome: PathOutcome,
+    seed: u64,
+}
+
+fn draw_mtu(rng: &mut ChaCha8Rng) -> u32 {
+    let total: u32 = MTU_WEIGHTS.iter().map(|w| w.1).sum();
+    let mut x = rng.gen_range(0..total);
+    for &(mtu, w) in &MTU_WEIGHTS {
+        if x < w {
+            return mtu;
+        }
+        x -= w;
+    }
+    1500
+}
+
+fn draw_path(p: &PmtudCompareParams, rng: &mut ChaCha8Rng) -> DrawnPath {
+    let hops = rng.gen_range(p.min_hops..=p.max_hops) as usize;
+    let local = if rng.gen_bool(p.jumbo_local_share) { 9000 } else { 1500 };
+    let mut mtus = vec![local];
+    for _ in 1..hops {
+        mtus.push(draw_mtu(rng));
+    }
+    let rtt_ms = rng.gen_range(p.min_rtt_ms..=p.max_rtt_ms);
+    let loss = if rng.gen_bool(p.lossy_share) { rng.gen_range(0.0..=p.max_loss) } else { 0.0 };
+    let black_hole = rng.gen_bool(p.black_hole_share);
+    let fragment_filter = rng.gen_bool(p.fragment_filter_share);
+    let seed = rng.r#gen::<u64>();
+    let one_way = Duration::from_secs_f64(rtt_ms / 2000.0 / hops as f64);
+    // Spread the end-to-end loss over the links: 1 - (1 - l)^hops = loss.
+    let per_link_loss = 1.0 - (1.0 - loss).powf(1.0 / hops as f64);
+    let links = mtus
+        .iter()
+        .map(|&mtu| {
+            let mut l = LinkConfig::ideal(mtu, one_way);
+            l.bandwidth_bps = 1_000_000_000;
+            l.loss = per_link_loss;
+            l
+        })
+        .collect();
+    let mut routers = vec![RouterPolicy { sends_ptb: !black_hole, ..RouterPolicy::default() }; hops - 1];
+    if fragment_filter {
+        if let Some(last) = routers.last_mut() {
+            last.drops_fragments = true;
+        }
+    }
+    let true_pmtu = mtus.iter().copied().min().unwrap_or(0);
+    DrawnPath {
+        config: PathConfig { links, routers },
+        outcome: PathOutcome { true_pmtu, mtus, rtt_ms, loss, black_hole, fragment_filter, outcomes: Vec::new() },
+        seed,
+    }
+}
+
+fn run_prober<P: Prober>(
+    path: &DrawnPath,
+    prober: P,
+    datagrams: Datagrams,
+    base: Instant,
+    deadline: SimTime,
+) -> Result<(Option<u32>, f64, u64, u64), ExperimentError> {
+    let responder_mtu = path.outcome.mtus.last().copied().unwrap_or(1500);
+    let responder = ResponderEndpoint::new(responder_mtu, datagrams, base, Duration::from_secs(2));
+    let mut net = Network::new(path.config.clone(), path.seed, prober, responder)?;
+    net.run(deadline, |a, _| a.outcome().is_some());
+    let stats = net.a.prober_stats();
+    let (pmtu, at) = match net.a.outcome() {
+        Some(o) => (o.pmtu, o.at),
+        None => (None, net.now()),
+    };
+    Ok((pmtu, at.as_secs_f64(), stats.probes, stats.bytes))
+}
+
+fn run_method(
+    p: &PmtudCompareParams,
+    path: &DrawnPath,
+    method: Method,
+    base: Instant,
+) -> Result<MethodOutcome, ExperimentError> {
+    let datagrams = Datagrams::new();
+    let deadline = SimTime::from_secs_f64(p.deadline_s);
+    let local = u16::try_from(path.outcome.mtus[0]).unwrap_or(u16::MAX);
+    let nonce = path.seed ^ 0x5eed_f00d_0000_0000 ^ method as u64;
+    let (pmtu, seconds, probes, bytes) = match method {
+        Method::DplpmtudLsquic | Method::DplpmtudBisection => {
+            let mut cfg = DplpmtudConfig::new(local);
+            cfg.strategy =
+                if method == Method::DplpmtudLsquic { SearchStrategy::lsquic() } else { SearchStrategy::Bisection };
+            cfg.min_probe_timer = Duration::from_millis(p.dplpmtud_min_probe_timer_ms);
+            let prober = DplpmtudProber::new(cfg, datagrams.clone(), base, nonce)
+                .map_err(|_| ExperimentError::InvalidParam("DPLPMTUD configuration"))?;
+            run_prober(path, prober, datagrams, base, deadline)?
+        }
+        Method::IcmpPmtud => {
+            let prober = IcmpProber::new(
+                u32::from(local),
+                datagrams.clone(),
+                nonce,
+                Duration::from_millis(p.icmp_timeout_ms),
+                p.icmp_retries,
+            );
+            run_prober(path, prober, datagrams, base, deadline)?
+        }
+    };
+    Ok(MethodOutcome { method, pmtu, seconds, probes, bytes })
+}
+
+fn validate(p: &PmtudCompareParams) -> Result<(), ExperimentError> {
+    let share = |v: f64| (0.0..=1.0).contains(&v);
+    if p.paths == 0 || p.paths > 1_000_000 {
+        return Err(ExperimentError::InvalidParam("paths in 1..=1000000"));
+    }
+    if p.min_hops < 2 || p.max_hops < p.min_hops || p.max_hops > 64 {
+        return Err(ExperimentError::InvalidParam("2 <= min_hops <= max_hops <= 64"));
+    }
+    if !(p.min_rtt_ms >= 0.0 && p.max_rtt_ms >= p.min_rtt_ms && p.max_rtt_ms <= 10_000.0) {
+        return Err(ExperimentError::InvalidParam("0 <= min_rtt_ms <= max_rtt_ms <= 10000"));
+    }
+    if ![p.lossy_share, p.black_hole_share, p.fragment_filter_share, p.jumbo_local_share].into_iter().all(share)
+        || !(0.0..0.5).contains(&p.max_loss)
+    {
+        return Err(ExperimentError::InvalidParam("shares in [0, 1], max_loss in [0, 0.5)"));
+    }
+    if p.methods.is_empty() || !(p.deadline_s > 0.0 && p.deadline_s <= 36_000.0) {
+        return Err(ExperimentError::InvalidParam("methods non-empty, deadline_s in (0, 36000]"));
+    }
+    Ok(())
+}
+
+fn summarize(method: Method, paths: &[PathOutcome], idx: usize) -> MethodSummary {
+    let n = paths.len().max(1) as f64;
+    let mut ok = 0usize;
+    let mut exact = 0usize;
+    let mut wrong = 0usize;
+    let mut times = Vec::new();
+    let (mut probes, mut bytes) = (0u64, 0u64);
+    let (mut bh, mut bh_ok, mut ff, mut ff_ok) = (0usize, 0usize, 0usize, 0usize);
+    for path in paths {
+        let o = &path.outcomes[idx];
+        probes += o.probes;
+        bytes += o.bytes;
+        let success = o.pmtu.is_some_and(|m| m <= path.true_pmtu);
+        if success {
+            ok += 1;
+            times.push(o.seconds);
+        }
+        if o.pmtu == Some(path.true_pmtu) {
+            exact += 1;
+        }
+        if o.pmtu.is_some_and(|m| m > path.true_pmtu) {
+            wrong += 1;
+        }
+        if path.black_hole {
+            bh += 1;
+            bh_ok += usize::from(success);
+        }
+        if path.fragment_filter {
+            ff += 1;
+            ff_ok += usize::from(success);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let rate = |num: usize, den: usize| (den > 0).then(|| num as f64 / den as f64);
+    MethodSummary {
+        method: method.label().to_string(),
+        key: method,
+        success_rate: ok as f64 / n,
+        exact_rate: exact as f64 / n,
+        wrong_rate: wrong as f64 / n,
+        p50_s: percentile(&times, 50.0),
+        p99_s: percentile(&times, 99.0),
+        probes_mean: probes as f64 / n,
+        bytes_mean: bytes as f64 / n,
+        black_hole_success_rate: rate(bh_ok, bh),
+        fragment_filter_success_rate: rate(ff_ok, ff),
+    }
+}
+
+/// Runs the experiment.
+pub fn pmtud_compare(p: &PmtudCompareParams) -> Result<PmtudCompareResult, ExperimentError> {
+    validate(p)?;
+    // Stands for simulated time zero at the px-pmtud boundary; results do
+    // not depend on it.
+    let base = Instant::now();
+    let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
+    let mut paths = Vec::with_capacity(p.paths as usize);
+    for _ in 0..p.paths {
+        let mut drawn = draw_path(p, &mut rng);
+        for &m in &p.methods {
+            let o = run_method(p, &drawn, m, base)?;
+            drawn.outcome.outcomes.push(o);
+        }
+        paths.push(drawn.outcome);
+    }
+    let summaries = p.methods.iter().enumerate().map(|(i, &m)| summarize(m, &paths, i)).collect();
+    let black_hole_paths = paths.iter().filter(|x| x.black_hole).count() as u32;
+    let fragment_filter_paths = paths.iter().filter(|x| x.fragment_filter).count() as u32;
+    Ok(PmtudCompareResult {
+        params: p.clone(),
+        summaries,
+        black_hole_paths,
+        fragment_filter_paths,
+        paths: if p.keep_paths { paths } else { Vec::new() },
+    })
+}
+
+/// Success and exact rates per method, and median / p99 time to answer.
+#[must_use]
+pub fn pmtud_compare_svg(r: &PmtudCompareResult) -> String {
+    let cats: Vec<String> = r.summaries.iter().map(|s| s.method.clone()).collect();
+    let pick = |f: fn(&MethodSummary) -> f64| r.summaries.iter().map(f).collect::<Vec<f64>>();
+    BarChart {
+        title: format!("PMTUD over {} random paths", r.params.paths),
+        y_label: "% of paths  |  seconds".into(),
+        categories: cats,
+        series: vec![
+            ("success %".into(), pick(|s| s.success_rate * 100.0)),
+            ("exact %".into(), pick(|s| s.exact_rate * 100.0)),
+            ("p50 s".into(), pick(|s| s.p50_s.unwrap_or(f64::NAN))),
+            ("p99 s".into(), pick(|s| s.p99_s.unwrap_or(f64::NAN))),
+        ],
+    }
+    .to_svg()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small(paths: u32) -> PmtudCompareParams {
+        PmtudCompareParams { paths, keep_paths: true, ..PmtudCompareParams::default() }
+    }
+
+    fn one_path(mtus: &[u32], black_hole: bool, fragment_filter: bool, method: Method) -> MethodOutcome {
+        let p = PmtudCompareParams::default();
+        let links = mtus.iter().map(|&m| LinkConfig::ideal(m, Duration::from_millis(10))).collect();
+        let mut routers = vec![RouterPolicy { sends_ptb: !black_hole, ..RouterPolicy::default() }; mtus.len() - 1];
+        if let Some(last) = routers.last_mut() {
+            last.drops_fragments = fragment_filter;
+        }
+        let drawn = DrawnPath {
+            config: PathConfig { links, routers },
+            outcome: PathOutcome {
+                true_pmtu: mtus.iter().copied().min().unwrap_or(0),
+                mtus: mtus.to_vec(),
+                rtt_ms: 20.0 * mtus.len() as f64,
+                loss: 0.0,
+                black_hole,
+                fragment_filter,
+                outcomes: Vec::new(),
+            },
+            seed: 7,
+        };
+        run_method(&p, &drawn, method, Instant::now()).expect("runs")
+    }
+
+    #[test]
+    fn icmp_pmtud_follows_ptbs_and_fails_on_a_black_hole() {
+        let ok = one_path(&[9000, 1500, 1400, 1500], false, false, Method::IcmpPmtud);
+        assert_eq!(ok.pmtu, Some(1400));
+        assert_eq!(ok.probes, 3, "9000 -> PTB 1500 -> PTB 1400 -> answer");
+        // Three round trips of 80 ms at most.
+        assert!(ok.seconds < 0.25, "{ok:?}");
+        let bh = one_path(&[9000, 1500, 1400, 1500], true, false, Method::IcmpPmtud);
+        assert_eq!(bh.pmtu, None);
+    }
+
+    #[test]
+    fn dplpmtud_finds_the_mtu_on_a_black_hole() {
+        let b = one_path(&[1500, 1500, 1400, 1500], true, false, Method::DplpmtudBisection);
+        assert_eq!(b.pmtu, Some(1400));
+        let l = one_path(&[1500, 1500, 1400, 1500], true, false, Method::DplpmtudLsquic);
+        let got = l.pmtu.expect("answer");
+        assert!((1386..=1400).contains(&got), "lsquic stops within 99 %: {l:?}");
+        // Failed sizes cost MAX_PROBES probe timers of at least 1 s each.
+        assert!(b.seconds > 3.0, "{b:?}");
+    }
+
+    #[test]
+    fn summary_rates_are_consistent_and_deterministic() {
+        let r = pmtud_compare(&small(60)).expect("runs");
+        assert_eq!(r.paths.len(), 60);
+        for s in &r.summaries {
+            assert!(s.exact_rate <= s.success_rate + 1e-12, "{s:?}");
+            assert!(s.success_rate <= 1.0 && s.probes_mean >= 1.0, "{s:?}");
+            assert_eq!(s.wrong_rate, 0.0, "no method may overshoot: {s:?}");
+        }
+        // Classic PMTUD never answers on a black-hole path whose MTU is
+        // below the local link's.
+        for path in &r.paths {
+            let icmp = path.outcomes.iter().find(|o| o.method == Method::IcmpPmtud).expect("ran");
+            if path.black_hole && path.true_pmtu < path.mtus[0] {
+                assert_eq!(icmp.pmtu, None, "{path:?}");
+            }
+        }
+        assert_eq!(pmtud_compare(&small(60)), Ok(r));
+    }
+}

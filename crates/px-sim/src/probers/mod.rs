@@ -1,0 +1,50 @@
+//! Path-MTU probers and the responder as simulated endpoints, for
+//! [`crate::experiments::pmtud_compare`].
+//!
+//! Each prober sits at endpoint A, the F-PMTUD responder (`px-pmtud`'s) at
+//! endpoint B. DPLPMTUD and F-PMTUD are `px-pmtud`'s state machines driven
+//! through these adapters; classic ICMP PMTUD (RFC 1191) is a small model
+//! written here, since no crate of the project implements it.
+
+mod dplpmtud_prober;
+mod icmp;
+mod responder;
+
+pub use dplpmtud_prober::DplpmtudProber;
+pub use icmp::IcmpProber;
+pub use responder::{PROBER_ADDR, ResponderEndpoint};
+
+use serde::Serialize;
+
+use crate::net::Endpoint;
+use crate::time::SimTime;
+
+/// What a prober concluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ProbeOutcome {
+    /// The path MTU it settled on; `None` when it gave up.
+    pub pmtu: Option<u32>,
+    /// When it concluded.
+    pub at: SimTime,
+}
+
+/// Counters every prober keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProberStats {
+    /// Probe packets sent.
+    pub probes: u64,
+    /// IP bytes sent (fragments count once, as the prober sent them).
+    pub bytes: u64,
+    /// Replies accepted.
+    pub replies: u64,
+    /// ICMP "fragmentation needed" messages accepted.
+    pub ptbs: u64,
+}
+
+/// A prober endpoint.
+pub trait Prober: Endpoint {
+    /// The conclusion, once there is one.
+    fn outcome(&self) -> Option<ProbeOutcome>;
+    /// Counters.
+    fn prober_stats(&self) -> ProberStats;
+}
