@@ -394,18 +394,21 @@ impl<R: RttEstimator> Prober<R> {
             self.started = Some(now);
             self.queue_round();
         }
-        let p = self.pending.pop_front()?;
-        let len = usize::from(p.ip_len.saturating_sub(self.config.ip_overhead));
-        let mut payload = vec![0u8; len];
-        let written = if self.config.legacy_probes {
-            wire::emit_legacy_probe(&mut payload)
-        } else {
-            ProbeRepr { kind: p.kind, nonce: self.nonce, probe_id: p.id, ip_len: p.ip_len }.emit(&mut payload)
+        // Every queued size is at least min_link_mtu() (new() checks the link
+        // MTU, answers below it are implausible), so emit cannot fail; if it
+        // ever did, the probe is skipped rather than sent truncated, and the
+        // round timer is still armed below.
+        let (p, payload) = loop {
+            let Some(p) = self.pending.pop_front() else {
+                if self.deadline.is_none() && !self.sent.is_empty() {
+                    self.deadline = Some(now + self.round_timeout());
+                }
+                return None;
+            };
+            if let Some(payload) = self.build_payload(p) {
+                break (p, payload);
+            }
         };
-        // Sizes are checked against min_link_mtu() in new() and never go
-        // below the round-1 estimate, itself at least 21; a failure would
-        // mean a probe smaller than its header, which is not worth sending.
-        written.ok()?;
         self.sent.push(SentProbe { id: p.id, ip_len: p.ip_len, kind: p.kind, sent_at: now, answered: false });
         self.rtt.on_packet_sent(u64::from(p.id));
         self.bytes_sent += u64::from(p.ip_len);
@@ -413,6 +416,17 @@ impl<R: RttEstimator> Prober<R> {
             self.deadline = Some(now + self.round_timeout());
         }
         Some(ProbeTransmit { probe_id: p.id, ip_len: p.ip_len, dont_fragment: p.kind == ProbeKind::Confirm, payload })
+    }
+
+    fn build_payload(&self, p: Pending) -> Option<Vec<u8>> {
+        let len = usize::from(p.ip_len.saturating_sub(self.config.ip_overhead));
+        let mut payload = vec![0u8; len];
+        let written = if self.config.legacy_probes {
+            wire::emit_legacy_probe(&mut payload)
+        } else {
+            ProbeRepr { kind: p.kind, nonce: self.nonce, probe_id: p.id, ip_len: p.ip_len }.emit(&mut payload)
+        };
+        written.ok().map(|_| payload)
     }
 
     /// Earliest instant at which `handle_timeout` has work.
@@ -495,7 +509,7 @@ impl<R: RttEstimator> Prober<R> {
         let plausible = r.confirm == (sent.kind == ProbeKind::Confirm)
             && r.probe_ip_len == sent.ip_len
             && largest <= sent.ip_len
-            && largest > super::fragment::IPV4_HEADER_LEN;
+            && largest >= self.config.min_link_mtu();
         if !plausible {
             return ReplyVerdict::Implausible;
         }
@@ -521,7 +535,9 @@ impl<R: RttEstimator> Prober<R> {
         let Ok(v) = u16::try_from(v) else {
             return ReplyVerdict::Implausible;
         };
-        if v <= super::fragment::IPV4_HEADER_LEN {
+        // Every IPv4 path carries 68 bytes, so no honest answer is smaller
+        // than the smallest probe.
+        if v < self.config.min_link_mtu() {
             return ReplyVerdict::Implausible;
         }
         match self.phase {
@@ -1008,10 +1024,13 @@ mod tests {
         let kind = report(NONCE, id, true, true, true, 1500, 1396, 0, &[]);
         // Echoes another size.
         let echo = report(NONCE, id, false, true, true, 1400, 1396, 0, &[]);
-        for bad in [big, big_rec, kind, echo] {
+        // Smaller than any path carries (would make confirmation probes
+        // smaller than their own header).
+        let tiny = report(NONCE, id, false, true, true, 1500, 30, 0, &[]);
+        for bad in [big, big_rec, kind, echo, tiny] {
             assert_eq!(p.handle_reply(t0 + RTT, &bad), ReplyVerdict::Implausible);
         }
-        assert_eq!(p.stats().implausible, 4);
+        assert_eq!(p.stats().implausible, 5);
         assert_eq!(p.phase(), Phase::Discover);
         // A confirmation that arrived fragmented confirms nothing.
         assert_eq!(p.handle_reply(t0 + RTT, &fragmented(&r1[0], 1396)), ReplyVerdict::Accepted);
@@ -1048,6 +1067,8 @@ mod tests {
         let mut p = Prober::new(c, NONCE, ClassicRtt::default()).expect("valid");
         let _ = drain(&mut p, t0);
         assert_eq!(p.handle_reply(t0, &9000u32.to_be_bytes()), ReplyVerdict::Implausible);
+        assert_eq!(p.handle_reply(t0, &30u32.to_be_bytes()), ReplyVerdict::Implausible);
+        assert_eq!(p.phase(), Phase::Discover);
     }
 
     #[test]
@@ -1076,5 +1097,51 @@ mod tests {
         p.handle_reply(t1 + Duration::from_millis(1), &confirmed(&r2[1]));
         p.handle_timeout(t1 + Duration::from_millis(5));
         assert_eq!(p.result().and_then(FpmtudResult::pmtu), Some(1403));
+    }
+
+    proptest::proptest! {
+        /// Whatever comes back — garbage, forged reports with our nonce,
+        /// legacy values — the prober neither panics nor claims more than
+        /// its link carries, and it always ends.
+        #[test]
+        fn arbitrary_replies_are_safe(
+            replies in proptest::collection::vec(
+                (proptest::num::u32::ANY, proptest::num::u16::ANY, proptest::num::u8::ANY,
+                 proptest::collection::vec(proptest::num::u8::ANY, 0..8)),
+                0..30),
+        ) {
+            let mut c = ProberConfig::new(1500);
+            c.accept_legacy = true;
+            let mut p = Prober::new(c, NONCE, ClassicRtt::default()).expect("valid");
+            let mut now = Instant::now();
+            for (id, largest, flags, junk) in replies {
+                let _ = drain(&mut p, now);
+                let bytes = match flags % 4 {
+                    0 => junk,
+                    1 => largest.to_be_bytes().iter().chain(&junk).copied().collect(),
+                    _ => report(NONCE, id % 16, flags & 4 != 0, flags & 8 != 0, flags & 16 != 0,
+                                u16::from(flags) * 8, largest, u16::from(flags) << 4, &[]),
+                };
+                now += Duration::from_millis(5);
+                let _ = p.handle_reply(now, &bytes);
+                if flags & 32 != 0 {
+                    if let Some(t) = p.poll_timeout() {
+                        now = now.max(t);
+                        p.handle_timeout(now);
+                    }
+                }
+            }
+            let mut steps = 0;
+            while !p.is_done() {
+                let _ = drain(&mut p, now);
+                now = p.poll_timeout().expect("a timer while not done");
+                p.handle_timeout(now);
+                steps += 1;
+                proptest::prop_assert!(steps < 20);
+            }
+            if let Some(pmtu) = p.result().and_then(FpmtudResult::pmtu) {
+                proptest::prop_assert!(pmtu <= 1500);
+            }
+        }
     }
 }
