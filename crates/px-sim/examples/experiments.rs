@@ -86,10 +86,12 @@ fn main() {
             "{} paths ({} black holes, {} fragment filters)",
             r.params.paths, r.black_hole_paths, r.fragment_filter_paths
         );
-        println!("method                 success  exact  wrong   p50 s   p99 s  probes   bytes  bh-ok  ff-ok");
+        println!(
+            "method                 success  exact  wrong   p50 s   p99 s  probes   bytes  bh-ok  ff-ok  fallback"
+        );
         for s in &r.summaries {
             println!(
-                "{:20} {:8.3} {:6.3} {:6.3} {:7.3} {:7.3} {:7.2} {:7.0} {:>6} {:>6}",
+                "{:20} {:8.3} {:6.3} {:6.3} {:7.3} {:7.3} {:7.2} {:7.0} {:>6} {:>6} {:6.3}",
                 s.method,
                 s.success_rate,
                 s.exact_rate,
@@ -100,6 +102,7 @@ fn main() {
                 s.bytes_mean,
                 s.black_hole_success_rate.map_or("-".into(), |v| format!("{v:.3}")),
                 s.fragment_filter_success_rate.map_or("-".into(), |v| format!("{v:.3}")),
+                s.fallback_rate,
             );
         }
         println!("{elapsed:.2?}");

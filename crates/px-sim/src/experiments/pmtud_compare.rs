@@ -14,6 +14,7 @@
 use std::time::{Duration, Instant};
 
 use px_pmtud::dplpmtud::DplpmtudConfig;
+use px_pmtud::fpmtud::prober::ProberConfig;
 use px_pmtud::search::SearchStrategy;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -23,7 +24,7 @@ use super::{ExperimentError, percentile};
 use crate::datagram::Datagrams;
 use crate::link::LinkConfig;
 use crate::net::{Network, PathConfig, RouterPolicy};
-use crate::probers::{DplpmtudProber, IcmpProber, Prober, ResponderEndpoint};
+use crate::probers::{DplpmtudProber, FpmtudProber, IcmpProber, Prober, ResponderEndpoint};
 use crate::svg::BarChart;
 use crate::time::SimTime;
 
@@ -34,6 +35,9 @@ pub const MTU_WEIGHTS: [(u32, u32); 8] =
 /// A PMTUD method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Method {
+    /// F-PMTUD (one DF-clear probe, DF-set refinement to the byte), handing
+    /// over to DPLPMTUD (lsquic) when it gets no answer, as `px probe` does.
+    Fpmtud,
     /// RFC 8899 DPLPMTUD, lsquic's search (maximum first, bisect to 99 %).
     DplpmtudLsquic,
     /// RFC 8899 DPLPMTUD, bisection to the byte.
@@ -44,12 +48,13 @@ pub enum Method {
 
 impl Method {
     /// Every method, in table order.
-    pub const ALL: [Method; 3] = [Method::DplpmtudLsquic, Method::DplpmtudBisection, Method::IcmpPmtud];
+    pub const ALL: [Method; 4] = [Method::Fpmtud, Method::DplpmtudLsquic, Method::DplpmtudBisection, Method::IcmpPmtud];
 
     /// Label for tables and plots.
     #[must_use]
     pub fn label(self) -> &'static str {
         match self {
+            Method::Fpmtud => "F-PMTUD",
             Method::DplpmtudLsquic => "DPLPMTUD lsquic",
             Method::DplpmtudBisection => "DPLPMTUD bisection",
             Method::IcmpPmtud => "ICMP PMTUD",
@@ -99,7 +104,7 @@ pub struct PmtudCompareParams {
 impl Default for PmtudCompareParams {
     fn default() -> Self {
         PmtudCompareParams {
-            paths: 5000,
+            paths: 10_000,
             seed: 1,
             min_hops: 2,
             max_hops: 16,
@@ -133,6 +138,8 @@ pub struct MethodOutcome {
     pub probes: u64,
     /// IP bytes sent by the prober.
     pub bytes: u64,
+    /// The method handed over to another (F-PMTUD to DPLPMTUD).
+    pub fell_back: bool,
 }
 
 /// One random path and how each method did on it.
@@ -179,6 +186,8 @@ pub struct MethodSummary {
     pub black_hole_success_rate: Option<f64>,
     /// Success rate on fragment-filtering paths.
     pub fragment_filter_success_rate: Option<f64>,
+    /// Share of paths on which the method handed over to another.
+    pub fallback_rate: f64,
 }
 
 /// Result of [`pmtud_compare`].
@@ -259,7 +268,7 @@ fn run_prober<P: Prober>(
     datagrams: Datagrams,
     base: Instant,
     deadline: SimTime,
-) -> Result<(Option<u32>, f64, u64, u64), ExperimentError> {
+) -> Result<(Option<u32>, f64, u64, u64, bool), ExperimentError> {
     let responder_mtu = path.outcome.mtus.last().copied().unwrap_or(1500);
     let responder = ResponderEndpoint::new(responder_mtu, datagrams, base, Duration::from_secs(2));
     let mut net = Network::new(path.config.clone(), path.seed, prober, responder)?;
@@ -269,7 +278,7 @@ fn run_prober<P: Prober>(
         Some(o) => (o.pmtu, o.at),
         None => (None, net.now()),
     };
-    Ok((pmtu, at.as_secs_f64(), stats.probes, stats.bytes))
+    Ok((pmtu, at.as_secs_f64(), stats.probes, stats.bytes, net.a.fell_back()))
 }
 
 fn run_method(
@@ -282,12 +291,28 @@ fn run_method(
     let deadline = SimTime::from_secs_f64(p.deadline_s);
     let local = u16::try_from(path.outcome.mtus[0]).unwrap_or(u16::MAX);
     let nonce = path.seed ^ 0x5eed_f00d_0000_0000 ^ method as u64;
-    let (pmtu, seconds, probes, bytes) = match method {
+    let dplpmtud = |strategy: SearchStrategy| {
+        let mut cfg = DplpmtudConfig::new(local);
+        cfg.strategy = strategy;
+        cfg.min_probe_timer = Duration::from_millis(p.dplpmtud_min_probe_timer_ms);
+        cfg
+    };
+    let (pmtu, seconds, probes, bytes, fell_back) = match method {
+        Method::Fpmtud => {
+            let prober = FpmtudProber::new(
+                ProberConfig::new(local),
+                dplpmtud(SearchStrategy::lsquic()),
+                datagrams.clone(),
+                base,
+                nonce,
+            )
+            .map_err(|_| ExperimentError::InvalidParam("F-PMTUD configuration"))?;
+            run_prober(path, prober, datagrams, base, deadline)?
+        }
         Method::DplpmtudLsquic | Method::DplpmtudBisection => {
-            let mut cfg = DplpmtudConfig::new(local);
-            cfg.strategy =
+            let strategy =
                 if method == Method::DplpmtudLsquic { SearchStrategy::lsquic() } else { SearchStrategy::Bisection };
-            cfg.min_probe_timer = Duration::from_millis(p.dplpmtud_min_probe_timer_ms);
+            let cfg = dplpmtud(strategy);
             let prober = DplpmtudProber::new(cfg, datagrams.clone(), base, nonce)
                 .map_err(|_| ExperimentError::InvalidParam("DPLPMTUD configuration"))?;
             run_prober(path, prober, datagrams, base, deadline)?
@@ -303,7 +328,7 @@ fn run_method(
             run_prober(path, prober, datagrams, base, deadline)?
         }
     };
-    Ok(MethodOutcome { method, pmtu, seconds, probes, bytes })
+    Ok(MethodOutcome { method, pmtu, seconds, probes, bytes, fell_back })
 }
 
 fn validate(p: &PmtudCompareParams) -> Result<(), ExperimentError> {
@@ -336,10 +361,12 @@ fn summarize(method: Method, paths: &[PathOutcome], idx: usize) -> MethodSummary
     let mut times = Vec::new();
     let (mut probes, mut bytes) = (0u64, 0u64);
     let (mut bh, mut bh_ok, mut ff, mut ff_ok) = (0usize, 0usize, 0usize, 0usize);
+    let mut fell_back = 0usize;
     for path in paths {
         let o = &path.outcomes[idx];
         probes += o.probes;
         bytes += o.bytes;
+        fell_back += usize::from(o.fell_back);
         let success = o.pmtu.is_some_and(|m| m <= path.true_pmtu);
         if success {
             ok += 1;
@@ -374,6 +401,7 @@ fn summarize(method: Method, paths: &[PathOutcome], idx: usize) -> MethodSummary
         bytes_mean: bytes as f64 / n,
         black_hole_success_rate: rate(bh_ok, bh),
         fragment_filter_success_rate: rate(ff_ok, ff),
+        fallback_rate: fell_back as f64 / n,
     }
 }
 
@@ -464,6 +492,29 @@ mod tests {
         assert!(ok.seconds < 0.25, "{ok:?}");
         let bh = one_path(&[9000, 1500, 1400, 1500], true, false, Method::IcmpPmtud);
         assert_eq!(bh.pmtu, None);
+    }
+
+    #[test]
+    fn fpmtud_is_exact_in_two_round_trips_and_survives_black_holes() {
+        let mtus = [9000, 1500, 1400, 1500];
+        let rtt_s = 0.080;
+        for black_hole in [false, true] {
+            let f = one_path(&mtus, black_hole, false, Method::Fpmtud);
+            assert_eq!(f.pmtu, Some(1400), "{f:?}");
+            assert!(!f.fell_back);
+            // Two round trips (plus serialization, nothing at these rates).
+            assert!(f.seconds <= 2.0 * rtt_s + 0.001, "{f:?}");
+        }
+        // Where ICMP PMTUD has nothing to go on, F-PMTUD still answers.
+        assert_eq!(one_path(&mtus, true, false, Method::IcmpPmtud).pmtu, None);
+    }
+
+    #[test]
+    fn fpmtud_falls_back_to_dplpmtud_when_fragments_are_filtered() {
+        let f = one_path(&[9000, 1500, 1400, 1500], true, true, Method::Fpmtud);
+        assert!(f.fell_back, "{f:?}");
+        let got = f.pmtu.expect("DPLPMTUD answers");
+        assert!((1386..=1400).contains(&got), "{f:?}");
     }
 
     #[test]

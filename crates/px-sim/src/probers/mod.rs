@@ -7,10 +7,12 @@
 //! written here, since no crate of the project implements it.
 
 mod dplpmtud_prober;
+mod fpmtud_prober;
 mod icmp;
 mod responder;
 
 pub use dplpmtud_prober::DplpmtudProber;
+pub use fpmtud_prober::{FpmtudProber, FpmtudSetupError};
 pub use icmp::IcmpProber;
 pub use responder::{PROBER_ADDR, ResponderEndpoint};
 
@@ -47,4 +49,8 @@ pub trait Prober: Endpoint {
     fn outcome(&self) -> Option<ProbeOutcome>;
     /// Counters.
     fn prober_stats(&self) -> ProberStats;
+    /// Whether the method handed over to another one (F-PMTUD → DPLPMTUD).
+    fn fell_back(&self) -> bool {
+        false
+    }
 }
