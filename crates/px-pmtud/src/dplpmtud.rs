@@ -744,7 +744,16 @@ mod tests {
         }
         assert_eq!(m.state(), State::Error);
         assert_eq!(m.plpmtu(), m.config().min_plpmtu);
-        // ERROR keeps probing BASE_PLPMTU; an ACK leaves it for SEARCHING.
+        // ERROR keeps probing BASE_PLPMTU, one probe per PROBE_TIMER, and
+        // stays in ERROR while they fail.
+        for _ in 0..2 * MAX_PROBES {
+            assert_eq!(m.poll_probe(now, &rtt()), Some(1200));
+            assert_eq!(m.poll_probe(now, &rtt()), None);
+            now += MIN_PROBE_TIMER;
+            m.handle_timeout(now);
+            assert_eq!(m.state(), State::Error);
+        }
+        // An ACK leaves it for SEARCHING.
         assert_eq!(m.poll_probe(now, &rtt()), Some(1200));
         m.on_probe_acked(now + RTT, 1200);
         assert_eq!(m.state(), State::Searching);
