@@ -37,7 +37,7 @@ fn main() {
     if which == "all" || which == "mtu-drop" {
         let mut p = MtuDropParams::default();
         if let Some(q) = args.iter().position(|a| a == "--queue").and_then(|i| args.get(i + 1)) {
-            p.queue_bytes = q.parse().expect("queue bytes");
+            p.queue_bytes = Some(q.parse().expect("queue bytes"));
         }
         if let Some(q) = args.iter().position(|a| a == "--probe-floor-ms").and_then(|i| args.get(i + 1)) {
             p.min_probe_timer_ms = q.parse().expect("ms");
