@@ -198,6 +198,42 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+        // With px-pmtud's DPLPMTUD choosing the size and the path MTU
+        // changing under it (down and up, behind a black-hole router), the
+        // transfer still completes with every byte delivered once.
+        #[test]
+        fn dplpmtud_transfer_survives_mtu_changes(
+            seed in 0u64..1000,
+            changes in proptest::collection::vec((1u64..8000, 1280u32..=1500), 0..4),
+            loss in 0.0f64..0.03,
+        ) {
+            use std::time::Instant;
+            use px_pmtud::dplpmtud::DplpmtudConfig;
+            use crate::dplpmtud::DplpmtudController;
+            let mut p = path(5_000_000, 20, loss, Some(100_000));
+            let mut changes: Vec<(SimTime, u32)> =
+                changes.into_iter().map(|(ms, m)| (SimTime::from_millis(ms), m)).collect();
+            changes.sort();
+            p.links[1].mtu_changes = changes;
+            p.routers[0].sends_ptb = false;
+            let mut dcfg = DplpmtudConfig::new(1500);
+            dcfg.min_probe_timer = Duration::ZERO;
+            let pmtu = DplpmtudController::new(dcfg, Instant::now()).expect("valid config");
+            let r = run_transfer(
+                p,
+                seed,
+                TransportConfig::quic_like(2_000_000),
+                Box::new(ClassicRtt::default()),
+                Box::new(pmtu),
+                SimTime::from_millis(600_000),
+            ).expect("valid path");
+            prop_assert!(r.completion_s.is_some(), "{:?}", r.sender);
+            prop_assert_eq!(r.receiver.delivered_bytes, 2_000_000);
+        }
+    }
+
+    proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
         // Under random loss in both directions every byte arrives, once.
         #[test]
