@@ -49,10 +49,11 @@ pub(crate) struct Held {
 }
 
 /// Whether a segment may start a held segment at all (what a careful GRO
-/// would merge): plain ACK data, no IP options or extension headers, no SACK
+/// would merge): plain ACK data (PSH or FIN may end it: the segment is then
+/// merged as the last piece), no IP options or extension headers, no SACK
 /// blocks, parseable options, headers that fit the headroom.
 pub(crate) fn holdable(seg: &Seg) -> bool {
-    let f = seg.flags & !(flags::PSH | flags::ECE);
+    let f = seg.flags & !(flags::PSH | flags::FIN | flags::ECE);
     f == flags::ACK
         && seg.payload_len() > 0
         && !seg.info.ip_options
