@@ -32,6 +32,11 @@ use crate::split;
 /// How often idle flows are looked for when nothing else wakes the engine.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
+/// Smallest segment that counts as full-sized for bulk detection: the
+/// default MSS every IPv4 host may send (RFC 9293 §3.7.1). A flow of smaller
+/// segments in a row is interactive, not bulk, and is never held.
+const BULK_MIN_PAYLOAD: u32 = 536;
+
 /// The MTU-translating engine for one worker.
 #[derive(Debug)]
 pub struct Engine {
@@ -210,7 +215,7 @@ impl Engine {
         // Bulk detection: in-order segments of the flow's largest size in a
         // row (a GRO super-packet counts as the segments it was made of).
         let unit = meta.gso_size.map(|g| g as usize).filter(|g| *g > 0).unwrap_or(len).min(len) as u32;
-        if in_order && unit >= flow.max_payload {
+        if in_order && unit >= flow.max_payload && unit >= BULK_MIN_PAYLOAD {
             if unit > flow.max_payload {
                 flow.max_payload = unit;
                 flow.full_run = 0;
