@@ -1,0 +1,8 @@
+//! `px-bench`: reproducible synthetic traces and the engine benchmark
+//! behind `px bench engine`.
+
+pub mod engine_bench;
+pub mod trace;
+
+pub use engine_bench::{BenchConfig, RunResult, run_once};
+pub use trace::{Direction, Trace, TraceConfig};

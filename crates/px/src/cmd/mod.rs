@@ -1,0 +1,3 @@
+//! One module per `px` subcommand.
+
+pub mod bench;

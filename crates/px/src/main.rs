@@ -1,0 +1,41 @@
+//! `px`: the PacketExpress command line.
+//!
+//! One binary with a subcommand per part of the system. Each subcommand lives
+//! in its own module under `cmd/` with an `Args` struct (clap derive) and a
+//! `run(args) -> anyhow-free Result<(), CliError>`; this file only dispatches.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// PacketExpress: let a network run 9000-byte packets inside while its
+/// neighbours keep 1500.
+#[derive(Debug, Parser)]
+#[command(name = "px", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Benchmarks of the engine (merge, split) on synthetic traces.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(c) => cmd::bench::run(c),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("px: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
