@@ -1,8 +1,14 @@
 //! Runs the experiments with default parameters and prints a summary and
 //! their wall-clock time: `cargo run --release -p px-sim --example
-//! experiments -- [mtu-benefit|mtu-drop|pmtud-compare] [--svg DIR]`.
+//! experiments -- [mtu-benefit|mtu-drop|pmtud-compare|speed] [--svg DIR]`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use px_pmtud::rtt::ClassicRtt;
+use px_sim::SimTime;
+use px_sim::link::LinkConfig;
+use px_sim::net::{PathConfig, RouterPolicy};
+use px_sim::transport::{FixedPmtu, TransportConfig, run_transfer};
 
 use px_sim::experiments::{
     MtuBenefitParams, MtuDropParams, PmtudCompareParams, mtu_benefit, mtu_benefit_svg, mtu_drop, mtu_drop_svg,
@@ -109,5 +115,31 @@ fn main() {
         if let Some(dir) = &svg_dir {
             std::fs::write(format!("{dir}/pmtud-compare.svg"), pmtud_compare_svg(&r)).expect("write svg");
         }
+    }
+    if which == "speed" {
+        // One 60-s bulk transfer over a 10 Gb/s, 20 ms, 0.01 %-loss path.
+        let mut wan = LinkConfig::ideal(9000, Duration::from_millis(10));
+        wan.bandwidth_bps = 10_000_000_000;
+        wan.loss = 0.0001;
+        let path = PathConfig {
+            links: vec![LinkConfig::ideal(9000, Duration::ZERO), wan],
+            routers: vec![RouterPolicy::default()],
+        };
+        let t = Instant::now();
+        let r = run_transfer(
+            path,
+            1,
+            TransportConfig::tcp_like(u64::MAX / 2),
+            Box::new(ClassicRtt::default()),
+            Box::new(FixedPmtu(9000)),
+            SimTime::from_millis(60_000),
+        )
+        .expect("valid path");
+        let elapsed = t.elapsed();
+        println!(
+            "{} events in {elapsed:.2?}: {:.1} M events/s",
+            r.net.events,
+            r.net.events as f64 / elapsed.as_secs_f64() / 1e6
+        );
     }
 }
