@@ -8,17 +8,18 @@ use serde::{Deserialize, Serialize};
 
 /// Default merge timeout.
 ///
-/// Why 200 µs: a held partial segment fills when the flow's next segments
-/// arrive. A flow at 1 Gbps delivers a 1448-byte segment every 11.6 µs, so
-/// filling an 8948-byte segment from six of them takes ~70 µs; at 100 Mbps it
-/// takes ~700 µs. In `px bench engine` (800 flows at up to 2 Gbps, see the
-/// README for the measured table) yield rises steeply up to ~100 µs and is
-/// flat past ~200 µs, while the p99 added latency grows with the timeout.
-/// 200 µs keeps the added latency far below one RTT of any WAN path (and
-/// under the DESIGN's "well under a millisecond") while catching flows down to
-/// a few hundred Mbps. Slower flows are not worth holding: they gain little
-/// from large segments.
-pub const DEFAULT_MERGE_TIMEOUT: Duration = Duration::from_micros(200);
+/// Why 500 µs: a sender with TSO emits its data in bursts of up to 64 KB
+/// (Linux sizes them to about 1 ms of data at the flow's rate). A burst fills
+/// seven 8948-byte segments and leaves a partial one, which only the *next*
+/// burst can complete: at 1–2 Gbps per flow that burst comes 260–520 µs
+/// later. Measured with `px bench engine` (800 flows at 1–2 Gbps, no small
+/// flows, iperf3-like 128 KiB writes; yield / p99 hold):
+/// 100 µs 0.81 / 104 µs, 200 µs 0.81 / 208 µs, 400 µs 0.86 / 416 µs,
+/// 500 µs 0.88 / 512 µs, 700 µs 0.88 / 512 µs, 1000 µs 0.88 / 512 µs.
+/// Yield stops rising once the timeout covers the burst period, while the
+/// added latency of a flushed tail keeps growing with it; 500 µs is the knee,
+/// under the DESIGN's bound of 1 ms and far below one WAN round trip.
+pub const DEFAULT_MERGE_TIMEOUT: Duration = Duration::from_micros(500);
 
 /// Everything the engine can be told. All sizes are bytes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
