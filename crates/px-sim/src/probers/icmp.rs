@@ -146,3 +146,50 @@ impl Prober for IcmpProber {
         self.stats
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ptb(mtu: u32, handle: u32) -> Packet {
+        Packet::new(56, false, Payload::TooBig { mtu, orig_size: 9000, orig: QuotedPayload::Udp(handle) })
+    }
+
+    fn sent_handle(p: &Packet) -> u32 {
+        match p.payload {
+            Payload::Udp { handle } => handle,
+            _ => u32::MAX,
+        }
+    }
+
+    #[test]
+    fn follows_only_plausible_ptbs_about_its_own_probe() {
+        let d = Datagrams::new();
+        let mut icmp = IcmpProber::new(9000, d, 1, Duration::from_secs(1), 3);
+        let first = icmp.poll_transmit(SimTime::ZERO).expect("first probe");
+        assert_eq!((first.size, first.df), (9000, true));
+        let h = sent_handle(&first);
+        // A PTB quoting something else, one not smaller, one below 68: ignored.
+        for bad in [ptb(1500, h + 100), ptb(9000, h), ptb(40, h)] {
+            icmp.on_packet(SimTime::ZERO, &bad);
+            assert!(icmp.poll_transmit(SimTime::ZERO).is_none());
+        }
+        icmp.on_packet(SimTime::from_millis(5), &ptb(1500, h));
+        let second = icmp.poll_transmit(SimTime::from_millis(5)).expect("next size");
+        assert_eq!(second.size, 1500);
+        assert_eq!(icmp.prober_stats().ptbs, 1);
+    }
+
+    #[test]
+    fn retries_then_gives_up_without_an_answer() {
+        let mut icmp = IcmpProber::new(1500, Datagrams::new(), 1, Duration::from_secs(1), 3);
+        let mut now = SimTime::ZERO;
+        for _ in 0..3 {
+            assert!(icmp.poll_transmit(now).is_some());
+            now = icmp.poll_timeout().expect("armed");
+            icmp.on_timeout(now);
+        }
+        assert_eq!(icmp.outcome(), Some(ProbeOutcome { pmtu: None, at: SimTime::from_millis(3000) }));
+        assert_eq!(icmp.prober_stats().probes, 3);
+    }
+}

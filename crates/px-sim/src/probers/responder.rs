@@ -146,3 +146,67 @@ impl Endpoint for ResponderEndpoint {
         self.partial.values().map(|p| p.deadline).min()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::fragment;
+    use px_pmtud::fpmtud::wire::{ProbeKind, ProbeRepr, Reply, parse_reply};
+
+    fn probe(d: &Datagrams, size: u32, kind: ProbeKind) -> Packet {
+        let mut payload = vec![0u8; (size - UDP_OVERHEAD) as usize];
+        let repr = ProbeRepr { kind, nonce: 42, probe_id: 7, ip_len: u16_len(size) };
+        repr.emit(&mut payload).expect("room for the header");
+        let handle = d.put(payload);
+        let mut p = Packet::new(size, kind == ProbeKind::Confirm, Payload::Udp { handle });
+        p.ip_id = 9;
+        p
+    }
+
+    fn reply(d: &Datagrams, r: &mut ResponderEndpoint) -> (u16, bool, bool, usize) {
+        let pkt = r.poll_transmit(SimTime::ZERO).expect("a reply");
+        assert!(r.poll_transmit(SimTime::ZERO).is_none());
+        let Payload::Udp { handle } = pkt.payload else { panic!("not UDP") };
+        d.with(handle, |b| match parse_reply(b) {
+            Ok(Reply::Report(rep)) => {
+                assert_eq!((rep.nonce, rep.probe_id), (42, 7));
+                (rep.largest_ip_len, rep.reassembled, rep.fragmented, rep.fragments.len())
+            }
+            other => panic!("{other:?}"),
+        })
+    }
+
+    #[test]
+    fn reports_the_largest_fragment_of_a_reassembled_probe() {
+        let d = Datagrams::new();
+        let mut r = ResponderEndpoint::new(1500, d.clone(), Instant::now(), Duration::from_secs(1));
+        let mut pieces = Vec::new();
+        fragment(&probe(&d, 9000, ProbeKind::Probe), 1400, |p| pieces.push(p));
+        // Arrival order must not matter.
+        pieces.reverse();
+        for p in &pieces {
+            r.on_packet(SimTime::ZERO, p);
+        }
+        assert_eq!(reply(&d, &mut r), (1396, true, true, pieces.len()));
+        assert!(r.poll_timeout().is_none(), "nothing left waiting");
+    }
+
+    #[test]
+    fn answers_whole_confirmations_and_incomplete_probes_after_the_timeout() {
+        let d = Datagrams::new();
+        let mut r = ResponderEndpoint::new(1500, d.clone(), Instant::now(), Duration::from_secs(1));
+        r.on_packet(SimTime::ZERO, &probe(&d, 1400, ProbeKind::Confirm));
+        assert_eq!(reply(&d, &mut r), (1400, true, false, 0), "no fragment list for a whole packet");
+
+        let mut pieces = Vec::new();
+        fragment(&probe(&d, 4000, ProbeKind::Probe), 1500, |p| pieces.push(p));
+        pieces.pop(); // the last fragment is lost
+        for p in &pieces {
+            r.on_packet(SimTime::ZERO, p);
+        }
+        assert!(r.poll_transmit(SimTime::ZERO).is_none(), "waits for the rest");
+        assert_eq!(r.poll_timeout(), Some(SimTime::from_millis(1000)));
+        r.on_timeout(SimTime::from_millis(1000));
+        assert_eq!(reply(&d, &mut r), (1500, false, true, 2));
+    }
+}
