@@ -1,12 +1,26 @@
 //! `px-sim`: a deterministic discrete-event network simulator.
 //!
-//! It runs the project's sans-I/O path-MTU components over paths a small
-//! machine cannot build — chains of routers with their own MTUs, ICMP black
-//! holes, fragment filters, delay, bandwidth, queues and loss — and
+//! It runs the project's sans-I/O path-MTU components (`px-pmtud`'s RTT
+//! estimators, RFC 8899 DPLPMTUD, F-PMTUD prober and responder) over paths a
+//! small machine cannot build — chains of routers with their own MTUs, ICMP
+//! black holes, fragment filters, delay, bandwidth, queues and loss — and
 //! reproduces the experiments of the project's seeds. Everything is driven
 //! by simulated time ([`time::SimTime`]) and one seeded `ChaCha8Rng`, so a
 //! run is a pure function of its configuration and seed (checked by a trace
 //! hash over every event).
+//!
+//! | layer | modules |
+//! |---|---|
+//! | event core | [`time`], [`queue`], [`trace`] |
+//! | network | [`packet`], [`link`], [`net`], [`datagram`] |
+//! | transport | [`transport`] (RFC 9002 loss detection, NewReno), [`dplpmtud`] (adapter to `px-pmtud`) |
+//! | PMTUD endpoints | [`probers`] |
+//! | experiments | [`experiments`]: `mtu_drop`, `pmtud_compare`, `mtu_benefit`, each with an SVG from [`svg`] |
+//!
+//! Supported: IPv4 chains, per-hop router policy, per-link MTU changes,
+//! one bulk flow or one prober per run. Not supported: IPv6, branching
+//! topologies, cross traffic, reordering, pacing, CUBIC/BBR, TCP
+//! handshakes (see `docs/sim.md`).
 
 pub mod datagram;
 pub mod dplpmtud;

@@ -52,6 +52,31 @@ pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
 mod tests {
     use super::*;
 
+    /// The `--json` keys issue 5 names for `px sim` are the field names.
+    #[test]
+    fn json_carries_the_keys_the_cli_promises() {
+        let drop = mtu_drop(&MtuDropParams {
+            file_bytes: 100_000,
+            variants: vec![RttVariant::Once3V],
+            ..MtuDropParams::default()
+        })
+        .expect("runs");
+        let rows = serde_json::to_value(&drop.rows).expect("serializes");
+        for key in ["variant", "completion_s", "losses"] {
+            assert!(rows[0].get(key).is_some(), "{key} missing in {rows}");
+        }
+        assert_eq!(rows[0]["variant"], "Once 3V");
+        let cmp = pmtud_compare(&PmtudCompareParams { paths: 5, ..PmtudCompareParams::default() }).expect("runs");
+        let sums = serde_json::to_value(&cmp.summaries).expect("serializes");
+        for key in ["method", "success_rate", "exact_rate", "p50_s", "p99_s", "probes_mean"] {
+            assert!(sums[0].get(key).is_some(), "{key} missing in {sums}");
+        }
+        assert_eq!(sums[0]["method"], "F-PMTUD");
+        let benefit =
+            mtu_benefit(&MtuBenefitParams { duration_s: 0.5, runs: 1, ..MtuBenefitParams::default() }).expect("runs");
+        assert!(serde_json::to_string(&benefit).expect("serializes").contains("throughput_ratio"));
+    }
+
     #[test]
     fn nearest_rank_percentiles() {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
