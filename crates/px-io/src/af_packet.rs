@@ -18,7 +18,8 @@
 //! - a truncated frame (larger than a slot) or a header the kernel should
 //!   never write is reported per frame ([`RxError`]), never as a panic.
 //!
-//! Why batched calls and not a TPACKET ring: see the crate docs (measured).
+//! Batched calls or the `TPACKET_V2` ring ([`SocketConfig::rx_ring`]): see
+//! the crate docs for the measurements.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use crate::fanout::Fanout;
 use crate::iface::{self, IfaceError};
+use crate::ring::{RingError, RingGeometry, RxRing};
 use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetError};
 
 /// Largest frame a slot must hold: a 64 KB GRO super-packet (IP total
@@ -50,6 +52,9 @@ pub struct SocketConfig {
     /// Send buffer in bytes (forced past `wmem_max` when root); 0 keeps
     /// the default.
     pub sndbuf: usize,
+    /// Receive through a memory-mapped ring of this size instead of
+    /// `recvmmsg` ([`PacketSocket::recv_ring`]).
+    pub rx_ring: Option<RingGeometry>,
     /// Hand frames straight to the driver, skipping the qdisc
     /// (`PACKET_QDISC_BYPASS`): faster, but no queueing discipline applies.
     pub qdisc_bypass: bool,
@@ -66,6 +71,7 @@ impl Default for SocketConfig {
             rcvbuf: 8 << 20,
             sndbuf: 8 << 20,
             qdisc_bypass: false,
+            rx_ring: None,
         }
     }
 }
@@ -76,6 +82,9 @@ pub enum OpenError {
     /// The interface name is invalid or does not exist.
     #[error(transparent)]
     Iface(#[from] IfaceError),
+    /// The receive ring could not be set up.
+    #[error(transparent)]
+    Ring(#[from] RingError),
     /// A step of the socket setup failed (`socket`, `bind`, a socket option).
     #[error("{step} on {iface}: {source}")]
     Socket {
@@ -177,6 +186,8 @@ pub struct SocketStats {
 /// An AF_PACKET raw socket bound to one interface, non-blocking.
 #[derive(Debug)]
 pub struct PacketSocket {
+    // Field order: the ring is unmapped before the socket closes.
+    ring: Option<RxRing>,
     fd: OwnedFd,
     ifindex: u32,
     iface: String,
@@ -184,9 +195,10 @@ pub struct PacketSocket {
 }
 
 /// `setsockopt` for plain-old-data option values.
-fn setsockopt<T: Copy>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
+pub(crate) fn setsockopt<T: Copy>(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
     // SAFETY: `v` points to a live, initialised `T` of the given size; every
-    // caller passes the type the option expects (int, packet_mreq).
+    // caller passes the type the option expects (int, packet_mreq,
+    // tpacket_req).
     let r = unsafe {
         libc::setsockopt(fd.as_raw_fd(), level, name, (v as *const T).cast(), size_of::<T>() as libc::socklen_t)
     };
@@ -224,6 +236,8 @@ impl PacketSocket {
         }
         set_buf(&fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, cfg.rcvbuf).map_err(err("SO_RCVBUF"))?;
         set_buf(&fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, cfg.sndbuf).map_err(err("SO_SNDBUF"))?;
+        // The ring goes on before bind, while no frame can reach the socket.
+        let ring = cfg.rx_ring.map(|g| RxRing::attach(&fd, cfg.vnet_hdr, g)).transpose()?;
         bind(&fd, ifindex).map_err(err("bind"))?;
         if cfg.promiscuous {
             // SAFETY: packet_mreq is plain old data; zero is valid.
@@ -236,7 +250,7 @@ impl PacketSocket {
             let v = f.option_value() as libc::c_int;
             setsockopt(&fd, sol, libc::PACKET_FANOUT, &v).map_err(err("PACKET_FANOUT"))?;
         }
-        Ok(PacketSocket { fd, ifindex, iface: iface.to_owned(), vnet_hdr: cfg.vnet_hdr })
+        Ok(PacketSocket { ring, fd, ifindex, iface: iface.to_owned(), vnet_hdr: cfg.vnet_hdr })
     }
 
     /// The interface index it is bound to.
@@ -273,6 +287,18 @@ impl PacketSocket {
                 Err(RecvError::Os(e))
             }
         }
+    }
+
+    /// Hands up to `max` frames from the receive ring to `f` (see
+    /// [`RxRing::recv`]); returns how many. Always 0 for a socket opened
+    /// without [`SocketConfig::rx_ring`].
+    pub fn recv_ring<F: FnMut(Result<RxPacket<'_>, RxError>)>(&mut self, max: usize, f: F) -> usize {
+        self.ring.as_mut().map_or(0, |r| r.recv(max, f))
+    }
+
+    /// Whether the socket receives through a ring.
+    pub fn has_ring(&self) -> bool {
+        self.ring.is_some()
     }
 
     /// Sends one frame. With a vnet header, `meta` may ask for GSO.

@@ -1,0 +1,223 @@
+//! A memory-mapped receive ring (`PACKET_RX_RING`, `TPACKET_V2`), the
+//! alternative to [`crate::PacketSocket::recv_batch`]'s `recvmmsg`; a socket
+//! gets one with [`crate::SocketConfig::rx_ring`] and reads it with
+//! [`crate::PacketSocket::recv_ring`].
+//!
+//! The kernel copies each frame (with its virtio-net header just before it)
+//! into the next free slot of a ring shared with user space and flips the
+//! slot's status word; user space reads frames in place and hands slots
+//! back by clearing the status. No syscall per batch while frames keep
+//! coming; [`crate::Poller`] on the socket wakes up when the ring has work.
+//!
+//! `TPACKET_V2`, not V3: V3 hands over whole blocks, and a block is only
+//! released to user space when full or when its retire timer (milliseconds)
+//! fires, which would add that much latency to a quiet flow; V2 releases
+//! every frame at once.
+//!
+//! Guarantees: a slot is read only while its status says user space owns
+//! it (acquire load) and is returned with a release store after the caller
+//! is done with the frame; the frame handed to the caller is bounded by the
+//! slot, whatever the kernel's header fields say.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::af_packet::{PacketType, RxError, RxPacket, setsockopt};
+use crate::vnet::{PacketMeta, VNET_HDR_LEN};
+
+/// Why a ring could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RingError {
+    /// Slot size or count out of range (slot < 2048 or > 16 MB, count 0).
+    #[error("invalid ring geometry: {0}")]
+    Geometry(&'static str),
+    /// A setup step failed (`PACKET_VERSION`, `PACKET_RX_RING`, `mmap`).
+    #[error("{step}: {source}")]
+    Os {
+        /// The failing step.
+        step: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// Size of a receive ring ([`crate::SocketConfig::rx_ring`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingGeometry {
+    /// Slots wanted (rounded up to fill whole blocks).
+    pub slots: usize,
+    /// Bytes per slot, headers included: [`crate::MAX_FRAME`] + 128 holds
+    /// any GRO super-packet; smaller slots truncate larger frames.
+    pub slot_size: usize,
+}
+
+impl RingGeometry {
+    /// 1024 slots that each hold a 64 KB super-packet (about 70 MB).
+    pub const SUPER_PACKETS: RingGeometry = RingGeometry { slots: 1024, slot_size: crate::MAX_FRAME + 128 };
+}
+
+/// The receive ring of one [`crate::PacketSocket`]; unmapped on drop.
+#[derive(Debug)]
+pub struct RxRing {
+    map: *mut u8,
+    map_len: usize,
+    frame_size: usize,
+    frames_per_block: usize,
+    block_size: usize,
+    frames: usize,
+    head: usize,
+    vnet: bool,
+}
+
+// SAFETY: the mapping is owned by this value alone; moving it to another
+// thread moves the only user-space reader with it.
+unsafe impl Send for RxRing {}
+// SAFETY: the mapping is only read or written through `recv(&mut self)`;
+// the public `&self` methods touch plain fields only, so shared references
+// on several threads cannot race on the ring.
+unsafe impl Sync for RxRing {}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(p).unwrap_or(4096)
+}
+
+/// Offset of the `sockaddr_ll` in a V2 slot: after the header, aligned.
+const SLL_OFFSET: usize = (std::mem::size_of::<libc::tpacket2_hdr>() + 15) & !15;
+
+impl RxRing {
+    /// Attaches a ring to a packet socket that is not bound yet (so that no
+    /// frame is in flight: attaching under traffic was seen to wedge the
+    /// ring on this kernel). Called by [`PacketSocket::open`].
+    pub(crate) fn attach(sock: &OwnedFd, vnet: bool, g: RingGeometry) -> Result<RxRing, RingError> {
+        let (frames, frame_size) = (g.slots, g.slot_size);
+        if !(2048..=16 << 20).contains(&frame_size) {
+            return Err(RingError::Geometry("slot size must be 2048..=16M bytes"));
+        }
+        if frames == 0 {
+            return Err(RingError::Geometry("at least one slot"));
+        }
+        let page = page_size();
+        let frame_size = (frame_size + 15) & !15; // TPACKET_ALIGNMENT
+        // Small slots share a 32 KB block; a large slot gets its own block,
+        // rounded up to whole pages (blocks must be page multiples).
+        let block_size = if frame_size <= 8 * page { 8 * page } else { frame_size.div_ceil(page) * page };
+        let frames_per_block = block_size / frame_size;
+        let blocks = frames.div_ceil(frames_per_block);
+        let frames = blocks * frames_per_block;
+        let os = |step| move |source| RingError::Os { step, source };
+        let v2 = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+        setsockopt(sock, libc::SOL_PACKET, libc::PACKET_VERSION, &v2).map_err(os("PACKET_VERSION"))?;
+        let geometry = |n: usize| libc::c_uint::try_from(n).map_err(|_| RingError::Geometry("ring too large"));
+        let req = libc::tpacket_req {
+            tp_block_size: geometry(block_size)?,
+            tp_block_nr: geometry(blocks)?,
+            tp_frame_size: geometry(frame_size)?,
+            tp_frame_nr: geometry(frames)?,
+        };
+        setsockopt(sock, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(os("PACKET_RX_RING"))?;
+        let map_len = block_size * blocks;
+        // SAFETY: mapping the socket's ring, of exactly the size the kernel
+        // expects for this geometry; the result is checked below.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                sock.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(os("mmap")(io::Error::last_os_error()));
+        }
+        Ok(RxRing { map: map.cast(), map_len, frame_size, frames_per_block, block_size, frames, head: 0, vnet })
+    }
+
+    /// Number of slots.
+    pub fn slots(&self) -> usize {
+        self.frames
+    }
+
+    fn slot(&self, i: usize) -> *mut u8 {
+        let off = (i / self.frames_per_block) * self.block_size + (i % self.frames_per_block) * self.frame_size;
+        // SAFETY: i < frames, so off + frame_size <= map_len.
+        unsafe { self.map.add(off) }
+    }
+
+    fn status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: tp_status is the first, 4-byte-aligned u32 of the slot
+        // (slots are 16-byte aligned in a page-aligned mapping); the kernel
+        // updates it concurrently, so it is only accessed atomically.
+        unsafe { &*self.slot(i).cast::<AtomicU32>() }
+    }
+
+    /// Hands up to `max` ready frames to `f`, in arrival order, and returns
+    /// each slot to the kernel after `f` returns. Returns how many frames
+    /// were handed over (0: nothing ready; wait with a [`crate::Poller`]).
+    pub fn recv<F: FnMut(Result<RxPacket<'_>, RxError>)>(&mut self, max: usize, mut f: F) -> usize {
+        let mut n = 0;
+        while n < max {
+            let i = self.head;
+            let st = self.status(i).load(Ordering::Acquire);
+            if st & libc::TP_STATUS_USER == 0 {
+                break;
+            }
+            f(self.read(i));
+            self.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
+            self.head = (i + 1) % self.frames;
+            n += 1;
+        }
+        n
+    }
+
+    /// Decodes slot `i`, which user space owns.
+    fn read(&self, i: usize) -> Result<RxPacket<'_>, RxError> {
+        // SAFETY: user space owns the slot (status checked by the caller), so
+        // the kernel does not write it until we release it; the slot is
+        // frame_size bytes inside the mapping, which lives as long as &self.
+        let slot = unsafe { std::slice::from_raw_parts(self.slot(i).cast_const(), self.frame_size) };
+        let h = |at: usize| u32::from_ne_bytes([slot[at], slot[at + 1], slot[at + 2], slot[at + 3]]);
+        let (len, snaplen) = (h(4) as usize, h(8) as usize);
+        let mac = usize::from(u16::from_ne_bytes([slot[12], slot[13]]));
+        if snaplen < len {
+            return Err(RxError::Truncated { len, cap: snaplen });
+        }
+        let frame = slot.get(mac..mac + snaplen).ok_or(RxError::Truncated { len, cap: self.frame_size })?;
+        let meta = if self.vnet {
+            let start = mac.checked_sub(VNET_HDR_LEN).ok_or(RxError::Short(mac))?;
+            let hdr = &slot[start..mac]; // mac + snaplen <= frame_size was checked
+            let mut b = [0u8; VNET_HDR_LEN];
+            b.copy_from_slice(hdr);
+            PacketMeta::parse(&b)?
+        } else {
+            PacketMeta::PLAIN
+        };
+        // sockaddr_ll.sll_pkttype is at byte 10 of the struct.
+        let pkt_type = PacketType::from(slot[SLL_OFFSET + 10]);
+        Ok(RxPacket { meta, frame, pkt_type })
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the region mapped in `attach`; no
+        // reference into it outlives `self` (all borrow `&self`).
+        unsafe { libc::munmap(self.map.cast(), self.map_len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sll_offset_matches_the_kernel_layout() {
+        // TPACKET2_HDRLEN = TPACKET_ALIGN(sizeof(tpacket2_hdr)) + sizeof(sockaddr_ll)
+        assert_eq!(SLL_OFFSET + std::mem::size_of::<libc::sockaddr_ll>(), libc::TPACKET2_HDRLEN);
+        assert_eq!(SLL_OFFSET, 32);
+    }
+}
