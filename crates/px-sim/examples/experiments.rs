@@ -93,17 +93,19 @@ fn main() {
             r.params.paths, r.black_hole_paths, r.fragment_filter_paths
         );
         println!(
-            "method                 success  exact  wrong   p50 s   p99 s  probes   bytes  bh-ok  ff-ok  fallback"
+            "method                 success  exact  wrong   p50 s   p99 s p50 RTT p99 RTT  probes   bytes  bh-ok  ff-ok  fallback"
         );
         for s in &r.summaries {
             println!(
-                "{:20} {:8.3} {:6.3} {:6.3} {:7.3} {:7.3} {:7.2} {:7.0} {:>6} {:>6} {:6.3}",
+                "{:20} {:8.3} {:6.3} {:6.3} {:7.3} {:7.3} {:7.2} {:7.2} {:7.2} {:7.0} {:>6} {:>6} {:6.3}",
                 s.method,
                 s.success_rate,
                 s.exact_rate,
                 s.wrong_rate,
                 s.p50_s.unwrap_or(f64::NAN),
                 s.p99_s.unwrap_or(f64::NAN),
+                s.p50_rtts.unwrap_or(f64::NAN),
+                s.p99_rtts.unwrap_or(f64::NAN),
                 s.probes_mean,
                 s.bytes_mean,
                 s.black_hole_success_rate.map_or("-".into(), |v| format!("{v:.3}")),

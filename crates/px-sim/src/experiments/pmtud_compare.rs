@@ -178,6 +178,10 @@ pub struct MethodSummary {
     pub p50_s: Option<f64>,
     /// 99th percentile of seconds to a successful answer.
     pub p99_s: Option<f64>,
+    /// Median time to a successful answer in round trips of its path.
+    pub p50_rtts: Option<f64>,
+    /// 99th percentile of time to a successful answer in round trips.
+    pub p99_rtts: Option<f64>,
     /// Mean probes per path.
     pub probes_mean: f64,
     /// Mean IP bytes per path.
@@ -359,6 +363,7 @@ fn summarize(method: Method, paths: &[PathOutcome], idx: usize) -> MethodSummary
     let mut exact = 0usize;
     let mut wrong = 0usize;
     let mut times = Vec::new();
+    let mut rtts = Vec::new();
     let (mut probes, mut bytes) = (0u64, 0u64);
     let (mut bh, mut bh_ok, mut ff, mut ff_ok) = (0usize, 0usize, 0usize, 0usize);
     let mut fell_back = 0usize;
@@ -371,6 +376,9 @@ fn summarize(method: Method, paths: &[PathOutcome], idx: usize) -> MethodSummary
         if success {
             ok += 1;
             times.push(o.seconds);
+            if path.rtt_ms > 0.0 {
+                rtts.push(o.seconds * 1000.0 / path.rtt_ms);
+            }
         }
         if o.pmtu == Some(path.true_pmtu) {
             exact += 1;
@@ -388,6 +396,7 @@ fn summarize(method: Method, paths: &[PathOutcome], idx: usize) -> MethodSummary
         }
     }
     times.sort_by(f64::total_cmp);
+    rtts.sort_by(f64::total_cmp);
     let rate = |num: usize, den: usize| (den > 0).then(|| num as f64 / den as f64);
     MethodSummary {
         method: method.label().to_string(),
@@ -397,6 +406,8 @@ fn summarize(method: Method, paths: &[PathOutcome], idx: usize) -> MethodSummary
         wrong_rate: wrong as f64 / n,
         p50_s: percentile(&times, 50.0),
         p99_s: percentile(&times, 99.0),
+        p50_rtts: percentile(&rtts, 50.0),
+        p99_rtts: percentile(&rtts, 99.0),
         probes_mean: probes as f64 / n,
         bytes_mean: bytes as f64 / n,
         black_hole_success_rate: rate(bh_ok, bh),
@@ -545,6 +556,16 @@ mod tests {
                 assert_eq!(icmp.pmtu, None, "{path:?}");
             }
         }
+        // F-PMTUD: exact within two round trips wherever fragments pass and
+        // nothing is lost (plus serialization: at most ~2 ms on these paths).
+        let mut checked = 0;
+        for path in r.paths.iter().filter(|p| !p.fragment_filter && p.loss == 0.0) {
+            let f = path.outcomes.iter().find(|o| o.method == Method::Fpmtud).expect("ran");
+            assert_eq!(f.pmtu, Some(path.true_pmtu), "{path:?}");
+            assert!(f.seconds <= 2.0 * path.rtt_ms / 1000.0 + 0.005, "{path:?}");
+            checked += 1;
+        }
+        assert!(checked > 20, "{checked}");
         assert_eq!(pmtud_compare(&small(60)), Ok(r));
     }
 }
