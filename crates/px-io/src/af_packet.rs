@@ -144,6 +144,18 @@ pub enum SendError {
     },
 }
 
+/// What [`PacketSocket::send_iter`] did with the frames it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendOutcome {
+    /// Frames the kernel accepted.
+    pub sent: usize,
+    /// Frames dropped because the send buffer was full.
+    pub would_block: usize,
+    /// Frames the kernel refused (too large, bad GSO metadata, device
+    /// dropped).
+    pub refused: usize,
+}
+
 /// Where a received frame was addressed (`sll_pkttype`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PacketType {
@@ -349,6 +361,52 @@ impl PacketSocket {
         Ok(sent)
     }
 
+    /// Sends frames taken from `frames` in `sendmmsg` chunks, dropping (and
+    /// counting) what the kernel will not take, as a router drops on a
+    /// full queue; never blocks and never allocates. For pass-through
+    /// paths, e.g. forwarding a received batch unchanged:
+    /// `out.send_iter(&mut tx, rx.iter().filter_map(Result::ok).map(|p| (p.meta, p.frame)))`.
+    pub fn send_iter<'a, I>(&self, batch: &mut TxBatch, frames: I) -> SendOutcome
+    where
+        I: IntoIterator<Item = (PacketMeta, &'a [u8])>,
+    {
+        let mut out = SendOutcome::default();
+        let mut it = frames.into_iter();
+        let mut blocked = false;
+        loop {
+            let mut n = 0;
+            for (meta, frame) in it.by_ref().take(batch.capacity()) {
+                batch.load_one(n, self.vnet_hdr, &meta, frame);
+                n += 1;
+            }
+            if n == 0 {
+                return out;
+            }
+            if blocked {
+                out.would_block += n;
+                continue;
+            }
+            let mut at = 0;
+            while at < n {
+                match sendmmsg(self.fd.as_fd(), &mut batch.msgs[at..n]) {
+                    Ok(k) => {
+                        out.sent += k;
+                        at += k;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        out.would_block += n - at;
+                        blocked = true;
+                        break;
+                    }
+                    Err(_) => {
+                        out.refused += 1;
+                        at += 1;
+                    }
+                }
+            }
+        }
+    }
+
     /// Reads and resets the kernel's per-socket counters.
     pub fn take_stats(&self) -> io::Result<SocketStats> {
         let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
@@ -419,9 +477,9 @@ fn recvmmsg(fd: BorrowedFd<'_>, msgs: &mut [libc::mmsghdr]) -> io::Result<usize>
 }
 
 fn sendmmsg(fd: BorrowedFd<'_>, msgs: &mut [libc::mmsghdr]) -> io::Result<usize> {
-    // SAFETY: every mmsghdr points to buffers loaded by `TxBatch::load` from
-    // frames borrowed for the duration of `send_batch`; the kernel only
-    // reads them and writes `msg_len`.
+    // SAFETY: every mmsghdr points to the TxBatch's own headers and to frames
+    // loaded by `TxBatch::load_one` from slices that outlive the calling
+    // `send_batch`/`send_iter`; the kernel only reads them and writes `msg_len`.
     let r = unsafe { libc::sendmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), msgs.len() as u32, libc::MSG_DONTWAIT) };
     if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
 }
@@ -641,21 +699,25 @@ impl TxBatch {
     }
 
     fn load<F: TxFrame>(&mut self, vnet: bool, frames: &[F]) {
-        let hlen = if vnet { VNET_HDR_LEN } else { 0 };
         for (i, f) in frames.iter().enumerate() {
-            self.hdrs[i] = f.meta().to_bytes();
-            let frame = f.frame();
-            self.iovs[i] = [libc::iovec { iov_base: self.hdrs[i].as_mut_ptr().cast(), iov_len: hlen }, iovec(frame)];
-            let m = &mut self.msgs[i];
-            m.msg_hdr.msg_name = std::ptr::null_mut();
-            m.msg_hdr.msg_namelen = 0;
-            m.msg_hdr.msg_iov = self.iovs[i].as_mut_ptr();
-            m.msg_hdr.msg_iovlen = 2;
-            m.msg_hdr.msg_control = std::ptr::null_mut();
-            m.msg_hdr.msg_controllen = 0;
-            m.msg_hdr.msg_flags = 0;
-            m.msg_len = 0;
+            self.load_one(i, vnet, &f.meta(), f.frame());
         }
+    }
+
+    /// Points message `i` at `frame` (which must stay alive until sent).
+    fn load_one(&mut self, i: usize, vnet: bool, meta: &PacketMeta, frame: &[u8]) {
+        let hlen = if vnet { VNET_HDR_LEN } else { 0 };
+        self.hdrs[i] = meta.to_bytes();
+        self.iovs[i] = [libc::iovec { iov_base: self.hdrs[i].as_mut_ptr().cast(), iov_len: hlen }, iovec(frame)];
+        let m = &mut self.msgs[i];
+        m.msg_hdr.msg_name = std::ptr::null_mut();
+        m.msg_hdr.msg_namelen = 0;
+        m.msg_hdr.msg_iov = self.iovs[i].as_mut_ptr();
+        m.msg_hdr.msg_iovlen = 2;
+        m.msg_hdr.msg_control = std::ptr::null_mut();
+        m.msg_hdr.msg_controllen = 0;
+        m.msg_hdr.msg_flags = 0;
+        m.msg_len = 0;
     }
 }
 

@@ -47,7 +47,7 @@ pub mod vnet;
 
 pub use af_packet::{
     MAX_FRAME, OpenError, PacketSocket, PacketType, Poller, RecvError, RxBatch, RxError, RxPacket, SendError,
-    SocketConfig, SocketStats, TxBatch, TxFrame,
+    SendOutcome, SocketConfig, SocketStats, TxBatch, TxFrame,
 };
 pub use fanout::{Fanout, symmetric_flow_hash, worker_for};
 pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState};

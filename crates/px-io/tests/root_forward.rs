@@ -1,0 +1,158 @@
+//! px-io as the I/O of a bump in the wire, without any engine: frames
+//! (with their GRO/GSO metadata) are forwarded unchanged between two ports
+//! of a middle namespace, and bulk TCP between the outer hosts must arrive
+//! byte-exact in both directions. This is the path `px gateway` uses for
+//! everything the engine passes through. Root only.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use px_io::{MAX_FRAME, PacketSocket, Poller, RxBatch, SocketConfig, TxBatch};
+use px_lab::{Offloads, Topology, require_root_or_skip};
+
+/// Deterministic test bytes (xorshift), so the receiver can check every
+/// byte without a copy of the stream.
+struct Pattern(u64);
+
+impl Pattern {
+    fn fill(&mut self, buf: &mut [u8]) {
+        for b in buf {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            *b = self.0 as u8;
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    frames: AtomicUsize,
+    super_packets: AtomicUsize,
+    dropped: AtomicUsize,
+}
+
+/// Moves every frame that arrived on `from` to `to`, metadata included,
+/// without copying or allocating.
+fn forward(from: &PacketSocket, to: &PacketSocket, rx: &mut RxBatch, tx: &mut TxBatch, c: &Counters) {
+    while from.recv_batch(rx).unwrap() > 0 {
+        c.frames.fetch_add(rx.len(), Ordering::Relaxed);
+        let supers = rx.iter().filter(|p| p.as_ref().is_ok_and(|p| p.meta.gso.is_some())).count();
+        c.super_packets.fetch_add(supers, Ordering::Relaxed);
+        let out = to.send_iter(tx, rx.iter().map(Result::unwrap).map(|p| (p.meta, p.frame)));
+        c.dropped.fetch_add(out.would_block + out.refused, Ordering::Relaxed);
+    }
+}
+
+const BYTES: usize = 24 << 20;
+
+/// Accepts one connection and checks every byte against the pattern.
+fn receive(lis: &TcpListener, seed: u64) -> usize {
+    let (mut sock, _) = lis.accept().unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (mut got, mut want, mut pat) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16], Pattern(seed));
+    let mut total = 0;
+    loop {
+        let n = sock.read(&mut got).unwrap();
+        if n == 0 {
+            break;
+        }
+        pat.fill(&mut want[..n]);
+        assert_eq!(got[..n], want[..n], "stream differs at byte {total}..{}", total + n);
+        total += n;
+    }
+    total
+}
+
+/// Connects and sends `BYTES` of the pattern.
+fn send(to: SocketAddr, seed: u64) {
+    let mut sock = TcpStream::connect(to).unwrap();
+    let (mut buf, mut pat) = (vec![0u8; 1 << 16], Pattern(seed));
+    for _ in 0..BYTES / buf.len() {
+        pat.fill(&mut buf);
+        sock.write_all(&buf).unwrap();
+    }
+}
+
+fn transfer(v6: bool) {
+    let mut t = Topology::new().unwrap();
+    let l = t.add_ns("fwdl").unwrap();
+    let g = t.add_ns("fwdg").unwrap();
+    let r = t.add_ns("fwdr").unwrap();
+    t.add_veth((l, "eth0"), (g, "p0"), 1500).unwrap();
+    t.add_veth((g, "p1"), (r, "eth0"), 1500).unwrap();
+    // Wire-like: hosts emit MTU-sized frames; the middle merges with GRO on
+    // receive and cuts with software GSO on send (TSO off).
+    for (ns, dev) in [(l, "eth0"), (r, "eth0")] {
+        t.ns(ns).set_offloads(dev, Offloads::WIRE_SENDER).unwrap();
+    }
+    for dev in ["p0", "p1"] {
+        t.ns(g).set_offloads(dev, Offloads::WIRE_SENDER.with(Offloads::GRO_RECEIVER)).unwrap();
+    }
+    let (la, ra) = if v6 { ("2001:db8:1::1/64", "2001:db8:1::2/64") } else { ("198.51.100.1/24", "198.51.100.2/24") };
+    t.ns(l).add_addr("eth0", la).unwrap();
+    t.ns(r).add_addr("eth0", ra).unwrap();
+    let cfg = SocketConfig { promiscuous: true, ..SocketConfig::default() };
+    let p0 = t.ns(g).run(|| PacketSocket::open("p0", &cfg)).unwrap().unwrap();
+    let p1 = t.ns(g).run(|| PacketSocket::open("p1", &cfg)).unwrap().unwrap();
+    let addr = |a: &str, port| -> SocketAddr {
+        let ip = a.split('/').next().unwrap();
+        if v6 { format!("[{ip}]:{port}") } else { format!("{ip}:{port}") }.parse().unwrap()
+    };
+    let (to_r, to_l) = (addr(ra, 5301), addr(la, 5302));
+    let lis_r = t.ns(r).run(|| TcpListener::bind(to_r)).unwrap().unwrap();
+    let lis_l = t.ns(l).run(|| TcpListener::bind(to_l)).unwrap().unwrap();
+    let stop = AtomicBool::new(false);
+    let c = Counters::default();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let (mut rx, mut tx) = (RxBatch::new(64, MAX_FRAME), TxBatch::new(64));
+            let mut poller = Poller::new();
+            let (i0, i1) = (poller.add(p0.as_fd()), poller.add(p1.as_fd()));
+            while !stop.load(Ordering::Relaxed) {
+                poller.wait(Some(Duration::from_millis(2))).unwrap();
+                if poller.is_ready(i0) {
+                    forward(&p0, &p1, &mut rx, &mut tx, &c);
+                }
+                if poller.is_ready(i1) {
+                    forward(&p1, &p0, &mut rx, &mut tx, &c);
+                }
+            }
+        });
+        let rx_r = s.spawn(|| receive(&lis_r, 0x1234_5678));
+        let rx_l = s.spawn(|| receive(&lis_l, 0x9abc_def0));
+        let (nl, nr) = (t.ns(l), t.ns(r));
+        let tx_l = s.spawn(move || nl.run(move || send(to_r, 0x1234_5678)).unwrap());
+        let tx_r = s.spawn(move || nr.run(move || send(to_l, 0x9abc_def0)).unwrap());
+        tx_l.join().unwrap();
+        tx_r.join().unwrap();
+        assert_eq!(rx_r.join().unwrap(), BYTES, "legacy -> b-network bytes");
+        assert_eq!(rx_l.join().unwrap(), BYTES, "b-network -> legacy bytes");
+        stop.store(true, Ordering::Relaxed);
+    });
+    let (frames, supers) = (c.frames.load(Ordering::Relaxed), c.super_packets.load(Ordering::Relaxed));
+    eprintln!(
+        "forwarded (v6={v6}): {frames} frames, {supers} GRO super-packets, {} dropped",
+        c.dropped.load(Ordering::Relaxed)
+    );
+    assert!(supers > 0, "GRO super-packets were forwarded and cut again by GSO");
+}
+
+#[test]
+fn forwarding_keeps_tcp_streams_byte_exact_ipv4() {
+    if !require_root_or_skip("forwarding_keeps_tcp_streams_byte_exact_ipv4") {
+        return;
+    }
+    transfer(false);
+}
+
+#[test]
+fn forwarding_keeps_tcp_streams_byte_exact_ipv6() {
+    if !require_root_or_skip("forwarding_keeps_tcp_streams_byte_exact_ipv6") {
+        return;
+    }
+    transfer(true);
+}
