@@ -538,6 +538,8 @@ pub struct Harness {
     pub t0: Instant,
     pub now: Instant,
     pub out: Vec<Out>,
+    /// Frames already checked.
+    pub sent: Vec<Out>,
     pub tally: Tally,
     pub oracle: Oracle,
     /// Learned path MTUs the test told the engine about (for MTU checks).
@@ -553,6 +555,7 @@ impl Harness {
             t0,
             now: t0,
             out: Vec::new(),
+            sent: Vec::new(),
             tally: Tally::default(),
             oracle: Oracle::default(),
             pmtu: HashMap::new(),
@@ -640,11 +643,24 @@ impl Harness {
         }
     }
 
-    /// Checks every recorded output frame (GSO ones after a software cut):
-    /// parses, checksums, size against the egress MTU. Feeds the oracle.
-    /// Returns the wire frames per port, in order.
+    /// Checks every frame recorded since the last check (GSO ones after a
+    /// software cut): parses, checksums, size against the egress MTU known
+    /// now. Feeds the oracle, then moves the frames to [`Self::sent`].
+    /// Returns the wire frames with their port, in order.
     pub fn check_outputs(&mut self) -> Result<Vec<(Port, Wire)>, String> {
+        Ok(self.check_pending()?.into_iter().map(|(p, _, w)| (p, w)).collect())
+    }
+
+    /// Like [`Self::check_outputs`], with the time each frame left. Call it
+    /// after every event to check sizes against the path MTU of the moment.
+    pub fn check_pending(&mut self) -> Result<Vec<(Port, Instant, Wire)>, String> {
         let outs = std::mem::take(&mut self.out);
+        let r = self.check(&outs);
+        self.sent.extend(outs);
+        r
+    }
+
+    fn check(&mut self, outs: &[Out]) -> Result<Vec<(Port, Instant, Wire)>, String> {
         let mut wires = Vec::new();
         for (i, o) in outs.iter().enumerate() {
             let frames = match &o.gso {
@@ -659,10 +675,9 @@ impl Harness {
                     return Err(format!("output {i} on {:?}: IP length {} > MTU {mtu}", o.port, w.ip_len));
                 }
                 self.oracle.record_out(o.port, &w);
-                wires.push((o.port, w));
+                wires.push((o.port, o.at, w));
             }
         }
-        self.out = outs;
         Ok(wires)
     }
 
