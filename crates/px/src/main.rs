@@ -2,13 +2,15 @@
 //!
 //! One binary with a subcommand per part of the system. Each subcommand lives
 //! in its own module under `cmd/` with an `Args` struct (clap derive) and a
-//! `run(args) -> anyhow-free Result<(), CliError>`; this file only dispatches.
+//! `run(args) -> Result<ExitCode, String>`; this file only dispatches.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod gateway;
+mod signals;
 
 /// PacketExpress: let a network run 9000-byte packets inside while its
 /// neighbours keep 1500.
@@ -24,12 +26,15 @@ enum Command {
     /// Benchmarks of the engine (merge, split) on synthetic traces.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// Run the MTU-translating gateway between an inner and an outer port.
+    Gateway(cmd::gateway::GatewayArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(c) => cmd::bench::run(c),
+        Command::Gateway(a) => cmd::gateway::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,3 +1,4 @@
 //! One module per `px` subcommand.
 
 pub mod bench;
+pub mod gateway;

@@ -1,0 +1,119 @@
+//! `px gateway`: run the MTU-translating gateway between two interfaces.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use crate::gateway::{self, GatewayConfig};
+
+/// Bump-in-the-wire between an inner (large-MTU) and an outer (legacy) port.
+///
+/// Inbound TCP (outer → inner) is merged into inner-MSS segments, outbound
+/// TCP is cut to the outer MSS or learned path MTU, SYN MSS options are
+/// raised inbound and clamped outbound; everything else passes as through a
+/// correct router (fragmented, or dropped with an ICMP error). Needs
+/// CAP_NET_RAW and CAP_NET_ADMIN. SIGINT/SIGTERM: flush, restore the ports,
+/// exit 0. Every option can also be set in a TOML file (--config); flags
+/// override the file. See examples/gateway.toml for all options.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// Interface toward the b-network (large MTU).
+    #[arg(long)]
+    inner: Option<String>,
+    /// Interface toward the legacy network.
+    #[arg(long)]
+    outer: Option<String>,
+    /// Inner MTU (default: the inner interface's MTU).
+    #[arg(long)]
+    imtu: Option<u16>,
+    /// Outer MTU (default: the outer interface's MTU).
+    #[arg(long)]
+    emtu: Option<u16>,
+    /// Worker threads (1..=64).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// TOML configuration file.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Prometheus metrics endpoint address, e.g. 127.0.0.1:9464.
+    #[arg(long)]
+    metrics: Option<SocketAddr>,
+    /// Seconds between summary lines in the log (0: none).
+    #[arg(long)]
+    log_interval: Option<u64>,
+    /// Merge timeout in microseconds (0..=10000).
+    #[arg(long)]
+    merge_timeout_us: Option<u64>,
+    /// Source address for ICMPv4 errors the gateway sends.
+    #[arg(long)]
+    icmp_source_v4: Option<std::net::Ipv4Addr>,
+    /// Source address for ICMPv6 errors the gateway sends.
+    #[arg(long)]
+    icmp_source_v6: Option<std::net::Ipv6Addr>,
+    /// Handle every frame in software (no GRO/GSO through PACKET_VNET_HDR).
+    #[arg(long)]
+    no_offload: bool,
+    /// Print the effective configuration as TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+impl GatewayArgs {
+    pub fn to_config(&self) -> Result<GatewayConfig, String> {
+        let mut c = match &self.config {
+            Some(p) => GatewayConfig::from_file(p).map_err(|e| e.to_string())?,
+            None => GatewayConfig::default(),
+        };
+        if let Some(v) = &self.inner {
+            c.inner = v.clone();
+        }
+        if let Some(v) = &self.outer {
+            c.outer = v.clone();
+        }
+        if let Some(v) = self.imtu {
+            c.imtu = v;
+        }
+        if let Some(v) = self.emtu {
+            c.emtu = v;
+        }
+        if let Some(v) = self.workers {
+            c.workers = v;
+        }
+        if self.metrics.is_some() {
+            c.metrics = self.metrics;
+        }
+        if let Some(v) = self.log_interval {
+            c.log_interval_s = v;
+        }
+        if let Some(v) = self.merge_timeout_us {
+            c.engine.merge_timeout_us = v;
+        }
+        if self.icmp_source_v4.is_some() {
+            c.engine.icmp_source_v4 = self.icmp_source_v4;
+        }
+        if self.icmp_source_v6.is_some() {
+            c.engine.icmp_source_v6 = self.icmp_source_v6;
+        }
+        if self.no_offload {
+            c.offload = false;
+        }
+        c.validate().map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+}
+
+pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
+    let cfg = args.to_config()?;
+    if args.print_config {
+        print!("{}", toml::to_string(&cfg).map_err(|e| e.to_string())?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    crate::signals::install();
+    let stop = Arc::new(AtomicBool::new(false));
+    gateway::run(&cfg, stop, &mut |line| eprintln!("{line}")).map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}

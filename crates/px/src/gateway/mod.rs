@@ -1,0 +1,143 @@
+//! `px gateway`: the engine between two real ports.
+//!
+//! Sets the ports up (GRO on for receive, promiscuous membership while the
+//! sockets are open), runs one worker per thread, serves metrics, logs a
+//! summary line at an interval, and on SIGINT/SIGTERM flushes everything
+//! held, restores the ports as it found them and returns.
+
+pub mod config;
+pub mod metrics;
+pub mod worker;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use px_gateway::Engine;
+use px_io::{Fanout, IfaceGuard, Offload, PacketSocket, SocketConfig};
+
+pub use config::{ConfigError, GatewayConfig};
+use metrics::Shared;
+use worker::Worker;
+
+/// Why the gateway could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("port {port}: {source}")]
+    Port { port: String, source: px_io::IfaceError },
+    #[error("port {port}: cannot open packet socket: {source}")]
+    Socket { port: String, source: px_io::OpenError },
+    #[error("MTU of {port} is {mtu}, outside 576..=65535")]
+    Mtu { port: String, mtu: u32 },
+    #[error("metrics endpoint {addr}: {source}")]
+    Metrics { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("cannot start worker thread: {0}")]
+    Thread(std::io::Error),
+}
+
+fn port_mtu(name: &str, configured: u16) -> Result<u16, GatewayError> {
+    if configured != 0 {
+        return Ok(configured);
+    }
+    let mtu = px_io::iface::mtu(name).map_err(|source| GatewayError::Port { port: name.into(), source })?;
+    u16::try_from(mtu).ok().filter(|m| *m >= 576).ok_or(GatewayError::Mtu { port: name.into(), mtu })
+}
+
+/// Runs the gateway until `stop` is set (the CLI sets it on SIGINT/SIGTERM).
+pub fn run(
+    cfg: &GatewayConfig,
+    stop: Arc<AtomicBool>,
+    log: &mut dyn FnMut(&str),
+) -> Result<metrics::WorkerSnapshot, GatewayError> {
+    cfg.validate()?;
+    let imtu = port_mtu(&cfg.inner, cfg.imtu)?;
+    let emtu = port_mtu(&cfg.outer, cfg.emtu)?;
+    // Capture both ports before touching them; the guards restore on drop,
+    // on every return path below.
+    let mut guards = Vec::new();
+    for name in [&cfg.inner, &cfg.outer] {
+        let g = IfaceGuard::capture(name).map_err(|source| GatewayError::Port { port: name.clone(), source })?;
+        if cfg.offload {
+            // Kernel GRO hands us super-packets: the software LRO.
+            g.ctl()
+                .set_offload(name, Offload::Gro, true)
+                .map_err(|source| GatewayError::Port { port: name.clone(), source })?;
+        }
+        guards.push(g);
+    }
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        ^ (std::process::id() as u64) << 32;
+    let ecfg = cfg.engine_config(imtu, emtu, seed)?;
+    // One fan-out group per port; worker i joins each as its i-th member.
+    let base = (std::process::id() as u16 & 0x3fff) * 2;
+    let mut workers = Vec::new();
+    for i in 0..cfg.workers {
+        let open = |name: &str, group: u16| {
+            let sc = SocketConfig {
+                vnet_hdr: cfg.offload,
+                promiscuous: cfg.promiscuous,
+                fanout: (cfg.workers > 1).then_some(Fanout { group, defrag: true }),
+                ..SocketConfig::default()
+            };
+            PacketSocket::open(name, &sc).map_err(|source| GatewayError::Socket { port: name.into(), source })
+        };
+        let outer = open(&cfg.outer, base)?;
+        let inner = open(&cfg.inner, base + 1)?;
+        let engine = Engine::new(ecfg.clone()).map_err(|e| GatewayError::Config(e.into()))?;
+        workers.push(Worker { index: i, engine, inner, outer, batch: cfg.batch });
+    }
+    let shared = Shared::new(cfg.workers);
+    let metrics = match cfg.metrics {
+        Some(addr) => Some(
+            metrics::serve(addr, shared.clone(), stop.clone())
+                .map_err(|source| GatewayError::Metrics { addr, source })?,
+        ),
+        None => None,
+    };
+    log(&format!(
+        "px gateway: inner {} (iMTU {imtu}) <-> outer {} (eMTU {emtu}), {} worker(s), offload {}, merge timeout {} µs{}",
+        cfg.inner,
+        cfg.outer,
+        cfg.workers,
+        if cfg.offload { "GRO/GSO" } else { "off (software)" },
+        ecfg.merge_timeout.as_micros(),
+        cfg.metrics.map(|a| format!(", metrics on http://{a}/metrics")).unwrap_or_default()
+    ));
+    let mut handles = Vec::new();
+    for w in workers {
+        let (stop, shared) = (stop.clone(), shared.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("px-worker-{}", w.index))
+            .spawn(move || w.run(stop, shared))
+            .map_err(GatewayError::Thread)?;
+        handles.push(h);
+    }
+    let mut last_log = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if crate::signals::stopped() {
+            stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        if cfg.log_interval_s > 0 && last_log.elapsed() >= Duration::from_secs(cfg.log_interval_s) {
+            last_log = Instant::now();
+            log(&metrics::summary(&shared.total()));
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    if let Some(m) = metrics {
+        let _ = m.join();
+    }
+    let total = shared.total();
+    log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total)));
+    for g in &guards {
+        if let Err(e) = g.restore() {
+            log(&format!("px gateway: restoring {}: {e}", g.name()));
+        }
+    }
+    Ok(total)
+}
