@@ -9,6 +9,8 @@
 //! - [`netns`]: [`Netns`] guards, entering a namespace from Rust, children.
 //! - [`link`]: veth pairs placed directly into namespaces.
 //! - [`topology`]: [`Topology`], which owns all of it.
+//! - [`observe`]: counting frame sizes on a link from a host's namespace.
+//! - [`traffic`]: a built-in bulk TCP generator that verifies every byte.
 //! - [`addr`]: the only address ranges the lab will configure.
 //! - [`cleanup`]: the registry emptied on signals.
 
@@ -17,14 +19,18 @@ pub mod cleanup;
 pub mod cmd;
 pub mod link;
 pub mod netns;
+pub mod observe;
 pub mod topology;
+pub mod traffic;
 
 pub use addr::{AddrError, DocPrefix};
 pub use cleanup::{cleanup_all, install_signal_cleanup, interrupted};
 pub use cmd::CmdError;
 pub use link::{LinkEnd, Veth};
 pub use netns::{LabChild, Netns, NetnsGuard, NsName, Offloads, list_px_namespaces};
+pub use observe::{FrameObserver, FrameSizes, SizeCounts};
 pub use topology::{LinkId, NsId, Topology};
+pub use traffic::{BulkResult, BulkSpec, FlowResult, TcpStats, TrafficError, bulk_tcp, tcp_stats};
 
 /// Why a lab operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +58,17 @@ pub enum LabError {
     /// Installing the signal cleanup failed.
     #[error("cannot install signal cleanup: {0}")]
     Signal(std::io::Error),
+    /// Writing a sysctl inside a namespace failed.
+    #[error("sysctl {key}: {source}")]
+    Sysctl {
+        /// The key, e.g. `net.ipv4.ip_forward`.
+        key: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A frame observer could not start.
+    #[error("frame observer: {0}")]
+    Observe(String),
     /// A child process was already waited for.
     #[error("process `{0}` was already collected")]
     Gone(String),

@@ -149,6 +149,12 @@ impl Netns {
         }
         let ns = Netns { name, persistent: false };
         ns.ip(&["link", "set", "lo", "up"])?;
+        // Interfaces created from now on skip IPv6 duplicate address
+        // detection: a tentative link-local address delays neighbour
+        // discovery by a second or more, which would stall the first
+        // packets of every run.
+        ns.set_sysctl("net.ipv6.conf.default.accept_dad", "0")?;
+        ns.set_sysctl("net.ipv6.conf.all.accept_dad", "0")?;
         Ok(ns)
     }
 
@@ -211,10 +217,15 @@ impl Netns {
         })
     }
 
-    /// `sysctl -w key=value` inside the namespace (per-netns keys only).
+    /// Sets a per-namespace sysctl (`net.ipv4.ip_forward`): writes
+    /// `/proc/sys/net/...` from a thread inside the namespace, which the
+    /// kernel resolves to that namespace's value (no `sysctl` process).
     pub fn set_sysctl(&self, key: &str, value: &str) -> Result<(), LabError> {
-        self.exec("sysctl", &["-qw", &format!("{key}={value}")])?;
-        Ok(())
+        if !key.starts_with("net.") || key.contains('/') || key.contains("..") {
+            return Err(LabError::Name(key.to_owned()));
+        }
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        self.run(|| std::fs::write(&path, value))?.map_err(|source| LabError::Sysctl { key: key.to_owned(), source })
     }
 
     /// Turns on IPv4 and IPv6 forwarding (a router or gateway namespace).

@@ -101,6 +101,8 @@ fn routes_and_forwarding_through_a_router() {
     t.ns(r).add_addr("right", "203.0.113.254/24").unwrap();
     t.ns(h2).add_addr("eth0", "203.0.113.1/24").unwrap();
     t.ns(r).enable_forwarding().unwrap();
+    assert_eq!(t.ns(r).exec("cat", &["/proc/sys/net/ipv4/ip_forward"]).unwrap().trim(), "1");
+    assert!(t.ns(r).set_sysctl("kernel.hostname", "x").is_err(), "only per-namespace net.* keys");
     t.ns(h1).add_route("203.0.113.0/24", "198.51.100.254").unwrap();
     t.ns(h2).add_route("198.51.100.0/24", "203.0.113.254").unwrap();
     t.ns(h1).ping("203.0.113.1", 2).unwrap();
@@ -173,4 +175,90 @@ fn sigterm_removes_namespaces() {
     let after = list_px_namespaces().unwrap();
     assert!(names.iter().all(|n| !after.contains(n)), "left behind: {after:?}");
     assert!(created_by(u32::try_from(pid).unwrap()).is_empty());
+}
+
+#[test]
+fn bulk_tcp_through_a_router_is_verified_and_observed() {
+    if !require_root_or_skip("bulk_tcp_through_a_router_is_verified_and_observed") {
+        return;
+    }
+    // legacy (MTU 1500) -- router -- b-network host (MTU 9000): the plain
+    // Linux baseline, in which the 9000-byte link only carries what fits
+    // the legacy MSS.
+    let mut t = Topology::new().unwrap();
+    let h1 = t.add_ns("legacy").unwrap();
+    let r = t.add_ns("router").unwrap();
+    let h2 = t.add_ns("bnet").unwrap();
+    t.add_veth((h1, "eth0"), (r, "left"), 1500).unwrap();
+    t.add_veth((r, "right"), (h2, "eth0"), 9000).unwrap();
+    for (ns, dev) in [(h1, "eth0"), (r, "left"), (r, "right"), (h2, "eth0")] {
+        // Wire-like frames everywhere, and no GRO, so observers count wire sizes.
+        t.ns(ns).set_offloads(dev, Offloads { gro: Some(false), ..Offloads::WIRE_SENDER }).unwrap();
+    }
+    t.ns(h1).add_addr("eth0", "198.51.100.1/24").unwrap();
+    t.ns(h1).add_addr("eth0", "2001:db8:1::1/64").unwrap();
+    t.ns(r).add_addr("left", "198.51.100.254/24").unwrap();
+    t.ns(r).add_addr("left", "2001:db8:1::fe/64").unwrap();
+    t.ns(r).add_addr("right", "203.0.113.254/24").unwrap();
+    t.ns(r).add_addr("right", "2001:db8:2::fe/64").unwrap();
+    t.ns(h2).add_addr("eth0", "203.0.113.1/24").unwrap();
+    t.ns(h2).add_addr("eth0", "2001:db8:2::1/64").unwrap();
+    t.ns(r).enable_forwarding().unwrap();
+    t.ns(h1).add_route("203.0.113.0/24", "198.51.100.254").unwrap();
+    t.ns(h1).add_route("2001:db8:2::/64", "2001:db8:1::fe").unwrap();
+    t.ns(h2).add_route("198.51.100.0/24", "203.0.113.254").unwrap();
+    t.ns(h2).add_route("2001:db8:1::/64", "2001:db8:2::fe").unwrap();
+    // Resolve neighbours first: SYNs queued behind neighbour discovery would
+    // cost a 1 s retransmission timeout and distort the throughput.
+    t.ns(h1).ping("203.0.113.1", 2).unwrap();
+    t.ns(h2).ping("2001:db8:1::1", 2).unwrap();
+    let obs = px_lab::FrameObserver::start(t.ns(h2), "eth0").unwrap();
+    let spec = |server: &str| px_lab::BulkSpec {
+        server: server.parse().unwrap(),
+        flows: 4,
+        bytes_per_flow: 4 << 20,
+        stall_timeout: std::time::Duration::from_secs(10),
+    };
+    let inbound = px_lab::bulk_tcp(t.ns(h1), t.ns(h2), &spec("203.0.113.1:5001")).unwrap();
+    let outbound = px_lab::bulk_tcp(t.ns(h2), t.ns(h1), &spec("[2001:db8:1::1]:5002")).unwrap();
+    let sizes = obs.stop();
+    eprintln!("router baseline: inbound {:.2} Gbit/s, outbound {:.2} Gbit/s", inbound.gbps(), outbound.gbps());
+    eprintln!("b-network host eth0: {sizes:?}");
+    for f in &inbound.flows {
+        assert_eq!(f.bytes, 4 << 20);
+        assert_eq!(f.sender.snd_mss, 1448, "legacy host: 1500 - 40 - 12");
+    }
+    for f in &outbound.flows {
+        assert_eq!(f.bytes, 4 << 20);
+        // The b-network host could send 8928-byte segments but the legacy
+        // side's MSS option (1440 for IPv6) limits it.
+        assert_eq!(f.sender.snd_mss, 1428, "b-network host held to the legacy MSS: 1500 - 60 - 12");
+    }
+    assert!(sizes.rx.frames > 1000 && sizes.tx.frames > 1000, "{sizes:?}");
+    assert!(sizes.rx.max_l3 <= 1500 && sizes.tx.max_l3 <= 1500, "9000-byte link only carries legacy sizes: {sizes:?}");
+}
+
+#[test]
+fn bulk_tcp_reports_a_dead_path_instead_of_hanging() {
+    if !require_root_or_skip("bulk_tcp_reports_a_dead_path_instead_of_hanging") {
+        return;
+    }
+    let mut t = Topology::new().unwrap();
+    let a = t.add_ns("deada").unwrap();
+    let b = t.add_ns("deadb").unwrap();
+    t.add_veth((a, "eth0"), (b, "eth0"), 1500).unwrap();
+    t.ns(a).add_addr("eth0", "198.51.100.1/24").unwrap();
+    t.ns(b).add_addr("eth0", "198.51.100.2/24").unwrap();
+    // Take the link down: connects must time out and be reported.
+    t.ns(a).ip(&["link", "set", "eth0", "down"]).unwrap();
+    let spec = px_lab::BulkSpec {
+        server: "198.51.100.2:5003".parse().unwrap(),
+        flows: 2,
+        bytes_per_flow: 1 << 20,
+        stall_timeout: std::time::Duration::from_millis(500),
+    };
+    let t0 = std::time::Instant::now();
+    let err = px_lab::bulk_tcp(t.ns(a), t.ns(b), &spec).unwrap_err();
+    assert!(matches!(err, px_lab::TrafficError::Io { .. }), "{err}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5));
 }

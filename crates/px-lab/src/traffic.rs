@@ -1,0 +1,323 @@
+//! A built-in bulk TCP generator for the lab: parallel flows between two
+//! namespaces, every received byte checked, the MSS each socket ended up
+//! with read back from the kernel.
+//!
+//! Each flow sends a 16-byte header (flow number and length) and then a
+//! deterministic byte stream seeded by the flow number; the receiver
+//! regenerates the stream and compares every byte, so a single corrupted,
+//! lost, duplicated or reordered byte is reported with its offset (a
+//! stronger check than comparing digests at the end, and it needs no
+//! hashing crate). Sockets have timeouts, so a stalled path is an error,
+//! not a hang.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use crate::netns::Netns;
+
+/// Why a bulk transfer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TrafficError {
+    /// A socket operation failed (bind, connect, read, write, timeout).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done, with the flow number.
+        what: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// A received byte differs from the one sent.
+    #[error("flow {flow}: stream differs at byte {offset}")]
+    Mismatch {
+        /// The flow.
+        flow: u64,
+        /// Offset of the first wrong byte.
+        offset: u64,
+    },
+    /// The connection closed before all bytes arrived.
+    #[error("flow {flow}: got {got} of {want} bytes")]
+    Short {
+        /// The flow.
+        flow: u64,
+        /// Bytes received.
+        got: u64,
+        /// Bytes sent.
+        want: u64,
+    },
+    /// Entering a namespace failed, or a worker thread panicked.
+    #[error(transparent)]
+    Lab(#[from] crate::LabError),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> TrafficError {
+    let what = what.into();
+    move |source| TrafficError::Io { what, source }
+}
+
+/// What to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BulkSpec {
+    /// Where the server listens (a documentation address in `server`'s namespace).
+    pub server: SocketAddr,
+    /// Parallel connections.
+    pub flows: usize,
+    /// Bytes each connection carries.
+    pub bytes_per_flow: u64,
+    /// Longest a single read or write may stall.
+    pub stall_timeout: Duration,
+}
+
+/// Kernel view of one TCP socket (`TCP_INFO`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpStats {
+    /// MSS the socket sends with.
+    pub snd_mss: u32,
+    /// MSS estimated for what the peer sends.
+    pub rcv_mss: u32,
+    /// MSS this socket advertised.
+    pub advmss: u32,
+    /// Path MTU the socket uses.
+    pub pmtu: u32,
+    /// Retransmitted segments.
+    pub total_retrans: u32,
+}
+
+/// `TCP_INFO` of a connected socket.
+pub fn tcp_stats(s: &TcpStream) -> io::Result<TcpStats> {
+    // SAFETY: tcp_info is plain old data; zero is valid.
+    let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `ti` and `len` are live and describe a buffer of that size.
+    let r =
+        unsafe { libc::getsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, (&raw mut ti).cast(), &mut len) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(TcpStats {
+        snd_mss: ti.tcpi_snd_mss,
+        rcv_mss: ti.tcpi_rcv_mss,
+        advmss: ti.tcpi_advmss,
+        pmtu: ti.tcpi_pmtu,
+        total_retrans: ti.tcpi_total_retrans,
+    })
+}
+
+/// Result of one flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowResult {
+    /// Bytes received and verified.
+    pub bytes: u64,
+    /// The sending socket at the end of the transfer.
+    pub sender: TcpStats,
+    /// The receiving socket at the end of the transfer.
+    pub receiver: TcpStats,
+}
+
+/// Result of a bulk run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BulkResult {
+    /// Per flow, in flow order.
+    pub flows: Vec<FlowResult>,
+    /// From the first connect to the last verified byte.
+    pub elapsed: Duration,
+}
+
+impl BulkResult {
+    /// Goodput over all flows in Gbit/s.
+    pub fn gbps(&self) -> f64 {
+        let bytes: u64 = self.flows.iter().map(|f| f.bytes).sum();
+        bytes as f64 * 8.0 / self.elapsed.as_secs_f64().max(1e-9) / 1e9
+    }
+}
+
+/// The byte stream of one flow: xorshift64 words, handed out byte by byte
+/// so reads of any length continue exactly where the last one stopped.
+struct Pattern {
+    state: u64,
+    word: [u8; 8],
+    used: usize,
+}
+
+impl Pattern {
+    /// Any non-zero state works; the flow number is mixed into one.
+    fn new(flow: u64) -> Pattern {
+        Pattern { state: (0x9e37_79b9_7f4a_7c15 ^ flow.wrapping_mul(0xff51_afd7_ed55_8ccd)) | 1, word: [0; 8], used: 8 }
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) {
+        let mut i = 0;
+        while i < buf.len() {
+            if self.used == 8 {
+                self.state ^= self.state << 13;
+                self.state ^= self.state >> 7;
+                self.state ^= self.state << 17;
+                self.word = self.state.to_le_bytes();
+                self.used = 0;
+            }
+            let n = (8 - self.used).min(buf.len() - i);
+            buf[i..i + n].copy_from_slice(&self.word[self.used..self.used + n]);
+            self.used += n;
+            i += n;
+        }
+    }
+}
+
+const CHUNK: usize = 1 << 16;
+
+fn send_flow(spec: &BulkSpec, flow: u64) -> Result<TcpStats, TrafficError> {
+    let what = |s: &str| format!("flow {flow}: {s} {}", spec.server);
+    let mut s = TcpStream::connect_timeout(&spec.server, spec.stall_timeout).map_err(io_err(what("connect")))?;
+    s.set_write_timeout(Some(spec.stall_timeout)).map_err(io_err(what("timeout")))?;
+    s.set_read_timeout(Some(spec.stall_timeout)).map_err(io_err(what("timeout")))?;
+    let mut hdr = [0u8; 16];
+    hdr[..8].copy_from_slice(&flow.to_be_bytes());
+    hdr[8..].copy_from_slice(&spec.bytes_per_flow.to_be_bytes());
+    s.write_all(&hdr).map_err(io_err(what("write")))?;
+    let (mut pat, mut buf, mut left) = (Pattern::new(flow), vec![0u8; CHUNK], spec.bytes_per_flow);
+    while left > 0 {
+        let n = usize::try_from(left).unwrap_or(CHUNK).min(CHUNK);
+        pat.fill(&mut buf[..n]);
+        s.write_all(&buf[..n]).map_err(io_err(what("write")))?;
+        left -= n as u64;
+    }
+    s.shutdown(Shutdown::Write).map_err(io_err(what("shutdown")))?;
+    // Wait for the receiver to close: then every byte has been read there.
+    let mut one = [0u8; 1];
+    let _ = s.read(&mut one).map_err(io_err(what("wait for close")))?;
+    tcp_stats(&s).map_err(io_err(what("TCP_INFO")))
+}
+
+fn receive_flow(mut s: TcpStream, timeout: Duration) -> Result<(u64, u64, TcpStats), TrafficError> {
+    s.set_read_timeout(Some(timeout)).map_err(io_err("receiver timeout"))?;
+    let mut hdr = [0u8; 16];
+    s.read_exact(&mut hdr).map_err(io_err("receiver: flow header"))?;
+    let flow = u64::from_be_bytes(hdr[..8].try_into().unwrap_or_default());
+    let want = u64::from_be_bytes(hdr[8..].try_into().unwrap_or_default());
+    let (mut pat, mut got, mut exp) = (Pattern::new(flow), vec![0u8; CHUNK], vec![0u8; CHUNK]);
+    let mut total = 0u64;
+    loop {
+        let n = s.read(&mut got).map_err(io_err(format!("flow {flow}: read")))?;
+        if n == 0 {
+            break;
+        }
+        pat.fill(&mut exp[..n]);
+        if let Some(i) = got[..n].iter().zip(&exp[..n]).position(|(a, b)| a != b) {
+            return Err(TrafficError::Mismatch { flow, offset: total + i as u64 });
+        }
+        total += n as u64;
+    }
+    finish(s, flow, want, total)
+}
+
+fn finish(s: TcpStream, flow: u64, want: u64, got: u64) -> Result<(u64, u64, TcpStats), TrafficError> {
+    if got != want {
+        return Err(TrafficError::Short { flow, got, want });
+    }
+    let st = tcp_stats(&s).map_err(io_err(format!("flow {flow}: TCP_INFO")))?;
+    Ok((flow, got, st))
+}
+
+/// Makes `accept` on `l` give up after `t` (SO_RCVTIMEO applies to accept
+/// on Linux), so a sender that never connects cannot hang the run.
+fn set_accept_timeout(l: &TcpListener, t: Duration) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_usec: libc::suseconds_t::from(t.subsec_micros() as i32),
+    };
+    // SAFETY: `tv` is a live timeval and its size is passed.
+    let r = unsafe {
+        libc::setsockopt(
+            l.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&raw const tv).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Runs `spec.flows` parallel flows from `client`'s namespace to a server
+/// in `server`'s namespace and verifies every byte.
+pub fn bulk_tcp(client: &Netns, server: &Netns, spec: &BulkSpec) -> Result<BulkResult, TrafficError> {
+    let listener = server.run(|| TcpListener::bind(spec.server))?.map_err(io_err(format!("bind {}", spec.server)))?;
+    set_accept_timeout(&listener, spec.stall_timeout).map_err(io_err("accept timeout"))?;
+    let start = Instant::now();
+    let outcome = std::thread::scope(|sc| {
+        let acceptor = sc.spawn(|| {
+            std::thread::scope(|inner| {
+                let mut handles = Vec::new();
+                for _ in 0..spec.flows {
+                    let (s, _) = listener.accept().map_err(io_err("accept"))?;
+                    handles.push(inner.spawn(move || receive_flow(s, spec.stall_timeout)));
+                }
+                handles
+                    .into_iter()
+                    .map(|h| h.join().map_err(|_| crate::LabError::Panicked(server.name().to_owned()))?)
+                    .collect::<Result<Vec<_>, TrafficError>>()
+            })
+        });
+        let senders: Vec<_> =
+            (0..spec.flows as u64).map(|flow| sc.spawn(move || client.run(|| send_flow(spec, flow)))).collect();
+        let sent: Vec<Result<TcpStats, TrafficError>> = senders
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => Err(e.into()),
+                Err(_) => Err(crate::LabError::Panicked(client.name().to_owned()).into()),
+            })
+            .collect();
+        let received = acceptor.join().map_err(|_| crate::LabError::Panicked(server.name().to_owned()))?;
+        Ok::<_, TrafficError>((sent, received))
+    });
+    let (sent, received) = outcome?;
+    let elapsed = start.elapsed();
+    let mut received = received?;
+    received.sort_by_key(|r| r.0);
+    let mut flows = Vec::with_capacity(spec.flows);
+    for (s, (_, bytes, receiver)) in sent.into_iter().zip(received) {
+        flows.push(FlowResult { bytes, sender: s?, receiver });
+    }
+    Ok(BulkResult { flows, elapsed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_is_deterministic_and_differs_per_flow() {
+        let (mut a, mut b, mut c) = (Pattern::new(1), Pattern::new(1), Pattern::new(2));
+        let (mut x, mut y, mut z) = ([0u8; 100], [0u8; 100], [0u8; 100]);
+        a.fill(&mut x);
+        b.fill(&mut y);
+        c.fill(&mut z);
+        assert_eq!(x, y);
+        assert_ne!(x, z);
+        assert!(x.iter().any(|&v| v != x[0]));
+    }
+
+    #[test]
+    fn reads_of_any_length_continue_the_stream() {
+        let mut whole = vec![0u8; 1000];
+        Pattern::new(5).fill(&mut whole);
+        let mut p = Pattern::new(5);
+        let mut pieces = Vec::new();
+        for len in [1usize, 7, 8, 9, 3, 333, 639] {
+            let mut b = vec![0u8; len];
+            p.fill(&mut b);
+            pieces.extend_from_slice(&b);
+        }
+        assert_eq!(pieces, whole);
+    }
+
+    #[test]
+    fn gbps_of_a_result() {
+        let st = TcpStats::default();
+        let f = FlowResult { bytes: 125_000_000, sender: st, receiver: st };
+        let r = BulkResult { flows: vec![f, f], elapsed: Duration::from_secs(1) };
+        assert!((r.gbps() - 2.0).abs() < 1e-9);
+    }
+}
