@@ -239,3 +239,33 @@ fn mutated_frames_never_panic_long() {
     }
     println!("{n} mutated frames, {} engines, {:.1} s", seed - 1_000, start.elapsed().as_secs_f64());
 }
+
+/// Writes the valid frames above as seed inputs for the cargo-fuzz target
+/// (`fuzz/fuzz_targets/engine.rs` format) into `$PX_FUZZ_SEED_DIR`:
+/// `PX_FUZZ_SEED_DIR=fuzz/corpus/engine cargo test --test arbitrary_bytes -- --ignored write_fuzz_seeds`.
+#[test]
+#[ignore]
+fn write_fuzz_seeds() {
+    let Ok(dir) = std::env::var("PX_FUZZ_SEED_DIR") else {
+        println!("PX_FUZZ_SEED_DIR not set: nothing written");
+        return;
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = corpus();
+    let record = |port: Port, f: &[u8], step: u8| {
+        let mut v = vec![(port == Port::Inner) as u8 | (step << 4)];
+        v.extend((f.len() as u16).to_be_bytes());
+        v.extend_from_slice(f);
+        v
+    };
+    for (i, (port, f)) in c.iter().enumerate() {
+        std::fs::write(format!("{dir}/seed-{i}"), record(*port, f, 1)).unwrap();
+    }
+    // A bulk flow: its segments in order, so holds form.
+    let mut all = Vec::new();
+    for k in 0..8u32 {
+        let s = TcpSpec::inbound(false, 1, 1 + k * 1448, stream_bytes(1, k * 1448, 1448)).ts(5, 6);
+        all.extend(record(Port::Outer, &s.build(), 0));
+    }
+    std::fs::write(format!("{dir}/seed-bulk"), all).unwrap();
+}

@@ -460,3 +460,89 @@ fn non_ip_frames_pass_and_garbage_ip_is_dropped_as_malformed() {
     short.truncate(30);
     assert!(PacketHeaders::from_ethernet_slice(&short).is_err());
 }
+
+/// An IPv4 packet from inside, built raw by etherparse: `opts` IP options,
+/// `frag` = (offset in 8-byte units, more fragments) for an existing fragment.
+/// A first fragment or whole packet is built as UDP, a later fragment raw.
+fn raw_v4(opts: &[u8], frag: (u16, bool), payload: &[u8]) -> Vec<u8> {
+    let (IpAddr::V4(s), IpAddr::V4(d)) = (inner_addr(false, 4), outer_addr(false, 4)) else { unreachable!() };
+    let h = etherparse::Ipv4Header {
+        identification: 0x1234,
+        dont_fragment: false,
+        more_fragments: frag.1,
+        fragment_offset: etherparse::IpFragOffset::try_new(frag.0).unwrap(),
+        time_to_live: 64,
+        protocol: IpNumber::UDP,
+        source: s.octets(),
+        destination: d.octets(),
+        options: etherparse::Ipv4Options::try_from(opts).unwrap(),
+        ..Default::default()
+    };
+    let mut v = Vec::new();
+    let b = PacketBuilder::ethernet2(MAC_INNER, MAC_OUTER).ip(etherparse::IpHeaders::Ipv4(h, Default::default()));
+    if frag.0 == 0 {
+        b.udp(1, 2).write(&mut v, payload).unwrap();
+    } else {
+        b.write(&mut v, IpNumber::UDP, payload).unwrap();
+    }
+    v
+}
+
+/// Fragments as etherparse parses them: (offset in bytes, MF, options, data).
+fn parsed_fragments(w: &[(Port, Wire)]) -> Vec<(usize, bool, Vec<u8>, Vec<u8>)> {
+    w.iter()
+        .map(|(p, w)| {
+            assert_eq!(*p, Port::Outer);
+            assert!(w.ip_len <= 1500);
+            let ip = w.v4().unwrap();
+            assert_eq!(ip.identification, 0x1234);
+            (ip.fragment_offset.byte_offset() as usize, ip.more_fragments, ip.options.to_vec(), fragment_payload(w))
+        })
+        .collect()
+}
+
+#[test]
+fn fragmentation_copies_only_copied_options_to_later_fragments() {
+    // Router Alert (copied flag set), then Record Route (not copied), EOL.
+    let ra = [0x94, 0x04, 0x00, 0x00];
+    let mut opts = ra.to_vec();
+    opts.extend([0x07, 0x07, 0x04, 0, 0, 0, 0, 0x00]);
+    let payload = stream_bytes(4, 0, 4000);
+    let mut h = Harness::new(test_config());
+    assert_eq!(h.feed(Port::Inner, raw_v4(&opts, (0, false), &payload), RxMeta::default()), Verdict::Consumed);
+    let w = h.check_outputs().unwrap();
+    let f = parsed_fragments(&w);
+    assert_eq!(f[0].2, opts, "the first fragment keeps every option");
+    for x in &f[1..] {
+        assert_eq!(&x.2[..4], &ra, "later fragments keep the copied option");
+        assert!(x.2.len() <= 8 && x.2[4..].iter().all(|b| *b == 0), "and only it: {:x?}", x.2);
+    }
+    let mut data = Vec::new();
+    for (off, mf, _, d) in &f {
+        assert_eq!(*off, data.len());
+        assert_eq!(*mf, off + d.len() < payload.len() + 8);
+        data.extend_from_slice(d);
+    }
+    assert_eq!(data[8..], payload[..], "the UDP payload reassembles");
+}
+
+#[test]
+fn a_fragment_too_big_is_fragmented_again_at_its_offset() {
+    let payload = stream_bytes(5, 0, 3000);
+    for last in [false, true] {
+        let mut h = Harness::new(test_config());
+        // Offset 1480 bytes (185 units); more fragments follow unless `last`.
+        let v = h.feed(Port::Inner, raw_v4(&[], (185, !last), &payload), RxMeta::default());
+        assert_eq!(v, Verdict::Consumed);
+        let w = h.check_outputs().unwrap();
+        let f = parsed_fragments(&w);
+        let mut at = 1480;
+        for (i, (off, mf, _, d)) in f.iter().enumerate() {
+            assert_eq!(*off, at);
+            assert_eq!(*mf, !last || i + 1 < f.len(), "MF kept when the original had it");
+            at += d.len();
+        }
+        let data: Vec<u8> = f.iter().flat_map(|x| x.3.clone()).collect();
+        assert_eq!(data, payload);
+    }
+}
