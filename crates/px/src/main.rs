@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod gateway;
+mod pmtud;
 mod signals;
 
 /// PacketExpress: let a network run 9000-byte packets inside while its
@@ -28,6 +29,10 @@ enum Command {
     Bench(cmd::bench::BenchCommand),
     /// Run the MTU-translating gateway between an inner and an outer port.
     Gateway(cmd::gateway::GatewayArgs),
+    /// Path MTU toward a `px fpmtud` responder (F-PMTUD, DPLPMTUD or ICMP), unprivileged.
+    Probe(cmd::probe::ProbeArgs),
+    /// F-PMTUD responder daemon: answers probes with the fragment sizes it received.
+    Fpmtud(cmd::fpmtud::FpmtudArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +40,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(c) => cmd::bench::run(c),
         Command::Gateway(a) => cmd::gateway::run(a),
+        Command::Probe(a) => cmd::probe::run(a),
+        Command::Fpmtud(a) => cmd::fpmtud::run(a),
     };
     match result {
         Ok(code) => code,

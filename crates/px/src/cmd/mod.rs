@@ -1,4 +1,6 @@
 //! One module per `px` subcommand.
 
 pub mod bench;
+pub mod fpmtud;
 pub mod gateway;
+pub mod probe;

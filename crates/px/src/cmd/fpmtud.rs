@@ -1,0 +1,67 @@
+//! `px fpmtud`: the F-PMTUD responder daemon (unprivileged). Answers legacy
+//! `FPMT` probes with the 4-byte largest IP length and extended probes and
+//! DF-set confirmation probes with a report; prints its counters and exits
+//! 0 on SIGINT/SIGTERM.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::Args;
+use px_pmtud::fpmtud::wire::DEFAULT_PORT;
+
+use crate::pmtud::daemon::{Daemon, DaemonConfig};
+
+#[derive(Debug, Args)]
+pub struct FpmtudArgs {
+    /// UDP port to answer on.
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Address to listen on (repeatable; default: every IPv4 and IPv6 address).
+    #[arg(long)]
+    bind: Vec<IpAddr>,
+    /// Replies per second per source address (token bucket).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    rate: u32,
+    /// Replies a source may get at once (bucket depth; one measurement needs up to 9).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    burst: u32,
+    /// Print the counters at exit as one JSON object instead of text.
+    #[arg(long)]
+    json_stats: bool,
+}
+
+pub fn run(a: FpmtudArgs) -> Result<ExitCode, String> {
+    let bind: Vec<SocketAddr> = if a.bind.is_empty() {
+        vec![(Ipv4Addr::UNSPECIFIED, a.port).into(), SocketAddr::from((Ipv6Addr::UNSPECIFIED, a.port))]
+    } else {
+        a.bind.iter().map(|ip| SocketAddr::new(*ip, a.port)).collect()
+    };
+    let cfg = DaemonConfig { bind, rate_per_sec: a.rate, burst: a.burst };
+    let mut daemon = Daemon::open(&cfg).map_err(|e| format!("cannot listen on port {}: {e}", a.port))?;
+    crate::signals::install();
+    let stop = daemon.stop_handle();
+    // The daemon's loop wakes every 100 ms to look at its own stop flag.
+    std::thread::spawn(move || {
+        while !crate::signals::stopped() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let addrs: Vec<String> = daemon.local_addrs().iter().map(ToString::to_string).collect();
+    eprintln!("px fpmtud: listening on {}", addrs.join(", "));
+    daemon.run().map_err(|e| format!("responder: {e}"))?;
+    let counters = daemon.counters();
+    if a.json_stats {
+        let obj: serde_json::Map<String, serde_json::Value> =
+            counters.iter().map(|(k, v)| ((*k).to_owned(), serde_json::json!(v))).collect();
+        println!("{}", serde_json::Value::Object(obj));
+    } else {
+        println!("px fpmtud: stopped");
+        for (k, v) in counters {
+            println!("  {k:<20} {v}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

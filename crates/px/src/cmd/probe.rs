@@ -1,0 +1,212 @@
+//! `px probe HOST`: the path MTU toward a `px fpmtud` responder, without
+//! root: F-PMTUD (one or two round trips), DPLPMTUD, or classic ICMP PMTUD.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use px_pmtud::fpmtud::wire::DEFAULT_PORT;
+use px_pmtud::rtt::ClassicRtt;
+use px_pmtud::search::SearchStrategy;
+
+use crate::pmtud::client::{self, Measurement, Path, ProbeOptions};
+
+/// Exit status when the measurement ran but produced no path MTU.
+pub const EXIT_NO_ANSWER: u8 = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MethodArg {
+    /// F-PMTUD on IPv4; DPLPMTUD when no fragment report comes back and on IPv6.
+    Auto,
+    /// F-PMTUD only (IPv4).
+    Fpmtud,
+    /// RFC 8899 DPLPMTUD with DF-set probes confirmed by the responder.
+    Dplpmtud,
+    /// Classic PMTUD: DF-set probes lowered by ICMP "too big" messages.
+    Icmp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SearchArg {
+    /// Bisection to the byte.
+    Bisection,
+    /// lsquic: the maximum first, then bisection (to the byte).
+    Lsquic,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Exit status: 0 path MTU found; 3 no answer (no responder, or every probe lost); \
+2 error (bad arguments, socket failure).")]
+pub struct ProbeArgs {
+    /// Host running `px fpmtud` (address or name).
+    host: String,
+    /// Responder's UDP port.
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Discovery method.
+    #[arg(long, value_enum, default_value_t = MethodArg::Auto)]
+    method: MethodArg,
+    /// Largest size to consider, in bytes of IP total length (default: the
+    /// local outgoing link's MTU).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(68..))]
+    max_size: Option<u16>,
+    /// Bound on the whole measurement: `10s`, `500ms`, or seconds.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Floor of the DPLPMTUD PROBE_TIMER and of the ICMP method's retry
+    /// timer (RFC 8899 asks >= 1 s for a PL carrying traffic; a measurement
+    /// against a responder that answers at once can use less).
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    probe_timer: Duration,
+    /// RTT assumed before the first answer (sets the first timeouts).
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    initial_rtt: Duration,
+    /// DPLPMTUD search strategy.
+    #[arg(long, value_enum, default_value_t = SearchArg::Bisection)]
+    search: SearchArg,
+    /// Send legacy `FPMT` probes (for the paper authors' reference responder).
+    #[arg(long)]
+    legacy: bool,
+    /// Use an IPv4 address of HOST.
+    #[arg(short = '4', conflicts_with = "ipv6")]
+    ipv4: bool,
+    /// Use an IPv6 address of HOST.
+    #[arg(short = '6')]
+    ipv6: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Parses `1.5s`, `250ms`, `20us`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}`: expected a duration such as 5s or 250ms"))?;
+    let secs = match unit {
+        "s" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (s, ms, us, min)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}`: out of range"))
+}
+
+fn resolve(a: &ProbeArgs) -> Result<SocketAddr, String> {
+    if let Ok(ip) = a.host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, a.port));
+    }
+    let all: Vec<SocketAddr> =
+        (a.host.as_str(), a.port).to_socket_addrs().map_err(|e| format!("cannot resolve {}: {e}", a.host))?.collect();
+    all.iter()
+        .find(|s| (!a.ipv4 || s.is_ipv4()) && (!a.ipv6 || s.is_ipv6()))
+        .copied()
+        .ok_or_else(|| format!("{} has no address of the requested family", a.host))
+}
+
+pub fn run(a: ProbeArgs) -> Result<ExitCode, String> {
+    let target = resolve(&a)?;
+    let opts = ProbeOptions {
+        target,
+        max_size: a.max_size,
+        timeout: a.timeout,
+        probe_timer: a.probe_timer,
+        initial_rtt: a.initial_rtt,
+        search: match a.search {
+            SearchArg::Bisection => SearchStrategy::Bisection,
+            SearchArg::Lsquic => SearchStrategy::lsquic_exact(),
+        },
+        legacy: a.legacy,
+    };
+    let path = Path::open(&opts).map_err(|e| e.to_string())?;
+    let m = match a.method {
+        MethodArg::Auto => client::auto(&path, &opts),
+        MethodArg::Fpmtud => client::fpmtud(&path, &opts).map(|(m, _)| m),
+        MethodArg::Dplpmtud => client::dplpmtud(&path, &opts, None, ClassicRtt::new(opts.initial_rtt)),
+        MethodArg::Icmp => client::icmp(&path, &opts),
+    }
+    .map_err(|e| e.to_string())?;
+    if a.json {
+        println!("{}", to_json(target, &m));
+    } else {
+        print!("{}", to_text(target, &m));
+    }
+    Ok(if m.pmtu.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NO_ANSWER) })
+}
+
+fn to_json(target: SocketAddr, m: &Measurement) -> serde_json::Value {
+    serde_json::json!({
+        "target": target.to_string(),
+        "method": m.method,
+        "pmtu": m.pmtu,
+        "exact": m.exact,
+        "round_trips": m.round_trips,
+        "probes": m.probes,
+        "seconds": m.elapsed.as_secs_f64(),
+        "link_mtu": m.link_mtu,
+        "note": m.note,
+    })
+}
+
+fn to_text(target: SocketAddr, m: &Measurement) -> String {
+    let head = match m.pmtu {
+        Some(p) if m.exact => format!("path MTU {p} to {target}\n"),
+        Some(p) => format!("path MTU at least {p} to {target} (not exact)\n"),
+        None => format!("no answer from {target}\n"),
+    };
+    format!(
+        "{head}  method       {}\n  round trips  {}\n  probes       {}\n  elapsed      {:.3} ms\n  link MTU     {}\n  note         {}\n",
+        m.method,
+        m.round_trips,
+        m.probes,
+        m.elapsed.as_secs_f64() * 1e3,
+        m.link_mtu,
+        m.note
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("20us"), Ok(Duration::from_micros(20)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn text_and_json_show_the_answer() {
+        let m = Measurement {
+            method: "fpmtud".into(),
+            pmtu: Some(1400),
+            exact: true,
+            round_trips: 2,
+            probes: 9,
+            elapsed: Duration::from_micros(1500),
+            link_mtu: 9000,
+            note: "x".into(),
+        };
+        let t: SocketAddr = "198.51.100.50:9999".parse().unwrap();
+        let text = to_text(t, &m);
+        assert!(text.starts_with("path MTU 1400 to 198.51.100.50:9999\n"), "{text}");
+        assert!(text.contains("1.500 ms"), "{text}");
+        let j = to_json(t, &m);
+        assert_eq!(j["pmtu"], 1400);
+        assert_eq!(j["probes"], 9);
+        let none = Measurement { pmtu: None, exact: false, ..m };
+        assert!(to_text(t, &none).starts_with("no answer"));
+        assert!(to_json(t, &none)["pmtu"].is_null());
+    }
+}
