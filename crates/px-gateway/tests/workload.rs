@@ -250,6 +250,7 @@ fn tcp_flow(rng: &mut ChaCha8Rng, s: &Shape, n: u16, v6: bool, inbound: bool) ->
     }
     // Frames; inbound runs of full segments sometimes as one GRO super-packet.
     let gro = inbound && rng.gen_bool(0.2);
+    let vlan = rng.gen_bool(0.1).then(|| rng.gen_range(1..4095));
     let mut i = 0;
     while i < order.len() {
         let (o, len, f, a) = order[i].clone();
@@ -279,6 +280,7 @@ fn tcp_flow(rng: &mut ChaCha8Rng, s: &Shape, n: u16, v6: bool, inbound: bool) ->
         (spec.dscp, spec.ecn, spec.ttl, spec.ack, spec.window) = (a.dscp, a.ecn, a.ttl, a.ack, a.window);
         spec.ip_id = rng.r#gen();
         spec.flow_label = n as u32;
+        spec.vlan = vlan;
         let mut frame = spec.build();
         let mut meta = RxMeta::default();
         if j > i + 1 {
