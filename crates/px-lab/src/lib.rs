@@ -9,6 +9,7 @@
 //! - [`netns`]: [`Netns`] guards, entering a namespace from Rust, children.
 //! - [`link`]: veth pairs placed directly into namespaces.
 //! - [`topology`]: [`Topology`], which owns all of it.
+//! - [`impair`]: loss and delay on a link (this kernel has no `netem`).
 //! - [`observe`]: counting frame sizes on a link from a host's namespace.
 //! - [`traffic`]: a built-in bulk TCP generator that verifies every byte.
 //! - [`addr`]: the only address ranges the lab will configure.
@@ -17,6 +18,7 @@
 pub mod addr;
 pub mod cleanup;
 pub mod cmd;
+pub mod impair;
 pub mod link;
 pub mod netns;
 pub mod observe;
@@ -26,6 +28,7 @@ pub mod traffic;
 pub use addr::{AddrError, DocPrefix};
 pub use cleanup::{cleanup_all, install_signal_cleanup, interrupted};
 pub use cmd::CmdError;
+pub use impair::{ImpairSpec, ImpairStats, Impairment};
 pub use link::{LinkEnd, Veth};
 pub use netns::{LabChild, Netns, NetnsGuard, NsName, Offloads, list_px_namespaces};
 pub use observe::{FrameObserver, FrameSizes, SizeCounts};
@@ -66,8 +69,8 @@ pub enum LabError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// A frame observer could not start.
-    #[error("frame observer: {0}")]
+    /// A frame observer or impairment could not start.
+    #[error("lab element: {0}")]
     Observe(String),
     /// A child process was already waited for.
     #[error("process `{0}` was already collected")]

@@ -274,7 +274,13 @@ pub fn bulk_tcp(client: &Netns, server: &Netns, spec: &BulkSpec) -> Result<BulkR
     });
     let (sent, received) = outcome?;
     let elapsed = start.elapsed();
-    let mut received = received?;
+    let mut received = match received {
+        Ok(r) => r,
+        // Wrong bytes are the most important finding; otherwise a sender's
+        // error (connect refused, write stalled) explains the receiver's.
+        Err(e @ (TrafficError::Mismatch { .. } | TrafficError::Short { .. })) => return Err(e),
+        Err(e) => return Err(sent.into_iter().find_map(Result::err).unwrap_or(e)),
+    };
     received.sort_by_key(|r| r.0);
     let mut flows = Vec::with_capacity(spec.flows);
     for (s, (_, bytes, receiver)) in sent.into_iter().zip(received) {

@@ -262,3 +262,67 @@ fn bulk_tcp_reports_a_dead_path_instead_of_hanging() {
     assert!(matches!(err, px_lab::TrafficError::Io { .. }), "{err}");
     assert!(t0.elapsed() < std::time::Duration::from_secs(5));
 }
+
+/// a:eth0 -- imp:p0 | imp:p1 -- b:eth0, with `spec` applied in `imp`.
+fn impaired_pair(spec: px_lab::ImpairSpec) -> (Topology, px_lab::NsId, px_lab::NsId, px_lab::Impairment) {
+    let mut t = Topology::new().unwrap();
+    let a = t.add_ns("impa").unwrap();
+    let m = t.add_ns("imp").unwrap();
+    let b = t.add_ns("impb").unwrap();
+    t.add_veth((a, "eth0"), (m, "p0"), 1500).unwrap();
+    t.add_veth((m, "p1"), (b, "eth0"), 1500).unwrap();
+    t.ns(a).add_addr("eth0", "198.51.100.1/24").unwrap();
+    t.ns(b).add_addr("eth0", "198.51.100.2/24").unwrap();
+    t.ns(a).set_offloads("eth0", Offloads::WIRE_SENDER).unwrap();
+    t.ns(b).set_offloads("eth0", Offloads::WIRE_SENDER).unwrap();
+    let imp = px_lab::Impairment::start(t.ns(m), "p0", "p1", spec).unwrap();
+    (t, a, b, imp)
+}
+
+#[test]
+fn impairment_loses_frames_but_tcp_stays_exact() {
+    if !require_root_or_skip("impairment_loses_frames_but_tcp_stays_exact") {
+        return;
+    }
+    let spec = px_lab::ImpairSpec { loss: 0.02, seed: 9, ..px_lab::ImpairSpec::default() };
+    let (t, a, b, imp) = impaired_pair(spec);
+    t.ns(a).ping("198.51.100.2", 5).unwrap();
+    let bulk = px_lab::BulkSpec {
+        server: "198.51.100.2:5004".parse().unwrap(),
+        flows: 2,
+        bytes_per_flow: 4 << 20,
+        stall_timeout: std::time::Duration::from_secs(10),
+    };
+    let r = px_lab::bulk_tcp(t.ns(a), t.ns(b), &bulk).unwrap();
+    let stats = imp.stop();
+    eprintln!("2 % loss: {:.2} Gbit/s, {stats:?}", r.gbps());
+    assert!(r.flows.iter().all(|f| f.bytes == 4 << 20));
+    assert!(r.flows.iter().map(|f| f.sender.total_retrans).sum::<u32>() > 0, "losses caused retransmissions");
+    let (fwd, lost) = (stats.forwarded[0], stats.lost[0]);
+    assert!(lost > 0 && fwd > 1000, "{stats:?}");
+    let rate = lost as f64 / (fwd + lost) as f64;
+    assert!((0.01..0.04).contains(&rate), "observed loss rate {rate}");
+}
+
+/// Minimum RTT in ms from `ping` output ("rtt min/avg/max/mdev = ...").
+fn min_rtt_ms(out: &str) -> f64 {
+    let line = out.lines().find(|l| l.contains("min/avg/max")).expect("ping summary");
+    line.split('=').nth(1).unwrap().trim().split('/').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn impairment_delays_both_directions() {
+    if !require_root_or_skip("impairment_delays_both_directions") {
+        return;
+    }
+    let delay = std::time::Duration::from_millis(15);
+    let (t, a, _b, imp) = impaired_pair(px_lab::ImpairSpec { delay, ..px_lab::ImpairSpec::default() });
+    let out = t.ns(a).exec("ping", &["-n", "-q", "-c", "4", "-i", "0.2", "198.51.100.2"]).unwrap();
+    let rtt = min_rtt_ms(&out);
+    let stats = imp.stop();
+    eprintln!("one-way delay 15 ms: min RTT {rtt} ms, {stats:?}");
+    assert!(rtt >= 30.0, "RTT {rtt} ms below twice the one-way delay");
+    assert!(rtt < 60.0, "RTT {rtt} ms: the delay line adds far more than asked");
+    assert_eq!(stats.lost, [0, 0]);
+    assert!(stats.forwarded[0] >= 4 && stats.forwarded[1] >= 4);
+}
