@@ -214,7 +214,8 @@ pub struct Counters {
     pub icmp_sent: u64,
     pub icmp_rate_limited: u64,
     pub icmp_no_source: u64,
-    /// Segments with a bad TCP checksum, passed on unmerged.
+    /// Segments with a bad TCP checksum, passed on unmerged (or, if too big
+    /// for the egress, cut with every piece's checksum spoiled).
     pub bad_checksum: u64,
     /// Frames that are not IP (ARP, LLDP...), passed on.
     pub non_ip: u64,

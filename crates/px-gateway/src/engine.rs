@@ -492,7 +492,16 @@ impl Engine {
             Port::Inner => self.cfg.inner_gso,
             Port::Outer => self.cfg.outer_gso,
         };
-        if gso_ok {
+        // Each piece's checksum is computed from its own bytes, which would
+        // hide corruption of a segment nobody verified: check it first. A
+        // corrupt segment is cut in software with every piece's checksum
+        // spoiled, so that the receiver drops them all, as it would have
+        // dropped the whole (invariant 1: never deliver corrupted bytes).
+        let corrupt = meta.csum == RxCsum::Unverified && self.cfg.verify_checksums && !seg.checksum_ok(frame);
+        if corrupt {
+            self.counters.bad_checksum += 1;
+        }
+        if gso_ok && !corrupt {
             let g = split::prepare_gso(frame, seg, limit);
             self.counters.gso_out += 1;
             return self.forward(to, seg.info.end, Some(g));
@@ -504,6 +513,10 @@ impl Engine {
             let n = limit.min(len - off);
             let mut buf = self.pool.get();
             let end = split::write_piece(frame, seg, i, off, n, off + n == len, &mut buf);
+            if corrupt {
+                // Off by one in the sum: can never verify.
+                buf[seg.info.l4 + 17] ^= 1;
+            }
             self.counters.split_out += 1;
             self.queue(Transmit { port: to, buf, start: 0, end, gso: None });
             off += n;

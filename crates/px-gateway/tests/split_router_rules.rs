@@ -546,3 +546,33 @@ fn a_fragment_too_big_is_fragmented_again_at_its_offset() {
         assert_eq!(data, payload);
     }
 }
+
+/// A segment corrupted on the inner link (checksum no longer matches) must
+/// not be laundered by the split: recomputing each piece's checksum from the
+/// corrupt bytes would hand the receiver bad data with good checksums. Every
+/// piece leaves with a checksum that fails, as the whole segment would have.
+#[test]
+fn split_does_not_launder_a_corrupt_segment() {
+    for outer_gso in [false, true] {
+        for v6 in [false, true] {
+            let mut h = Harness::new(Config { outer_gso, ..test_config() });
+            let mut f = big_out(v6, 1, 8000).build();
+            let n = f.len();
+            f[n - 3000] ^= 0x10;
+            let _ = h.feed(Port::Inner, f, RxMeta::default());
+            let outs = std::mem::take(&mut h.out);
+            let mut pieces = Vec::new();
+            for o in &outs {
+                match &o.gso {
+                    Some(g) => pieces.extend(soft_gso(&o.frame, g).unwrap()),
+                    None => pieces.push(o.frame.clone()),
+                }
+            }
+            assert!(pieces.len() > 1);
+            for (i, p) in pieces.iter().enumerate() {
+                assert!(check_wire_frame(p).is_err(), "gso={outer_gso} v6={v6}: piece {i} verifies");
+            }
+            assert_eq!(h.eng.counters().bad_checksum, 1);
+        }
+    }
+}
