@@ -259,7 +259,7 @@ impl PacketSocket {
             setsockopt(&fd, sol, libc::PACKET_ADD_MEMBERSHIP, &mr).map_err(err("PACKET_MR_PROMISC"))?;
         }
         if let Some(f) = cfg.fanout {
-            let v = f.option_value() as libc::c_int;
+            let v = f.option_value(cfg.ignore_outgoing) as libc::c_int;
             setsockopt(&fd, sol, libc::PACKET_FANOUT, &v).map_err(err("PACKET_FANOUT"))?;
         }
         Ok(PacketSocket { ring, fd, ifindex, iface: iface.to_owned(), vnet_hdr: cfg.vnet_hdr })

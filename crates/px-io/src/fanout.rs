@@ -30,11 +30,18 @@ pub struct Fanout {
 
 impl Fanout {
     /// The `PACKET_FANOUT` option value: group id in the low 16 bits, mode
-    /// and flags in the high 16.
-    pub fn option_value(&self) -> u32 {
+    /// and flags in the high 16. A fan-out group delivers through its own
+    /// hook, which ignores the member sockets' `PACKET_IGNORE_OUTGOING`:
+    /// the group needs `PACKET_FANOUT_FLAG_IGNORE_OUTGOING` itself, or every
+    /// frame a worker sends out of a port is read back by the group (a
+    /// test forwarding through fan-out workers saw 42 393 such frames).
+    pub fn option_value(&self, ignore_outgoing: bool) -> u32 {
         let mut mode = libc::PACKET_FANOUT_HASH;
         if self.defrag {
             mode |= libc::PACKET_FANOUT_FLAG_DEFRAG;
+        }
+        if ignore_outgoing {
+            mode |= libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING;
         }
         u32::from(self.group) | (mode << 16)
     }
@@ -244,8 +251,9 @@ mod tests {
     #[test]
     fn fanout_option_value() {
         let f = Fanout { group: 0x1234, defrag: true };
-        assert_eq!(f.option_value(), 0x1234 | (0x8000 << 16));
-        assert_eq!(Fanout { group: 7, defrag: false }.option_value(), 7);
+        assert_eq!(f.option_value(false), 0x1234 | (0x8000 << 16));
+        assert_eq!(f.option_value(true), 0x1234 | (0xc000 << 16));
+        assert_eq!(Fanout { group: 7, defrag: false }.option_value(false), 7);
     }
 
     proptest! {

@@ -156,3 +156,87 @@ fn forwarding_keeps_tcp_streams_byte_exact_ipv6() {
     }
     transfer(true);
 }
+
+#[test]
+fn fanout_workers_forward_32_flows_exactly_without_loops() {
+    if !require_root_or_skip("fanout_workers_forward_32_flows_exactly_without_loops") {
+        return;
+    }
+    // The gateway's threading model without the engine: each worker owns one
+    // socket per port, joined to that port's fan-out group in worker order,
+    // and forwards what it receives out of its own socket on the other port.
+    let mut t = Topology::new().unwrap();
+    let l = t.add_ns("fanfl").unwrap();
+    let g = t.add_ns("fanfg").unwrap();
+    let r = t.add_ns("fanfr").unwrap();
+    t.add_veth((l, "eth0"), (g, "p0"), 1500).unwrap();
+    t.add_veth((g, "p1"), (r, "eth0"), 1500).unwrap();
+    for (ns, dev) in [(l, "eth0"), (r, "eth0")] {
+        t.ns(ns).set_offloads(dev, Offloads::WIRE_SENDER).unwrap();
+    }
+    for dev in ["p0", "p1"] {
+        t.ns(g).set_offloads(dev, Offloads::WIRE_SENDER.with(Offloads::GRO_RECEIVER)).unwrap();
+    }
+    t.ns(l).add_addr("eth0", "198.51.100.1/24").unwrap();
+    t.ns(r).add_addr("eth0", "198.51.100.2/24").unwrap();
+    const WORKERS: usize = 2;
+    let workers: Vec<[PacketSocket; 2]> = t
+        .ns(g)
+        .run(|| {
+            (0..WORKERS)
+                .map(|_| {
+                    let open = |port, group| {
+                        let fanout = Some(px_io::Fanout { group, defrag: true });
+                        let cfg = SocketConfig { promiscuous: true, fanout, ..SocketConfig::default() };
+                        PacketSocket::open(port, &cfg).unwrap()
+                    };
+                    [open("p0", 0x0510), open("p1", 0x0511)]
+                })
+                .collect()
+        })
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let per_worker: Vec<Counters> = (0..WORKERS).map(|_| Counters::default()).collect();
+    let outgoing = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for (ports, c) in workers.iter().zip(&per_worker) {
+            let (stop, outgoing) = (&stop, &outgoing);
+            s.spawn(move || {
+                let (mut rx, mut tx) = (RxBatch::new(64, MAX_FRAME), TxBatch::new(64));
+                let mut poller = Poller::new();
+                let ids = [poller.add(ports[0].as_fd()), poller.add(ports[1].as_fd())];
+                while !stop.load(Ordering::Relaxed) {
+                    poller.wait(Some(Duration::from_millis(2))).unwrap();
+                    for (dir, &id) in ids.iter().enumerate() {
+                        if poller.is_ready(id) {
+                            let n = ports[dir].recv_batch(&mut rx).unwrap();
+                            let looped = rx.iter().flatten().filter(|p| p.pkt_type == px_io::PacketType::Outgoing);
+                            outgoing.fetch_add(looped.count(), Ordering::Relaxed);
+                            if n > 0 {
+                                c.frames.fetch_add(n, Ordering::Relaxed);
+                                let out = ports[1 - dir]
+                                    .send_iter(&mut tx, rx.iter().map(Result::unwrap).map(|p| (p.meta, p.frame)));
+                                c.dropped.fetch_add(out.would_block + out.refused, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        let spec = |server: &str| px_lab::BulkSpec {
+            server: server.parse().unwrap(),
+            flows: 32,
+            bytes_per_flow: 1 << 20,
+            stall_timeout: Duration::from_secs(10),
+        };
+        let inbound = px_lab::bulk_tcp(t.ns(l), t.ns(r), &spec("198.51.100.2:5401")).unwrap();
+        let outbound = px_lab::bulk_tcp(t.ns(r), t.ns(l), &spec("198.51.100.1:5402")).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert!(inbound.flows.iter().chain(&outbound.flows).all(|f| f.bytes == 1 << 20));
+        eprintln!("32 flows each way through 2 fan-out workers: {:.2} / {:.2} Gbit/s", inbound.gbps(), outbound.gbps());
+    });
+    let frames: Vec<usize> = per_worker.iter().map(|c| c.frames.load(Ordering::Relaxed)).collect();
+    eprintln!("frames per worker {frames:?}, looped back {}", outgoing.load(Ordering::Relaxed));
+    assert_eq!(outgoing.load(Ordering::Relaxed), 0, "a worker re-read frames sent out of its port");
+    assert!(frames.iter().all(|&f| f > 100), "both workers carried flows: {frames:?}");
+}
