@@ -484,6 +484,19 @@ fn sendmmsg(fd: BorrowedFd<'_>, msgs: &mut [libc::mmsghdr]) -> io::Result<usize>
     if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
 }
 
+/// Points one message at an address buffer (`name`, `namelen` bytes; null
+/// for none) and at a header+frame iovec pair, clearing the outputs.
+fn point(m: &mut libc::mmsghdr, name: *mut libc::c_void, namelen: usize, iov: &mut [libc::iovec; 2]) {
+    m.msg_hdr.msg_name = name;
+    m.msg_hdr.msg_namelen = namelen as libc::socklen_t;
+    m.msg_hdr.msg_iov = iov.as_mut_ptr();
+    m.msg_hdr.msg_iovlen = iov.len();
+    m.msg_hdr.msg_control = std::ptr::null_mut();
+    m.msg_hdr.msg_controllen = 0;
+    m.msg_hdr.msg_flags = 0;
+    m.msg_len = 0;
+}
+
 /// A received frame, borrowed from its [`RxBatch`] slot.
 #[derive(Debug, Clone, Copy)]
 pub struct RxPacket<'a> {
@@ -569,15 +582,8 @@ impl RxBatch {
                 // SAFETY: slot i lies inside `bufs` (capacity * slot bytes).
                 libc::iovec { iov_base: unsafe { bufs.add(i * self.slot) }.cast(), iov_len: self.slot },
             ];
-            let m = &mut self.msgs[i];
-            m.msg_hdr.msg_name = (&raw mut self.addrs[i]).cast();
-            m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            m.msg_hdr.msg_iov = self.iovs[i].as_mut_ptr();
-            m.msg_hdr.msg_iovlen = 2;
-            m.msg_hdr.msg_control = std::ptr::null_mut();
-            m.msg_hdr.msg_controllen = 0;
-            m.msg_hdr.msg_flags = 0;
-            m.msg_len = 0;
+            let name = (&raw mut self.addrs[i]).cast();
+            point(&mut self.msgs[i], name, size_of::<libc::sockaddr_ll>(), &mut self.iovs[i]);
         }
     }
 
@@ -709,15 +715,7 @@ impl TxBatch {
         let hlen = if vnet { VNET_HDR_LEN } else { 0 };
         self.hdrs[i] = meta.to_bytes();
         self.iovs[i] = [libc::iovec { iov_base: self.hdrs[i].as_mut_ptr().cast(), iov_len: hlen }, iovec(frame)];
-        let m = &mut self.msgs[i];
-        m.msg_hdr.msg_name = std::ptr::null_mut();
-        m.msg_hdr.msg_namelen = 0;
-        m.msg_hdr.msg_iov = self.iovs[i].as_mut_ptr();
-        m.msg_hdr.msg_iovlen = 2;
-        m.msg_hdr.msg_control = std::ptr::null_mut();
-        m.msg_hdr.msg_controllen = 0;
-        m.msg_hdr.msg_flags = 0;
-        m.msg_len = 0;
+        point(&mut self.msgs[i], std::ptr::null_mut(), 0, &mut self.iovs[i]);
     }
 }
 

@@ -19,15 +19,14 @@
 
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use px_io::vnet::finish_checksum;
 use px_io::{Checksum, PacketMeta, PacketSocket, Poller, RxBatch, SocketConfig, TxBatch};
 
 use crate::LabError;
+use crate::element::{Element, open_port};
 use crate::netns::{Netns, Offloads};
 
 /// What to do to frames, the same in both directions.
@@ -66,8 +65,7 @@ pub struct ImpairStats {
 /// [`Impairment::stop`] or on drop.
 #[derive(Debug)]
 pub struct Impairment {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<ImpairStats>>,
+    element: Element<ImpairStats>,
 }
 
 impl Impairment {
@@ -83,34 +81,14 @@ impl Impairment {
         // (the sender's checksum offload): those are completed before they
         // leave, as a real wire would carry them.
         let cfg = SocketConfig { vnet_hdr: true, promiscuous: true, ..SocketConfig::default() };
-        let open = |dev: &str| {
-            ns.run(|| PacketSocket::open(dev, &cfg))?
-                .map_err(|e| LabError::Observe(format!("{}:{dev}: {e}", ns.name())))
-        };
-        let ports = [open(a)?, open(b)?];
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("px-impair".into())
-            .spawn(move || Bridge::new(spec).run(&ports, &flag))
-            .map_err(|e| LabError::Observe(e.to_string()))?;
-        Ok(Impairment { stop, thread: Some(thread) })
+        let ports = [open_port(ns, a, &cfg)?, open_port(ns, b, &cfg)?];
+        let element = Element::spawn("px-impair".into(), move |stop| Bridge::new(spec).run(&ports, stop))?;
+        Ok(Impairment { element })
     }
 
     /// Stops forwarding and returns the counters.
     pub fn stop(mut self) -> ImpairStats {
-        self.finish()
-    }
-
-    fn finish(&mut self) -> ImpairStats {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
-    }
-}
-
-impl Drop for Impairment {
-    fn drop(&mut self) {
-        self.finish();
+        self.element.stop()
     }
 }
 

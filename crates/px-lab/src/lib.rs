@@ -18,10 +18,12 @@
 pub mod addr;
 pub mod cleanup;
 pub mod cmd;
+mod element;
 pub mod impair;
 pub mod link;
 pub mod netns;
 pub mod observe;
+pub mod pmtud;
 pub mod topology;
 pub mod traffic;
 

@@ -10,14 +10,13 @@
 //! interface to count wire frames in the receive direction.
 
 use std::os::fd::AsFd;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use px_io::{PacketSocket, PacketType, Poller, RxBatch, SocketConfig};
 
 use crate::LabError;
+use crate::element::{Element, open_port};
 use crate::netns::Netns;
 
 /// Counts of one direction.
@@ -57,44 +56,24 @@ pub struct FrameSizes {
     pub tx: SizeCounts,
 }
 
-/// Counts frames on one interface until [`FrameObserver::stop`].
+/// Counts frames on one interface until [`FrameObserver::stop`] (or drop).
 #[derive(Debug)]
 pub struct FrameObserver {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<FrameSizes>>,
+    element: Element<FrameSizes>,
 }
 
 impl FrameObserver {
     /// Starts observing `dev` in `ns`.
     pub fn start(ns: &Netns, dev: &str) -> Result<FrameObserver, LabError> {
-        crate::netns::check_ifname(dev)?;
         let cfg = SocketConfig { vnet_hdr: false, ignore_outgoing: false, ..SocketConfig::default() };
-        let sock = ns
-            .run(|| PacketSocket::open(dev, &cfg))?
-            .map_err(|e| LabError::Observe(format!("{}:{dev}: {e}", ns.name())))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name(format!("px-observe-{dev}"))
-            .spawn(move || count(&sock, &flag))
-            .map_err(|e| LabError::Observe(e.to_string()))?;
-        Ok(FrameObserver { stop, thread: Some(thread) })
+        let sock = open_port(ns, dev, &cfg)?;
+        let element = Element::spawn(format!("px-observe-{dev}"), move |stop| count(&sock, stop))?;
+        Ok(FrameObserver { element })
     }
 
     /// Stops and returns the counts (after reading what is still queued).
     pub fn stop(mut self) -> FrameSizes {
-        self.finish()
-    }
-
-    fn finish(&mut self) -> FrameSizes {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
-    }
-}
-
-impl Drop for FrameObserver {
-    fn drop(&mut self) {
-        self.finish();
+        self.element.stop()
     }
 }
 

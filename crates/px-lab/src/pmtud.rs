@@ -1,0 +1,313 @@
+//! Path-MTU lab paths: a prober host, routers, a responder host, in a chain
+//! of namespaces with a chosen MTU on every link, and the obstacles path
+//! MTU discovery meets on the Internet.
+//!
+//! [`PathSpec`] describes a path (link MTUs from the prober outward, which
+//! router is an ICMP black hole, which drops IPv4 fragments, where the
+//! round-trip delay is); [`PmtudLab::build`] makes it real and
+//! [`standard_paths`] lists the paths of the comparison in issue 4.
+//!
+//! Guarantees: addresses only from 198.51.100.0/24 (a /28 per link) and
+//! 2001:db8::/32 (a /64 per link); every node routes every link's prefix,
+//! so the prober reaches the responder over every router and back; routers
+//! forward (IPv4 and IPv6) and do not rate-limit their ICMP errors (so the
+//! ICMP-based tools get every "too big" a router sends); nothing is
+//! reassembled on the way (no conntrack). Everything is torn down when the
+//! [`PmtudLab`] drops (the delay element first, then the namespaces), and on
+//! SIGINT/SIGTERM through [`Topology`]'s cleanup.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use crate::impair::{ImpairSpec, Impairment};
+use crate::topology::{NsId, Topology};
+use crate::{LabError, Netns};
+
+/// An obstacle a router puts in the way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouterFilter {
+    /// Drops the ICMP "fragmentation needed" / ICMPv6 "packet too big" it
+    /// would send (an ICMP black hole: DF-set packets that are too big
+    /// vanish without a word).
+    DropTooBig,
+    /// Drops every IPv4 fragment it would forward (a fragment-filtering
+    /// firewall). Put it after the router that fragments: a router's own
+    /// fragmentation happens after its forward hook.
+    DropFragments,
+}
+
+/// One path of the lab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathSpec {
+    /// Short name for tables (`chain-9000-1500-1400`).
+    pub name: String,
+    /// MTU of each link, the prober's link first, the responder's last.
+    /// `links.len() - 1` routers sit between them.
+    pub links: Vec<u32>,
+    /// Filters: (router number, 1 = the router next to the prober).
+    pub filters: Vec<(usize, RouterFilter)>,
+    /// Emulated one-way delay on one link (index into `links`), each way.
+    pub delay: Option<(usize, Duration)>,
+    /// Probe the responder's IPv6 address instead of its IPv4 address.
+    pub ipv6: bool,
+}
+
+impl PathSpec {
+    /// A plain chain with the given link MTUs.
+    pub fn chain(name: &str, links: &[u32]) -> PathSpec {
+        PathSpec { name: name.to_owned(), links: links.to_vec(), filters: Vec::new(), delay: None, ipv6: false }
+    }
+
+    /// The path MTU: the smallest link MTU.
+    pub fn true_pmtu(&self) -> u32 {
+        self.links.iter().copied().min().unwrap_or(0)
+    }
+
+    /// Number of routers.
+    pub fn routers(&self) -> usize {
+        self.links.len().saturating_sub(1)
+    }
+}
+
+/// The paths of the issue's comparison, in table order.
+pub fn standard_paths() -> Vec<PathSpec> {
+    let mut v = vec![
+        PathSpec::chain("chain-9000-1500-1400", &[9000, 1500, 1400]),
+        PathSpec::chain("chain-9000-4000-1280", &[9000, 4000, 1280]),
+        PathSpec::chain("ethernet-1500", &[1500, 1500]),
+        PathSpec::chain("pppoe-1500-1492", &[1500, 1492]),
+    ];
+    let mut bh = PathSpec::chain("blackhole-9000-1500", &[9000, 1500, 1500]);
+    bh.filters.push((1, RouterFilter::DropTooBig));
+    v.push(bh);
+    let mut frag = PathSpec::chain("fragfilter-9000-1500", &[9000, 1500, 1500]);
+    frag.filters.push((2, RouterFilter::DropFragments));
+    v.push(frag);
+    let mut rtt = PathSpec::chain("rtt10ms-9000-1500-1400", &[9000, 1500, 1400]);
+    rtt.delay = Some((1, Duration::from_millis(5)));
+    v.push(rtt);
+    let mut v6 = PathSpec::chain("ipv6-9000-1500-1400", &[9000, 1500, 1400]);
+    v6.ipv6 = true;
+    v.push(v6);
+    let mut v6bh = PathSpec::chain("ipv6-blackhole-9000-1500", &[9000, 1500, 1500]);
+    v6bh.ipv6 = true;
+    v6bh.filters.push((1, RouterFilter::DropTooBig));
+    v.push(v6bh);
+    v
+}
+
+/// Addresses of link `i`: (left end, right end) for IPv4 /28 and IPv6 /64.
+fn link_addrs(i: usize) -> ([String; 2], [String; 2]) {
+    let base = 16 * i;
+    (
+        [format!("198.51.100.{}", base + 1), format!("198.51.100.{}", base + 2)],
+        [format!("2001:db8:{:x}::1", i + 1), format!("2001:db8:{:x}::2", i + 1)],
+    )
+}
+
+fn link_prefixes(i: usize) -> (String, String) {
+    (format!("198.51.100.{}/28", 16 * i), format!("2001:db8:{:x}::/64", i + 1))
+}
+
+/// A built path. Field order is drop order: the delay element stops before
+/// its namespace goes.
+#[derive(Debug)]
+pub struct PmtudLab {
+    // Held for its Drop: stops the delay thread before the namespaces go.
+    _delay: Option<Impairment>,
+    /// The namespaces, links and processes.
+    pub topology: Topology,
+    /// The prober host (its link to the first router is `eth0`).
+    pub prober: NsId,
+    /// The responder host (`eth0`).
+    pub responder: NsId,
+    /// Routers, the prober's neighbour first.
+    pub routers: Vec<NsId>,
+    /// What was built.
+    pub spec: PathSpec,
+}
+
+impl PmtudLab {
+    /// Builds `spec`: namespaces `pxprobe`, `pxrtrN`, `pxresp` (and `pxdelay`
+    /// for the delay element), veth links with the MTUs, addresses, routes,
+    /// forwarding, filters.
+    pub fn build(spec: &PathSpec) -> Result<PmtudLab, LabError> {
+        let n = spec.links.len();
+        if n == 0 || n > 15 {
+            return Err(LabError::Name(format!("path with {n} links (1..=15)")));
+        }
+        let mut t = Topology::new()?;
+        let mut nodes = vec![t.add_ns("pxprobe")?];
+        for r in 1..n {
+            nodes.push(t.add_ns(&format!("pxrtr{r}"))?);
+        }
+        nodes.push(t.add_ns("pxresp")?);
+        let mut delay = None;
+        for (i, &mtu) in spec.links.iter().enumerate() {
+            let (left, right) = (nodes[i], nodes[i + 1]);
+            // Hosts have one interface (eth0); routers eth0 left, eth1 right.
+            let left_dev = if i == 0 { "eth0" } else { "eth1" };
+            match spec.delay {
+                Some((d, one_way)) if d == i => {
+                    let e = t.add_ns("pxdelay")?;
+                    t.add_veth((left, left_dev), (e, "left"), mtu)?;
+                    t.add_veth((e, "right"), (right, "eth0"), mtu)?;
+                    let spec = ImpairSpec { delay: one_way, max_frame: mtu as usize + 18, ..ImpairSpec::default() };
+                    delay = Some(Impairment::start(t.ns(e), "left", "right", spec)?);
+                }
+                _ => {
+                    t.add_veth((left, left_dev), (right, "eth0"), mtu)?;
+                }
+            }
+            let (v4, v6) = link_addrs(i);
+            t.ns(left).add_addr(left_dev, &format!("{}/28", v4[0]))?;
+            t.ns(right).add_addr("eth0", &format!("{}/28", v4[1]))?;
+            t.ns(left).add_addr(left_dev, &format!("{}/64", v6[0]))?;
+            t.ns(right).add_addr("eth0", &format!("{}/64", v6[1]))?;
+        }
+        for (k, &node) in nodes.iter().enumerate() {
+            for j in 0..n {
+                // Node k sits between link k-1 (left) and link k (right).
+                let via = if j > k {
+                    link_addrs(k)
+                } else if j + 1 < k {
+                    link_addrs(k - 1)
+                } else {
+                    continue;
+                };
+                let (v4, v6) =
+                    if j > k { (via.0[1].clone(), via.1[1].clone()) } else { (via.0[0].clone(), via.1[0].clone()) };
+                let (p4, p6) = link_prefixes(j);
+                t.ns(node).add_route(&p4, &v4)?;
+                t.ns(node).add_route(&p6, &v6)?;
+            }
+        }
+        let routers: Vec<NsId> = nodes[1..n].to_vec();
+        for &r in &routers {
+            let ns = t.ns(r);
+            ns.enable_forwarding()?;
+            // Every "too big" a router has to send is sent: the ICMP-based
+            // tools are not starved by rate limits the lab would impose.
+            ns.set_sysctl("net.ipv4.icmp_ratelimit", "0")?;
+            ns.set_sysctl("net.ipv6.icmp.ratelimit", "0")?;
+        }
+        for &(r, f) in &spec.filters {
+            let Some(&id) = routers.get(r.wrapping_sub(1)) else {
+                return Err(LabError::Name(format!("filter on router {r} of {}", routers.len())));
+            };
+            apply_filter(t.ns(id), f)?;
+        }
+        Ok(PmtudLab { _delay: delay, topology: t, prober: nodes[0], responder: nodes[n], routers, spec: spec.clone() })
+    }
+
+    /// The responder's address the prober should probe (IPv4 or IPv6 per
+    /// the spec).
+    pub fn target(&self) -> IpAddr {
+        let (v4, v6) = link_addrs(self.spec.links.len() - 1);
+        let s = if self.spec.ipv6 { &v6[1] } else { &v4[1] };
+        // The strings are built above from fixed documentation prefixes.
+        s.parse().unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+    }
+
+    /// The prober's namespace.
+    pub fn prober_ns(&self) -> &Netns {
+        self.topology.ns(self.prober)
+    }
+
+    /// The responder's namespace.
+    pub fn responder_ns(&self) -> &Netns {
+        self.topology.ns(self.responder)
+    }
+
+    /// Packets the prober has transmitted on its link so far (every
+    /// fragment, probe and retry counts; read from the interface counters,
+    /// so it covers any tool run in the namespace).
+    pub fn prober_tx_packets(&self) -> Result<u64, LabError> {
+        let out = self.prober_ns().exec("cat", &["/sys/class/net/eth0/statistics/tx_packets"])?;
+        out.trim().parse().map_err(|_| LabError::Name(format!("tx_packets `{}`", out.trim())))
+    }
+
+    /// Forgets path MTUs the prober's kernel learned from ICMP, so that one
+    /// tool's run does not answer the next one's question.
+    pub fn forget_learned_pmtu(&self) -> Result<(), LabError> {
+        self.prober_ns().ip(&["-4", "route", "flush", "cache"])?;
+        self.prober_ns().ip(&["-6", "route", "flush", "cache"]).map(drop)
+    }
+
+    /// Pings the target once from the prober (fills neighbour caches so
+    /// address resolution does not count against the first tool).
+    pub fn warm_up(&self) -> Result<(), LabError> {
+        self.prober_ns().ping(&self.target().to_string(), 1)
+    }
+}
+
+/// Installs `f` in router `ns` with nftables (table `inet px_pmtud`).
+pub fn apply_filter(ns: &Netns, f: RouterFilter) -> Result<(), LabError> {
+    ns.exec("nft", &["add", "table", "inet", "px_pmtud"])?;
+    let (chain, hook, rules): (&str, &str, &[&[&str]]) = match f {
+        RouterFilter::DropTooBig => (
+            "out",
+            "output",
+            &[
+                &["icmp", "type", "destination-unreachable", "icmp", "code", "frag-needed", "drop"],
+                &["icmpv6", "type", "packet-too-big", "drop"],
+            ],
+        ),
+        // Any fragment: MF set or a non-zero offset.
+        RouterFilter::DropFragments => ("fwd", "forward", &[&["ip", "frag-off", "&", "0x3fff", "!=", "0", "drop"]]),
+    };
+    ns.exec(
+        "nft",
+        &["add", "chain", "inet", "px_pmtud", chain, "{", "type", "filter", "hook", hook, "priority", "0", ";", "}"],
+    )?;
+    for r in rules {
+        let mut args = vec!["add", "rule", "inet", "px_pmtud", chain];
+        args.extend_from_slice(r);
+        ns.exec("nft", &args)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::DocPrefix;
+
+    #[test]
+    fn standard_paths_have_the_expected_pmtus() {
+        let p: Vec<(String, u32)> = standard_paths().iter().map(|s| (s.name.clone(), s.true_pmtu())).collect();
+        let get = |n: &str| p.iter().find(|(k, _)| k == n).map(|x| x.1);
+        assert_eq!(get("chain-9000-1500-1400"), Some(1400));
+        assert_eq!(get("chain-9000-4000-1280"), Some(1280));
+        assert_eq!(get("ethernet-1500"), Some(1500));
+        assert_eq!(get("pppoe-1500-1492"), Some(1492));
+        assert_eq!(get("blackhole-9000-1500"), Some(1500));
+        assert_eq!(get("fragfilter-9000-1500"), Some(1500));
+        for s in standard_paths() {
+            for &(r, _) in &s.filters {
+                assert!((1..=s.routers()).contains(&r), "{}: filter on router {r}", s.name);
+            }
+            // The fragment filter must sit after a router that fragments.
+            if s.filters.iter().any(|f| f.1 == RouterFilter::DropFragments) {
+                assert!(s.links[0] > s.true_pmtu());
+            }
+        }
+    }
+
+    #[test]
+    fn link_addresses_are_documentation_and_distinct() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..15 {
+            let (v4, v6) = link_addrs(i);
+            let (p4, p6) = link_prefixes(i);
+            for a in v4.iter().chain(v6.iter()).chain([&p4, &p6]) {
+                assert!(DocPrefix::parse(a).is_ok() || DocPrefix::parse(&format!("{a}/28")).is_ok(), "{a}");
+                assert!(seen.insert(a.clone()), "{a} twice");
+            }
+            // Both ends lie inside the link's prefix.
+            let net = 16 * i;
+            assert!(v4[0].ends_with(&format!(".{}", net + 1)) && v4[1].ends_with(&format!(".{}", net + 2)));
+            assert!(DocPrefix::parse(&p4).is_ok() && DocPrefix::parse(&p6).is_ok());
+        }
+    }
+}
