@@ -214,6 +214,9 @@ pub struct DplpmtudStats {
     pub probes_lost: u64,
     /// ACKs or losses for a size that is not the current probe.
     pub stale_reports: u64,
+    /// Data losses ignored because the packet was larger than the PLPMTU in
+    /// force: sent before the PLPMTU was last lowered, already accounted for.
+    pub stale_data_losses: u64,
     /// Black holes acted on (detector, caller or PTB).
     pub black_holes: u64,
     /// PTBs that changed something.
@@ -511,7 +514,20 @@ impl Dplpmtud {
     /// A data packet (not a probe) of `size` was declared lost. Returns `true`
     /// when this completed the black-hole pattern and the machine went back
     /// to BASE.
+    ///
+    /// A packet larger than the current PLPMTU can only have been sent before
+    /// the PLPMTU was last lowered (data never exceeds the PLPMTU in force,
+    /// and the PLPMTU only falls on a black hole, a PTB or ERROR): its loss
+    /// is the cause of that decision, not news about the path as it is now.
+    /// Such losses are counted in [`DplpmtudStats::stale_data_losses`] and
+    /// otherwise ignored, so one black hole is never acted on twice (RFC 8899
+    /// §4.3 asks the PL to detect that the path "no longer sustains the
+    /// sender's PLPMTU size": the size in force, not a size already given up).
     pub fn on_data_lost(&mut self, size: u16) -> bool {
+        if size > self.plpmtu {
+            self.stats.stale_data_losses += 1;
+            return false;
+        }
         if self.detector.on_lost(size) {
             self.black_hole();
             return true;
@@ -845,6 +861,44 @@ mod tests {
         drive(&mut m, &mut now, 1400);
         assert_eq!(m.state(), State::SearchComplete);
         assert_eq!(m.plpmtu(), 1400);
+    }
+
+    /// Losses of full-sized packets sent before the black hole was declared
+    /// keep arriving for up to a round trip afterwards; they must not count
+    /// the same black hole again (which would restart the new search).
+    #[test]
+    fn late_losses_of_packets_sent_before_a_black_hole_are_ignored() {
+        let mut m = machine(1500, SearchStrategy::Bisection);
+        let mut now = Instant::now();
+        drive(&mut m, &mut now, 1500);
+        m.on_data_acked(200);
+        for _ in 0..MAX_PROBES {
+            let _ = m.on_data_lost(1500);
+        }
+        assert_eq!((m.state(), m.plpmtu(), m.stats().black_holes), (State::Base, 1200, 1));
+        // BASE confirmed, search under way with PLPMTU 1200.
+        assert_eq!(m.poll_probe(now, &rtt()), Some(1200));
+        m.on_probe_acked(now, 1200);
+        assert_eq!(m.state(), State::Searching);
+        m.on_data_acked(1200);
+        // The rest of the old flight is declared lost now.
+        for _ in 0..10 {
+            assert!(!m.on_data_lost(1500));
+        }
+        assert_eq!(m.state(), State::Searching);
+        assert_eq!(m.stats().black_holes, 1);
+        assert_eq!(m.stats().stale_data_losses, 10);
+        drive(&mut m, &mut now, 1400);
+        assert_eq!((m.state(), m.plpmtu()), (State::SearchComplete, 1400));
+        // Still stale above the new PLPMTU ...
+        assert!(!m.on_data_lost(1500));
+        assert_eq!(m.stats().black_holes, 1);
+        // ... while losses at the PLPMTU in force are news: a second drop
+        // (to 1300) is detected.
+        m.on_data_acked(200);
+        let detected = (0..MAX_PROBES).map(|_| m.on_data_lost(1400)).filter(|&d| d).count();
+        assert_eq!(detected, 1);
+        assert_eq!((m.state(), m.stats().black_holes), (State::Base, 2));
     }
 
     #[test]

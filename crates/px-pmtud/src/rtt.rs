@@ -163,9 +163,12 @@ pub enum PtoVariant {
     /// 'RTT_VAR' instead of four."
     ThreeVar,
     /// "Once MaxRTT, in which the retransmission timer is set to the MaxRTT
-    /// plus RTT_VAR plus the ACK delay." MaxRTT is the largest sample of the
-    /// last completed epoch (the only maximum the algorithm keeps); before the
-    /// first epoch completes, the smoothed RTT stands in for it.
+    /// plus RTT_VAR plus the ACK delay." MaxRTT is the *maximum observed
+    /// RTT* of the connection: the blog explains the variant's slow recovery
+    /// by "the maximum observed RTT happens at the end of the start-up,
+    /// before stabilizing to lower values. The retransmission timer set from
+    /// Max RTT is too large" — a maximum that outlives the epoch it was seen
+    /// in. Before the first sample, the smoothed (initial) RTT stands in.
     MaxRtt,
 }
 
@@ -238,8 +241,8 @@ pub struct OncePerRtt {
     latest: Option<Duration>,
     last_sent: Option<u64>,
     epoch: Epoch,
-    /// Largest sample of the last completed epoch (for [`PtoVariant::MaxRtt`]).
-    last_epoch_max: Option<Duration>,
+    /// Largest RTT sample seen on the connection (for [`PtoVariant::MaxRtt`]).
+    max: Option<Duration>,
     epochs_completed: u64,
 }
 
@@ -261,7 +264,7 @@ impl OncePerRtt {
             latest: None,
             last_sent: None,
             epoch: Epoch::starting_at(0),
-            last_epoch_max: None,
+            max: None,
             epochs_completed: 0,
         }
     }
@@ -276,6 +279,14 @@ impl OncePerRtt {
     #[must_use]
     pub fn epochs_completed(&self) -> u64 {
         self.epochs_completed
+    }
+
+    /// Largest RTT sample seen so far (ACK delay removed as for the epoch
+    /// statistics), `None` before the first sample. [`PtoVariant::MaxRtt`]
+    /// builds its PTO on it.
+    #[must_use]
+    pub fn max_rtt(&self) -> Option<Duration> {
+        self.max
     }
 
     /// Packet number that started the current epoch.
@@ -294,7 +305,6 @@ impl OncePerRtt {
         self.var = self.var * 3 / 4 + var_sample / 4;
         let mean = e.sum / e.nb_samples;
         self.smoothed = self.smoothed * 7 / 8 + mean / 8;
-        self.last_epoch_max = Some(e.max);
         self.epochs_completed += 1;
         self.epoch = Epoch::starting_at(self.next_epoch_start());
     }
@@ -313,6 +323,7 @@ impl RttEstimator for OncePerRtt {
                 self.smoothed = latest;
                 self.var = latest / 2;
                 self.min = Some(latest);
+                self.max = Some(latest);
             }
             Some(min) => {
                 let adjusted =
@@ -323,6 +334,10 @@ impl RttEstimator for OncePerRtt {
                 e.max = e.max.max(adjusted);
                 e.min = e.min.min(adjusted);
                 self.min = Some(min.min(adjusted));
+                // The ACK delay is removed here as for the epoch statistics:
+                // the PTO adds max_ack_delay itself, so counting it in MaxRTT
+                // too would add it twice.
+                self.max = Some(self.max.map_or(adjusted, |m| m.max(adjusted)));
             }
         }
         if sample.acked_packet_number > self.epoch.first_pn && self.epoch.nb_samples > 0 {
@@ -350,7 +365,7 @@ impl RttEstimator for OncePerRtt {
         let (base, var_term) = match self.variant {
             PtoVariant::FourVar => (self.smoothed, self.var.saturating_mul(4)),
             PtoVariant::ThreeVar => (self.smoothed, self.var.saturating_mul(3)),
-            PtoVariant::MaxRtt => (self.last_epoch_max.unwrap_or(self.smoothed), self.var),
+            PtoVariant::MaxRtt => (self.max.unwrap_or(self.smoothed), self.var),
         };
         base.saturating_add(var_term.max(GRANULARITY)).saturating_add(max_ack_delay)
     }
@@ -500,9 +515,53 @@ mod tests {
         }
         assert_eq!(four.pto(ms(0)), ms(362) + Duration::from_micros(500));
         assert_eq!(three.pto(ms(0)), ms(300));
-        // MaxRTT: 200 + 62.5
+        // MaxRTT: the largest sample so far (200) + 62.5
         assert_eq!(max.pto(ms(0)), ms(262) + Duration::from_micros(500));
         assert_eq!(PtoVariant::MaxRtt.label(), "Once MaxRTT");
+    }
+
+    /// Hand-computed from the blog's definition: MaxRTT is the maximum RTT
+    /// observed on the connection, so a peak at the end of start-up keeps the
+    /// timer large after the RTT has come back down.
+    #[test]
+    fn once_max_rtt_remembers_the_connection_maximum() {
+        let mut r = OncePerRtt::new(PtoVariant::MaxRtt);
+        // Before any sample: initial srtt 333 + rttvar 166.5 = 499.5 ms.
+        assert_eq!(r.max_rtt(), None);
+        assert_eq!(r.pto(ms(0)), Duration::from_micros(499_500));
+        r.on_packet_sent(0);
+        r.on_packet_sent(1);
+        r.on_ack(sample(100, 0, 0)); // first: srtt 100, rttvar 50, max 100
+        assert_eq!(r.max_rtt(), Some(ms(100)));
+        // pn 1: 300 ms (the queue peak) closes the epoch started at pn 0.
+        // rttvar_sample = |300 - 100| = 200; rttvar = 37.5 + 50 = 87.5
+        // srtt = 87.5 + 37.5 = 125
+        r.on_ack(sample(300, 0, 1));
+        assert_eq!(r.epochs_completed(), 1);
+        assert_eq!(r.rttvar(), Duration::from_micros(87_500));
+        assert_eq!(r.smoothed_rtt(), ms(125));
+        assert_eq!(r.max_rtt(), Some(ms(300)));
+        // PTO = 300 + 87.5 = 387.5
+        assert_eq!(r.pto(ms(0)), Duration::from_micros(387_500));
+        // The RTT settles at 100 ms: the next epoch (first pn 2) sees 100, 100.
+        r.on_packet_sent(2);
+        r.on_packet_sent(3);
+        r.on_ack(sample(100, 0, 2));
+        r.on_ack(sample(100, 0, 3));
+        // rttvar_sample = |100 - 125| = 25; rttvar = 65.625 + 6.25 = 71.875
+        // srtt = 109.375 + 12.5 = 121.875
+        assert_eq!(r.epochs_completed(), 2);
+        assert_eq!(r.rttvar(), Duration::from_micros(71_875));
+        assert_eq!(r.smoothed_rtt(), Duration::from_micros(121_875));
+        // MaxRTT still 300: PTO = 300 + 71.875 + 25 = 396.875 ms, where the
+        // last epoch's maximum (100) would have given 196.875 ms and 4V gives
+        // 121.875 + 4 * 71.875 + 25 = 434.375 ms.
+        assert_eq!(r.max_rtt(), Some(ms(300)));
+        assert_eq!(r.pto(ms(25)), Duration::from_micros(396_875));
+        // ACK delay is removed before the maximum is taken: 420 ms with 25 ms
+        // of delay counts as 395.
+        r.on_ack(sample(420, 25, 3));
+        assert_eq!(r.max_rtt(), Some(ms(395)));
     }
 
     #[test]

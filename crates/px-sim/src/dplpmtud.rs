@@ -87,13 +87,9 @@ impl PmtuController for DplpmtudController {
     }
 
     fn on_packet_lost(&mut self, _now: SimTime, size: u32) {
-        // A packet larger than the current PLPMTU was sent before the machine
-        // last lowered it; its loss is what caused that, not news. Passing it
-        // on would count the same black hole twice and restart the search.
-        if size > self.plpmtu() {
-            return;
-        }
-        // The return value (black hole acted on) shows in the stats.
+        // Late losses of packets sent before a black hole are px-pmtud's to
+        // ignore (`stale_data_losses`); the return value (black hole acted
+        // on) shows in the stats.
         let _ = self.machine.on_data_lost(to_u16(size));
     }
 
