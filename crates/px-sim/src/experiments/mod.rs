@@ -14,16 +14,24 @@ mod mtu_benefit;
 mod mtu_drop;
 mod pmtud_compare;
 
-pub use mtu_benefit::{MtuBenefitParams, MtuBenefitResult, MtuBenefitRun, mtu_benefit, mtu_benefit_svg};
+pub use mtu_benefit::{
+    MtuBenefitParams, MtuBenefitResult, MtuBenefitRun, mtu_benefit, mtu_benefit_svg, mtu_benefit_with_progress,
+};
 pub use mtu_drop::{
     BLOG_TABLE, MtuDropParams, MtuDropResult, MtuDropRow, RttVariant, SearchKind, mtu_drop, mtu_drop_svg,
+    mtu_drop_with_progress,
 };
 pub use pmtud_compare::{
     MTU_WEIGHTS, Method, MethodOutcome, MethodSummary, PathOutcome, PmtudCompareParams, PmtudCompareResult,
-    pmtud_compare, pmtud_compare_svg,
+    pmtud_compare, pmtud_compare_svg, pmtud_compare_with_progress,
 };
 
 use thiserror::Error;
+
+/// Progress callback of the `*_with_progress` runners: called with (units
+/// done, units in all) after each unit of work (a path, a run, a variant).
+/// It sees no results, so it cannot change them.
+pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
 
 use crate::net::PathError;
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use px_pmtud::rtt::ClassicRtt;
 use serde::Serialize;
 
-use super::ExperimentError;
+use super::{ExperimentError, Progress};
 use crate::link::LinkConfig;
 use crate::net::{PathConfig, RouterPolicy};
 use crate::svg::{LineChart, Series};
@@ -117,6 +117,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs the experiment.
 pub fn mtu_benefit(p: &MtuBenefitParams) -> Result<MtuBenefitResult, ExperimentError> {
+    mtu_benefit_with_progress(p, &mut |_, _| {})
+}
+
+/// [`mtu_benefit`], reporting progress after each run of each MSS.
+pub fn mtu_benefit_with_progress(
+    p: &MtuBenefitParams,
+    progress: Progress<'_>,
+) -> Result<MtuBenefitResult, ExperimentError> {
     if p.mss.is_empty() {
         return Err(ExperimentError::InvalidParam("mss: at least one value"));
     }
@@ -134,6 +142,8 @@ pub fn mtu_benefit(p: &MtuBenefitParams) -> Result<MtuBenefitResult, ExperimentE
     }
     let deadline = SimTime::from_secs_f64(p.duration_s);
     let mut runs = Vec::with_capacity(p.mss.len());
+    let total = p.mss.len() as u64 * u64::from(p.runs);
+    let mut done = 0u64;
     for &mss in &p.mss {
         let mtu = mss + TCP_HEADERS;
         let mut tput = Vec::new();
@@ -157,6 +167,8 @@ pub fn mtu_benefit(p: &MtuBenefitParams) -> Result<MtuBenefitResult, ExperimentE
             if first.is_none() {
                 first = Some(r);
             }
+            done += 1;
+            progress(done, total);
         }
         let first = first.ok_or(ExperimentError::InvalidParam("runs"))?;
         let exit = first.sender.slow_start_exit.map(SimTime::as_secs_f64);

@@ -10,6 +10,20 @@
 //! chooses the packet size, its black-hole detector notices the drop. The
 //! router before the 1 Mb/s link is an ICMP black hole (like the blog's
 //! simulated link, it just drops what no longer fits).
+//!
+//! Every default is taken from the blog's text or from RFC 9002, never
+//! fitted to the blog's numbers:
+//!
+//! | parameter | value | source |
+//! |---|---|---|
+//! | file, link rate, delay | 1 MB, 1 Mb/s, 100 ms each way | blog: "download of a 1MB file over a 1Mbps link, with the transmission delay set at 100ms in each direction" |
+//! | path MTU before / after, time of the drop | 1500 / 1394 B, 1 s | blog: "Initially, the path MTU is set to 1,500 bytes ... waits for 1 second ... At that point, the path MTU is reset to 1,394 bytes" |
+//! | largest packet (MAX_PLPMTU) | 1468 B IP = a 1440-byte QUIC packet | blog: discovery must have the connection "using a packet size of 1,440 bytes" (a QUIC packet, i.e. a UDP payload: + 8 UDP + 20 IPv4) |
+//! | bottleneck queue | unlimited | blog: the losses counted are "the packet losses caused by the MTU drop"; the picoquic test the blog ran builds its simulated links without a queue-delay limit |
+//! | congestion control | NewReno, loss-based slow-start exit | issue 5 and RFC 9002 §7.3.1 (slow start until the first loss); the blog does not name picoquic's controller |
+//! | ACKs, loss detection | every 2nd packet or 25 ms; kPacketThreshold 3, 9/8 RTT, PTO | RFC 9000 §13.2.2, RFC 9002 §6 |
+//! | what counts as a loss | a data packet declared lost by RFC 9002 loss detection | the blog's "Losses" column; DPLPMTUD probes are not data and are reported apart |
+//! | PROBE_TIMER floor | none: the PTO alone | QUIC stacks (picoquic) time their probes with the PTO; RFC 8899's 1 s floor is a flag |
 
 use std::time::{Duration, Instant};
 
@@ -18,7 +32,7 @@ use px_pmtud::rtt::{ClassicRtt, OncePerRtt, PtoVariant, RttEstimator};
 use px_pmtud::search::SearchStrategy;
 use serde::Serialize;
 
-use super::ExperimentError;
+use super::{ExperimentError, Progress};
 use crate::dplpmtud::DplpmtudController;
 use crate::link::LinkConfig;
 use crate::net::{Network, PathConfig, RouterPolicy};
@@ -113,6 +127,10 @@ pub struct MtuDropParams {
     pub mtu_before: u32,
     /// Path MTU after the drop (blog: 1394).
     pub mtu_after: u32,
+    /// Largest datagram the sender may use, IP bytes (DPLPMTUD's
+    /// MAX_PLPMTU; blog: "a packet size of 1,440 bytes", a QUIC packet,
+    /// which is 1468 bytes of IPv4).
+    pub max_packet_bytes: u32,
     /// When the MTU drops, seconds (blog: after 1 s).
     pub drop_at_s: f64,
     /// DPLPMTUD search strategy.
@@ -141,6 +159,7 @@ impl Default for MtuDropParams {
             queue_bytes: None,
             mtu_before: 1500,
             mtu_after: 1394,
+            max_packet_bytes: 1468,
             drop_at_s: 1.0,
             search: SearchKind::Lsquic,
             min_probe_timer_ms: 0,
@@ -172,6 +191,15 @@ pub struct MtuDropRow {
     pub final_plpmtu: u32,
     /// smoothed RTT when the MTU dropped, seconds.
     pub srtt_at_drop_s: f64,
+    /// Latest raw RTT sample when the MTU dropped, seconds (what the path
+    /// actually takes then, queueing included).
+    pub latest_rtt_at_drop_s: f64,
+    /// Congestion window when the MTU dropped, bytes.
+    pub cwnd_at_drop_bytes: u64,
+    /// Bytes in flight when the MTU dropped (mostly queued at the bottleneck).
+    pub in_flight_at_drop_bytes: u64,
+    /// Whether slow start was still running when the MTU dropped.
+    pub slow_start_at_drop: bool,
     /// PTO in force when the MTU dropped, seconds.
     pub pto_at_drop_s: f64,
     /// When slow start ended (first congestion event), seconds.
@@ -224,6 +252,9 @@ fn validate(p: &MtuDropParams) -> Result<(), ExperimentError> {
     if !(1280..=9216).contains(&p.mtu_before) || !(1200..=p.mtu_before).contains(&p.mtu_after) {
         return Err(ExperimentError::InvalidParam("mtu_before in 1280..=9216, mtu_after in 1200..=mtu_before"));
     }
+    if !(1200..=p.mtu_before).contains(&p.max_packet_bytes) {
+        return Err(ExperimentError::InvalidParam("max_packet_bytes in 1200..=mtu_before"));
+    }
     if !(p.drop_at_s >= 0.0 && p.deadline_s > p.drop_at_s && p.deadline_s <= 36_000.0) {
         return Err(ExperimentError::InvalidParam("0 <= drop_at_s < deadline_s <= 36000"));
     }
@@ -237,7 +268,7 @@ fn validate(p: &MtuDropParams) -> Result<(), ExperimentError> {
 }
 
 fn run_variant(p: &MtuDropParams, variant: RttVariant, base: Instant) -> Result<MtuDropRow, ExperimentError> {
-    let mut cfg = DplpmtudConfig::new(u16::try_from(p.mtu_before).unwrap_or(u16::MAX));
+    let mut cfg = DplpmtudConfig::new(u16::try_from(p.max_packet_bytes).unwrap_or(u16::MAX));
     cfg.strategy = p.search.strategy();
     cfg.min_probe_timer = Duration::from_millis(p.min_probe_timer_ms);
     let tcfg = TransportConfig::quic_like(p.file_bytes);
@@ -255,6 +286,10 @@ fn run_variant(p: &MtuDropParams, variant: RttVariant, base: Instant) -> Result<
     let plpmtu_at_drop = net.a.pmtu().plpmtu();
     let srtt_at_drop = net.a.rtt().smoothed_rtt();
     let pto_at_drop = net.a.rtt().pto(max_ack_delay);
+    let latest_at_drop = net.a.rtt().latest_rtt().unwrap_or_default();
+    let cc = net.a.congestion();
+    let (cwnd_at_drop, in_flight_at_drop, slow_start_at_drop) =
+        (cc.window(), cc.bytes_in_flight(), cc.window() < cc.ssthresh());
     // Step in 10 ms slices until the PLPMTU falls below its pre-drop value
     // (the black hole was detected), then run to the end.
     let mut detected = None;
@@ -279,6 +314,10 @@ fn run_variant(p: &MtuDropParams, variant: RttVariant, base: Instant) -> Result<
         plpmtu_at_drop,
         final_plpmtu: net.a.pmtu().plpmtu(),
         srtt_at_drop_s: srtt_at_drop.as_secs_f64(),
+        latest_rtt_at_drop_s: latest_at_drop.as_secs_f64(),
+        cwnd_at_drop_bytes: cwnd_at_drop,
+        in_flight_at_drop_bytes: in_flight_at_drop,
+        slow_start_at_drop,
         pto_at_drop_s: pto_at_drop.as_secs_f64(),
         slow_start_exit_s: s.slow_start_exit.map(SimTime::as_secs_f64),
         srtt_at_slow_start_exit_s: s.srtt_at_slow_start_exit.map(|d| d.as_secs_f64()),
@@ -293,11 +332,21 @@ fn run_variant(p: &MtuDropParams, variant: RttVariant, base: Instant) -> Result<
 
 /// Runs the experiment.
 pub fn mtu_drop(p: &MtuDropParams) -> Result<MtuDropResult, ExperimentError> {
+    mtu_drop_with_progress(p, &mut |_, _| {})
+}
+
+/// [`mtu_drop`], reporting progress after each variant.
+pub fn mtu_drop_with_progress(p: &MtuDropParams, progress: Progress<'_>) -> Result<MtuDropResult, ExperimentError> {
     validate(p)?;
     // Stands for simulated time zero at the px-pmtud boundary; only
     // differences between instants matter, so results do not depend on it.
     let base = Instant::now();
-    let rows = p.variants.iter().map(|&v| run_variant(p, v, base)).collect::<Result<Vec<_>, _>>()?;
+    let total = p.variants.len() as u64;
+    let mut rows = Vec::with_capacity(p.variants.len());
+    for (i, &v) in p.variants.iter().enumerate() {
+        rows.push(run_variant(p, v, base)?);
+        progress(i as u64 + 1, total);
+    }
     Ok(MtuDropResult { params: p.clone(), rows })
 }
 
@@ -335,11 +384,12 @@ mod tests {
     }
 
     #[test]
-    fn discovery_reaches_1500_then_recovers_below_1394() {
+    fn discovery_reaches_the_1440_byte_packet_then_recovers_below_1394() {
         let r = mtu_drop(&MtuDropParams::default()).expect("runs");
         assert_eq!(r.rows.len(), 4);
         for row in &r.rows {
-            assert_eq!(row.plpmtu_at_drop, 1500, "{row:?}");
+            // The blog: "using a packet size of 1,440 bytes" (QUIC), 1468 B of IPv4.
+            assert_eq!(row.plpmtu_at_drop, 1468, "{row:?}");
             // lsquic's search stops within 99 % of the new path MTU.
             assert!((1380..=1394).contains(&row.final_plpmtu), "{row:?}");
             let detected = row.black_hole_detected_s.expect("black hole detected");

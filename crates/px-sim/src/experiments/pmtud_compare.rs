@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::{ExperimentError, percentile};
+use super::{ExperimentError, Progress, percentile};
 use crate::datagram::Datagrams;
 use crate::link::LinkConfig;
 use crate::net::{Network, PathConfig, RouterPolicy};
@@ -418,19 +418,28 @@ fn summarize(method: Method, paths: &[PathOutcome], idx: usize) -> MethodSummary
 
 /// Runs the experiment.
 pub fn pmtud_compare(p: &PmtudCompareParams) -> Result<PmtudCompareResult, ExperimentError> {
+    pmtud_compare_with_progress(p, &mut |_, _| {})
+}
+
+/// [`pmtud_compare`], reporting progress after each path.
+pub fn pmtud_compare_with_progress(
+    p: &PmtudCompareParams,
+    progress: Progress<'_>,
+) -> Result<PmtudCompareResult, ExperimentError> {
     validate(p)?;
     // Stands for simulated time zero at the px-pmtud boundary; results do
     // not depend on it.
     let base = Instant::now();
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
     let mut paths = Vec::with_capacity(p.paths as usize);
-    for _ in 0..p.paths {
+    for i in 0..p.paths {
         let mut drawn = draw_path(p, &mut rng);
         for &m in &p.methods {
             let o = run_method(p, &drawn, m, base)?;
             drawn.outcome.outcomes.push(o);
         }
         paths.push(drawn.outcome);
+        progress(u64::from(i) + 1, u64::from(p.paths));
     }
     let summaries = p.methods.iter().enumerate().map(|(i, &m)| summarize(m, &paths, i)).collect();
     let black_hole_paths = paths.iter().filter(|x| x.black_hole).count() as u32;

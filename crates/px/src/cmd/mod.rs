@@ -4,3 +4,4 @@ pub mod bench;
 pub mod fpmtud;
 pub mod gateway;
 pub mod probe;
+pub mod sim;
