@@ -33,6 +33,9 @@ enum Command {
     Probe(cmd::probe::ProbeArgs),
     /// F-PMTUD responder daemon: answers probes with the fragment sizes it received.
     Fpmtud(cmd::fpmtud::FpmtudArgs),
+    /// Namespace lab experiments (root).
+    #[command(subcommand)]
+    Lab(cmd::lab_pmtud::LabCommand),
     /// Deterministic simulations: the MTU-drop test, PMTUD at scale, MTU benefit.
     #[command(subcommand)]
     Sim(cmd::sim::SimCommand),
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         Command::Gateway(a) => cmd::gateway::run(a),
         Command::Probe(a) => cmd::probe::run(a),
         Command::Fpmtud(a) => cmd::fpmtud::run(a),
+        Command::Lab(c) => cmd::lab_pmtud::run(c),
         Command::Sim(c) => cmd::sim::run(c),
     };
     match result {

@@ -3,5 +3,6 @@
 pub mod bench;
 pub mod fpmtud;
 pub mod gateway;
+pub mod lab_pmtud;
 pub mod probe;
 pub mod sim;

@@ -56,8 +56,9 @@ pub struct ProbeArgs {
     timeout: Duration,
     /// Floor of the DPLPMTUD PROBE_TIMER and of the ICMP method's retry
     /// timer (RFC 8899 asks >= 1 s for a PL carrying traffic; a measurement
-    /// against a responder that answers at once can use less).
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    /// against a responder that answers at once can use less; the PTO
+    /// from measured RTTs applies above this floor).
+    #[arg(long, default_value = "25ms", value_parser = parse_duration)]
     probe_timer: Duration,
     /// RTT assumed before the first answer (sets the first timeouts).
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]

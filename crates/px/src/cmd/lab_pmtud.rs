@@ -1,0 +1,380 @@
+//! `px lab pmtud`: every path of px-lab's [`standard_paths`] built in
+//! namespaces, and on each, in one run: `px probe` with each method,
+//! `tracepath -n` and scamper's traceroute with PMTUD (`trace -M`). Prints
+//! a table (or JSON): the true path MTU, each tool's answer, time and
+//! packets sent.
+//!
+//! Fairness: before each tool the prober's learned path MTUs are flushed;
+//! every tool's time is the wall-clock time of its process (started with
+//! `ip netns exec`), and its packets are the prober interface's transmit
+//! counter difference, so every tool is measured the same way. `px probe`
+//! also reports its own measurement time (first probe to answer), shown in
+//! JSON as `internal_seconds`. tracepath and scamper are bounded by
+//! timeouts; a tool that times out or reaches no conclusion has no answer.
+//! Every topology is torn down before the next is built, on Ctrl-C too
+//! (px-lab's guards).
+
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use px_lab::pmtud::{PathSpec, PmtudLab, standard_paths};
+use px_lab::{LabChild, require_root_or_skip};
+
+use crate::cmd::probe::parse_duration;
+
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Compare path MTU discovery tools on lab paths (needs root).
+    Pmtud(LabPmtudArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LabPmtudArgs {
+    /// Only the topologies whose name contains this text.
+    #[arg(long)]
+    only: Option<String>,
+    /// Bound on each tracepath run.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    tracepath_timeout: Duration,
+    /// Bound on each scamper run.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    scamper_timeout: Duration,
+    /// Print a JSON array instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(c: LabCommand) -> Result<ExitCode, String> {
+    match c {
+        LabCommand::Pmtud(a) => pmtud(a),
+    }
+}
+
+/// The tools, in column order.
+const TOOLS: [&str; 6] = ["px_auto", "px_fpmtud", "px_dplpmtud", "px_icmp", "tracepath", "scamper"];
+
+/// One tool on one path.
+#[derive(Debug, Clone, PartialEq)]
+struct ToolRun {
+    pmtu: Option<u32>,
+    seconds: f64,
+    packets: u64,
+    internal_seconds: Option<f64>,
+    note: String,
+}
+
+/// One path.
+#[derive(Debug, Clone)]
+struct Row {
+    topology: String,
+    true_pmtu: u32,
+    tools: Vec<(&'static str, ToolRun)>,
+}
+
+fn pmtud(a: LabPmtudArgs) -> Result<ExitCode, String> {
+    if !require_root_or_skip("px lab pmtud") {
+        return Err("px lab pmtud needs root and network namespaces".into());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))?;
+    let exe = exe.to_string_lossy().into_owned();
+    let paths: Vec<PathSpec> =
+        standard_paths().into_iter().filter(|p| a.only.as_deref().is_none_or(|o| p.name.contains(o))).collect();
+    if paths.is_empty() {
+        return Err("no topology matches --only".into());
+    }
+    let mut rows = Vec::new();
+    for spec in &paths {
+        if !a.json {
+            eprintln!("px lab pmtud: {} (true path MTU {})…", spec.name, spec.true_pmtu());
+        }
+        rows.push(run_path(spec, &exe, &a).map_err(|e| format!("{}: {e}", spec.name))?);
+    }
+    if a.json {
+        println!("{}", serde_json::Value::Array(rows.iter().map(row_json).collect()));
+    } else {
+        print!("{}", table(&rows));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_path(spec: &PathSpec, exe: &str, a: &LabPmtudArgs) -> Result<Row, String> {
+    let s = |e: px_lab::LabError| e.to_string();
+    let mut lab = PmtudLab::build(spec).map_err(s)?;
+    // The responder's limits are raised: seven tools probe it back to back.
+    let responder = lab.responder;
+    lab.topology.spawn(responder, exe, &["fpmtud", "--rate", "10000", "--burst", "10000"]).map_err(s)?;
+    wait_listening(&lab)?;
+    lab.warm_up().map_err(s)?;
+    let target = lab.target().to_string();
+    let mut tools = Vec::new();
+    for tool in TOOLS {
+        lab.forget_learned_pmtu().map_err(s)?;
+        let tx0 = lab.prober_tx_packets().map_err(s)?;
+        let (args, bound): (Vec<String>, Duration) = match tool {
+            "tracepath" => (vec!["tracepath".into(), "-n".into(), target.clone()], a.tracepath_timeout),
+            "scamper" => {
+                (vec!["scamper".into(), "-c".into(), "trace -M".into(), "-i".into(), target.clone()], a.scamper_timeout)
+            }
+            px => {
+                let method = px.trim_start_matches("px_");
+                let v = [exe, "probe", &target, "--method", method, "--json", "--timeout", "20s"];
+                (v.iter().map(|x| (*x).to_owned()).collect(), Duration::from_secs(25))
+            }
+        };
+        let started = Instant::now();
+        let out = run_bounded(&lab, &args, bound)?;
+        let seconds = started.elapsed().as_secs_f64();
+        let packets = lab.prober_tx_packets().map_err(s)?.saturating_sub(tx0);
+        let mut r = match tool {
+            "tracepath" => {
+                ToolRun { pmtu: parse_tracepath(&out), seconds, packets, internal_seconds: None, note: String::new() }
+            }
+            "scamper" => ToolRun {
+                pmtu: parse_scamper(&out, &target),
+                seconds,
+                packets,
+                internal_seconds: None,
+                note: String::new(),
+            },
+            _ => parse_px(&out, seconds, packets),
+        };
+        if r.pmtu.is_none() && r.note.is_empty() {
+            r.note = if started.elapsed() >= bound { "timed out".into() } else { "no answer".into() };
+        }
+        tools.push((tool, r));
+    }
+    Ok(Row { topology: spec.name.clone(), true_pmtu: spec.true_pmtu(), tools })
+}
+
+/// Runs `args` in the prober's namespace under `timeout(1)`; its stdout.
+fn run_bounded(lab: &PmtudLab, args: &[String], bound: Duration) -> Result<String, String> {
+    let mut cmd = lab.prober_ns().command("timeout");
+    cmd.arg("-s").arg("KILL").arg(format!("{:.3}", bound.as_secs_f64())).args(args);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null()).stdin(Stdio::null());
+    let child = LabChild::spawn(&mut cmd).map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Waits (up to 3 s) until the responder's UDP port is bound.
+fn wait_listening(lab: &PmtudLab) -> Result<(), String> {
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let out = lab.responder_ns().exec("ss", &["-Hlun"]).map_err(|e| e.to_string())?;
+        if out.contains(":9999") {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err("px fpmtud did not start listening".into())
+}
+
+/// `px probe --json` output: the path MTU and its own measurement time.
+fn parse_px(out: &str, seconds: f64, packets: u64) -> ToolRun {
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or(serde_json::Value::Null);
+    ToolRun {
+        pmtu: v["pmtu"].as_u64().and_then(|p| u32::try_from(p).ok()),
+        seconds,
+        packets,
+        internal_seconds: v["seconds"].as_f64(),
+        note: v["method"].as_str().map(str::to_owned).unwrap_or_else(|| "no output (not applicable?)".into()),
+    }
+}
+
+/// The path MTU from `tracepath -n` output: the `Resume: pmtu N hops H`
+/// line, printed when the destination was reached (without `hops` the
+/// destination was not reached and the MTU is only that of a prefix).
+fn parse_tracepath(out: &str) -> Option<u32> {
+    let line = out.lines().find(|l| l.trim_start().starts_with("Resume:"))?;
+    let mut w = line.split_whitespace();
+    let mut pmtu = None;
+    let mut reached = false;
+    while let Some(t) = w.next() {
+        match t {
+            "pmtu" => pmtu = w.next().and_then(|v| v.parse().ok()),
+            "hops" => reached = true,
+            _ => {}
+        }
+    }
+    pmtu.filter(|_| reached)
+}
+
+/// The path MTU from scamper's `trace -M` text output: the `[mtu: N]`
+/// (or inferred `[*mtu: N]`) annotation of the hop line of the destination.
+fn parse_scamper(out: &str, target: &str) -> Option<u32> {
+    out.lines().rev().find_map(|l| {
+        let mut w = l.split_whitespace();
+        let _hop: u32 = w.next()?.parse().ok()?;
+        if w.next()? != target {
+            return None;
+        }
+        let start = l.find("mtu: ")? + "mtu: ".len();
+        let rest = &l[start..];
+        let end = rest.find(']')?;
+        rest[..end].trim().parse().ok()
+    })
+}
+
+fn row_json(r: &Row) -> serde_json::Value {
+    let mut o = serde_json::Map::new();
+    o.insert("topology".into(), r.topology.clone().into());
+    o.insert("true_pmtu".into(), r.true_pmtu.into());
+    for (name, t) in &r.tools {
+        let answered = t.pmtu.is_some();
+        o.insert(
+            (*name).to_owned(),
+            serde_json::json!({
+                "pmtu": t.pmtu,
+                "seconds": answered.then_some(t.seconds),
+                "probes": answered.then_some(t.packets),
+                "exact": t.pmtu == Some(r.true_pmtu),
+                "elapsed_seconds": t.seconds,
+                "packets_sent": t.packets,
+                "internal_seconds": t.internal_seconds,
+                "note": t.note,
+            }),
+        );
+    }
+    serde_json::Value::Object(o)
+}
+
+fn cell(t: &ToolRun, truth: u32) -> String {
+    match t.pmtu {
+        Some(p) => format!("{p}{} {} {}p", if p == truth { "" } else { "!" }, secs(t.seconds), t.packets),
+        None if t.note == "timed out" => format!("-- >{}", secs(t.seconds)),
+        None => format!("-- {} {}p", secs(t.seconds), t.packets),
+    }
+}
+
+fn secs(s: f64) -> String {
+    if s < 1.0 { format!("{:.1}ms", s * 1e3) } else { format!("{s:.1}s") }
+}
+
+fn table(rows: &[Row]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Path MTU discovery in the lab: answer, wall time of the process, packets the prober sent\n\
+         ('!' = wrong answer, '--' = no answer; '>' = killed at the timeout). Offloads: veth defaults.\n"
+    );
+    let _ = write!(s, "{:<26}{:>5}", "topology", "true");
+    for t in TOOLS {
+        let _ = write!(s, "  {t:<20}");
+    }
+    s.push('\n');
+    for r in rows {
+        let _ = write!(s, "{:<26}{:>5}", r.topology, r.true_pmtu);
+        for (_, t) in &r.tools {
+            let _ = write!(s, "  {:<20}", cell(t, r.true_pmtu));
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(s, "\nSpeed-up of px probe (auto) over scamper where both found the exact path MTU:");
+    for r in rows {
+        let get = |n: &str| r.tools.iter().find(|(k, _)| *k == n).map(|(_, t)| t);
+        let (Some(px), Some(sc)) = (get("px_auto"), get("scamper")) else { continue };
+        if px.pmtu == Some(r.true_pmtu) && sc.pmtu == Some(r.true_pmtu) {
+            let internal = px.internal_seconds.map_or(String::new(), |i| {
+                format!(", {:.0}x on px's own measurement time ({})", sc.seconds / i.max(1e-9), secs(i))
+            });
+            let _ = writeln!(s, "  {:<26} {:.0}x wall time{internal}", r.topology, sc.seconds / px.seconds.max(1e-9));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACEPATH_OK: &str = " 1?: [LOCALHOST]                      pmtu 9000
+ 1:  198.51.100.2                                          0.063ms 
+ 1:  198.51.100.2                                          0.004ms 
+ 2:  198.51.100.2                                          0.042ms pmtu 1500
+ 2:  198.51.100.18                                         0.019ms 
+ 3:  198.51.100.18                                         0.004ms pmtu 1400
+ 3:  198.51.100.34                                         0.016ms reached
+     Resume: pmtu 1400 hops 3 back 3 
+";
+
+    #[test]
+    fn tracepath_reached() {
+        assert_eq!(parse_tracepath(TRACEPATH_OK), Some(1400));
+    }
+
+    #[test]
+    fn tracepath_not_reached_or_killed() {
+        let partial = " 1?: [LOCALHOST]                      pmtu 9000
+ 1:  198.51.100.2                                          0.063ms 
+ 2:  no reply
+     Too many hops: pmtu 9000
+     Resume: pmtu 9000 
+";
+        assert_eq!(parse_tracepath(partial), None);
+        let killed = " 1?: [LOCALHOST]                      pmtu 9000\n 1:  198.51.100.2   0.06ms\n";
+        assert_eq!(parse_tracepath(killed), None);
+        assert_eq!(parse_tracepath(""), None);
+    }
+
+    const SCAMPER_OK: &str = "traceroute from 198.51.100.1 to 198.51.100.34
+ 1  198.51.100.2  4294967.259 ms [mtu: 9000]
+ 2  198.51.100.18  0.041 ms [mtu: 1500]
+ 3  198.51.100.34  0.047 ms [mtu: 1400]
+";
+
+    #[test]
+    fn scamper_destination_hop() {
+        assert_eq!(parse_scamper(SCAMPER_OK, "198.51.100.34"), Some(1400));
+        let inferred = "traceroute from 198.51.100.1 to 198.51.100.34
+ 1  198.51.100.2  0.1 ms [mtu: 9000]
+ 2  198.51.100.34  0.015 ms [*mtu: 1500]
+";
+        assert_eq!(parse_scamper(inferred, "198.51.100.34"), Some(1500));
+        let v6 = "traceroute from 2001:db8:1::1 to 2001:db8:3::2
+ 1  2001:db8:1::2  0.05 ms [mtu: 9000]
+ 2  2001:db8:2::2  0.04 ms [mtu: 1500]
+ 3  2001:db8:3::2  0.05 ms [mtu: 1400]
+";
+        assert_eq!(parse_scamper(v6, "2001:db8:3::2"), Some(1400));
+    }
+
+    #[test]
+    fn scamper_without_destination_or_mtu() {
+        let unreached = "traceroute from 198.51.100.1 to 198.51.100.34
+ 1  198.51.100.2  0.1 ms [mtu: 9000]
+ 2  *
+ 3  *
+";
+        assert_eq!(parse_scamper(unreached, "198.51.100.34"), None);
+        let no_mtu = "traceroute from 198.51.100.1 to 198.51.100.34\n 1  198.51.100.34  0.1 ms\n";
+        assert_eq!(parse_scamper(no_mtu, "198.51.100.34"), None);
+        // The header mentions the target but is not a hop line.
+        assert_eq!(parse_scamper("traceroute from 198.51.100.1 to 198.51.100.34 [mtu: 9000]\n", "198.51.100.34"), None);
+    }
+
+    #[test]
+    fn px_json_and_table() {
+        let out = r#"{"exact":true,"link_mtu":9000,"method":"fpmtud","note":"x","pmtu":1400,"probes":9,"round_trips":2,"seconds":0.0012,"target":"198.51.100.34:9999"}"#;
+        let r = parse_px(out, 0.005, 9);
+        assert_eq!((r.pmtu, r.internal_seconds, r.note.as_str()), (Some(1400), Some(0.0012), "fpmtud"));
+        assert_eq!(parse_px("", 0.1, 0).pmtu, None);
+        let sc = ToolRun { pmtu: Some(1400), seconds: 0.5, packets: 40, internal_seconds: None, note: String::new() };
+        let none = ToolRun { pmtu: None, seconds: 10.0, packets: 30, internal_seconds: None, note: "timed out".into() };
+        let row = Row {
+            topology: "t".into(),
+            true_pmtu: 1400,
+            tools: vec![("px_auto", r.clone()), ("tracepath", none), ("scamper", sc)],
+        };
+        let j = row_json(&row);
+        assert_eq!(j["px_auto"]["pmtu"], 1400);
+        assert_eq!(j["px_auto"]["probes"], 9);
+        assert!(j["tracepath"]["pmtu"].is_null() && j["tracepath"]["seconds"].is_null());
+        assert_eq!(j["tracepath"]["elapsed_seconds"], 10.0);
+        let t = table(&[row]);
+        assert!(t.contains("1400 5.0ms 9p"), "{t}");
+        assert!(t.contains("-- >10.0s"), "{t}");
+        assert!(t.contains("100x wall time"), "{t}");
+    }
+}
