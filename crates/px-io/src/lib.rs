@@ -17,24 +17,26 @@
 //!
 //! Both are here: `recvmmsg` into an [`RxBatch`] (the default) and a
 //! `TPACKET_V2` ring ([`SocketConfig::rx_ring`], [`RxRing`]). Measured with
-//! `examples/rx_bench.rs` (veth between two namespaces, a `sendmmsg` flood,
-//! 3 alternating rounds of 2 s, release build, on the shared 2-core machine
-//! with a load average of 2.4–2.9 from other builds), per received frame:
+//! `examples/rx_bench.rs all 2 2` (veth between two namespaces; a
+//! `sendmmsg` flood of fixed-size frames, or bulk TCP whose GRO
+//! super-packets are read; 2 alternating rounds of 2 s; release build; the
+//! shared 2-core machine at a load average of 4–5 from other builds), per
+//! received frame, receiving thread / whole process CPU, and frames the
+//! socket dropped:
 //!
-//! | frame  | recvmmsg: rx thread / all CPU | ring: rx thread / all CPU |
-//! |--------|-------------------------------|---------------------------|
-//! | 64 B   | 690–1100 ns / 1620–2250 ns    | 440–710 ns / 1260–2060 ns |
-//! | 1514 B | 670–1450 ns / 1570–2910 ns    | 720–990 ns / 2170–2880 ns |
-//! | 9014 B | 1330–2180 ns / 3380–4570 ns   | 630–1360 ns / 2130–4070 ns|
+//! | frames        | recvmmsg                          | ring                          |
+//! |---------------|-----------------------------------|-------------------------------|
+//! | 64 B          | 440–730 ns / 1.0–1.5 µs, 0 drops  | 400–430 ns / 1.1–1.2 µs, 230–380 k |
+//! | 1514 B        | 540–570 ns / 1.3–1.4 µs, 490–560 k| 410–420 ns / 1.2 µs, 260 k    |
+//! | 9014 B        | 1.3 µs / 3.3–3.4 µs, 510–720 k    | 620–630 ns / 1.9 µs, 2–3 k    |
+//! | GRO (≤ 64 KB) | 3.9–5.3 µs / 24–28 µs, 47–72 k    | 1.9–2.2 µs / 14 µs, 0–52      |
 //!
-//! The ring takes the copy out of the receiving thread (the kernel copies
-//! in softirq context), so that thread spends 30–50 % less per frame, and
-//! the whole process 10–35 % less on 9 KB frames; on small frames the
-//! rounds overlap and `recvmmsg` delivered more frames per second
-//! (0.8 M/s against 0.6–0.8 M/s). Neither wins clearly within this
-//! machine's noise, so `recvmmsg` stays the default (no 70 MB mapping per
-//! socket for 64 KB slots, nothing to get wrong at setup) and the ring is
-//! one option away for the gateway to measure under its own load.
+//! (An earlier run at load 2.4–2.9 gave the same order, with wider spread.)
+//! The ring takes the copy out of the receiving thread (the kernel copies in
+//! softirq context) and, for super-packets, does not drop where an 8 MB
+//! receive buffer overflows. So a gateway port uses the ring
+//! ([`SocketConfig::gateway_port`]); `recvmmsg` stays the plain default
+//! (no 70 MB mapping per socket, fine for observers and small frames).
 //!
 //! Everything here needs `CAP_NET_RAW` (sockets) or `CAP_NET_ADMIN`
 //! (MTU, offloads) except the pure parsing in [`vnet`] and [`fanout`].
@@ -51,5 +53,5 @@ pub use af_packet::{
 };
 pub use fanout::{Fanout, symmetric_flow_hash, worker_for};
 pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState};
-pub use ring::{RingError, RingGeometry, RxRing};
+pub use ring::{RingBatch, RingError, RingGeometry, RxRing};
 pub use vnet::{Checksum, Gso, GsoKind, PacketMeta, VnetError};

@@ -155,30 +155,36 @@ impl RxRing {
         unsafe { &*self.slot(i).cast::<AtomicU32>() }
     }
 
-    /// Hands up to `max` ready frames to `f`, in arrival order, and returns
-    /// each slot to the kernel after `f` returns. Returns how many frames
-    /// were handed over (0: nothing ready; wait with a [`crate::Poller`]).
+    /// Hands up to `max` ready frames to `f`, in arrival order, then
+    /// returns their slots to the kernel. Returns how many frames were
+    /// handed over (0: nothing ready; wait with a [`crate::Poller`]).
     pub fn recv<F: FnMut(Result<RxPacket<'_>, RxError>)>(&mut self, max: usize, mut f: F) -> usize {
-        let mut n = 0;
-        while n < max {
-            let i = self.head;
-            let st = self.status(i).load(Ordering::Acquire);
-            if st & libc::TP_STATUS_USER == 0 {
-                break;
-            }
-            f(self.read(i));
-            self.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
-            self.head = (i + 1) % self.frames;
-            n += 1;
-        }
-        n
+        let batch = self.batch(max);
+        batch.iter().for_each(&mut f);
+        batch.len()
     }
 
-    /// Decodes slot `i`, which user space owns.
-    fn read(&self, i: usize) -> Result<RxPacket<'_>, RxError> {
-        // SAFETY: user space owns the slot (status checked by the caller), so
-        // the kernel does not write it until we release it; the slot is
-        // frame_size bytes inside the mapping, which lives as long as &self.
+    /// Borrows up to `max` ready frames (consecutive slots from the head)
+    /// until the returned batch drops, so they can be rewritten in place
+    /// and sent on with one `sendmmsg` without a copy.
+    pub fn batch(&mut self, max: usize) -> RingBatch<'_> {
+        let mut count = 0;
+        while count < max.min(self.frames) {
+            let i = (self.head + count) % self.frames;
+            if self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+                break;
+            }
+            count += 1;
+        }
+        RingBatch { ring: self, count }
+    }
+
+    /// Where frame `i` (owned by user space) lies in its slot, and what its
+    /// headers say; every offset is checked against the slot size.
+    fn locate(&self, i: usize) -> Result<(PacketMeta, std::ops::Range<usize>, PacketType), RxError> {
+        // SAFETY: user space owns the slot (status checked when the batch was
+        // formed), so the kernel does not write it until it is released; the
+        // slot is frame_size bytes inside the mapping, alive as long as &self.
         let slot = unsafe { std::slice::from_raw_parts(self.slot(i).cast_const(), self.frame_size) };
         let h = |at: usize| u32::from_ne_bytes([slot[at], slot[at + 1], slot[at + 2], slot[at + 3]]);
         let (len, snaplen) = (h(4) as usize, h(8) as usize);
@@ -186,19 +192,79 @@ impl RxRing {
         if snaplen < len {
             return Err(RxError::Truncated { len, cap: snaplen });
         }
-        let frame = slot.get(mac..mac + snaplen).ok_or(RxError::Truncated { len, cap: self.frame_size })?;
+        if mac + snaplen > self.frame_size {
+            return Err(RxError::Truncated { len, cap: self.frame_size });
+        }
         let meta = if self.vnet {
             let start = mac.checked_sub(VNET_HDR_LEN).ok_or(RxError::Short(mac))?;
-            let hdr = &slot[start..mac]; // mac + snaplen <= frame_size was checked
             let mut b = [0u8; VNET_HDR_LEN];
-            b.copy_from_slice(hdr);
+            b.copy_from_slice(&slot[start..mac]);
             PacketMeta::parse(&b)?
         } else {
             PacketMeta::PLAIN
         };
         // sockaddr_ll.sll_pkttype is at byte 10 of the struct.
         let pkt_type = PacketType::from(slot[SLL_OFFSET + 10]);
-        Ok(RxPacket { meta, frame, pkt_type })
+        Ok((meta, mac..mac + snaplen, pkt_type))
+    }
+}
+
+/// Frames borrowed from an [`RxRing`]; their slots go back to the kernel
+/// when this drops.
+#[derive(Debug)]
+pub struct RingBatch<'a> {
+    ring: &'a mut RxRing,
+    count: usize,
+}
+
+impl RingBatch<'_> {
+    /// Frames in the batch.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True if no frame was ready.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn slot_index(&self, k: usize) -> Result<usize, RxError> {
+        if k < self.count { Ok((self.ring.head + k) % self.ring.frames) } else { Err(RxError::Index(k)) }
+    }
+
+    /// Frame `k` of the batch.
+    pub fn get(&self, k: usize) -> Result<RxPacket<'_>, RxError> {
+        let i = self.slot_index(k)?;
+        let (meta, range, pkt_type) = self.ring.locate(i)?;
+        // SAFETY: as in `locate`; the slice is inside slot i, which stays
+        // owned by user space while `self` (and so this borrow) lives.
+        let slot = unsafe { std::slice::from_raw_parts(self.ring.slot(i).cast_const(), self.ring.frame_size) };
+        Ok(RxPacket { meta, frame: &slot[range], pkt_type })
+    }
+
+    /// Frame `k` for in-place rewriting (MSS option, checksums).
+    pub fn get_mut(&mut self, k: usize) -> Result<(PacketMeta, &mut [u8]), RxError> {
+        let i = self.slot_index(k)?;
+        let (meta, range, _) = self.ring.locate(i)?;
+        // SAFETY: as in `get`, and `&mut self` makes this the only reference
+        // into slot i for its lifetime.
+        let slot = unsafe { std::slice::from_raw_parts_mut(self.ring.slot(i), self.ring.frame_size) };
+        Ok((meta, &mut slot[range]))
+    }
+
+    /// All frames of the batch, in arrival order.
+    pub fn iter(&self) -> impl Iterator<Item = Result<RxPacket<'_>, RxError>> {
+        (0..self.count).map(|k| self.get(k))
+    }
+}
+
+impl Drop for RingBatch<'_> {
+    fn drop(&mut self) {
+        let r = &mut *self.ring;
+        for _ in 0..self.count {
+            r.status(r.head).store(libc::TP_STATUS_KERNEL, Ordering::Release);
+            r.head = (r.head + 1) % r.frames;
+        }
     }
 }
 

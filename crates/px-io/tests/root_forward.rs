@@ -51,8 +51,23 @@ fn forward(from: &PacketSocket, to: &PacketSocket, rx: &mut RxBatch, tx: &mut Tx
     }
 }
 
-/// Forwards between the two ports until `stop`, as one gateway worker.
-fn bridge(ports: &[PacketSocket; 2], stop: &AtomicBool, c: &Counters) {
+/// Moves every frame waiting in `from`'s receive ring to `to`, zero-copy:
+/// the frames stay in their ring slots until sent.
+fn forward_ring(from: &mut PacketSocket, to: &PacketSocket, tx: &mut TxBatch, c: &Counters) {
+    while let Some(batch) = from.recv_ring_batch(64).filter(|b| !b.is_empty()) {
+        c.frames.fetch_add(batch.len(), Ordering::Relaxed);
+        let looped = batch.iter().flatten().filter(|p| p.pkt_type == px_io::PacketType::Outgoing).count();
+        c.looped.fetch_add(looped, Ordering::Relaxed);
+        let supers = batch.iter().flatten().filter(|p| p.meta.gso.is_some()).count();
+        c.super_packets.fetch_add(supers, Ordering::Relaxed);
+        let out = to.send_iter(tx, batch.iter().map(Result::unwrap).map(|p| (p.meta, p.frame)));
+        c.dropped.fetch_add(out.would_block + out.refused, Ordering::Relaxed);
+    }
+}
+
+/// Forwards between the two ports until `stop`, as one gateway worker
+/// (through the receive ring where the socket has one).
+fn bridge(ports: &mut [PacketSocket; 2], stop: &AtomicBool, c: &Counters) {
     let (mut rx, mut tx) = (RxBatch::new(64, MAX_FRAME), TxBatch::new(64));
     let mut poller = Poller::new();
     let ids = [poller.add(ports[0].as_fd()), poller.add(ports[1].as_fd())];
@@ -60,7 +75,13 @@ fn bridge(ports: &[PacketSocket; 2], stop: &AtomicBool, c: &Counters) {
         poller.wait(Some(Duration::from_millis(2))).unwrap();
         for (dir, &id) in ids.iter().enumerate() {
             if poller.is_ready(id) {
-                forward(&ports[dir], &ports[1 - dir], &mut rx, &mut tx, c);
+                let [p0, p1] = ports;
+                let (from, to) = if dir == 0 { (p0, &*p1) } else { (p1, &*p0) };
+                if from.has_ring() {
+                    forward_ring(from, to, &mut tx, c);
+                } else {
+                    forward(from, to, &mut rx, &mut tx, c);
+                }
             }
         }
     }
@@ -115,7 +136,7 @@ fn transfer(v6: bool) {
     t.ns(l).add_addr("eth0", la).unwrap();
     t.ns(r).add_addr("eth0", ra).unwrap();
     let cfg = SocketConfig { promiscuous: true, ..SocketConfig::default() };
-    let ports = ["p0", "p1"].map(|p| t.ns(g).run(|| PacketSocket::open(p, &cfg)).unwrap().unwrap());
+    let mut ports = ["p0", "p1"].map(|p| t.ns(g).run(|| PacketSocket::open(p, &cfg)).unwrap().unwrap());
     let addr = |a: &str, port| -> SocketAddr {
         let ip = a.split('/').next().unwrap();
         if v6 { format!("[{ip}]:{port}") } else { format!("{ip}:{port}") }.parse().unwrap()
@@ -126,7 +147,7 @@ fn transfer(v6: bool) {
     let stop = AtomicBool::new(false);
     let c = Counters::default();
     std::thread::scope(|s| {
-        s.spawn(|| bridge(&ports, &stop, &c));
+        s.spawn(|| bridge(&mut ports, &stop, &c));
         let rx_r = s.spawn(|| receive(&lis_r, 0x1234_5678));
         let rx_l = s.spawn(|| receive(&lis_l, 0x9abc_def0));
         let (nl, nr) = (t.ns(l), t.ns(r));
@@ -169,8 +190,9 @@ fn fanout_workers_forward_32_flows_exactly_without_loops() {
         return;
     }
     // The gateway's threading model without the engine: each worker owns one
-    // socket per port, joined to that port's fan-out group in worker order,
-    // and forwards what it receives out of its own socket on the other port.
+    // socket per port (the gateway configuration: receive ring, promiscuous),
+    // joined to that port's fan-out group in worker order, and forwards what
+    // it receives out of its own socket on the other port, zero-copy.
     let mut t = Topology::new().unwrap();
     let l = t.add_ns("fanfl").unwrap();
     let g = t.add_ns("fanfg").unwrap();
@@ -186,14 +208,13 @@ fn fanout_workers_forward_32_flows_exactly_without_loops() {
     t.ns(l).add_addr("eth0", "198.51.100.1/24").unwrap();
     t.ns(r).add_addr("eth0", "198.51.100.2/24").unwrap();
     const WORKERS: usize = 2;
-    let workers: Vec<[PacketSocket; 2]> = t
+    let mut workers: Vec<[PacketSocket; 2]> = t
         .ns(g)
         .run(|| {
             (0..WORKERS)
                 .map(|_| {
                     let open = |port, group| {
-                        let fanout = Some(px_io::Fanout { group, defrag: true });
-                        let cfg = SocketConfig { promiscuous: true, fanout, ..SocketConfig::default() };
+                        let cfg = SocketConfig::gateway_port(Some(px_io::Fanout { group, defrag: true }));
                         PacketSocket::open(port, &cfg).unwrap()
                     };
                     [open("p0", 0x0510), open("p1", 0x0511)]
@@ -204,7 +225,7 @@ fn fanout_workers_forward_32_flows_exactly_without_loops() {
     let stop = AtomicBool::new(false);
     let per_worker: Vec<Counters> = (0..WORKERS).map(|_| Counters::default()).collect();
     std::thread::scope(|s| {
-        for (ports, c) in workers.iter().zip(&per_worker) {
+        for (ports, c) in workers.iter_mut().zip(&per_worker) {
             let stop = &stop;
             s.spawn(move || bridge(ports, stop, c));
         }
@@ -225,4 +246,6 @@ fn fanout_workers_forward_32_flows_exactly_without_loops() {
     eprintln!("frames per worker {frames:?}, looped back {looped}");
     assert_eq!(looped, 0, "a worker re-read frames sent out of its port");
     assert!(frames.iter().all(|&f| f > 100), "both workers carried flows: {frames:?}");
+    let supers: usize = per_worker.iter().map(|c| c.super_packets.load(Ordering::Relaxed)).sum();
+    assert!(supers > 0, "GRO super-packets came through the rings");
 }
