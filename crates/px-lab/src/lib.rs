@@ -71,6 +71,9 @@ pub enum LabError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A new link did not become operational in time.
+    #[error("link not operational: {0}")]
+    NotOperational(String),
     /// A frame observer or impairment could not start.
     #[error("lab element: {0}")]
     Observe(String),

@@ -246,7 +246,7 @@ pub fn apply_filter(ns: &Netns, f: RouterFilter) -> Result<(), LabError> {
     ns.exec("nft", &["add", "table", "inet", "px_pmtud"])?;
     let (chain, hook, rules): (&str, &str, &[&[&str]]) = match f {
         RouterFilter::DropTooBig => (
-            "out",
+            "pxoutput",
             "output",
             &[
                 &["icmp", "type", "destination-unreachable", "icmp", "code", "frag-needed", "drop"],
@@ -254,7 +254,9 @@ pub fn apply_filter(ns: &Netns, f: RouterFilter) -> Result<(), LabError> {
             ],
         ),
         // Any fragment: MF set or a non-zero offset.
-        RouterFilter::DropFragments => ("fwd", "forward", &[&["ip", "frag-off", "&", "0x3fff", "!=", "0", "drop"]]),
+        RouterFilter::DropFragments => {
+            ("pxforward", "forward", &[&["ip", "frag-off", "&", "0x3fff", "!=", "0", "drop"]])
+        }
     };
     ns.exec(
         "nft",
