@@ -7,11 +7,15 @@
 //! kernel cuts to `gso.size` (GSO). Guarantees:
 //!
 //! - frames this socket (or anyone) *sends* on the interface are not read
-//!   back (`PACKET_IGNORE_OUTGOING`), so a bump-in-the-wire does not loop;
+//!   back (`PACKET_IGNORE_OUTGOING`, and its fan-out flag for a socket in a
+//!   fan-out group), so a bump-in-the-wire does not loop;
 //! - [`PacketSocket::recv_batch`] / [`PacketSocket::send_batch`] make one
 //!   syscall per batch (`recvmmsg`/`sendmmsg`) and never allocate: frames
 //!   land in the [`RxBatch`]'s preallocated slots and leave from the
 //!   caller's buffers (anything implementing [`TxFrame`]);
+//! - with a receive ring ([`SocketConfig::rx_ring`]) frames are read in
+//!   place from the mapping and can be sent on from there
+//!   ([`PacketSocket::recv_ring_batch`]), with no copy in user space;
 //! - nothing blocks: receive returns 0 when nothing is queued and
 //!   [`Poller`] waits with a sub-millisecond timeout so the caller can run
 //!   its timers;
