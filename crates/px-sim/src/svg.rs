@@ -1,5 +1,6 @@
-//! Hand-written SVG charts for the experiments' results: a line chart and a
-//! grouped bar chart, nothing more.
+//! Hand-written SVG charts for the experiments' results: a line chart, a
+//! grouped bar chart (each bar labelled with its value), and [`stack`] to
+//! put several charts one above the other in one figure.
 //!
 //! Output is a self-contained SVG 1.1 document (no scripts, no external
 //! resources); every text is XML-escaped; non-finite values are skipped, so
@@ -25,7 +26,7 @@ pub struct Series {
 }
 
 /// A line chart with linear axes starting at zero.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct LineChart {
     /// Title above the plot.
     pub title: String,
@@ -35,10 +36,18 @@ pub struct LineChart {
     pub y_label: String,
     /// The lines.
     pub series: Vec<Series>,
+    /// Top of the y axis; larger values are drawn at the top edge (so that
+    /// one transient peak does not flatten the rest). `None`: the data's max.
+    pub y_max: Option<f64>,
+    /// Labelled vertical lines at these x values (events such as an MTU drop).
+    pub markers: Vec<(f64, String)>,
+    /// One line of small print under the plot (sources, caveats).
+    pub note: Option<String>,
 }
 
-/// Grouped bars: one group per category, one bar per series in each.
-#[derive(Clone, Debug, PartialEq)]
+/// Grouped bars: one group per category, one bar per series in each, each
+/// bar labelled with its value.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct BarChart {
     /// Title above the plot.
     pub title: String,
@@ -48,6 +57,8 @@ pub struct BarChart {
     pub categories: Vec<String>,
     /// `(series name, one value per category)`.
     pub series: Vec<(String, Vec<f64>)>,
+    /// One line of small print under the plot (sources, caveats).
+    pub note: Option<String>,
 }
 
 /// Escapes the five XML special characters.
@@ -99,6 +110,47 @@ fn fmt_tick(v: f64) -> String {
         let s = format!("{v:.3}");
         s.trim_end_matches('0').to_string()
     }
+}
+
+/// Value label for a bar: three significant digits at most.
+fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn note(out: &mut String, note: Option<&String>) {
+    if let Some(n) = note {
+        let _ =
+            write!(out, r##"<text x="{LEFT}" y="{:.1}" font-size="11" fill="#444444">{}</text>"##, H - 4.0, escape(n));
+    }
+}
+
+/// Stacks complete chart documents (as returned by `to_svg`) vertically
+/// into one document, each keeping its own size.
+#[must_use]
+pub fn stack(parts: &[String]) -> String {
+    let total = H * parts.len().max(1) as f64;
+    let mut out = String::with_capacity(parts.iter().map(String::len).sum::<usize>() + 256);
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{total}" viewBox="0 0 {W} {total}" font-family="sans-serif" font-size="12">"#
+    );
+    for (i, part) in parts.iter().enumerate() {
+        // A nested <svg> establishes its own viewport at (0, y).
+        let inner = part.trim_end().strip_prefix("<svg ").unwrap_or(part);
+        let _ = write!(out, r#"<svg x="0" y="{:.1}" {inner}"#, H * i as f64);
+        out.push('\n');
+    }
+    out.push_str("</svg>\n");
+    out
 }
 
 fn header(out: &mut String, title: &str) {
@@ -174,8 +226,8 @@ impl LineChart {
     pub fn to_svg(&self) -> String {
         let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
         let pts = || self.series.iter().flat_map(|s| s.points.iter().filter(finite));
-        let x_max = pts().map(|p| p.0).fold(0.0, f64::max);
-        let y_max = pts().map(|p| p.1).fold(0.0, f64::max);
+        let x_max = pts().map(|p| p.0).chain(self.markers.iter().map(|m| m.0)).fold(0.0, f64::max);
+        let y_max = self.y_max.unwrap_or_else(|| pts().map(|p| p.1).fold(0.0, f64::max));
         let mut out = String::with_capacity(4096);
         header(&mut out, &self.title);
         let y_top = y_axis(&mut out, y_max, &self.y_label);
@@ -209,13 +261,25 @@ impl LineChart {
             );
             for &(x, y) in s.points.iter().filter(finite) {
                 let px = LEFT + x / x_top * plot_w;
-                let py = H - BOTTOM - y / y_top * plot_h;
+                let py = H - BOTTOM - y.min(y_top) / y_top * plot_h;
                 let _ = write!(out, "{px:.1},{py:.1} ");
             }
             out.push_str(r#""/>"#);
         }
+        for (x, label) in self.markers.iter().filter(|m| m.0.is_finite()) {
+            let px = LEFT + x / x_top * plot_w;
+            let _ = write!(
+                out,
+                r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#555555" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#333333">{}</text>"##,
+                H - BOTTOM,
+                px + 4.0,
+                TOP + 12.0,
+                escape(label)
+            );
+        }
         let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
         legend(&mut out, &names);
+        note(&mut out, self.note.as_ref());
         out.push_str("</svg>\n");
         out
     }
@@ -249,19 +313,27 @@ impl BarChart {
                     continue;
                 }
                 let h = v / y_top * plot_h;
+                let x = gx + group_w * 0.1 + i as f64 * bar_w;
                 let _ = write!(
                     out,
-                    r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{}"><title>{}</title></rect>"#,
-                    gx + group_w * 0.1 + i as f64 * bar_w,
+                    r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{}"><title>{}</title></rect>"#,
                     H - BOTTOM - h,
                     bar_w * 0.95,
                     COLORS[i % COLORS.len()],
                     fmt_tick(v)
                 );
+                let _ = write!(
+                    out,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10">{}</text>"#,
+                    x + bar_w * 0.475,
+                    H - BOTTOM - h - 3.0,
+                    fmt_value(v)
+                );
             }
         }
         let names: Vec<&str> = self.series.iter().map(|s| s.0.as_str()).collect();
         legend(&mut out, &names);
+        note(&mut out, self.note.as_ref());
         out.push_str("</svg>\n");
         out
     }
@@ -288,6 +360,7 @@ mod tests {
                 Series { name: "MSS 1448".into(), points: vec![(0.0, 1.0), (1.0, 2.0), (2.0, f64::NAN)] },
                 Series { name: "MSS 8948".into(), points: vec![(0.0, 3.0), (2.0, 8.0)] },
             ],
+            ..LineChart::default()
         };
         let svg = c.to_svg();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
@@ -305,9 +378,54 @@ mod tests {
             y_label: "s".into(),
             categories: vec!["Classic".into(), "Once 3V".into()],
             series: vec![("sim".into(), vec![11.0, 10.0]), ("blog".into(), vec![11.3, 10.5])],
+            note: Some("blog: Table 1".into()),
         };
         let svg = c.to_svg();
         // 4 bars + 2 legend swatches + background.
         assert_eq!(svg.matches("<rect").count(), 7);
+        // Each bar carries its value; the note is printed.
+        for label in [">11<", ">10<", ">11.3<", ">10.5<", ">blog: Table 1<"] {
+            assert!(svg.contains(label), "{label} missing");
+        }
+    }
+
+    #[test]
+    fn line_chart_clips_to_y_max_and_draws_markers() {
+        let c = LineChart {
+            title: "t".into(),
+            series: vec![Series { name: "a".into(), points: vec![(0.0, 100.0), (1.0, 5.0), (2.0, 8.0)] }],
+            y_max: Some(10.0),
+            markers: vec![(1.5, "drop".into())],
+            ..LineChart::default()
+        };
+        let svg = c.to_svg();
+        // The peak of 100 is drawn at the top edge (y = TOP), not off the plot.
+        assert!(svg.contains(&format!("80.0,{TOP:.1} ")), "{svg}");
+        assert!(svg.contains("stroke-dasharray") && svg.contains(">drop<"));
+        // The y axis stops at 10.
+        assert!(svg.contains(">10<") && !svg.contains(">100<"));
+    }
+
+    #[test]
+    fn stacked_charts_form_one_document() {
+        let a = BarChart {
+            title: "first".into(),
+            categories: vec!["x".into()],
+            series: vec![("s".into(), vec![1.0])],
+            ..BarChart::default()
+        };
+        let b = LineChart {
+            title: "second".into(),
+            series: vec![Series { name: "l".into(), points: vec![(0.0, 1.0), (1.0, 2.0)] }],
+            ..LineChart::default()
+        };
+        let svg = stack(&[a.to_svg(), b.to_svg()]);
+        assert!(
+            svg.starts_with(&format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}""#, 2.0 * H))
+        );
+        assert_eq!(svg.matches("<svg").count(), 3);
+        assert_eq!(svg.matches("</svg>").count(), 3);
+        assert!(svg.contains(&format!(r#"<svg x="0" y="{H:.1}" xmlns"#)));
+        assert!(svg.contains(">first<") && svg.contains(">second<"));
     }
 }

@@ -18,8 +18,8 @@ pub use mtu_benefit::{
     MtuBenefitParams, MtuBenefitResult, MtuBenefitRun, mtu_benefit, mtu_benefit_svg, mtu_benefit_with_progress,
 };
 pub use mtu_drop::{
-    BLOG_TABLE, MtuDropParams, MtuDropResult, MtuDropRow, RttVariant, SearchKind, mtu_drop, mtu_drop_svg,
-    mtu_drop_with_progress,
+    BLOG_TABLE, MtuDropParams, MtuDropResult, MtuDropRow, RttVariant, SearchKind, TimelinePoint, mtu_drop,
+    mtu_drop_svg, mtu_drop_with_progress,
 };
 pub use pmtud_compare::{
     MTU_WEIGHTS, Method, MethodOutcome, MethodSummary, PathOutcome, PmtudCompareParams, PmtudCompareResult,

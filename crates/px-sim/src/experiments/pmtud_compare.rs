@@ -25,7 +25,7 @@ use crate::datagram::Datagrams;
 use crate::link::LinkConfig;
 use crate::net::{Network, PathConfig, RouterPolicy};
 use crate::probers::{DplpmtudProber, FpmtudProber, IcmpProber, Prober, ResponderEndpoint};
-use crate::svg::BarChart;
+use crate::svg::{self, BarChart};
 use crate::time::SimTime;
 
 /// MTUs common on the Internet and their weights in the draw (‰).
@@ -453,23 +453,51 @@ pub fn pmtud_compare_with_progress(
     })
 }
 
-/// Success and exact rates per method, and median / p99 time to answer.
+/// Success and exact rates per method, then median / p99 time to the
+/// answer in seconds and in round trips of each path.
 #[must_use]
 pub fn pmtud_compare_svg(r: &PmtudCompareResult) -> String {
     let cats: Vec<String> = r.summaries.iter().map(|s| s.method.clone()).collect();
     let pick = |f: fn(&MethodSummary) -> f64| r.summaries.iter().map(f).collect::<Vec<f64>>();
-    BarChart {
-        title: format!("PMTUD over {} random paths", r.params.paths),
-        y_label: "% of paths  |  seconds".into(),
+    let p = &r.params;
+    let rates = BarChart {
+        title: format!("PMTUD over {} random paths: answers", p.paths),
+        y_label: "% of paths".into(),
+        categories: cats.clone(),
+        series: vec![
+            ("success (<= path MTU)".into(), pick(|s| s.success_rate * 100.0)),
+            ("exact (= path MTU)".into(), pick(|s| s.exact_rate * 100.0)),
+            ("success on black holes".into(), pick(|s| s.black_hole_success_rate.map_or(f64::NAN, |v| v * 100.0))),
+        ],
+        note: Some(format!(
+            "{} of {} paths are ICMP black holes, {} filter fragments; {}-{} links, RTT {}-{} ms",
+            r.black_hole_paths, p.paths, r.fragment_filter_paths, p.min_hops, p.max_hops, p.min_rtt_ms, p.max_rtt_ms
+        )),
+    };
+    let times = BarChart {
+        title: "Time to the answer (successful paths)".into(),
+        y_label: "seconds".into(),
+        categories: cats.clone(),
+        series: vec![
+            ("median".into(), pick(|s| s.p50_s.unwrap_or(f64::NAN))),
+            ("99th percentile".into(), pick(|s| s.p99_s.unwrap_or(f64::NAN))),
+        ],
+        note: Some(format!(
+            "DPLPMTUD: RFC 8899 PROBE_TIMER floor {} ms x MAX_PROBES per size that fails",
+            p.dplpmtud_min_probe_timer_ms
+        )),
+    };
+    let rtts = BarChart {
+        title: "Time to the answer in round trips of each path".into(),
+        y_label: "round trips".into(),
         categories: cats,
         series: vec![
-            ("success %".into(), pick(|s| s.success_rate * 100.0)),
-            ("exact %".into(), pick(|s| s.exact_rate * 100.0)),
-            ("p50 s".into(), pick(|s| s.p50_s.unwrap_or(f64::NAN))),
-            ("p99 s".into(), pick(|s| s.p99_s.unwrap_or(f64::NAN))),
+            ("median".into(), pick(|s| s.p50_rtts.unwrap_or(f64::NAN))),
+            ("99th percentile".into(), pick(|s| s.p99_rtts.unwrap_or(f64::NAN))),
         ],
-    }
-    .to_svg()
+        note: Some("the paper's claim for F-PMTUD: one round trip (+1 for the DF-set refinement to the byte)".into()),
+    };
+    svg::stack(&[rates.to_svg(), times.to_svg(), rtts.to_svg()])
 }
 
 #[cfg(test)]

@@ -364,24 +364,38 @@ fn print_mtu_drop(r: &MtuDropResult, elapsed: Duration) {
     );
     println!();
     println!(
-        "  {:<12} {:>16} {:>12} | {:>9} {:>9} {:>9} {:>10} {:>9} | {:>9} {:>5} {:>6} {:>6}",
-        "variant",
+        "  {:<12} {:>14} {:>10} | {:>21} {:>9} {:>9} | {:>21} {:>8} | {:>5} {:>6}",
+        "",
         "completion s",
         "losses",
-        "srtt@drop",
-        "rtt@drop",
-        "PTO@drop",
-        "cwnd@drop",
+        "--- at the drop ---",
+        "cwnd",
         "in flight",
+        "--- before detection ---",
         "detected",
+        "",
+        "final"
+    );
+    println!(
+        "  {:<12} {:>14} {:>10} | {:>6} {:>6} {:>7} {:>9} {:>9} | {:>6} {:>6} {:>7} {:>8} | {:>5} {:>6}",
+        "variant",
+        "sim / blog",
+        "sim / blog",
+        "srtt",
+        "rtt",
+        "PTO",
+        "bytes",
+        "bytes",
+        "srtt",
+        "rtt",
+        "PTO",
+        "at s",
         "PTOs",
-        "probes",
         "PLPMTU"
     );
-    println!("  {:<12} {:>16} {:>12} |", "", "sim / blog", "sim / blog");
     for row in &r.rows {
         println!(
-            "  {:<12} {:>16} {:>12} | {:>9.3} {:>9.3} {:>9.3} {:>10} {:>9} | {:>9} {:>5} {:>6} {:>6}",
+            "  {:<12} {:>14} {:>10} | {:>6.3} {:>6.3} {:>7.3} {:>9} {:>9} | {:>6.3} {:>6.3} {:>7.3} {:>8} | {:>5} {:>6}",
             row.variant,
             format!("{} / {:.1}", opt(row.completion_s, 2), row.blog_completion_s),
             format!("{} / {}", row.losses, row.blog_losses),
@@ -390,9 +404,11 @@ fn print_mtu_drop(r: &MtuDropResult, elapsed: Duration) {
             row.pto_at_drop_s,
             row.cwnd_at_drop_bytes,
             row.in_flight_at_drop_bytes,
+            row.srtt_before_detection_s,
+            row.latest_rtt_before_detection_s,
+            row.pto_before_detection_s,
             opt(row.black_hole_detected_s, 2),
             row.ptos,
-            row.probes_sent,
             row.final_plpmtu
         );
     }
@@ -403,7 +419,7 @@ fn print_mtu_drop(r: &MtuDropResult, elapsed: Duration) {
     println!("  fastest to slowest (sim):  {}", names.join(" < "));
     println!("  fastest to slowest (blog): Once 3V < Once 4V < Classic < Once MaxRTT; most losses: Classic");
     println!(
-        "  (srtt/rtt/PTO in seconds at the drop; 'detected' = when DPLPMTUD lowered the PLPMTU; {} variants in {:.1?})",
+        "  (srtt, raw rtt, PTO in seconds; 'detected' = when DPLPMTUD lowered the PLPMTU; {} variants in {:.1?})",
         r.rows.len(),
         elapsed
     );
