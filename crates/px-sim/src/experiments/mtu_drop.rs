@@ -24,6 +24,17 @@
 //! | ACKs, loss detection | every 2nd packet or 25 ms; kPacketThreshold 3, 9/8 RTT, PTO | RFC 9000 §13.2.2, RFC 9002 §6 |
 //! | what counts as a loss | a data packet declared lost by RFC 9002 loss detection | the blog's "Losses" column; DPLPMTUD probes are not data and are reported apart |
 //! | PROBE_TIMER floor | none: the PTO alone | QUIC stacks (picoquic) time their probes with the PTO; RFC 8899's 1 s floor is a flag |
+//!
+//! What this reproduces (tests below, figures in `docs/sim.md`): Once 3V
+//! fastest, then Once 4V, then Once MaxRTT, Classic slowest, because
+//! Classic's smoothed RTT follows the queueing delay and its PTO is the
+//! longest when the sender waits for it. What it cannot: the blog's loss
+//! counts. NewReno's slow start ends only on a loss and the queue is
+//! unlimited, so every run meets the drop in slow start with the same
+//! window, and loses the same packets (those sent into the black hole while
+//! the pre-drop queue drained); the blog's controller had left start-up on
+//! delay signals and drained its queue, so its losses grew with the time
+//! its timers took.
 
 use std::time::{Duration, Instant};
 
