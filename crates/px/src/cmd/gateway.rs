@@ -57,6 +57,9 @@ pub struct GatewayArgs {
     /// Handle every frame in software (no GRO/GSO through PACKET_VNET_HDR).
     #[arg(long)]
     no_offload: bool,
+    /// At exit, write the final counters as JSON to this file.
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -114,6 +117,18 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
     }
     crate::signals::install();
     let stop = Arc::new(AtomicBool::new(false));
-    gateway::run(&cfg, stop, &mut |line| eprintln!("{line}")).map_err(|e| e.to_string())?;
+    let total = gateway::run(&cfg, stop, &mut |line| eprintln!("{line}")).map_err(|e| e.to_string())?;
+    if let Some(path) = &args.stats_file {
+        let json = serde_json::json!({
+            "yield": total.counters.conversion_yield(),
+            "flows": total.flows,
+            "held_bytes": total.held_bytes,
+            "socket_drops": total.socket_drops,
+            "send_errors": total.send_errors,
+            "rx_errors": total.rx_errors,
+            "counters": total.counters,
+        });
+        std::fs::write(path, json.to_string()).map_err(|e| format!("--stats-file {}: {e}", path.display()))?;
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -25,6 +25,14 @@ use crate::cmd::probe::parse_duration;
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
+    /// Legacy host — gateway — b-network host in namespaces: bulk TCP both
+    /// ways through px gateway and through a plain Linux router, side by side
+    /// (needs root; under two minutes).
+    Demo(crate::cmd::lab_demo::DemoArgs),
+    /// Leave the demo topology up (gateway running) for hands-on use.
+    Up(crate::cmd::lab_demo::UpArgs),
+    /// Remove what `px lab up` left.
+    Down(crate::cmd::lab_demo::DownArgs),
     /// Compare path MTU discovery tools on lab paths (needs root).
     Pmtud(LabPmtudArgs),
 }
@@ -47,6 +55,9 @@ pub struct LabPmtudArgs {
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
     match c {
+        LabCommand::Demo(a) => crate::cmd::lab_demo::demo(a),
+        LabCommand::Up(a) => crate::cmd::lab_demo::up(a),
+        LabCommand::Down(a) => crate::cmd::lab_demo::down(a),
         LabCommand::Pmtud(a) => pmtud(a),
     }
 }

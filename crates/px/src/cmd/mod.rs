@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod fpmtud;
 pub mod gateway;
+pub mod lab_demo;
 pub mod lab_pmtud;
 pub mod probe;
 pub mod sim;
