@@ -1,0 +1,179 @@
+//! Root integration tests of `px probe` and `px fpmtud` on real lab paths
+//! (px-lab's `standard_paths`): the exact path MTU on every path, by the
+//! method expected there (F-PMTUD in at most 2 round trips where fragments
+//! pass, the DPLPMTUD fallback where they are filtered and on IPv6), the
+//! classic ICMP method failing on black holes, and a responder that never
+//! sent more bytes than it received. Skipped with a message when not root.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use px_lab::pmtud::{PathSpec, PmtudLab, standard_paths};
+use px_lab::{LabChild, require_root_or_skip};
+
+const PX: &str = env!("CARGO_BIN_EXE_px");
+
+fn spec(name: &str) -> PathSpec {
+    standard_paths().into_iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no path {name}"))
+}
+
+/// `px probe` in the prober's namespace; its JSON and exit code.
+fn probe(lab: &PmtudLab, method: &str) -> (serde_json::Value, Option<i32>) {
+    let target = lab.target().to_string();
+    let out = lab
+        .prober_ns()
+        .command(PX)
+        .args(["probe", &target, "--method", method, "--json", "--timeout", "20s"])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(text.trim()).unwrap_or(serde_json::Value::Null);
+    (v, out.status.code())
+}
+
+/// Starts `px fpmtud --json-stats` in the responder's namespace and waits
+/// until its port is bound.
+fn start_responder(lab: &PmtudLab) -> LabChild {
+    let mut cmd = lab.responder_ns().command(PX);
+    cmd.args(["fpmtud", "--json-stats", "--rate", "1000", "--burst", "1000"]).stdout(Stdio::piped());
+    let child = LabChild::spawn(&mut cmd).unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if lab.responder_ns().exec("ss", &["-Hlun"]).unwrap().contains(":9999") {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("px fpmtud did not bind its port");
+}
+
+/// Stops the responder with SIGTERM; its exit code and counters.
+fn stop_responder(child: LabChild) -> (Option<i32>, serde_json::Value) {
+    let pid = child.id().unwrap();
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    (out.status.code(), serde_json::from_str(text.trim()).unwrap_or(serde_json::Value::Null))
+}
+
+/// Builds `name`, checks every expectation, tears down.
+fn check_path(name: &str, auto_method: &str, icmp_answers: bool) {
+    if !require_root_or_skip(name) {
+        return;
+    }
+    let spec = spec(name);
+    let truth = u64::from(spec.true_pmtu());
+    let lab = PmtudLab::build(&spec).unwrap();
+    let responder = start_responder(&lab);
+    lab.warm_up().unwrap();
+
+    let (auto, code) = probe(&lab, "auto");
+    assert_eq!(code, Some(0), "{name}: {auto}");
+    assert_eq!(auto["pmtu"].as_u64(), Some(truth), "{name}: auto {auto}");
+    assert_eq!(auto["exact"], true, "{name}: {auto}");
+    assert_eq!(auto["method"], auto_method, "{name}: {auto}");
+    if auto_method == "fpmtud" {
+        // Paper target: one or two round trips where fragments pass.
+        assert!(auto["round_trips"].as_u64().unwrap() <= 2, "{name}: {auto}");
+    }
+
+    lab.forget_learned_pmtu().unwrap();
+    let (d, code) = probe(&lab, "dplpmtud");
+    assert_eq!((d["pmtu"].as_u64(), code), (Some(truth), Some(0)), "{name}: dplpmtud {d}");
+
+    lab.forget_learned_pmtu().unwrap();
+    let (i, code) = probe(&lab, "icmp");
+    if icmp_answers {
+        assert_eq!((i["pmtu"].as_u64(), code), (Some(truth), Some(0)), "{name}: icmp {i}");
+    } else {
+        // A black hole: no ICMP comes back, classic PMTUD has no answer.
+        assert_eq!((i["pmtu"].is_null(), code), (true, Some(3)), "{name}: icmp {i}");
+    }
+
+    let (code, stats) = stop_responder(responder);
+    assert_eq!(code, Some(0), "responder exit: {stats}");
+    let sent = stats["ip_bytes_sent"].as_u64().unwrap();
+    let received = stats["ip_bytes_received"].as_u64().unwrap();
+    assert!(stats["replies"].as_u64().unwrap() > 0, "{stats}");
+    assert!(sent <= received, "{name}: responder sent {sent} bytes for {received} received");
+    assert_eq!(stats["send_errors"], 0, "{stats}");
+}
+
+#[test]
+fn probe_chain_9000_1500_1400() {
+    check_path("chain-9000-1500-1400", "fpmtud", true);
+}
+
+#[test]
+fn probe_chain_9000_4000_1280() {
+    check_path("chain-9000-4000-1280", "fpmtud", true);
+}
+
+#[test]
+fn probe_ethernet_1500() {
+    check_path("ethernet-1500", "fpmtud", true);
+}
+
+#[test]
+fn probe_pppoe_1500_1492() {
+    check_path("pppoe-1500-1492", "fpmtud", true);
+}
+
+#[test]
+fn probe_icmp_black_hole() {
+    check_path("blackhole-9000-1500", "fpmtud", false);
+}
+
+#[test]
+fn probe_fragment_filter_falls_back_to_dplpmtud() {
+    check_path("fragfilter-9000-1500", "fpmtud+dplpmtud", true);
+}
+
+#[test]
+fn probe_10ms_rtt() {
+    check_path("rtt10ms-9000-1500-1400", "fpmtud", true);
+}
+
+#[test]
+fn probe_ipv6_uses_dplpmtud() {
+    check_path("ipv6-9000-1500-1400", "dplpmtud", true);
+}
+
+#[test]
+fn probe_ipv6_black_hole() {
+    check_path("ipv6-blackhole-9000-1500", "dplpmtud", false);
+}
+
+/// The responder answers the legacy format of the paper authors' tool with
+/// the 4-byte largest IP length, over a fragmenting path, and `px probe
+/// --legacy` finds the exact path MTU through it.
+#[test]
+fn legacy_probe_over_fragmenting_path() {
+    if !require_root_or_skip("legacy_probe_over_fragmenting_path") {
+        return;
+    }
+    let lab = PmtudLab::build(&spec("chain-9000-1500-1400")).unwrap();
+    let responder = start_responder(&lab);
+    lab.warm_up().unwrap();
+    let target = lab.target().to_string();
+    // Legacy probes ("FPMT" + padding) get legacy 4-byte answers, which
+    // the prober accepts only in --legacy mode and still refines.
+    let out = lab
+        .prober_ns()
+        .command(PX)
+        .args(["probe", &target, "--method", "fpmtud", "--legacy", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["pmtu"].as_u64(), Some(1400), "{v}");
+    let (_, stats) = stop_responder(responder);
+    assert!(stats["legacy_probes"].as_u64().unwrap() >= 1, "{stats}");
+    // Sanity: nothing is left of the lab after the drop.
+    let names: Vec<String> = vec![lab.prober_ns().name().to_owned()];
+    drop(lab);
+    let left = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(names.iter().all(|n| !left.contains(n.as_str())), "{left}");
+}
