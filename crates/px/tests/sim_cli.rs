@@ -89,6 +89,29 @@ fn mtu_benefit_json_is_an_object_with_the_ratio() {
 }
 
 #[test]
+fn mtu_drop_packet_size_follows_a_smaller_path_mtu() {
+    let v = json(&[
+        "sim",
+        "mtu-drop",
+        "--mtu-before",
+        "1400",
+        "--mtu-after",
+        "1300",
+        "--file-bytes",
+        "400000",
+        "--variants",
+        "3v",
+        "--json",
+    ]);
+    // Discovery reaches the 1400-byte path (the default 1468 would not fit),
+    // the drop costs packets, and the PLPMTU ends at or below 1300.
+    assert_eq!(v[0]["plpmtu_at_drop"], 1400);
+    assert!(v[0]["losses"].as_u64().expect("count") > 0, "{v}");
+    let after = v[0]["final_plpmtu"].as_u64().expect("number");
+    assert!((1200..=1300).contains(&after), "{v}");
+}
+
+#[test]
 fn tables_show_sim_and_seed_figures_side_by_side() {
     let out = px(&["sim", "mtu-drop", "--file-bytes", "150000", "--variants", "4v"]);
     assert!(out.status.success());
@@ -103,6 +126,7 @@ fn tables_show_sim_and_seed_figures_side_by_side() {
 fn out_of_range_parameters_are_refused_with_the_flag_named() {
     for (args, flag) in [
         (vec!["sim", "mtu-drop", "--mtu-after", "1600"], "--mtu-after"),
+        (vec!["sim", "mtu-drop", "--max-packet", "1500", "--mtu-before", "1400"], "--max-packet"),
         (vec!["sim", "mtu-drop", "--loss", "0.7"], "--loss"),
         (vec!["sim", "mtu-drop", "--bandwidth-mbps", "nan"], "--bandwidth-mbps"),
         (vec!["sim", "mtu-drop", "--variants", "5v"], "--variants"),

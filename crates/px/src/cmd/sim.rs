@@ -100,9 +100,10 @@ pub struct MtuDropArgs {
     /// Path MTU after the drop (at least 1200, at most --mtu-before).
     #[arg(long, default_value_t = 1394, value_parser = clap::value_parser!(u32).range(1200..=9216))]
     mtu_after: u32,
-    /// Largest datagram, IP bytes (DPLPMTUD's MAX_PLPMTU; 1468 = the blog's 1440-byte QUIC packet).
-    #[arg(long, default_value_t = 1468, value_parser = clap::value_parser!(u32).range(1200..=9216))]
-    max_packet: u32,
+    /// Largest datagram, IP bytes (DPLPMTUD's MAX_PLPMTU; default the blog's 1440-byte QUIC
+    /// packet, 1468 B of IPv4, or --mtu-before if that is smaller).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1200..=9216))]
+    max_packet: Option<u32>,
     /// When the MTU drops, seconds.
     #[arg(long, default_value_t = 1.0)]
     drop_at_s: f64,
@@ -306,8 +307,9 @@ fn mtu_drop(a: MtuDropArgs) -> Result<ExitCode, String> {
             a.mtu_after, a.mtu_before
         ));
     }
-    if a.max_packet > a.mtu_before {
-        return Err(format!("--max-packet {} is above --mtu-before {}", a.max_packet, a.mtu_before));
+    let max_packet = a.max_packet.unwrap_or(MtuDropParams::default().max_packet_bytes.min(a.mtu_before));
+    if max_packet > a.mtu_before {
+        return Err(format!("--max-packet {max_packet} is above --mtu-before {}", a.mtu_before));
     }
     if a.variants.is_empty() {
         return Err("--variants: name at least one of classic, 4v, maxrtt, 3v".into());
@@ -319,7 +321,7 @@ fn mtu_drop(a: MtuDropArgs) -> Result<ExitCode, String> {
         queue_bytes: a.queue_bytes,
         mtu_before: a.mtu_before,
         mtu_after: a.mtu_after,
-        max_packet_bytes: a.max_packet,
+        max_packet_bytes: max_packet,
         drop_at_s: drop_at,
         search: match a.search {
             SearchArg::Lsquic => SearchKind::Lsquic,
