@@ -64,6 +64,8 @@ fn merges_to_exact_inner_mss(v6: bool, imss: usize) {
     assert_eq!(c.merged_in, 13);
     assert_eq!(c.merged_out, 3);
     assert_eq!(c.inner_tcp_full_out, 2);
+    assert_eq!(c.inner_tcp_data_out, 5, "2 passed, 3 merged");
+    assert!((c.conversion_yield() - 0.4).abs() < 1e-9);
 }
 
 #[test]
