@@ -394,6 +394,10 @@ pub fn run(s: &Shape) -> Result<Stats, String> {
             udp_flow(&mut rng, n, v6, &mut udp_id)
         } else {
             let inbound = rng.gen_bool(0.7);
+            if rng.gen_bool(0.2) {
+                // Data both ways on one connection (one flow entry for both).
+                queues.push(tcp_flow(&mut rng, s, n, v6, !inbound).into());
+            }
             tcp_flow(&mut rng, s, n, v6, inbound)
         };
         queues.push(evs.into());
