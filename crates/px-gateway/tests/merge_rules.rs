@@ -9,7 +9,7 @@ use common::*;
 use etherparse::TcpOptionElement;
 use px_gateway::{Config, FlushReason, Port, RxCsum, RxMeta, Verdict};
 
-const ISN: u32 = 0xfff0_0000; // wraps within the first megabyte: wrap handling is exercised
+const ISN: u32 = 0xffff_e000; // the stream crosses the sequence wrap within the first holds
 const MSS_TS: usize = 1448; // 1500 - 20 - 32
 const IMSS_TS_V4: usize = 8948; // 9000 - 20 - 32
 const IMSS_TS_V6: usize = 8928; // 9000 - 40 - 32

@@ -103,7 +103,8 @@ type Frag = (usize, Vec<u8>, bool);
 #[allow(clippy::too_many_arguments)]
 fn tcp_flow(rng: &mut ChaCha8Rng, s: &Shape, n: u16, v6: bool, inbound: bool) -> Vec<Ev> {
     let mut evs = Vec::new();
-    let isn: u32 = rng.r#gen();
+    // Often just before the sequence wrap, so holds and pieces straddle it.
+    let isn: u32 = if rng.gen_bool(0.3) { 0u32.wrapping_sub(rng.gen_range(0..20_000)) } else { rng.r#gen() };
     let (port, mk): (Port, MakeSeg) =
         if inbound { (Port::Outer, TcpSpec::inbound) } else { (Port::Inner, TcpSpec::outbound) };
     let ip_hdr = if v6 { 40 } else { 20 };
