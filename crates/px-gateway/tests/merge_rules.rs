@@ -423,3 +423,34 @@ fn merge_respects_the_inner_hosts_mss() {
     assert!(d.iter().all(|w| w.payload.len() <= 3988), "{:?}", d.iter().map(|w| w.payload.len()).collect::<Vec<_>>());
     assert!(d.iter().any(|w| w.payload.len() == 3988));
 }
+
+/// IPv4 options and IPv6 extension headers: never merged (a careful GRO
+/// does not), passed unchanged; outbound, cut with the headers in every piece.
+#[test]
+fn ip_options_and_extension_headers_are_not_merged_and_survive_a_split() {
+    for v6 in [false, true] {
+        // IPv4: Router Alert; IPv6: hop-by-hop with a PadN option.
+        let ext = if v6 { vec![1, 4, 0, 0, 0, 0] } else { vec![0x94, 0x04, 0, 0] };
+        let mut h = Harness::new(test_config());
+        let off = warm(&mut h, v6, 1);
+        let mut s = seg(v6, 1, off, 1000);
+        s.ip_ext = ext.clone();
+        let f = s.build();
+        assert_eq!(h.feed(Port::Outer, f.clone(), RxMeta::default()), Verdict::Forward { gso: None }, "v6={v6}");
+        assert_eq!(h.out.last().unwrap().frame, f);
+        let mut big = TcpSpec::outbound(v6, 1, 5, stream_bytes(7, 0, 8000)).ts(1, 2);
+        big.ip_ext = ext.clone();
+        assert_eq!(h.feed_tcp(Port::Inner, &big), Verdict::Consumed);
+        let w = finish(&mut h);
+        let pieces: Vec<_> = w.iter().filter(|(p, _)| *p == Port::Outer).collect();
+        assert!(pieces.len() > 1);
+        for (_, p) in pieces {
+            assert!(p.ip_len <= 1500);
+            match &p.net {
+                etherparse::NetHeaders::Ipv4(ip, _) => assert_eq!(ip.options.as_slice(), &ext[..]),
+                etherparse::NetHeaders::Ipv6(_, e) => assert!(e.hop_by_hop_options.is_some()),
+                _ => unreachable!(),
+            }
+        }
+    }
+}

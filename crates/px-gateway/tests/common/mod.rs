@@ -95,6 +95,8 @@ pub struct TcpSpec {
     pub ip_id: u16,
     pub flow_label: u32,
     pub vlan: Option<u16>,
+    /// IPv4 options, or the payload of an IPv6 hop-by-hop header (6 + 8k bytes).
+    pub ip_ext: Vec<u8>,
     pub payload: Vec<u8>,
 }
 
@@ -119,6 +121,7 @@ impl TcpSpec {
             ip_id: 100,
             flow_label: 0,
             vlan: None,
+            ip_ext: Vec::new(),
             payload,
         }
     }
@@ -154,7 +157,9 @@ impl TcpSpec {
 
     /// Length of the IP and TCP headers this spec builds.
     pub fn ip_tcp_header_len(&self) -> usize {
-        let ip = if self.is_v6() { 40 } else { 20 };
+        let base = if self.is_v6() { 40 } else { 20 };
+        let ext = if self.ip_ext.is_empty() { 0 } else { self.ip_ext.len() + 2 * self.is_v6() as usize };
+        let ip = base + ext;
         ip + self.tcp_header().header_len()
     }
 
@@ -170,7 +175,17 @@ impl TcpSpec {
     }
 
     fn ip_headers(&self) -> IpHeaders {
-        ip_headers(self.src, self.dst, self.dscp, self.ecn, self.ttl, self.df, self.ip_id, self.flow_label)
+        let mut h = ip_headers(self.src, self.dst, self.dscp, self.ecn, self.ttl, self.df, self.ip_id, self.flow_label);
+        if !self.ip_ext.is_empty() {
+            match &mut h {
+                IpHeaders::Ipv4(h, _) => h.options = self.ip_ext[..].try_into().expect("IPv4 options"),
+                IpHeaders::Ipv6(_, e) => {
+                    e.hop_by_hop_options =
+                        Some(etherparse::Ipv6RawExtHeader::new_raw(IpNumber::TCP, &self.ip_ext).expect("hop-by-hop"))
+                }
+            }
+        }
+        h
     }
 
     /// The Ethernet frame, checksums computed by etherparse.
