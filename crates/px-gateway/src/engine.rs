@@ -54,7 +54,8 @@ pub struct Engine {
     /// Payload bytes in live holds.
     held_bytes: usize,
     next_hold_id: u64,
-    last_housekeeping: Option<Instant>,
+    /// When idle flows are next looked for (one comparison per packet).
+    next_housekeeping: Option<Instant>,
     counters: Counters,
 }
 
@@ -74,7 +75,7 @@ impl Engine {
             held_reserved: 0,
             held_bytes: 0,
             next_hold_id: 1,
-            last_housekeeping: None,
+            next_housekeeping: None,
             counters: Counters::default(),
             cfg,
         })
@@ -109,7 +110,7 @@ impl Engine {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let hold = self.timers.front().map(|t| t.0);
-        let house = (self.flows.len() > 0).then(|| self.last_housekeeping.map(|t| t + HOUSEKEEPING)).flatten();
+        let house = (self.flows.len() > 0).then_some(self.next_housekeeping).flatten();
         match (hold, house) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -152,7 +153,7 @@ impl Engine {
         let pc = self.counters.port_mut(from);
         pc.rx_packets += 1;
         pc.rx_bytes += frame.len() as u64;
-        if self.last_housekeeping.is_none_or(|t| now >= t + HOUSEKEEPING) {
+        if self.next_housekeeping.is_none_or(|t| now >= t) {
             self.housekeeping(now);
         }
         let to = from.other();
@@ -383,7 +384,7 @@ impl Engine {
     }
 
     fn housekeeping(&mut self, now: Instant) {
-        self.last_housekeeping = Some(now);
+        self.next_housekeeping = Some(now + HOUSEKEEPING);
         for _ in 0..64 {
             let Some(idx) = self.flows.oldest() else { break };
             let idle = self
@@ -425,8 +426,12 @@ impl Engine {
                     None
                 }
             };
+            // No MSS option: the inner host takes only the default MSS
+            // (RFC 9293 §3.7.1: 536; RFC 8200 §8.3: 1220 for IPv6), and
+            // merged segments must respect it as split ones do outward.
+            let default = if seg.info.version == IpVersion::V4 { 536 } else { 1220 };
             if let Some(f) = self.flows.get_mut(i) {
-                f.inner_mss = orig;
+                f.inner_mss = orig.or(Some(default));
                 f.last_seen = now;
             }
         }
@@ -448,7 +453,7 @@ impl Engine {
             Port::Inner => {
                 let k = key(seg.info.src, seg.info.dst, seg.src_port, seg.dst_port);
                 let mut cap = (self.cfg.imtu as usize).saturating_sub(hdrs);
-                if let Some(m) = self.flows.lookup(&k).and_then(|i| self.flows.get(i)).and_then(|f| f.inner_mss) {
+                if let Some(m) = self.flows.peek(&k).and_then(|i| self.flows.get(i)).and_then(|f| f.inner_mss) {
                     cap = cap.min((m as usize).saturating_sub(seg.th - 20));
                 }
                 cap
@@ -457,7 +462,7 @@ impl Engine {
                 let mtu = self.egress_mtu(now, Port::Outer, seg.info.dst);
                 let mut cap = (mtu as usize).saturating_sub(hdrs);
                 let k = key(seg.info.dst, seg.info.src, seg.dst_port, seg.src_port);
-                if let Some(m) = self.flows.lookup(&k).and_then(|i| self.flows.get(i)).and_then(|f| f.outer_mss) {
+                if let Some(m) = self.flows.peek(&k).and_then(|i| self.flows.get(i)).and_then(|f| f.outer_mss) {
                     cap = cap.min((m as usize).saturating_sub(seg.th - 20));
                 }
                 cap
@@ -532,7 +537,7 @@ impl Engine {
             outer_port: seg.src_port,
             inner_port: seg.dst_port,
         };
-        match self.flows.lookup(&k) {
+        match self.flows.peek(&k) {
             Some(i) => self.merge_cap(i, seg),
             None => self.cfg.inner_payload_cap(seg.payload_start() - seg.info.l3),
         }

@@ -454,3 +454,37 @@ fn ip_options_and_extension_headers_are_not_merged_and_survive_a_split() {
         }
     }
 }
+
+/// An inner host whose SYN carried no MSS option takes only the default MSS
+/// (RFC 9293 §3.7.1: 536 for IPv4; RFC 8200 §8.3: 1220 for IPv6): merged
+/// segments toward it must not be larger, as they already are not toward an
+/// outer host that sent no MSS.
+#[test]
+fn inner_host_without_mss_gets_the_default_mss() {
+    for (v6, default) in [(false, 536usize), (true, 1220)] {
+        let mut h = Harness::new(test_config());
+        let mut syn = seg(v6, 1, 0, 0).with_opts(vec![TcpOptionElement::MaximumSegmentSize(1460)]);
+        syn.seq = ISN.wrapping_sub(1);
+        syn.flags = Flags { syn: true, ..Flags::default() };
+        let _ = h.feed_tcp(Port::Outer, &syn);
+        let mut sa = TcpSpec::outbound(v6, 1, 9, vec![]);
+        sa.flags = Flags { syn: true, ack: true, ..Flags::default() };
+        sa.ack = ISN;
+        let _ = h.feed_tcp(Port::Inner, &sa);
+        // IPv4 without options (536 bytes make a flow bulk), IPv6 with
+        // timestamps (the MSS less the option, RFC 6691).
+        let piece = if v6 { default - 12 } else { default };
+        let mut off = 0;
+        for _ in 0..12 {
+            let mut s = seg(v6, 1, off, piece);
+            if !v6 {
+                s.opts.clear();
+            }
+            let _ = h.feed_tcp(Port::Outer, &s);
+            off += piece as u32;
+        }
+        let w = finish(&mut h);
+        let sizes: Vec<usize> = inner_data(&w).iter().map(|w| w.payload.len()).collect();
+        assert!(sizes.iter().all(|s| *s <= piece), "v6={v6}: {sizes:?}");
+    }
+}
