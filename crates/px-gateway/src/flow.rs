@@ -13,12 +13,36 @@ use std::time::Instant;
 use crate::merge::Held;
 
 /// A connection as the gateway sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowKey {
     pub outer_addr: IpAddr,
     pub inner_addr: IpAddr,
     pub outer_port: u16,
     pub inner_port: u16,
+}
+
+impl core::hash::Hash for FlowKey {
+    /// Feeds whole words: two for IPv4 keys, five for IPv6 (the derived
+    /// hash feeds discriminants and every address byte separately).
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        fn words(a: &IpAddr) -> (u64, u64) {
+            match a {
+                IpAddr::V4(v) => (u32::from(*v) as u64, 0),
+                IpAddr::V6(v) => {
+                    let x = u128::from(*v);
+                    ((x >> 64) as u64 ^ 0x6000_0000_0000_0000, x as u64)
+                }
+            }
+        }
+        let (o1, o2) = words(&self.outer_addr);
+        let (i1, i2) = words(&self.inner_addr);
+        h.write_u64(o1 << 32 ^ i1 ^ (o1 >> 32) << 48);
+        h.write_u64(((self.outer_port as u64) << 16 | self.inner_port as u64) ^ (i1 >> 32) << 32);
+        if o2 | i2 != 0 {
+            h.write_u64(o2);
+            h.write_u64(i2);
+        }
+    }
 }
 
 /// Per-connection state.
@@ -103,6 +127,9 @@ pub(crate) struct FlowTable {
     order: VecDeque<(u32, u64)>,
     max: usize,
     next_id: u64,
+    /// The last key looked up and its slot: segments of one flow arrive in
+    /// bursts (TSO), so most lookups hit it and skip hashing.
+    last: Option<(FlowKey, u32)>,
 }
 
 impl FlowTable {
@@ -114,6 +141,7 @@ impl FlowTable {
             order: VecDeque::new(),
             max,
             next_id: 1,
+            last: None,
         }
     }
 
@@ -121,8 +149,25 @@ impl FlowTable {
         self.map.len()
     }
 
-    pub fn lookup(&self, key: &FlowKey) -> Option<u32> {
-        self.map.get(key).copied()
+    pub fn lookup(&mut self, key: &FlowKey) -> Option<u32> {
+        if let Some((k, i)) = self.last
+            && k == *key
+        {
+            return Some(i);
+        }
+        let i = self.map.get(key).copied();
+        if let Some(i) = i {
+            self.last = Some((*key, i));
+        }
+        i
+    }
+
+    /// Lookup without updating the one-entry cache.
+    pub fn peek(&self, key: &FlowKey) -> Option<u32> {
+        match self.last {
+            Some((k, i)) if k == *key => Some(i),
+            _ => self.map.get(key).copied(),
+        }
     }
 
     pub fn get_mut(&mut self, idx: u32) -> Option<&mut Flow> {
@@ -190,6 +235,9 @@ impl FlowTable {
     pub fn remove(&mut self, idx: u32) -> Option<Flow> {
         let flow = self.slots.get_mut(idx as usize)?.take()?;
         self.map.remove(&flow.key);
+        if self.last.is_some_and(|(_, i)| i == idx) {
+            self.last = None;
+        }
         self.free.push(idx);
         Some(flow)
     }

@@ -33,11 +33,21 @@ impl Seg {
         let t = TcpSegment::new_checked(&frame[info.l4..info.end]).ok()?;
         let mut tsval_at = None;
         let mut sack_or_bad_options = false;
-        for o in t.options() {
-            match o {
-                Ok((at, TcpOption::Timestamps { .. })) => tsval_at = Some(px_wire::tcp::MIN_HEADER_LEN + at + 2),
-                Ok((_, TcpOption::Sack(_))) | Err(_) => sack_or_bad_options = true,
-                Ok(_) => {}
+        match t.options_bytes() {
+            // The layout nearly every bulk segment has (Linux, BSD, Windows):
+            // NOP NOP TS, or none at all; skip the general walk.
+            [1, 1, 8, 10, _, _, _, _, _, _, _, _] => tsval_at = Some(px_wire::tcp::MIN_HEADER_LEN + 4),
+            [] => {}
+            _ => {
+                for o in t.options() {
+                    match o {
+                        Ok((at, TcpOption::Timestamps { .. })) => {
+                            tsval_at = Some(px_wire::tcp::MIN_HEADER_LEN + at + 2)
+                        }
+                        Ok((_, TcpOption::Sack(_))) | Err(_) => sack_or_bad_options = true,
+                        Ok(_) => {}
+                    }
+                }
             }
         }
         Some(Seg {

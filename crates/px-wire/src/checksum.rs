@@ -71,30 +71,27 @@ pub fn fold(sum: Sum) -> u16 {
 }
 
 /// Sum of big-endian 16-bit words of `data`, a trailing odd byte padded with
-/// zero. Eight bytes at a time, carries kept in the upper half of the `u64`.
+/// zero. Eight bytes at a time with native-endian loads, the carries kept in
+/// the upper half of the `u64`; the byte order is fixed once at the end,
+/// which is valid because ones'-complement addition commutes with byte
+/// swapping (RFC 1071 §2(B)). One fold for the whole buffer.
 #[inline]
 fn raw_sum(data: &[u8]) -> u64 {
     let mut acc: u64 = 0;
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
-        // Native-endian loads; the byte order is fixed up once at the end,
-        // which is valid because ones'-complement addition commutes with
-        // byte swapping (RFC 1071 §2(B)).
         let w = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
         acc += (w & 0xffff_ffff) + (w >> 32);
     }
-    let mut rest = chunks.remainder();
-    let mut tail: u64 = 0;
-    while rest.len() >= 2 {
-        tail += u16::from_ne_bytes([rest[0], rest[1]]) as u64;
-        rest = &rest[2..];
+    // A byte loop, not `copy_from_slice`: for 0..7 bytes a `memcpy` call
+    // costs more than the bytes.
+    let mut tail = [0u8; 8];
+    for (t, b) in tail.iter_mut().zip(chunks.remainder()) {
+        *t = *b;
     }
-    if let [b] = rest {
-        tail += u16::from_ne_bytes([*b, 0]) as u64;
-    }
-    let folded = fold(Sum(acc)).wrapping_add(0); // native order 16-bit sum
-    let total = fold(Sum(folded as u64 + tail));
-    u16::from_be(total) as u64
+    let w = u64::from_ne_bytes(tail);
+    acc += (w & 0xffff_ffff) + (w >> 32);
+    u16::from_be(fold(Sum(acc))) as u64
 }
 
 /// Copies `src` into `dst` (same length) and returns the sum of the bytes.
@@ -109,14 +106,8 @@ pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> Sum {
 /// Sum of the IPv4 pseudo-header (RFC 793 §3.1).
 #[inline]
 pub fn pseudo_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, l4_len: u16) -> Sum {
-    let s = src.octets();
-    let d = dst.octets();
-    Sum(u16::from_be_bytes([s[0], s[1]]) as u64
-        + u16::from_be_bytes([s[2], s[3]]) as u64
-        + u16::from_be_bytes([d[0], d[1]]) as u64
-        + u16::from_be_bytes([d[2], d[3]]) as u64
-        + protocol as u64
-        + l4_len as u64)
+    let (s, d) = (u32::from(src) as u64, u32::from(dst) as u64);
+    Sum((s >> 16) + (s & 0xffff) + (d >> 16) + (d & 0xffff) + protocol as u64 + l4_len as u64)
 }
 
 /// Sum of the IPv6 pseudo-header (RFC 8200 §8.1).
