@@ -198,7 +198,9 @@ pub struct Counters {
     pub inner_tcp_data_out: u64,
     /// ... of which carried exactly the inner MSS: the conversion yield's numerator.
     pub inner_tcp_full_out: u64,
-    /// Input TCP segments cut into pieces (software or by GSO).
+    /// Input TCP segments cut into pieces in software. (A segment handed
+    /// to the I/O layer with a segment size counts as forwarded and in
+    /// `gso_out`, so that every input is counted exactly once.)
     pub split_in: u64,
     /// Pieces produced by software splits.
     pub split_out: u64,
