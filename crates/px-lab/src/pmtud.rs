@@ -184,12 +184,14 @@ impl PmtudLab {
         }
         let routers: Vec<NsId> = nodes[1..n].to_vec();
         for &r in &routers {
-            let ns = t.ns(r);
-            ns.enable_forwarding()?;
-            // Every "too big" a router has to send is sent: the ICMP-based
-            // tools are not starved by rate limits the lab would impose.
-            ns.set_sysctl("net.ipv4.icmp_ratelimit", "0")?;
-            ns.set_sysctl("net.ipv6.icmp.ratelimit", "0")?;
+            t.ns(r).enable_forwarding()?;
+        }
+        for &node in &nodes {
+            // Every ICMP error a node has to send ("too big", "time
+            // exceeded", "port unreachable") is sent: the ICMP-based tools
+            // are not starved by rate limits the lab would impose.
+            t.ns(node).set_sysctl("net.ipv4.icmp_ratelimit", "0")?;
+            t.ns(node).set_sysctl("net.ipv6.icmp.ratelimit", "0")?;
         }
         for &(r, f) in &spec.filters {
             let Some(&id) = routers.get(r.wrapping_sub(1)) else {
@@ -197,7 +199,10 @@ impl PmtudLab {
             };
             apply_filter(t.ns(id), f)?;
         }
-        Ok(PmtudLab { _delay: delay, topology: t, prober: nodes[0], responder: nodes[n], routers, spec: spec.clone() })
+        let lab =
+            PmtudLab { _delay: delay, topology: t, prober: nodes[0], responder: nodes[n], routers, spec: spec.clone() };
+        lab.install_target_counter()?;
+        Ok(lab)
     }
 
     /// The responder's address the prober should probe (IPv4 or IPv6 per
@@ -207,6 +212,20 @@ impl PmtudLab {
         let s = if self.spec.ipv6 { &v6[1] } else { &v4[1] };
         // The strings are built above from fixed documentation prefixes.
         s.parse().unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+    }
+
+    fn install_target_counter(&self) -> Result<(), LabError> {
+        let ns = self.prober_ns();
+        let target = self.target().to_string();
+        let family = if self.spec.ipv6 { "ip6" } else { "ip" };
+        ns.exec("nft", &["add", "table", "netdev", "px_count"])?;
+        let chain = [
+            "add", "chain", "netdev", "px_count", "pxegress", "{", "type", "filter", "hook", "egress", "device",
+            "eth0", "priority", "0", ";", "}",
+        ];
+        ns.exec("nft", &chain)?;
+        ns.exec("nft", &["add", "rule", "netdev", "px_count", "pxegress", family, "daddr", &target, "counter"])?;
+        Ok(())
     }
 
     /// The prober's namespace.
@@ -219,12 +238,15 @@ impl PmtudLab {
         self.topology.ns(self.responder)
     }
 
-    /// Packets the prober has transmitted on its link so far (every
-    /// fragment, probe and retry counts; read from the interface counters,
-    /// so it covers any tool run in the namespace).
-    pub fn prober_tx_packets(&self) -> Result<u64, LabError> {
-        let out = self.prober_ns().exec("cat", &["/sys/class/net/eth0/statistics/tx_packets"])?;
-        out.trim().parse().map_err(|_| LabError::Name(format!("tx_packets `{}`", out.trim())))
+    /// Packets the prober has sent to the target so far: probes, retries,
+    /// traceroute probes of every TTL, counted by an nftables rule on the
+    /// egress hook of the prober's link (installed by [`PmtudLab::build`]):
+    /// it sees every frame leaving, from sockets of any kind, raw and packet
+    /// sockets included, while address resolution and IPv6 housekeeping
+    /// (not addressed to the target) do not count.
+    pub fn packets_to_target(&self) -> Result<u64, LabError> {
+        let out = self.prober_ns().exec("nft", &["list", "chain", "netdev", "px_count", "pxegress"])?;
+        Ok(sum_counter_packets(&out))
     }
 
     /// Forgets path MTUs the prober's kernel learned from ICMP, so that one
@@ -270,6 +292,18 @@ pub fn apply_filter(ns: &Netns, f: RouterFilter) -> Result<(), LabError> {
     Ok(())
 }
 
+/// Sums the `counter packets N` statements of an `nft list` output.
+fn sum_counter_packets(out: &str) -> u64 {
+    let mut total = 0;
+    let mut words = out.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "counter" && words.next() == Some("packets") {
+            total += words.next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,5 +345,19 @@ mod tests {
             assert!(v4[0].ends_with(&format!(".{}", net + 1)) && v4[1].ends_with(&format!(".{}", net + 2)));
             assert!(DocPrefix::parse(&p4).is_ok() && DocPrefix::parse(&p6).is_ok());
         }
+    }
+
+    #[test]
+    fn nft_counters_are_summed() {
+        let out = "table netdev px_count {
+	chain pxegress {
+		type filter hook egress device \"eth0\" priority filter; policy accept;
+		ip daddr 198.51.100.34 counter packets 6 bytes 10560
+	}
+}
+";
+        assert_eq!(sum_counter_packets(out), 6);
+        assert_eq!(sum_counter_packets("counter packets 2 bytes 1 counter packets 3 bytes 9"), 5);
+        assert_eq!(sum_counter_packets("chain pxoutput { }"), 0);
     }
 }

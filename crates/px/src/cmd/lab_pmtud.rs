@@ -6,11 +6,15 @@
 //!
 //! Fairness: before each tool the prober's learned path MTUs are flushed;
 //! every tool's time is the wall-clock time of its process (started with
-//! `ip netns exec`), and its packets are the prober interface's transmit
-//! counter difference, so every tool is measured the same way. `px probe`
+//! `ip netns exec`), and its packets are counted by an nftables rule on the
+//! egress hook of the prober's link (every packet to the target: probes,
+//! retries, traceroute probes, whatever socket sent them), so every tool is
+//! measured the same way. `px probe`
 //! also reports its own measurement time (first probe to answer), shown in
 //! JSON as `internal_seconds`. tracepath and scamper are bounded by
 //! timeouts; a tool that times out or reaches no conclusion has no answer.
+//! scamper runs `trace -M` (UDP Paris traceroute, then PMTUD) on IPv4 and
+//! `trace -P udp -M` on IPv6 (see below why).
 //! Every topology is torn down before the next is built, on Ctrl-C too
 //! (px-lab's guards).
 
@@ -121,11 +125,15 @@ fn run_path(spec: &PathSpec, exe: &str, a: &LabPmtudArgs) -> Result<Row, String>
     let mut tools = Vec::new();
     for tool in TOOLS {
         lab.forget_learned_pmtu().map_err(s)?;
-        let tx0 = lab.prober_tx_packets().map_err(s)?;
+        let tx0 = lab.packets_to_target().map_err(s)?;
         let (args, bound): (Vec<String>, Duration) = match tool {
             "tracepath" => (vec!["tracepath".into(), "-n".into(), target.clone()], a.tracepath_timeout),
             "scamper" => {
-                (vec!["scamper".into(), "-c".into(), "trace -M".into(), "-i".into(), target.clone()], a.scamper_timeout)
+                // scamper's default method (UDP Paris traceroute) gets no
+                // answer at all over IPv6 here (scamper 20211212, even on a
+                // plain path); plain UDP traceroute works, so IPv6 uses it.
+                let cmd = if spec.ipv6 { "trace -P udp -M" } else { "trace -M" };
+                (vec!["scamper".into(), "-c".into(), cmd.into(), "-i".into(), target.clone()], a.scamper_timeout)
             }
             px => {
                 let method = px.trim_start_matches("px_");
@@ -136,7 +144,7 @@ fn run_path(spec: &PathSpec, exe: &str, a: &LabPmtudArgs) -> Result<Row, String>
         let started = Instant::now();
         let out = run_bounded(&lab, &args, bound)?;
         let seconds = started.elapsed().as_secs_f64();
-        let packets = lab.prober_tx_packets().map_err(s)?.saturating_sub(tx0);
+        let packets = lab.packets_to_target().map_err(s)?.saturating_sub(tx0);
         let mut r = match tool {
             "tracepath" => {
                 ToolRun { pmtu: parse_tracepath(&out), seconds, packets, internal_seconds: None, note: String::new() }

@@ -127,7 +127,7 @@ pub fn run(a: ProbeArgs) -> Result<ExitCode, String> {
     let path = Path::open(&opts).map_err(|e| e.to_string())?;
     let m = match a.method {
         MethodArg::Auto => client::auto(&path, &opts),
-        MethodArg::Fpmtud => client::fpmtud(&path, &opts).map(|(m, _)| m),
+        MethodArg::Fpmtud => client::fpmtud(&path, &opts, false).map(|r| r.measurement),
         MethodArg::Dplpmtud => client::dplpmtud(&path, &opts, None, ClassicRtt::new(opts.initial_rtt)),
         MethodArg::Icmp => client::icmp(&path, &opts),
     }

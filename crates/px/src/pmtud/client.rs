@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use px_pmtud::dplpmtud::{BASE_PLPMTU, Dplpmtud, DplpmtudConfig, IPV4_MIN_MTU, State};
-use px_pmtud::fpmtud::prober::{FallbackReason, Method, Outcome, Prober, ProberConfig};
+use px_pmtud::fpmtud::prober::{FallbackReason, Method, Outcome, Phase, Prober, ProberConfig};
 use px_pmtud::fpmtud::wire::{self, ProbeKind, ProbeRepr, Reply};
 use px_pmtud::rtt::{ClassicRtt, RttEstimator, RttSample};
 use px_pmtud::search::SearchStrategy;
@@ -174,9 +174,32 @@ fn is_icmp_error(e: &io::Error) -> bool {
     )
 }
 
-/// Runs F-PMTUD. On `Fallback` the returned measurement has no PMTU and the
-/// second value is the lower bound to start DPLPMTUD from (if any).
-pub fn fpmtud(path: &Path, opts: &ProbeOptions) -> Result<(Measurement, Option<Outcome>), ProbeError> {
+/// IP length of the small DF-set probe `auto` sends beside round 1: the
+/// IPv4 minimum MTU, which every path carries.
+const PING_SIZE: u16 = IPV4_MIN_MTU;
+
+/// One F-PMTUD run.
+#[derive(Debug, Clone)]
+pub struct FpmtudRun {
+    /// What it found.
+    pub measurement: Measurement,
+    /// The prober's outcome (`None` if the overall timeout cut it short).
+    pub outcome: Option<Outcome>,
+    /// RTT of the small probe sent beside round 1, if it was answered.
+    pub rtt: Option<Duration>,
+}
+
+/// Runs F-PMTUD. On `Fallback` the measurement has no PMTU and the outcome
+/// carries the lower bound to start DPLPMTUD from (if any).
+///
+/// With `early_fallback`, a small DF-set probe goes out beside the round-1
+/// probe. Its answer shows that the responder is reachable and what the RTT
+/// is; if the round-1 report has not come `max(2 RTT, 10 ms)` after it, the
+/// fragments are taken to be filtered and the run ends with `Fallback`
+/// at once, instead of after F-PMTUD's own retries (which must assume an
+/// unknown RTT). A lost round-1 probe then costs a DPLPMTUD search, never
+/// a wrong answer.
+pub fn fpmtud(path: &Path, opts: &ProbeOptions, early_fallback: bool) -> Result<FpmtudRun, ProbeError> {
     if path.is_v6() {
         return Err(ProbeError::Config("F-PMTUD needs IPv4: IPv6 routers never fragment".into()));
     }
@@ -187,6 +210,12 @@ pub fn fpmtud(path: &Path, opts: &ProbeOptions) -> Result<(Measurement, Option<O
     cfg.max_timeout = opts.timeout;
     let mut prober =
         Prober::new(cfg, nonce, ClassicRtt::new(opts.initial_rtt)).map_err(|e| ProbeError::Config(e.to_string()))?;
+    // A legacy responder's answer carries no nonce: the ping could not be told apart.
+    let early_fallback = early_fallback && !opts.legacy;
+    let ping_nonce = nonce ^ 0x5049_4e47; // any value other than the prober's
+    let mut ping_sent: Option<Instant> = None;
+    let mut rtt: Option<Duration> = None;
+    let mut fallback_at: Option<Instant> = None;
     let start = Instant::now();
     let hard = start + opts.timeout;
     let mut probes = 0u32;
@@ -201,19 +230,62 @@ pub fn fpmtud(path: &Path, opts: &ProbeOptions) -> Result<(Measurement, Option<O
                 probes += 1;
             }
         }
-        path.wait(prober.poll_timeout(), hard)?;
+        if early_fallback && ping_sent.is_none() {
+            let mut payload = vec![0u8; usize::from(PING_SIZE - 28)];
+            ProbeRepr { kind: ProbeKind::Confirm, nonce: ping_nonce, probe_id: 0, ip_len: PING_SIZE }
+                .emit(&mut payload)
+                .map_err(|e| ProbeError::Config(format!("ping: {e}")))?;
+            if path.send(DfMode::Probe, &payload)? {
+                probes += 1;
+            }
+            ping_sent = Some(Instant::now());
+        }
+        let deadline = match (prober.poll_timeout(), fallback_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        path.wait(deadline, hard)?;
         path.drain(|b| {
-            let _ = prober.handle_reply(Instant::now(), b);
+            let now = Instant::now();
+            if let Ok(Reply::Report(r)) = wire::parse_reply(b)
+                && r.nonce == ping_nonce
+                && r.confirm
+            {
+                if let (Some(sent), None) = (ping_sent, rtt) {
+                    let sample = now - sent;
+                    rtt = Some(sample);
+                    fallback_at = Some(now + (sample * 2).max(Duration::from_millis(10)));
+                }
+                return;
+            }
+            let _ = prober.handle_reply(now, b);
         })?;
         let now = Instant::now();
         if prober.poll_timeout().is_some_and(|t| t <= now) {
             prober.handle_timeout(now);
         }
+        if fallback_at.is_some_and(|t| t <= now) && prober.phase() == Phase::Discover {
+            let m = Measurement {
+                method: "fpmtud".into(),
+                pmtu: None,
+                exact: false,
+                round_trips: 1,
+                probes,
+                elapsed: start.elapsed(),
+                link_mtu: path.link_mtu,
+                note: format!(
+                    "no fragment report, while a {PING_SIZE}-byte DF probe was answered in {:.2} ms (fragments filtered?)",
+                    rtt.unwrap_or_default().as_secs_f64() * 1e3
+                ),
+            };
+            let outcome = Outcome::Fallback { reason: FallbackReason::NoReply, lower_bound: None };
+            return Ok(FpmtudRun { measurement: m, outcome: Some(outcome), rtt });
+        }
     }
     let elapsed = start.elapsed();
     let Some(r) = prober.result().copied() else {
-        return Ok((
-            Measurement {
+        return Ok(FpmtudRun {
+            measurement: Measurement {
                 method: "fpmtud".into(),
                 pmtu: None,
                 exact: false,
@@ -223,8 +295,9 @@ pub fn fpmtud(path: &Path, opts: &ProbeOptions) -> Result<(Measurement, Option<O
                 link_mtu: path.link_mtu,
                 note: "timed out".into(),
             },
-            None,
-        ));
+            outcome: None,
+            rtt,
+        });
     };
     let (exact, note) = match r.outcome {
         Outcome::Exact { method: Method::Unfragmented, .. } => (true, "link-MTU probe arrived whole".to_owned()),
@@ -254,7 +327,7 @@ pub fn fpmtud(path: &Path, opts: &ProbeOptions) -> Result<(Measurement, Option<O
         link_mtu: path.link_mtu,
         note,
     };
-    Ok((m, Some(r.outcome)))
+    Ok(FpmtudRun { measurement: m, outcome: Some(r.outcome), rtt })
 }
 
 /// Runs DPLPMTUD from `base` (a size known to pass, or BASE_PLPMTU), with
@@ -465,14 +538,24 @@ pub fn auto(path: &Path, opts: &ProbeOptions) -> Result<Measurement, ProbeError>
         m.note = format!("IPv6: {}", m.note);
         return Ok(m);
     }
-    let (f, outcome) = fpmtud(path, opts)?;
-    let lower = match outcome {
+    let run = fpmtud(path, opts, true)?;
+    let f = run.measurement;
+    let lower = match run.outcome {
         Some(Outcome::Fallback { lower_bound, .. }) => lower_bound,
         _ => return Ok(f),
     };
     let left = opts.timeout.saturating_sub(f.elapsed);
     let rest = ProbeOptions { timeout: left, ..opts.clone() };
-    let d = dplpmtud(path, &rest, lower, ClassicRtt::new(opts.initial_rtt))?;
+    // The small probe's RTT, when answered, informs the first PROBE_TIMER.
+    let rtt = match run.rtt {
+        Some(sample) => {
+            let mut r = ClassicRtt::new(sample);
+            r.on_ack(RttSample { latest_rtt: sample, ack_delay: Duration::ZERO, acked_packet_number: 0 });
+            r
+        }
+        None => ClassicRtt::new(opts.initial_rtt),
+    };
+    let d = dplpmtud(path, &rest, lower, rtt)?;
     Ok(Measurement {
         method: "fpmtud+dplpmtud".into(),
         pmtu: d.pmtu,
@@ -528,14 +611,15 @@ mod tests {
             let o = opts(addr);
             let path = Path::open(&o).unwrap();
             assert_eq!(path.link_mtu, 1500);
-            let (f, _) = fpmtud(&path, &o).unwrap();
+            let f = fpmtud(&path, &o, false).unwrap().measurement;
             assert_eq!((f.pmtu, f.exact, f.round_trips, f.probes), (Some(1500), true, 1, 1), "{f:?}");
             let d = dplpmtud(&path, &o, None, ClassicRtt::new(o.initial_rtt)).unwrap();
             assert_eq!((d.pmtu, d.exact), (Some(1500), true), "{d:?}");
             let i = icmp(&path, &o).unwrap();
             assert_eq!((i.pmtu, i.probes), (Some(1500), 1), "{i:?}");
             let a = auto(&path, &o).unwrap();
-            assert_eq!((a.pmtu, a.method.as_str()), (Some(1500), "fpmtud"), "{a:?}");
+            // Beside the round-1 probe, auto sends one small DF-set probe.
+            assert_eq!((a.pmtu, a.method.as_str(), a.probes), (Some(1500), "fpmtud", 2), "{a:?}");
         });
     }
 
@@ -544,7 +628,7 @@ mod tests {
         with_responder(|addr| {
             let o = ProbeOptions { legacy: true, ..opts(addr) };
             let path = Path::open(&o).unwrap();
-            let (f, _) = fpmtud(&path, &o).unwrap();
+            let f = fpmtud(&path, &o, true).unwrap().measurement;
             assert_eq!(f.pmtu, Some(1500), "{f:?}");
         });
     }
