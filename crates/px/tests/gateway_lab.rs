@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use common::*;
+use px_gateway::FlushReason;
 use px_lab::{FrameObserver, require_root_or_skip};
 
 /// Both directions, one flow and 32 parallel flows, with SHA-256 computed
@@ -126,4 +127,98 @@ fn bnet_host_uses_the_large_mss_and_links_carry_their_mtu() {
     let y = exit.stats["yield"].as_f64().unwrap_or(0.0);
     eprintln!("gateway yield {y:.3}");
     assert!(y > 0.5, "conversion yield {y}: {}", exit.stats);
+}
+
+/// A connection opened before the gateway starts: the gateway never sees
+/// its SYN. Frames cannot pass a stopped gateway at all, so the connections
+/// are opened (and carry data) through a Linux bridge joining the same two
+/// ports; mid-transfer the bridge is removed and `px gateway` started on
+/// the ports. Frames sent in between are lost and TCP retransmits them.
+/// The transfers must complete byte-exact, and the gateway must have merged
+/// the inbound flow it picked up mid-stream (the b-network receiver sees
+/// 8948-byte segments although its peer's MSS is 1448).
+#[test]
+fn connection_opened_before_the_gateway_starts() {
+    if !require_root_or_skip("connection_opened_before_the_gateway_starts") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    lab.bridge();
+    lab.ping_both();
+    let progress = AtomicU64::new(0);
+    let bytes = 12 << 20;
+    // ~16 MB/s per flow: the switch-over happens a quarter of the way in.
+    let pace = Pace { chunk: 16 << 10, gap: Duration::from_millis(1) };
+    let stall = Duration::from_secs(15);
+    let inbound = Transfer { server: sock(BNET_V4, 5331), flows: 1, bytes_per_flow: bytes, pace, stall };
+    let outbound = Transfer { server: sock(LEGACY_V4, 5332), ..inbound };
+    let (ends_in, ends_out, exit) = std::thread::scope(|s| {
+        let i = s.spawn(|| transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress));
+        let o = s.spawn(|| transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress));
+        let t0 = std::time::Instant::now();
+        while progress.load(std::sync::atomic::Ordering::Relaxed) < 4 << 20 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "no progress through the bridge");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let before = progress.load(std::sync::atomic::Ordering::Relaxed);
+        lab.unbridge();
+        let gw = Gateway::start(&lab, &[]);
+        eprintln!("gateway started after {before} bytes had crossed the bridge");
+        let (ends_in, ends_out) = (i.join().unwrap(), o.join().unwrap());
+        (ends_in, ends_out, gw.stop())
+    });
+    assert_exact(&ends_in, bytes);
+    assert_exact(&ends_out, bytes);
+    exit.assert_clean();
+    let (i, o) = (&ends_in[0], &ends_out[0]);
+    eprintln!("inbound {i:?}\noutbound {o:?}\n{}", exit.stats);
+    // Negotiated through the bridge: both ends send with the legacy MSS.
+    assert_eq!(i.sender.snd_mss, 1448);
+    assert_eq!(o.sender.snd_mss, 1448);
+    // The gateway saw no SYN, yet tracked and merged the inbound flow.
+    assert_eq!(exit.counter("mss_raised") + exit.counter("mss_clamped"), 0, "{}", exit.stats);
+    assert!(exit.counter("flows_created") >= 2, "{}", exit.stats);
+    assert!(exit.counter("merged_out") > 0, "{}", exit.stats);
+    assert_eq!(i.receiver.rcv_mss, 8948, "the b-network receiver got merged segments");
+}
+
+/// 2 % loss on the legacy side (an impairment element between the legacy
+/// host and the gateway's outer port): retransmissions and holes pass the
+/// gateway without corruption or stall, both directions, several flows.
+#[test]
+fn loss_on_the_legacy_side_neither_corrupts_nor_stalls() {
+    if !require_root_or_skip("loss_on_the_legacy_side_neither_corrupts_nor_stalls") {
+        return;
+    }
+    let _serial = serialize();
+    let mut lab = GwLab::build(Some(0.02));
+    let gw = Gateway::start(&lab, &[]);
+    // Neighbour resolution may lose a frame too: retry.
+    assert!((0..5).any(|_| lab.ns(lab.legacy).ping(BNET_V4, 2).is_ok()), "no ping through the loss");
+    let progress = AtomicU64::new(0);
+    let bytes = 3 << 20;
+    let t0 = std::time::Instant::now();
+    let stall = Duration::from_secs(20);
+    let inbound = Transfer { server: sock(BNET_V4, 5341), flows: 4, bytes_per_flow: bytes, pace: Pace::FULL, stall };
+    let ends_in = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress);
+    let outbound = Transfer { server: sock(LEGACY_V4, 5342), ..inbound };
+    let ends_out = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress);
+    let took = t0.elapsed();
+    assert_exact(&ends_in, bytes);
+    assert_exact(&ends_out, bytes);
+    let exit = gw.stop();
+    exit.assert_clean();
+    let imp = lab.impairment.take().unwrap().stop();
+    let retrans_in: u32 = ends_in.iter().map(|e| e.sender.total_retrans).sum();
+    let retrans_out: u32 = ends_out.iter().map(|e| e.sender.total_retrans).sum();
+    eprintln!("{took:?}; impairment {imp:?}; retransmits in {retrans_in} out {retrans_out}\n{}", exit.stats);
+    // The loss was real, in both directions, and TCP recovered from it.
+    assert!(imp.lost[0] > 20 && imp.lost[1] > 20, "{imp:?}");
+    assert!(retrans_in > 0 && retrans_out > 0);
+    // The merge saw the holes and retransmissions: it flushed out of order.
+    assert!(exit.flushes(FlushReason::OutOfOrder) > 0, "{}", exit.stats);
+    assert!(exit.counter("merged_out") > 0, "{}", exit.stats);
+    // Still the large MSS inside.
+    assert!(ends_out.iter().all(|e| e.sender.snd_mss == 8948));
 }
