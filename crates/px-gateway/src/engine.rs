@@ -183,12 +183,7 @@ impl Engine {
     // ---- TCP, outer → inner: merge ------------------------------------
 
     fn inbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: Seg, meta: RxMeta, known: Option<Sum>) -> Verdict {
-        let key = FlowKey {
-            outer_addr: seg.info.src,
-            inner_addr: seg.info.dst,
-            outer_port: seg.src_port,
-            inner_port: seg.dst_port,
-        };
+        let key = FlowKey::new(seg.info.src, seg.info.dst, seg.src_port, seg.dst_port);
         let idx = self.flow_for(key, now);
         if let Some(f) = self.flows.get_mut(idx) {
             f.last_seen = now;
@@ -404,12 +399,7 @@ impl Engine {
     // ---- TCP, inner → outer: split -------------------------------------
 
     fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: Seg, meta: RxMeta) -> Verdict {
-        let key = FlowKey {
-            outer_addr: seg.info.dst,
-            inner_addr: seg.info.src,
-            outer_port: seg.dst_port,
-            inner_port: seg.src_port,
-        };
+        let key = FlowKey::new(seg.info.dst, seg.info.src, seg.dst_port, seg.src_port);
         if seg.has(flags::SYN) {
             let i = self.flow_for(key, now);
             let omss = self.cfg.emtu - if seg.info.version == IpVersion::V4 { 40 } else { 60 };
@@ -443,12 +433,7 @@ impl Engine {
     /// Largest TCP payload allowed toward `to` for this segment.
     fn tcp_limit(&self, now: Instant, to: Port, seg: &Seg) -> usize {
         let hdrs = seg.payload_start() - seg.info.l3;
-        let key = |outer: IpAddr, inner: IpAddr, op: u16, ip: u16| FlowKey {
-            outer_addr: outer,
-            inner_addr: inner,
-            outer_port: op,
-            inner_port: ip,
-        };
+        let key = FlowKey::new;
         match to {
             Port::Inner => {
                 let k = key(seg.info.src, seg.info.dst, seg.src_port, seg.dst_port);
@@ -531,12 +516,7 @@ impl Engine {
     }
 
     fn merge_cap_for_pass(&self, seg: &Seg) -> usize {
-        let k = FlowKey {
-            outer_addr: seg.info.src,
-            inner_addr: seg.info.dst,
-            outer_port: seg.src_port,
-            inner_port: seg.dst_port,
-        };
+        let k = FlowKey::new(seg.info.src, seg.info.dst, seg.src_port, seg.dst_port);
         match self.flows.peek(&k) {
             Some(i) => self.merge_cap(i, seg),
             None => self.cfg.inner_payload_cap(seg.payload_start() - seg.info.l3),

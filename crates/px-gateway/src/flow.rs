@@ -12,35 +12,47 @@ use std::time::Instant;
 
 use crate::merge::Held;
 
-/// A connection as the gateway sees it.
+/// A connection as the gateway sees it: (outer host, outer port, inner
+/// host, inner port), packed into words so that comparing and hashing a key
+/// is a handful of word operations. IPv4 keys use the first two words only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowKey {
-    pub outer_addr: IpAddr,
-    pub inner_addr: IpAddr,
-    pub outer_port: u16,
-    pub inner_port: u16,
+    words: [u64; 5],
+}
+
+impl FlowKey {
+    pub fn new(outer_addr: IpAddr, inner_addr: IpAddr, outer_port: u16, inner_port: u16) -> FlowKey {
+        let ports = (outer_port as u64) << 16 | inner_port as u64;
+        match (outer_addr, inner_addr) {
+            (IpAddr::V4(o), IpAddr::V4(i)) => {
+                FlowKey { words: [(u32::from(o) as u64) << 32 | u32::from(i) as u64, ports, 0, 0, 0] }
+            }
+            (o, i) => {
+                let wide = |a: IpAddr| match a {
+                    IpAddr::V4(v) => u128::from(v.to_ipv6_mapped()),
+                    IpAddr::V6(v) => u128::from(v),
+                };
+                let (o, i) = (wide(o), wide(i));
+                // Bit 32 of the ports word marks IPv6, so a v6 key never
+                // equals a v4 one.
+                FlowKey { words: [(o >> 64) as u64, ports | 1 << 32, o as u64, (i >> 64) as u64, i as u64] }
+            }
+        }
+    }
+
+    fn is_v6(&self) -> bool {
+        self.words[1] & 1 << 32 != 0
+    }
 }
 
 impl core::hash::Hash for FlowKey {
-    /// Feeds whole words: two for IPv4 keys, five for IPv6 (the derived
-    /// hash feeds discriminants and every address byte separately).
     fn hash<H: Hasher>(&self, h: &mut H) {
-        fn words(a: &IpAddr) -> (u64, u64) {
-            match a {
-                IpAddr::V4(v) => (u32::from(*v) as u64, 0),
-                IpAddr::V6(v) => {
-                    let x = u128::from(*v);
-                    ((x >> 64) as u64 ^ 0x6000_0000_0000_0000, x as u64)
-                }
-            }
-        }
-        let (o1, o2) = words(&self.outer_addr);
-        let (i1, i2) = words(&self.inner_addr);
-        h.write_u64(o1 << 32 ^ i1 ^ (o1 >> 32) << 48);
-        h.write_u64(((self.outer_port as u64) << 16 | self.inner_port as u64) ^ (i1 >> 32) << 32);
-        if o2 | i2 != 0 {
-            h.write_u64(o2);
-            h.write_u64(i2);
+        h.write_u64(self.words[0]);
+        h.write_u64(self.words[1]);
+        if self.is_v6() {
+            h.write_u64(self.words[2]);
+            h.write_u64(self.words[3]);
+            h.write_u64(self.words[4]);
         }
     }
 }
@@ -254,12 +266,21 @@ mod tests {
     use core::net::Ipv4Addr;
 
     fn key(n: u16) -> FlowKey {
-        FlowKey {
-            outer_addr: IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)),
-            inner_addr: IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1)),
-            outer_port: n,
-            inner_port: 80,
-        }
+        FlowKey::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)), IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1)), n, 80)
+    }
+
+    #[test]
+    fn v4_and_v6_keys_differ() {
+        let v4 = key(1);
+        let v6 = FlowKey::new(
+            IpAddr::V6(Ipv4Addr::new(198, 51, 100, 1).to_ipv6_mapped()),
+            IpAddr::V6(Ipv4Addr::new(203, 0, 113, 1).to_ipv6_mapped()),
+            1,
+            80,
+        );
+        assert_ne!(v4, v6);
+        assert!(v6.is_v6() && !v4.is_v6());
+        assert_ne!(key(1), key(2));
     }
 
     #[test]

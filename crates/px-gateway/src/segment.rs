@@ -2,6 +2,7 @@
 //! rules decide on, with offsets that are valid for that frame.
 
 use px_wire::checksum::{self, Sum};
+
 use px_wire::ipv6::next_header;
 use px_wire::tcp::{TcpOption, TcpSegment, flags};
 use px_wire::{FrameInfo, IpVersion};
@@ -82,26 +83,17 @@ impl Seg {
         self.payload_len() as u32 + self.has(flags::SYN) as u32 + self.has(flags::FIN) as u32
     }
 
-    /// Pseudo-header sum for a TCP length of `l4_len`.
+    /// Pseudo-header sum for a TCP length of `l4_len`: the address words are
+    /// summed straight from the frame (native order, fixed up once).
     pub fn pseudo(&self, frame: &[u8], l4_len: usize) -> Sum {
-        match self.info.version {
-            IpVersion::V4 => {
-                let (s, d) = (&frame[self.info.l3 + 12..], &frame[self.info.l3 + 16..]);
-                checksum::pseudo_v4(
-                    [s[0], s[1], s[2], s[3]].into(),
-                    [d[0], d[1], d[2], d[3]].into(),
-                    next_header::TCP,
-                    l4_len as u16,
-                )
-            }
-            IpVersion::V6 => {
-                let mut s = [0u8; 16];
-                let mut d = [0u8; 16];
-                s.copy_from_slice(&frame[self.info.l3 + 8..self.info.l3 + 24]);
-                d.copy_from_slice(&frame[self.info.l3 + 24..self.info.l3 + 40]);
-                checksum::pseudo_v6(s.into(), d.into(), next_header::TCP, l4_len as u32)
-            }
-        }
+        let at = self.info.l3 + if self.info.version == IpVersion::V4 { 12 } else { 8 };
+        let n = if self.info.version == IpVersion::V4 { 8 } else { 32 };
+        let addrs = Sum::of(&frame[at..at + n]);
+        let rest = match self.info.version {
+            IpVersion::V4 => next_header::TCP as u64 + l4_len as u64,
+            IpVersion::V6 => next_header::TCP as u64 + (l4_len as u64 >> 16) + (l4_len as u64 & 0xffff),
+        };
+        addrs.plus(Sum(rest))
     }
 
     /// Sum of the TCP header with its checksum field included.

@@ -142,6 +142,11 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 
     pub fn verify_checksum(&self) -> bool {
+        if let Ok(h) = <&[u8; 20]>::try_from(self.header()) {
+            // The usual option-less header: five words, no loop.
+            let w = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]) as u64;
+            return checksum::fold(Sum(w(0) + w(4) + w(8) + w(12) + w(16))) == 0xffff;
+        }
         checksum::fold(Sum::of(self.header())) == 0xffff
     }
 
