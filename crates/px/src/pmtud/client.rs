@@ -167,6 +167,14 @@ impl Path {
     }
 }
 
+/// Whether an ICMP error's quoted payload is one of our probes (RFC 8899
+/// §4.6.1: a PTB must be validated against what was sent; the kernel has
+/// already matched addresses and ports to this connected socket, the nonce
+/// in the quoted probe header shows an off-path sender did not guess them).
+fn quotes_our_probe(quoted: &[u8], nonce: u64) -> bool {
+    matches!(wire::parse_request(quoted), Ok(wire::Request::Probe(p)) if p.nonce == nonce)
+}
+
 fn is_icmp_error(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
@@ -364,10 +372,16 @@ pub fn dplpmtud(
     let mut in_flight: Option<(u32, u16, Instant)> = None;
     let mut next_id = 1u32;
     let note: String;
+    // RFC 8899 §4.6: a validated PTB may speed the search up; black holes
+    // (no PTB) are handled by the probe timers alone.
+    path.sock.enable_errors().map_err(io_err("IP_RECVERR"))?;
+    let mut quoted = vec![0u8; 2048];
+    let mut ptbs = 0u32;
     loop {
         let now = Instant::now();
         if d.state() == State::SearchComplete {
-            note = format!("search complete ({} probes acknowledged)", d.stats().probes_acked);
+            let st = d.stats();
+            note = format!("search complete ({} probes acknowledged, {ptbs} PTB hints)", st.probes_acked);
             break;
         }
         if !acked_any && d.stats().probes_lost >= u64::from(MAX_BASE_TRIES) {
@@ -410,6 +424,16 @@ pub fn dplpmtud(
             }
         })?;
         let now = Instant::now();
+        while let Some((err, n)) = path.sock.recv_error(&mut quoted).map_err(io_err("MSG_ERRQUEUE"))? {
+            let Some(mtu) = err.mtu().filter(|_| err.icmp.is_some() && quotes_our_probe(&quoted[..n], nonce)) else {
+                continue;
+            };
+            ptbs += 1;
+            let _ = d.on_packet_too_big(now, u16::try_from(mtu).unwrap_or(u16::MAX));
+            if !d.probe_in_flight() {
+                in_flight = None;
+            }
+        }
         if let Some((size, sent)) = acked {
             let pn = u64::from(in_flight.map_or(0, |p| p.0));
             rtt.on_ack(RttSample { latest_rtt: now - sent, ack_delay: Duration::ZERO, acked_packet_number: pn });
@@ -456,6 +480,7 @@ pub fn icmp(path: &Path, opts: &ProbeOptions) -> Result<Measurement, ProbeError>
     let mut id = 0u32;
     let mut ptbs = 0u32;
     let mut answer = None;
+    let mut quoted = vec![0u8; 2048];
     let note: String;
     'outer: loop {
         if Instant::now() >= hard {
@@ -490,8 +515,8 @@ pub fn icmp(path: &Path, opts: &ProbeOptions) -> Result<Measurement, ProbeError>
         let deadline = sent + timer;
         loop {
             path.wait(Some(deadline), hard)?;
-            while let Some(err) = path.sock.recv_error().map_err(io_err("MSG_ERRQUEUE"))? {
-                if let Some(mtu) = err.mtu() {
+            while let Some((err, n)) = path.sock.recv_error(&mut quoted).map_err(io_err("MSG_ERRQUEUE"))? {
+                if let Some(mtu) = err.mtu().filter(|_| quotes_our_probe(&quoted[..n], nonce)) {
                     let mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
                     if mtu < size && mtu >= overhead + wire::PROBE_MIN_LEN as u16 {
                         ptbs += 1;

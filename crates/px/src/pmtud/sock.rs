@@ -404,9 +404,12 @@ impl Sock {
         if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
     }
 
-    /// Takes one queued error (`MSG_ERRQUEUE`); `Ok(None)` when none is queued.
-    pub fn recv_error(&self) -> io::Result<Option<QueuedError>> {
-        let mut buf = [0u8; 2048];
+    /// Takes one queued error (`MSG_ERRQUEUE`); `Ok(None)` when none is
+    /// queued. `quoted` receives the start of the UDP payload of the datagram
+    /// the error is about (as much as the ICMP message quoted), so the
+    /// caller can check it was really its own; the length is returned.
+    pub fn recv_error(&self, quoted: &mut [u8]) -> io::Result<Option<(QueuedError, usize)>> {
+        let buf = quoted;
         let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
         let mut ctrl = Cmsg([0; 256]);
         // SAFETY: plain old data, zero is valid.
@@ -421,6 +424,7 @@ impl Sock {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) };
         }
+        let len = (r as usize).min(buf.len());
         // SAFETY: as in recv_meta.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
@@ -432,17 +436,18 @@ impl Sock {
                 if ok {
                     let e = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::sock_extended_err>());
                     let from_net = matches!(e.ee_origin, libc::SO_EE_ORIGIN_ICMP | libc::SO_EE_ORIGIN_ICMP6);
-                    return Ok(Some(QueuedError {
+                    let q = QueuedError {
                         errno: e.ee_errno as i32,
                         icmp: from_net.then_some((e.ee_type, e.ee_code)),
                         info: e.ee_info,
-                    }));
+                    };
+                    return Ok(Some((q, len)));
                 }
                 c = libc::CMSG_NXTHDR(&raw const msg, c);
             }
         }
         // A queued error without the extended record: nothing to learn.
-        Ok(Some(QueuedError { errno: 0, icmp: None, info: 0 }))
+        Ok(Some((QueuedError { errno: 0, icmp: None, info: 0 }, len)))
     }
 
     /// Raw descriptor, for polling several sockets.
