@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use px_lab::pmtud::{PathSpec, PmtudLab, standard_paths};
 use px_lab::{LabChild, require_root_or_skip};
+use px_pmtud::fpmtud::wire::{ProbeKind, ProbeRepr, Reply, parse_reply};
 
 const PX: &str = env!("CARGO_BIN_EXE_px");
 
@@ -34,9 +35,9 @@ fn probe(lab: &PmtudLab, method: &str) -> (serde_json::Value, Option<i32>) {
 
 /// Starts `px fpmtud --json-stats` in the responder's namespace and waits
 /// until its port is bound.
-fn start_responder(lab: &PmtudLab) -> LabChild {
+fn start_responder(lab: &PmtudLab, extra: &[&str]) -> LabChild {
     let mut cmd = lab.responder_ns().command(PX);
-    cmd.args(["fpmtud", "--json-stats", "--rate", "1000", "--burst", "1000"]).stdout(Stdio::piped());
+    cmd.args(["fpmtud", "--json-stats", "--rate", "1000", "--burst", "1000"]).args(extra).stdout(Stdio::piped());
     let child = LabChild::spawn(&mut cmd).unwrap();
     let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
@@ -66,7 +67,7 @@ fn check_path(name: &str, auto_method: &str, icmp_answers: bool) {
     let spec = spec(name);
     let truth = u64::from(spec.true_pmtu());
     let lab = PmtudLab::build(&spec).unwrap();
-    let responder = start_responder(&lab);
+    let responder = start_responder(&lab, &[]);
     lab.warm_up().unwrap();
 
     let (auto, code) = probe(&lab, "auto");
@@ -155,7 +156,7 @@ fn legacy_probe_over_fragmenting_path() {
         return;
     }
     let lab = PmtudLab::build(&spec("chain-9000-1500-1400")).unwrap();
-    let responder = start_responder(&lab);
+    let responder = start_responder(&lab, &[]);
     lab.warm_up().unwrap();
     let target = lab.target().to_string();
     // Legacy probes ("FPMT" + padding) get legacy 4-byte answers, which
@@ -176,4 +177,68 @@ fn legacy_probe_over_fragmenting_path() {
     let left = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let left = String::from_utf8_lossy(&left.stdout);
     assert!(names.iter().all(|n| !left.contains(n.as_str())), "{left}");
+}
+
+/// With `--packet-socket` the responder sees every fragment (root) and
+/// reports them all; the answer stays exact and within the byte budget.
+#[test]
+fn packet_socket_responder_reports_every_fragment() {
+    if !require_root_or_skip("packet_socket_responder_reports_every_fragment") {
+        return;
+    }
+    let lab = PmtudLab::build(&spec("chain-9000-4000-1280")).unwrap();
+    let responder = start_responder(&lab, &["--packet-socket"]);
+    lab.warm_up().unwrap();
+    let (v, code) = probe(&lab, "fpmtud");
+    assert_eq!((v["pmtu"].as_u64(), code), (Some(1280), Some(0)), "{v}");
+
+    // A hand-made round-1 probe of 9000 bytes, DF clear: the report must
+    // list fragments that tile the 8980 bytes after the IP header exactly,
+    // none larger than the path MTU, the largest equal to it minus the
+    // alignment slack (1276 = 20 + 8 * 157).
+    let target = std::net::SocketAddr::new(lab.target(), 9999);
+    let report = lab
+        .prober_ns()
+        .run(move || {
+            let sock = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            let off: libc::c_int = libc::IP_PMTUDISC_INTERFACE;
+            // SAFETY: an int option on a live socket.
+            let r = unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&sock),
+                    libc::IPPROTO_IP,
+                    libc::IP_MTU_DISCOVER,
+                    (&raw const off).cast(),
+                    4,
+                )
+            };
+            assert_eq!(r, 0);
+            sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut p = vec![0u8; 9000 - 28];
+            ProbeRepr { kind: ProbeKind::Probe, nonce: 77, probe_id: 1, ip_len: 9000 }.emit(&mut p).unwrap();
+            sock.send_to(&p, target).unwrap();
+            let mut buf = [0u8; 65536];
+            let n = sock.recv(&mut buf).unwrap();
+            buf[..n].to_vec()
+        })
+        .unwrap();
+    let Reply::Report(r) = parse_reply(&report).unwrap() else { panic!("legacy reply") };
+    assert_eq!((r.nonce, r.probe_id, r.fragmented, r.largest_ip_len), (77, 1, true, 1276), "{r:?}");
+    let mut recs: Vec<_> = r.fragments.iter().collect();
+    assert!(!r.truncated && recs.len() >= 8, "{recs:?}");
+    recs.sort_by_key(|f| f.offset);
+    let mut next = 0u32;
+    for f in &recs {
+        assert_eq!(u32::from(f.offset), next, "gap or overlap: {recs:?}");
+        assert!(f.ip_len <= 1280);
+        next += u32::from(f.ip_len) - 20;
+    }
+    assert_eq!(next, 8980, "{recs:?}");
+    assert!(!recs.last().unwrap().more_fragments && recs[..recs.len() - 1].iter().all(|f| f.more_fragments));
+
+    let (code, stats) = stop_responder(responder);
+    assert_eq!(code, Some(0), "{stats}");
+    // Both round-1 probes arrived in fragments, all recorded.
+    assert!(stats["fragment_reports"].as_u64().unwrap() >= 2, "{stats}");
+    assert!(stats["ip_bytes_sent"].as_u64().unwrap() <= stats["ip_bytes_received"].as_u64().unwrap(), "{stats}");
 }

@@ -27,6 +27,10 @@ pub struct FpmtudArgs {
     /// Replies a source may get at once (bucket depth; one measurement needs up to 9).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     burst: u32,
+    /// Also record every IPv4 fragment from a packet socket (needs root or
+    /// CAP_NET_RAW), so reports list each fragment's offset and length.
+    #[arg(long)]
+    packet_socket: bool,
     /// Print the counters at exit as one JSON object instead of text.
     #[arg(long)]
     json_stats: bool,
@@ -38,7 +42,7 @@ pub fn run(a: FpmtudArgs) -> Result<ExitCode, String> {
     } else {
         a.bind.iter().map(|ip| SocketAddr::new(*ip, a.port)).collect()
     };
-    let cfg = DaemonConfig { bind, rate_per_sec: a.rate, burst: a.burst };
+    let cfg = DaemonConfig { bind, rate_per_sec: a.rate, burst: a.burst, packet_socket: a.packet_socket };
     let mut daemon = Daemon::open(&cfg).map_err(|e| format!("cannot listen on port {}: {e}", a.port))?;
     crate::signals::install();
     let stop = daemon.stop_handle();

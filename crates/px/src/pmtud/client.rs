@@ -659,6 +659,19 @@ mod tests {
     }
 
     #[test]
+    fn only_icmp_errors_quoting_our_nonce_count() {
+        let mut probe = vec![0u8; 100];
+        ProbeRepr { kind: ProbeKind::Confirm, nonce: 99, probe_id: 3, ip_len: 128 }.emit(&mut probe).unwrap();
+        assert!(quotes_our_probe(&probe, 99));
+        // An ICMP message quotes at least the probe header (24 bytes).
+        assert!(quotes_our_probe(&probe[..wire::PROBE_MIN_LEN], 99));
+        assert!(!quotes_our_probe(&probe, 98), "another measurement's (or a forged) nonce");
+        assert!(!quotes_our_probe(&probe[..8], 99), "too little quoted to check");
+        assert!(!quotes_our_probe(b"FPMT", 99), "legacy probes carry no nonce");
+        assert!(!quotes_our_probe(&[], 99));
+    }
+
+    #[test]
     fn no_responder_means_no_answer() {
         // Nothing listens on this port: every method ends without a PMTU.
         let s = Sock::bind("127.0.0.1:0".parse().unwrap()).unwrap();

@@ -24,6 +24,7 @@ use std::time::Instant;
 use px_pmtud::fpmtud::responder::{Arrival, Pieces, Responder, ResponderConfig, ResponderStats};
 use px_pmtud::fpmtud::wire::DEFAULT_PORT;
 
+use super::capture::FragmentCapture;
 use super::sock::{self, Sock};
 
 /// Daemon settings.
@@ -35,6 +36,9 @@ pub struct DaemonConfig {
     pub rate_per_sec: u32,
     /// Replies a source may get at once.
     pub burst: u32,
+    /// Also record every IPv4 fragment from a packet socket (root), so
+    /// reports list each fragment's offset and length.
+    pub packet_socket: bool,
 }
 
 impl Default for DaemonConfig {
@@ -46,6 +50,7 @@ impl Default for DaemonConfig {
             ],
             rate_per_sec: ResponderConfig::default().rate_per_sec,
             burst: ResponderConfig::default().burst,
+            packet_socket: false,
         }
     }
 }
@@ -65,6 +70,8 @@ struct Listener {
 #[derive(Debug)]
 pub struct Daemon {
     listeners: Vec<Listener>,
+    capture: Option<FragmentCapture>,
+    fragment_reports: u64,
     config: DaemonConfig,
     stop: Arc<AtomicBool>,
     ip_bytes_received: u64,
@@ -89,8 +96,11 @@ impl Daemon {
         if listeners.is_empty() {
             return Err(last_err.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "nothing to bind")));
         }
+        let capture = if config.packet_socket { Some(FragmentCapture::open()?) } else { None };
         Ok(Daemon {
             listeners,
+            capture,
+            fragment_reports: 0,
             config: config.clone(),
             stop: Arc::new(AtomicBool::new(false)),
             ip_bytes_received: 0,
@@ -120,6 +130,12 @@ impl Daemon {
             .iter()
             .map(|l| libc::pollfd { fd: l.sock.raw_fd(), events: libc::POLLIN, revents: 0 })
             .collect();
+        // The capture socket is polled too so that its queue (every IPv4
+        // packet of the host) is emptied even when no probe comes.
+        if let Some(c) = &self.capture {
+            fds.push(libc::pollfd { fd: c.raw_fd(), events: libc::POLLIN, revents: 0 });
+        }
+        let listeners = self.listeners.len();
         while !self.stop.load(Ordering::Relaxed) {
             // SAFETY: fds is a live array of pollfd of the given length.
             let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
@@ -132,7 +148,11 @@ impl Daemon {
             }
             let ready: Vec<usize> = fds.iter().enumerate().filter(|(_, p)| p.revents != 0).map(|(i, _)| i).collect();
             for i in ready {
-                self.serve(i, &mut buf)?;
+                if i < listeners {
+                    self.serve(i, &mut buf)?;
+                } else if let Some(c) = self.capture.as_mut() {
+                    c.drain(Instant::now());
+                }
             }
         }
         Ok(())
@@ -144,6 +164,7 @@ impl Daemon {
         let burst = self.config.burst;
         let l = &mut self.listeners[i];
         let overhead = l.sock.overhead();
+        let port = l.sock.local_addr()?.port();
         loop {
             let m = match l.sock.recv_meta(buf) {
                 Ok(Some(m)) => m,
@@ -160,11 +181,28 @@ impl Daemon {
                 continue;
             }
             let whole = u16::try_from(m.len + usize::from(overhead)).unwrap_or(u16::MAX);
-            let pieces = match m.largest_fragment {
-                Some(largest) => Pieces::Reassembled { largest_fragment: largest },
-                None => Pieces::Whole { ip_len: whole },
+            let now = Instant::now();
+            // The fragments the packet socket saw, if they agree with the
+            // kernel's own account of the largest one.
+            let records = match (m.largest_fragment, self.capture.as_mut()) {
+                (Some(largest), Some(c)) => {
+                    c.drain(now);
+                    c.take(m.source, port, &buf[..m.len]).filter(|r| r.iter().map(|f| f.ip_len).max() == Some(largest))
+                }
+                _ => None,
             };
-            self.ip_bytes_received += u64::from(whole);
+            let pieces = match (&records, m.largest_fragment) {
+                (Some(r), _) => Pieces::Fragments { records: r, reassembled: true },
+                (None, Some(largest)) => Pieces::Reassembled { largest_fragment: largest },
+                (None, None) => Pieces::Whole { ip_len: whole },
+            };
+            // Fragments: their IP bytes; otherwise one header plus the
+            // payload (a lower bound for a reassembled datagram).
+            self.ip_bytes_received +=
+                records.as_ref().map_or(u64::from(whole), |r| r.iter().map(|f| u64::from(f.ip_len)).sum());
+            if records.is_some() {
+                self.fragment_reports += 1;
+            }
             let ifindex = m.ifindex.filter(|_| l.cores.len() < MAX_INTERFACES).unwrap_or(0);
             let core = l.cores.entry(ifindex).or_insert_with(|| {
                 let link_mtu = if ifindex == 0 { 0 } else { sock::ifindex_mtu(ifindex).unwrap_or(0) };
@@ -177,7 +215,7 @@ impl Daemon {
                 })
             });
             let arrival = Arrival { source: m.source, payload: &buf[..m.len], pieces };
-            let _ = core.handle_arrival(Instant::now(), &arrival);
+            let _ = core.handle_arrival(now, &arrival);
             while let Some(tx) = core.poll_transmit() {
                 match l.sock.send_from(&tx.payload, tx.destination, m.destination) {
                     Ok(_) => self.ip_bytes_sent += (tx.payload.len() + usize::from(overhead)) as u64,
@@ -235,6 +273,7 @@ impl Daemon {
             ("queue_full", s.queue_full),
             ("truncated_input", self.truncated_input),
             ("send_errors", self.send_errors),
+            ("fragment_reports", self.fragment_reports),
             ("ip_bytes_received", self.ip_bytes_received),
             ("ip_bytes_sent", self.ip_bytes_sent),
         ]

@@ -6,7 +6,9 @@
 //!   `IP_PKTINFO`, `IP_RECVERR` (IPv4 and IPv6, unprivileged).
 //! - [`client`]: the F-PMTUD, DPLPMTUD and classic ICMP drivers.
 //! - [`daemon`]: the responder daemon.
+//! - [`capture`]: every IPv4 fragment from a packet socket (root).
 
+pub mod capture;
 pub mod client;
 pub mod daemon;
 pub mod sock;
