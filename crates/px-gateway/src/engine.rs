@@ -172,8 +172,8 @@ impl Engine {
             Some(seg) => {
                 let known_sum = complete_partial_checksum(frame, &seg, meta.csum);
                 match from {
-                    Port::Outer => self.inbound_tcp(now, frame, seg, meta, known_sum),
-                    Port::Inner => self.outbound_tcp(now, frame, seg, meta),
+                    Port::Outer => self.inbound_tcp(now, frame, &seg, meta, known_sum),
+                    Port::Inner => self.outbound_tcp(now, frame, &seg, meta),
                 }
             }
             None => self.other(now, from, frame, info, meta),
@@ -182,31 +182,31 @@ impl Engine {
 
     // ---- TCP, outer → inner: merge ------------------------------------
 
-    fn inbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: Seg, meta: RxMeta, known: Option<Sum>) -> Verdict {
-        let key = FlowKey::new(seg.info.src, seg.info.dst, seg.src_port, seg.dst_port);
+    fn inbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: RxMeta, known: Option<Sum>) -> Verdict {
+        let key = seg.key(frame, Port::Outer);
         let idx = self.flow_for(key, now);
         if let Some(f) = self.flows.get_mut(idx) {
             f.last_seen = now;
         }
         if seg.has(flags::SYN) {
-            self.inbound_syn(idx, frame, &seg);
+            self.inbound_syn(idx, frame, seg);
         }
         let end = seg.seq.wrapping_add(seg.seq_len());
-        let Some(flow) = self.flows.get_mut(idx) else { return self.pass(now, Port::Inner, frame, &seg, meta) };
+        let Some(flow) = self.flows.get_mut(idx) else { return self.pass(now, Port::Inner, frame, seg, meta) };
         let in_order = flow.next_seq == Some(seg.seq);
         if flow.next_seq.is_none_or(|n| (end.wrapping_sub(n) as i32) > 0) {
             flow.next_seq = Some(end);
         }
         if seg.flags & (flags::SYN | flags::RST | flags::URG | flags::CWR) != 0 {
             self.flush_flow(idx, FlushReason::ControlFlag, now);
-            return self.pass(now, Port::Inner, frame, &seg, meta);
+            return self.pass(now, Port::Inner, frame, seg, meta);
         }
         let len = seg.payload_len();
         if len == 0 {
             if flow.held.is_some() {
                 self.flush_flow(idx, FlushReason::PureAck, now);
             }
-            return self.pass(now, Port::Inner, frame, &seg, meta);
+            return self.pass(now, Port::Inner, frame, seg, meta);
         }
         // Bulk detection: in-order segments of the flow's largest size in a
         // row (a GRO super-packet counts as the segments it was made of).
@@ -225,11 +225,11 @@ impl Engine {
         }
         if !in_order {
             self.flush_flow(idx, FlushReason::OutOfOrder, now);
-            return self.pass(now, Port::Inner, frame, &seg, meta);
+            return self.pass(now, Port::Inner, frame, seg, meta);
         }
-        if !flow.bulk || !holdable(&seg) {
+        if !flow.bulk || !holdable(seg) {
             self.flush_flow(idx, FlushReason::Unmergeable, now);
-            return self.pass(now, Port::Inner, frame, &seg, meta);
+            return self.pass(now, Port::Inner, frame, seg, meta);
         }
         let whole = match (known, meta.csum) {
             (Some(s), _) => s,
@@ -237,19 +237,19 @@ impl Engine {
                 if !seg.checksum_ok(frame) {
                     self.counters.bad_checksum += 1;
                     self.flush_flow(idx, FlushReason::Unmergeable, now);
-                    return self.pass(now, Port::Inner, frame, &seg, meta);
+                    return self.pass(now, Port::Inner, frame, seg, meta);
                 }
                 seg.payload_sum_from_checksum(frame)
             }
             (None, _) => seg.payload_sum_from_checksum(frame),
         };
-        let accepts = self.flows.get(idx).and_then(|f| f.held.as_ref()).is_none_or(|h| h.accepts(frame, &seg));
+        let accepts = self.flows.get(idx).and_then(|f| f.held.as_ref()).is_none_or(|h| h.accepts(frame, seg));
         if !accepts {
             self.flush_flow(idx, FlushReason::Unmergeable, now);
         }
-        let cap = self.merge_cap(idx, &seg);
+        let cap = self.merge_cap(idx, seg);
         if cap < len.min(64) {
-            return self.pass(now, Port::Inner, frame, &seg, meta);
+            return self.pass(now, Port::Inner, frame, seg, meta);
         }
         self.counters.merged_in += 1;
         let payload_at = seg.payload_start();
@@ -257,7 +257,7 @@ impl Engine {
         let mut rest = whole;
         while off < len {
             if self.flows.get(idx).is_some_and(|f| f.held.is_none()) {
-                self.start_hold(idx, frame, &seg, seg.seq.wrapping_add(off as u32), cap, now);
+                self.start_hold(idx, frame, seg, seg.seq.wrapping_add(off as u32), cap, now);
             }
             let Some(h) = self.flows.get_mut(idx).and_then(|f| f.held.as_mut()) else { break };
             let n = h.room().min(len - off);
@@ -267,7 +267,7 @@ impl Engine {
             } else {
                 split_sum(&frame[payload_at + off..payload_at + len], n, rest)
             };
-            h.append(piece, sum, &seg);
+            h.append(piece, sum, seg);
             self.held_bytes += n;
             rest = after;
             off += n;
@@ -398,8 +398,8 @@ impl Engine {
 
     // ---- TCP, inner → outer: split -------------------------------------
 
-    fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: Seg, meta: RxMeta) -> Verdict {
-        let key = FlowKey::new(seg.info.dst, seg.info.src, seg.dst_port, seg.src_port);
+    fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: RxMeta) -> Verdict {
+        let key = seg.key(frame, Port::Inner);
         if seg.has(flags::SYN) {
             let i = self.flow_for(key, now);
             let omss = self.cfg.emtu - if seg.info.version == IpVersion::V4 { 40 } else { 60 };
@@ -425,7 +425,7 @@ impl Engine {
                 f.last_seen = now;
             }
         }
-        self.pass(now, Port::Outer, frame, &seg, meta)
+        self.pass(now, Port::Outer, frame, seg, meta)
     }
 
     // ---- sending TCP on ---------------------------------------------------

@@ -24,9 +24,7 @@ impl FlowKey {
     pub fn new(outer_addr: IpAddr, inner_addr: IpAddr, outer_port: u16, inner_port: u16) -> FlowKey {
         let ports = (outer_port as u64) << 16 | inner_port as u64;
         match (outer_addr, inner_addr) {
-            (IpAddr::V4(o), IpAddr::V4(i)) => {
-                FlowKey { words: [(u32::from(o) as u64) << 32 | u32::from(i) as u64, ports, 0, 0, 0] }
-            }
+            (IpAddr::V4(o), IpAddr::V4(i)) => FlowKey::from_v4(u32::from(o), u32::from(i), outer_port, inner_port),
             (o, i) => {
                 let wide = |a: IpAddr| match a {
                     IpAddr::V4(v) => u128::from(v.to_ipv6_mapped()),
@@ -38,6 +36,13 @@ impl FlowKey {
                 FlowKey { words: [(o >> 64) as u64, ports | 1 << 32, o as u64, (i >> 64) as u64, i as u64] }
             }
         }
+    }
+
+    /// An IPv4 key from the addresses as host-order words.
+    #[inline]
+    pub fn from_v4(outer_addr: u32, inner_addr: u32, outer_port: u16, inner_port: u16) -> FlowKey {
+        let ports = (outer_port as u64) << 16 | inner_port as u64;
+        FlowKey { words: [(outer_addr as u64) << 32 | inner_addr as u64, ports, 0, 0, 0] }
     }
 
     fn is_v6(&self) -> bool {
@@ -139,9 +144,10 @@ pub(crate) struct FlowTable {
     order: VecDeque<(u32, u64)>,
     max: usize,
     next_id: u64,
-    /// The last key looked up and its slot: segments of one flow arrive in
-    /// bursts (TSO), so most lookups hit it and skip hashing.
-    last: Option<(FlowKey, u32)>,
+    /// Direct-mapped front cache: slot + 1 by a cheap hash of the key (0:
+    /// empty). A hit is checked against the slot's own key, so stale
+    /// entries are harmless; a miss falls back to the hash map.
+    front: Vec<u32>,
 }
 
 impl FlowTable {
@@ -153,8 +159,15 @@ impl FlowTable {
             order: VecDeque::new(),
             max,
             next_id: 1,
-            last: None,
+            front: vec![0; (2 * max).next_power_of_two().clamp(64, 1 << 16)],
         }
+    }
+
+    #[inline]
+    fn front_index(&self, key: &FlowKey) -> usize {
+        let w = key.words;
+        let h = (w[0] ^ w[1].rotate_left(29) ^ w[2] ^ w[3].rotate_left(17) ^ w[4]).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> 40) as usize & (self.front.len() - 1)
     }
 
     pub fn len(&self) -> usize {
@@ -162,22 +175,23 @@ impl FlowTable {
     }
 
     pub fn lookup(&mut self, key: &FlowKey) -> Option<u32> {
-        if let Some((k, i)) = self.last
-            && k == *key
+        let f = self.front_index(key);
+        if let Some(i) = self.front[f].checked_sub(1)
+            && self.get(i).is_some_and(|fl| fl.key == *key)
         {
             return Some(i);
         }
         let i = self.map.get(key).copied();
         if let Some(i) = i {
-            self.last = Some((*key, i));
+            self.front[f] = i + 1;
         }
         i
     }
 
-    /// Lookup without updating the one-entry cache.
+    /// Lookup without updating the front cache.
     pub fn peek(&self, key: &FlowKey) -> Option<u32> {
-        match self.last {
-            Some((k, i)) if k == *key => Some(i),
+        match self.front[self.front_index(key)].checked_sub(1) {
+            Some(i) if self.get(i).is_some_and(|fl| fl.key == *key) => Some(i),
             _ => self.map.get(key).copied(),
         }
     }
@@ -247,9 +261,6 @@ impl FlowTable {
     pub fn remove(&mut self, idx: u32) -> Option<Flow> {
         let flow = self.slots.get_mut(idx as usize)?.take()?;
         self.map.remove(&flow.key);
-        if self.last.is_some_and(|(_, i)| i == idx) {
-            self.last = None;
-        }
         self.free.push(idx);
         Some(flow)
     }

@@ -116,7 +116,7 @@ impl Held {
             return false;
         }
         let h = self.header();
-        if frame[..a.l3] != h[..a.l3] {
+        if !eq_bytes(&frame[..a.l3], &h[..a.l3]) {
             return false;
         }
         if a.version == IpVersion::V6
@@ -128,9 +128,10 @@ impl Held {
         match self.tsval_at {
             Some(ts) => {
                 let ts = a.l4 + ts;
-                frame[opts.start..ts] == h[opts.start..ts] && frame[ts + 4..opts.end] == h[ts + 4..opts.end]
+                eq_bytes(&frame[opts.start..ts], &h[opts.start..ts])
+                    && eq_bytes(&frame[ts + 4..opts.end], &h[ts + 4..opts.end])
             }
-            None => frame[opts.clone()] == h[opts],
+            None => eq_bytes(&frame[opts.clone()], &h[opts]),
         }
     }
 
@@ -190,6 +191,25 @@ impl Held {
     }
 }
 
+/// Equality of two short header pieces. The lengths that occur on every
+/// segment (4 bytes around a TSval, 8–16 for a link header) are compared as
+/// one or two words, the last overlapping, instead of calling `memcmp`.
+#[inline]
+fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let w4 = |x: &[u8], i: usize| x.get(i..i + 4).and_then(|s| <[u8; 4]>::try_from(s).ok()).map(u32::from_ne_bytes);
+    let w8 = |x: &[u8], i: usize| x.get(i..i + 8).and_then(|s| <[u8; 8]>::try_from(s).ok()).map(u64::from_ne_bytes);
+    match n {
+        0 => true,
+        4 => w4(a, 0) == w4(b, 0),
+        8..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
+        _ => a == b,
+    }
+}
+
 /// Sums of the two parts of `payload` cut at `n`, given the whole's sum:
 /// the shorter part is read, the longer derived.
 pub(crate) fn split_sum(payload: &[u8], n: usize, whole: Sum) -> (Sum, Sum) {
@@ -201,5 +221,25 @@ pub(crate) fn split_sum(payload: &[u8], n: usize, whole: Sum) -> (Sum, Sum) {
         let rest = Sum::of(&payload[n..]);
         let first = whole.plus(rest.at_offset(n).negate());
         (first, rest)
+    }
+}
+
+#[cfg(test)]
+mod eq_tests {
+    use super::eq_bytes;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn eq_bytes_is_slice_equality(a in proptest::collection::vec(0u8..3, 0..40), flip in any::<prop::sample::Index>()) {
+            let mut b = a.clone();
+            prop_assert!(eq_bytes(&a, &b));
+            if !b.is_empty() {
+                let i = flip.index(b.len());
+                b[i] ^= 1;
+                prop_assert_eq!(eq_bytes(&a, &b), a == b);
+            }
+            prop_assert!(!eq_bytes(&a, &a[..a.len().saturating_sub(1)]) || a.is_empty());
+        }
     }
 }

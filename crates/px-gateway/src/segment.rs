@@ -65,6 +65,27 @@ impl Seg {
         })
     }
 
+    /// The connection's flow key, for a segment that arrived on `from`.
+    /// IPv4 keys are read as words straight from the frame.
+    pub fn key(&self, frame: &[u8], from: crate::counters::Port) -> crate::flow::FlowKey {
+        use crate::counters::Port;
+        use crate::flow::FlowKey;
+        let (outer_port, inner_port) = match from {
+            Port::Outer => (self.src_port, self.dst_port),
+            Port::Inner => (self.dst_port, self.src_port),
+        };
+        if self.info.version == IpVersion::V4 {
+            let w = |at: usize| u32::from_be_bytes([frame[at], frame[at + 1], frame[at + 2], frame[at + 3]]);
+            let (src, dst) = (w(self.info.l3 + 12), w(self.info.l3 + 16));
+            let (outer, inner) = if from == Port::Outer { (src, dst) } else { (dst, src) };
+            return FlowKey::from_v4(outer, inner, outer_port, inner_port);
+        }
+        match from {
+            Port::Outer => FlowKey::new(self.info.src, self.info.dst, outer_port, inner_port),
+            Port::Inner => FlowKey::new(self.info.dst, self.info.src, outer_port, inner_port),
+        }
+    }
+
     /// Offset of the TCP payload in the frame.
     pub fn payload_start(&self) -> usize {
         self.info.l4 + self.th
