@@ -76,7 +76,12 @@ pub fn run(
     for i in 0..cfg.workers {
         let open = |name: &str, group: u16| {
             let sc = SocketConfig {
-                vnet_hdr: cfg.offload,
+                // Always: even with offloads off, the virtio-net header is
+                // the only way to learn that a frame's checksum is partial
+                // (a sender's checksum offload); forwarded as it is, such a
+                // frame is dropped by the receiver as corrupt. What
+                // `offload` turns off is GRO on the ports and GSO on send.
+                vnet_hdr: true,
                 promiscuous: cfg.promiscuous,
                 fanout: (cfg.workers > 1).then_some(Fanout { group, defrag: true }),
                 ..SocketConfig::default()
