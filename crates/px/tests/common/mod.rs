@@ -438,7 +438,7 @@ fn send(flow: u64, salt: u64, t: &Transfer) -> (u64, String, TcpStats) {
     (t.bytes_per_flow, sha.finish(), st)
 }
 
-fn receive(mut s: TcpStream, stall: Duration, progress: &AtomicU64) -> (u64, u64, String, TcpStats) {
+pub fn receive(mut s: TcpStream, stall: Duration, progress: &AtomicU64) -> (u64, u64, String, TcpStats) {
     s.set_read_timeout(Some(stall)).unwrap();
     let mut id = [0u8; 8];
     s.read_exact(&mut id).unwrap();
