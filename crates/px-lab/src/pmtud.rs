@@ -224,6 +224,17 @@ impl PmtudLab {
             "eth0", "priority", "0", ";", "}",
         ];
         ns.exec("nft", &chain)?;
+        // ICMP errors the prober's kernel sends back (port unreachable for
+        // a reply that came after the tool exited) are not probes.
+        let (icmp, unreach) =
+            if self.spec.ipv6 { ("icmpv6", "destination-unreachable") } else { ("icmp", "destination-unreachable") };
+        ns.exec(
+            "nft",
+            &[
+                "add", "rule", "netdev", "px_count", "pxegress", family, "daddr", &target, icmp, "type", unreach,
+                "return",
+            ],
+        )?;
         ns.exec("nft", &["add", "rule", "netdev", "px_count", "pxegress", family, "daddr", &target, "counter"])?;
         Ok(())
     }
@@ -242,8 +253,9 @@ impl PmtudLab {
     /// traceroute probes of every TTL, counted by an nftables rule on the
     /// egress hook of the prober's link (installed by [`PmtudLab::build`]):
     /// it sees every frame leaving, from sockets of any kind, raw and packet
-    /// sockets included, while address resolution and IPv6 housekeeping
-    /// (not addressed to the target) do not count.
+    /// sockets included, while address resolution, IPv6 housekeeping (not
+    /// addressed to the target) and the ICMP errors the prober's kernel
+    /// returns for late replies do not count.
     pub fn packets_to_target(&self) -> Result<u64, LabError> {
         let out = self.prober_ns().exec("nft", &["list", "chain", "netdev", "px_count", "pxegress"])?;
         Ok(sum_counter_packets(&out))

@@ -63,8 +63,9 @@ pub struct ProbeArgs {
     /// RTT assumed before the first answer (sets the first timeouts).
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     initial_rtt: Duration,
-    /// DPLPMTUD search strategy.
-    #[arg(long, value_enum, default_value_t = SearchArg::Bisection)]
+    /// DPLPMTUD search strategy (lsquic: most paths carry the local link
+    /// MTU, which it confirms with one probe).
+    #[arg(long, value_enum, default_value_t = SearchArg::Lsquic)]
     search: SearchArg,
     /// Send legacy `FPMT` probes (for the paper authors' reference responder).
     #[arg(long)]
