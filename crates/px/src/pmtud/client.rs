@@ -19,6 +19,7 @@
 //! as an argument. The socket is polled with the cores' `poll_timeout` as
 //! the timeout, and every measurement is bounded by an overall deadline.
 
+use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ use px_pmtud::fpmtud::wire::{self, ProbeKind, ProbeRepr, Reply};
 use px_pmtud::rtt::{ClassicRtt, RttEstimator, RttSample};
 use px_pmtud::search::SearchStrategy;
 
-use super::sock::{self, DfMode, Sock};
+use super::sock::{self, DfMode, QueuedError, Sock};
 
 /// IPv6 minimum link MTU (RFC 8200 §5): every IPv6 path carries it.
 pub const IPV6_MIN_MTU: u16 = 1280;
@@ -99,6 +100,8 @@ fn io_err(step: &'static str) -> impl FnOnce(io::Error) -> ProbeError {
 pub struct Path {
     sock: Sock,
     link_mtu: u16,
+    /// An ICMP "port unreachable" came back: nothing listens on the port.
+    refused: Cell<bool>,
 }
 
 impl Path {
@@ -122,7 +125,7 @@ impl Path {
         if link_mtu < floor {
             return Err(ProbeError::Config(format!("largest size {link_mtu} is below the minimum MTU {floor}")));
         }
-        Ok(Path { sock, link_mtu })
+        Ok(Path { sock, link_mtu, refused: Cell::new(false) })
     }
 
     /// IPv6 path.
@@ -146,21 +149,33 @@ impl Path {
     }
 
     /// Waits until `deadline` (or `hard`, whichever is first) for input.
+    /// Notes a queued error that says nothing listens on the port.
+    fn note_error(&self, err: &QueuedError) {
+        if err.errno == libc::ECONNREFUSED && err.icmp.is_some() {
+            self.refused.set(true);
+        }
+    }
+
     fn wait(&self, deadline: Option<Instant>, hard: Instant) -> Result<(), ProbeError> {
         let until = deadline.map_or(hard, |d| d.min(hard));
         let left = until.saturating_duration_since(Instant::now());
         self.sock.wait(Some(left)).map_err(io_err("poll")).map(drop)
     }
 
-    /// Every datagram queued now. Receive errors caused by ICMP (refused,
-    /// unreachable) are skipped: the error queue or a timeout handles them.
+    /// Every datagram queued now. Receive errors caused by ICMP are skipped
+    /// (the error queue or a timeout handles them); "port unreachable" is
+    /// remembered, so a measurement without a responder ends at once.
     fn drain(&self, mut f: impl FnMut(&[u8])) -> Result<(), ProbeError> {
         let mut buf = vec![0u8; 65536];
         loop {
             match self.sock.try_recv(&mut buf) {
                 Ok(Some(n)) => f(&buf[..n]),
                 Ok(None) => return Ok(()),
-                Err(e) if is_icmp_error(&e) => continue,
+                Err(e) if is_icmp_error(&e) => {
+                    if e.raw_os_error() == Some(libc::ECONNREFUSED) {
+                        self.refused.set(true);
+                    }
+                }
                 Err(e) => return Err(ProbeError::Io { step: "recv", source: e }),
             }
         }
@@ -227,9 +242,14 @@ pub fn fpmtud(path: &Path, opts: &ProbeOptions, early_fallback: bool) -> Result<
     let start = Instant::now();
     let hard = start + opts.timeout;
     let mut probes = 0u32;
+    let mut timeout_note = "timed out";
     while !prober.is_done() {
         let now = Instant::now();
         if now >= hard {
+            break;
+        }
+        if path.refused.get() && prober.stats().accepted == 0 {
+            timeout_note = REFUSED;
             break;
         }
         while let Some(tx) = prober.poll_transmit(now) {
@@ -301,7 +321,7 @@ pub fn fpmtud(path: &Path, opts: &ProbeOptions, early_fallback: bool) -> Result<
                 probes,
                 elapsed,
                 link_mtu: path.link_mtu,
-                note: "timed out".into(),
+                note: timeout_note.into(),
             },
             outcome: None,
             rtt,
@@ -384,6 +404,10 @@ pub fn dplpmtud(
             note = format!("search complete ({} probes acknowledged, {ptbs} PTB hints)", st.probes_acked);
             break;
         }
+        if !acked_any && path.refused.get() {
+            note = REFUSED.into();
+            break;
+        }
         if !acked_any && d.stats().probes_lost >= u64::from(MAX_BASE_TRIES) {
             note = "no answer to BASE_PLPMTU probes (no responder, or path below BASE)".into();
             break;
@@ -425,6 +449,7 @@ pub fn dplpmtud(
         })?;
         let now = Instant::now();
         while let Some((err, n)) = path.sock.recv_error(&mut quoted).map_err(io_err("MSG_ERRQUEUE"))? {
+            path.note_error(&err);
             let Some(mtu) = err.mtu().filter(|_| err.icmp.is_some() && quotes_our_probe(&quoted[..n], nonce)) else {
                 continue;
             };
@@ -461,6 +486,9 @@ pub fn dplpmtud(
     })
 }
 
+/// Note for a measurement ended by ICMP "port unreachable".
+const REFUSED: &str = "port unreachable: no responder on this port";
+
 /// BASE probes without any answer after which DPLPMTUD gives up (RFC 8899
 /// would stay in ERROR and retry; a measurement tool reports "no answer").
 const MAX_BASE_TRIES: u8 = px_pmtud::dplpmtud::MAX_PROBES;
@@ -485,6 +513,10 @@ pub fn icmp(path: &Path, opts: &ProbeOptions) -> Result<Measurement, ProbeError>
     'outer: loop {
         if Instant::now() >= hard {
             note = "timed out".into();
+            break;
+        }
+        if path.refused.get() {
+            note = REFUSED.into();
             break;
         }
         if tries >= px_pmtud::dplpmtud::MAX_PROBES {
@@ -516,6 +548,7 @@ pub fn icmp(path: &Path, opts: &ProbeOptions) -> Result<Measurement, ProbeError>
         loop {
             path.wait(Some(deadline), hard)?;
             while let Some((err, n)) = path.sock.recv_error(&mut quoted).map_err(io_err("MSG_ERRQUEUE"))? {
+                path.note_error(&err);
                 if let Some(mtu) = err.mtu().filter(|_| quotes_our_probe(&quoted[..n], nonce)) {
                     let mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
                     if mtu < size && mtu >= overhead + wire::PROBE_MIN_LEN as u16 {
@@ -678,8 +711,15 @@ mod tests {
         let addr = s.local_addr().unwrap();
         drop(s);
         let o = ProbeOptions { timeout: Duration::from_secs(2), ..opts(addr) };
-        let path = Path::open(&o).unwrap();
-        assert_eq!(auto(&path, &o).unwrap().pmtu, None);
-        assert_eq!(icmp(&path, &o).unwrap().pmtu, None);
+        // The port-unreachable answer ends each method long before the
+        // timeout (a fresh socket for each: the flag is per path).
+        type Method = fn(&Path, &ProbeOptions) -> Result<Measurement, ProbeError>;
+        let methods: [Method; 3] = [auto, icmp, |p, o| dplpmtud(p, o, None, ClassicRtt::new(o.initial_rtt))];
+        for method in methods {
+            let path = Path::open(&o).unwrap();
+            let m = method(&path, &o).unwrap();
+            assert_eq!((m.pmtu, m.note.as_str()), (None, REFUSED), "{m:?}");
+            assert!(m.elapsed < Duration::from_millis(500), "{m:?}");
+        }
     }
 }
