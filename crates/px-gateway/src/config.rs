@@ -65,6 +65,14 @@ pub struct Config {
     pub verify_checksums: bool,
     /// Seed of the flow-table hash (randomise in production, fix in tests).
     pub hash_seed: u64,
+    /// Inner destinations that read PX-caravans (`docs/caravan.md`): UDP
+    /// toward these prefixes is packed into caravans. Empty: no caravans are
+    /// built, and none are unpacked.
+    pub caravan_prefixes: Vec<crate::Prefix>,
+    /// ... and toward these UDP destination ports only (empty: any port).
+    pub caravan_ports: Vec<u16>,
+    /// DSCP marking caravans inside the b-network.
+    pub caravan_dscp: u8,
 }
 
 impl Default for Config {
@@ -86,6 +94,9 @@ impl Default for Config {
             outer_gso: false,
             verify_checksums: true,
             hash_seed: 0x5eed_0f9a_7e3a_15c3,
+            caravan_prefixes: Vec::new(),
+            caravan_ports: Vec::new(),
+            caravan_dscp: px_caravan::DEFAULT_DSCP,
         }
     }
 }
@@ -131,6 +142,7 @@ impl Config {
         check(self.bulk_after <= 64, "bulk_after", self.bulk_after, "0..=64")?;
         check((1..=1 << 20).contains(&self.pmtu_cache_size), "pmtu_cache_size", self.pmtu_cache_size, "1..=1048576")?;
         check(self.icmp_rate_per_sec <= 1_000_000, "icmp_rate_per_sec", self.icmp_rate_per_sec, "0..=1000000")?;
+        check((1..=63).contains(&self.caravan_dscp), "caravan_dscp", self.caravan_dscp, "1..=63")?;
         Ok(())
     }
 

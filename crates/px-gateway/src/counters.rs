@@ -227,6 +227,8 @@ pub struct Counters {
     pub flush: [u64; 9],
     pub drop: [u64; 4],
     pub hold: HoldHistogram,
+    /// PX-caravans built and opened (`docs/caravan.md`).
+    pub caravan: crate::CaravanCounters,
 }
 
 impl Counters {
@@ -306,6 +308,7 @@ impl Counters {
         for (a, b) in self.hold.buckets.iter_mut().zip(o.hold.buckets) {
             *a += b;
         }
+        self.caravan.accumulate(&o.caravan);
     }
 }
 

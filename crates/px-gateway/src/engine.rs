@@ -29,6 +29,9 @@ use crate::router::{self, IcmpLimiter};
 use crate::segment::Seg;
 use crate::split;
 
+#[path = "caravan.rs"]
+pub(crate) mod caravan;
+
 /// How often idle flows are looked for when nothing else wakes the engine.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
@@ -57,6 +60,7 @@ pub struct Engine {
     /// When idle flows are next looked for (one comparison per packet).
     next_housekeeping: Option<Instant>,
     counters: Counters,
+    caravans: caravan::Caravans,
 }
 
 impl Engine {
@@ -77,6 +81,7 @@ impl Engine {
             next_hold_id: 1,
             next_housekeeping: None,
             counters: Counters::default(),
+            caravans: caravan::Caravans::new(),
             cfg,
         })
     }
@@ -110,6 +115,10 @@ impl Engine {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let hold = self.timers.front().map(|t| t.0);
+        let hold = match (hold, self.caravans.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let house = (self.flows.len() > 0).then_some(self.next_housekeeping).flatten();
         match (hold, house) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -135,6 +144,7 @@ impl Engine {
             self.timers.pop_front();
             self.flush_flow(idx, FlushReason::Timeout, now);
         }
+        self.caravan_timeout(now);
         self.housekeeping(now);
     }
 
@@ -145,6 +155,7 @@ impl Engine {
             self.flush_flow(idx, FlushReason::Shutdown, now);
         }
         self.timers.clear();
+        self.caravan_flush_all(now);
     }
 
     /// Handles one frame received on `from`. See the module docs for the
@@ -532,6 +543,9 @@ impl Engine {
         }
         if meta.csum == RxCsum::Partial {
             complete_partial_udp(frame, &info);
+        }
+        if let Some(v) = self.caravan_udp(now, from, frame, &info, meta) {
+            return v;
         }
         let mtu = self.egress_mtu(now, to, info.dst) as usize;
         if info.ip_len() <= mtu {

@@ -23,4 +23,5 @@ pub use buf::{Gso, HEADROOM, RxCsum, RxMeta, Transmit, Verdict};
 pub use config::{Config, ConfigError, DEFAULT_MERGE_TIMEOUT};
 pub use counters::{Counters, DropReason, FlushReason, HoldHistogram, Port, PortCounters};
 pub use engine::Engine;
+pub use engine::caravan::{CaravanCounters, Prefix, PrefixError};
 pub use flow::FlowKey;

@@ -52,6 +52,11 @@ pub struct EngineSection {
     pub icmp_source_v6: Option<std::net::Ipv6Addr>,
     pub icmp_rate_per_sec: u32,
     pub verify_checksums: bool,
+    /// Caravan-capable inner hosts (`docs/caravan.md`); empty: no caravans.
+    pub caravan_prefixes: Vec<px_gateway::Prefix>,
+    /// Their UDP ports (empty: any).
+    pub caravan_ports: Vec<u16>,
+    pub caravan_dscp: u8,
 }
 
 impl Default for EngineSection {
@@ -69,6 +74,9 @@ impl Default for EngineSection {
             icmp_source_v6: d.icmp_source_v6,
             icmp_rate_per_sec: d.icmp_rate_per_sec,
             verify_checksums: d.verify_checksums,
+            caravan_prefixes: d.caravan_prefixes,
+            caravan_ports: d.caravan_ports,
+            caravan_dscp: d.caravan_dscp,
         }
     }
 }
@@ -160,6 +168,9 @@ impl GatewayConfig {
             outer_gso: self.offload,
             verify_checksums: e.verify_checksums,
             hash_seed: seed,
+            caravan_prefixes: e.caravan_prefixes.clone(),
+            caravan_ports: e.caravan_ports.clone(),
+            caravan_dscp: e.caravan_dscp,
         };
         c.validate()?;
         Ok(c)
@@ -177,6 +188,16 @@ mod tests {
         c.validate().unwrap();
         c.engine_config(9000, 1500, 1).unwrap();
         assert_eq!(c.inner, "px-in");
+    }
+
+    #[test]
+    fn caravan_options_reach_the_engine() {
+        let t = "inner = \"a\"\nouter = \"b\"\n[engine]\ncaravan_prefixes = [\"203.0.113.0/24\"]\ncaravan_ports = [4433]\ncaravan_dscp = 12\n";
+        let e = GatewayConfig::from_toml(t).unwrap().engine_config(9000, 1500, 0).unwrap();
+        assert_eq!(e.caravan_prefixes, vec!["203.0.113.0/24".parse::<px_gateway::Prefix>().unwrap()]);
+        assert_eq!((e.caravan_ports.as_slice(), e.caravan_dscp), (&[4433u16][..], 12));
+        let bad = "inner = \"a\"\nouter = \"b\"\n[engine]\ncaravan_prefixes = [\"203.0.113.0/40\"]\n";
+        assert!(GatewayConfig::from_toml(bad).unwrap_err().contains("longer than the address"));
     }
 
     #[test]
