@@ -27,6 +27,9 @@ enum Command {
     /// Benchmarks of the engine (merge, split) on synthetic traces.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// PX-caravan example sender and receiver (sequence-checked UDP, plain or in caravans).
+    #[command(subcommand)]
+    Caravan(cmd::caravan::CaravanCommand),
     /// Run the MTU-translating gateway between an inner and an outer port.
     Gateway(cmd::gateway::GatewayArgs),
     /// Path MTU toward a `px fpmtud` responder (F-PMTUD, DPLPMTUD or ICMP), unprivileged.
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(c) => cmd::bench::run(c),
+        Command::Caravan(c) => cmd::caravan::run(c),
         Command::Gateway(a) => cmd::gateway::run(a),
         Command::Probe(a) => cmd::probe::run(a),
         Command::Fpmtud(a) => cmd::fpmtud::run(a),
