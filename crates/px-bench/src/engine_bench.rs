@@ -132,6 +132,11 @@ fn run_direction(
                     engine.recycle(t.buf);
                 }
             }
+            // Like any batched I/O loop (DPDK's rte_prefetch0), pull the
+            // headers of a frame a few ahead into the cache.
+            if let Some(next) = chunk.frames.get(i + 4) {
+                prefetch(&chunk.data[next.offset..]);
+            }
             let v = engine.handle_packet(now, from, chunk.frame_mut(i), RxMeta { csum: rx_csum, gso_size: None });
             while let Some(t) = engine.poll_transmit() {
                 sent += (t.end - t.start) as u64;
@@ -161,6 +166,18 @@ fn run_direction(
         counters: engine.counters().clone(),
         ceiling: trace.ceiling.yield_bound(),
     }
+}
+
+/// Hints the CPU to load the cache line at the start of `bytes`.
+#[inline(always)]
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint; the pointer comes from a live slice.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(bytes.as_ptr().cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 fn gbps(bytes: u64, d: Duration) -> f64 {
