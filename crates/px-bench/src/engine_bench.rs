@@ -33,6 +33,10 @@ pub struct RunResult {
     pub outbound_packets: u64,
     pub merged_out: u64,
     pub flushes: Vec<(String, u64)>,
+    /// UDP datagrams packed into caravans (payload Gbps), and the share of
+    /// caravans sent full ([`crate::udp_trace`]).
+    pub caravan_gbps: f64,
+    pub caravan_yield: f64,
 }
 
 /// Parameters of the benchmark.
@@ -191,6 +195,8 @@ pub fn run_once(cfg: &BenchConfig) -> RunResult {
     let out = run_direction(&cfg.outbound, cfg.outbound_packets, &soft, cfg.rx_csum, cfg.chunk_bytes, false);
     let gso = Config { outer_gso: true, ..cfg.engine.clone() };
     let out_gso = run_direction(&cfg.outbound, cfg.outbound_packets, &gso, cfg.rx_csum, cfg.chunk_bytes, false);
+    let udp = crate::udp_trace::UdpTraceConfig { packets: cfg.inbound_packets / 2, ..Default::default() };
+    let car = crate::udp_trace::run_caravans(&udp, &cfg.engine, cfg.chunk_bytes);
     let c = &inb.counters;
     RunResult {
         merge_gbps: gbps(inb.payload, inb.engine),
@@ -207,6 +213,8 @@ pub fn run_once(cfg: &BenchConfig) -> RunResult {
         outbound_packets: out.packets,
         merged_out: c.merged_out,
         flushes: px_gateway::FlushReason::ALL.iter().map(|r| (r.name().to_string(), c.flushes(*r))).collect(),
+        caravan_gbps: car.gbps,
+        caravan_yield: car.caravan_yield,
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod engine_bench;
 pub mod trace;
+pub mod udp_trace;
 
 pub use engine_bench::{BenchConfig, RunResult, run_once};
 pub use trace::{Direction, Trace, TraceConfig};

@@ -140,7 +140,7 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
         (v[v.len() / 2], v[0], v[v.len() - 1])
     };
     type Metric = (&'static str, &'static str, fn(&RunResult) -> f64);
-    let metrics: [Metric; 10] = [
+    let metrics: [Metric; 12] = [
         ("merge_gbps", "merge throughput (TCP payload, Gbps)", |r| r.merge_gbps),
         ("merge_mpps", "merge packet rate (Mpps in)", |r| r.merge_mpps),
         ("split_gbps", "split throughput, software (Gbps)", |r| r.split_gbps),
@@ -150,6 +150,8 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
         ("merge_vs_memcpy", "merge / memcpy", |r| r.merge_gbps / r.memcpy_gbps),
         ("yield", "conversion yield", |r| r.yield_),
         ("yield_ceiling", "yield ceiling of this trace (PSH, small flows)", |r| r.yield_ceiling),
+        ("caravan_gbps", "UDP caravan packing (payload Gbps)", |r| r.caravan_gbps),
+        ("caravan_yield", "caravan yield (share sent full)", |r| r.caravan_yield),
         ("hold_p99_us", "hold time p99 (µs, trace time)", |r| r.hold_p99_us as f64),
     ];
     if a.json {
