@@ -41,6 +41,30 @@ fn check_translated(exit: &GatewayExit) {
     // observers of the MSS test count that; here the bytes are what matter).
 }
 
+/// `GET /metrics` from inside the gateway's namespace.
+fn metrics(lab: &GwLab, addr: &str) -> String {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    lab.ns(lab.gw)
+        .run(|| {
+            let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+            s.set_read_timeout(Some(Duration::from_secs(2)))?;
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: px\r\n\r\n")?;
+            let mut body = String::new();
+            s.read_to_string(&mut body)?;
+            Ok::<_, std::io::Error>(body)
+        })
+        .unwrap()
+        .expect("metrics endpoint")
+}
+
+/// The value of the sample `name_and_labels` in Prometheus text.
+fn metric(text: &str, name_and_labels: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name_and_labels}"))
+}
+
 #[test]
 fn ipv4_transfers_are_sha256_exact_both_ways() {
     if !require_root_or_skip("ipv4_transfers_are_sha256_exact_both_ways") {
@@ -54,6 +78,8 @@ fn ipv4_transfers_are_sha256_exact_both_ways() {
     check_translated(&gw.stop());
 }
 
+/// As above over IPv6, with two gateway workers: the ports' fan-out keeps
+/// both directions of a flow on one worker, whose engine saw its SYN.
 #[test]
 fn ipv6_transfers_are_sha256_exact_both_ways() {
     if !require_root_or_skip("ipv6_transfers_are_sha256_exact_both_ways") {
@@ -61,9 +87,18 @@ fn ipv6_transfers_are_sha256_exact_both_ways() {
     }
     let _serial = serialize();
     let lab = GwLab::build(None);
-    let gw = Gateway::start(&lab, &[]);
+    let gw = Gateway::start(&lab, &["--workers", "2", "--metrics", "127.0.0.1:9464"]);
     lab.ping_both();
     transfers_both_ways(&lab, LEGACY_V6, BNET_V6, 5311);
+    // Both workers carried traffic (the Prometheus endpoint, read inside
+    // the gateway's namespace after its workers' next publication).
+    std::thread::sleep(Duration::from_millis(300));
+    let text = metrics(&lab, "127.0.0.1:9464");
+    for w in ["0", "1"] {
+        let rx = metric(&text, &format!("px_gateway_packets_total{{worker=\"{w}\",port=\"outer\",dir=\"rx\"}}"));
+        let raised = metric(&text, &format!("px_gateway_mss_raised_total{{worker=\"{w}\"}}"));
+        assert!(rx > 100.0 && raised >= 1.0, "worker {w}: {rx} frames, {raised} SYNs:\n{text}");
+    }
     check_translated(&gw.stop());
 }
 
