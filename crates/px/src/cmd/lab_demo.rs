@@ -272,7 +272,8 @@ fn parse_iperf3(json: &str) -> Option<(f64, u64, Option<u32>)> {
 }
 
 /// `mss:` and `rcvmss:` of the data connection on `port` in `ss -tinH`
-/// output (the largest, to skip iperf3's control connection).
+/// output: the one with the largest sum, to skip iperf3's control connection
+/// (which carries no bulk data, so its rcvmss stays at 536).
 fn parse_ss_mss(ss: &str, port: &str) -> Option<(u32, u32)> {
     let mut best: Option<(u32, u32)> = None;
     let mut lines = ss.lines().peekable();
@@ -284,7 +285,7 @@ fn parse_ss_mss(ss: &str, port: &str) -> Option<(u32, u32)> {
         let field =
             |name: &str| info.split_whitespace().find_map(|w| w.strip_prefix(name)).and_then(|v| v.parse::<u32>().ok());
         if let (Some(m), Some(r)) = (field("mss:"), field("rcvmss:"))
-            && best.is_none_or(|(bm, br)| m.max(r) > bm.max(br))
+            && best.is_none_or(|(bm, br)| m + r > bm + br)
         {
             best = Some((m, r));
         }
@@ -486,5 +487,8 @@ mod tests {
                   0 0 198.51.100.2:5201 198.51.100.1:40002\n\t cubic wscale:7,7 rto:201 mss:8948 pmtu:9000 rcvmss:8948 advmss:8948\n";
         assert_eq!(parse_ss_mss(ss, "5201"), Some((8948, 8948)));
         assert_eq!(parse_ss_mss(ss, "5202"), None);
+        let tie = "0 0 198.51.100.2:5201 198.51.100.1:40000\n\t mss:8948 rcvmss:536\n\
+                   0 0 198.51.100.2:5201 198.51.100.1:40002\n\t mss:8948 rcvmss:8948\n";
+        assert_eq!(parse_ss_mss(tie, "5201"), Some((8948, 8948)));
     }
 }

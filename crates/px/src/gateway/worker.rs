@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use px_gateway::{Engine, Port, RxCsum, RxMeta, Transmit, Verdict};
-use px_io::{Checksum, GsoKind, PacketMeta, PacketSocket, Poller, RxBatch, TxBatch, TxFrame};
+use px_io::{Checksum, GsoKind, PacketMeta, PacketSocket, Poller, RingBatch, RxBatch, TxBatch, TxFrame};
 
 use super::metrics::{Shared, WorkerSnapshot};
 
@@ -76,30 +76,72 @@ fn tx_meta(g: Option<px_gateway::Gso>) -> PacketMeta {
     }
 }
 
+/// The frames of one received batch, whichever way they were received.
+trait Received {
+    fn len(&self) -> usize;
+    fn frame_mut(&mut self, i: usize) -> Option<(PacketMeta, &mut [u8])>;
+    fn frame(&self, i: usize) -> Option<&[u8]>;
+}
+
+impl Received for RxBatch {
+    fn len(&self) -> usize {
+        RxBatch::len(self)
+    }
+    fn frame_mut(&mut self, i: usize) -> Option<(PacketMeta, &mut [u8])> {
+        self.get_mut(i).ok()
+    }
+    fn frame(&self, i: usize) -> Option<&[u8]> {
+        self.get(i).ok().map(|p| p.frame)
+    }
+}
+
+impl Received for RingBatch<'_> {
+    fn len(&self) -> usize {
+        RingBatch::len(self)
+    }
+    fn frame_mut(&mut self, i: usize) -> Option<(PacketMeta, &mut [u8])> {
+        self.get_mut(i).ok()
+    }
+    fn frame(&self, i: usize) -> Option<&[u8]> {
+        self.get(i).ok().map(|p| p.frame)
+    }
+}
+
+/// Scratch space reused for every batch (no allocation per packet).
+struct Scratch {
+    txb: TxBatch,
+    made: Vec<Transmit>,
+    /// What to send, per port, in order.
+    steps: [Vec<Step>; 2],
+    extra: WorkerSnapshot,
+}
+
 impl Worker {
     /// Runs until `stop` is set, then flushes everything held and returns.
-    pub fn run(mut self, stop: Arc<AtomicBool>, shared: Shared) {
+    pub fn run(self, stop: Arc<AtomicBool>, shared: Shared) {
+        let Worker { index, mut engine, mut inner, mut outer, batch } = self;
         let mut poller = Poller::new();
-        let outer_i = poller.add(self.outer.as_fd());
-        let inner_i = poller.add(self.inner.as_fd());
-        let mut rx = RxBatch::new(self.batch, px_io::MAX_FRAME);
-        let mut txb = TxBatch::new(self.batch * 4);
-        let mut made: Vec<Transmit> = Vec::with_capacity(self.batch * 8);
-        let mut steps: [Vec<Step>; 2] = [Vec::with_capacity(self.batch * 8), Vec::with_capacity(self.batch * 8)];
-        let mut extra = WorkerSnapshot::default();
+        let outer_i = poller.add(outer.as_fd());
+        let inner_i = poller.add(inner.as_fd());
+        // Only sockets without a ring receive into this.
+        let mut rx = RxBatch::new(if inner.has_ring() && outer.has_ring() { 1 } else { batch }, px_io::MAX_FRAME);
+        let mut sc = Scratch {
+            txb: TxBatch::new(batch * 4),
+            made: Vec::with_capacity(batch * 8),
+            steps: [Vec::with_capacity(batch * 8), Vec::with_capacity(batch * 8)],
+            extra: WorkerSnapshot::default(),
+        };
         let mut last_publish = Instant::now();
         loop {
             let now = Instant::now();
-            let stopping = stop.load(Ordering::Relaxed);
-            if stopping {
-                self.engine.flush_all(now);
-                self.drain(&mut made, &mut steps);
-                self.send_all(&mut txb, &rx, &mut made, &mut steps, &mut extra);
-                self.publish(&shared, &mut extra);
+            if stop.load(Ordering::Relaxed) {
+                engine.flush_all(now);
+                drain(&mut engine, &mut sc);
+                send_engine_frames(&mut engine, &mut sc, &inner, &outer, &rx);
+                publish(index, &engine, &shared, &mut sc.extra, &inner, &outer);
                 return;
             }
-            let wait =
-                self.engine.poll_timeout().map_or(IDLE_WAKE, |d| d.saturating_duration_since(now)).min(IDLE_WAKE);
+            let wait = engine.poll_timeout().map_or(IDLE_WAKE, |d| d.saturating_duration_since(now)).min(IDLE_WAKE);
             if poller.wait(Some(wait)).is_err() {
                 // EINTR from a signal: loop to look at `stop`.
                 continue;
@@ -108,127 +150,155 @@ impl Worker {
                 if !poller.is_ready(idx) {
                     continue;
                 }
-                let sock = match port {
-                    Port::Outer => &self.outer,
-                    Port::Inner => &self.inner,
+                let (rx_sock, tx_sock) = match port {
+                    Port::Outer => (&mut outer, &inner),
+                    Port::Inner => (&mut inner, &outer),
                 };
-                let n: usize = sock.recv_batch(&mut rx).unwrap_or_default();
-                let now = Instant::now();
-                for i in 0..n {
-                    let (meta, frame) = match rx.get_mut(i) {
-                        Ok(x) => x,
-                        Err(_) => {
-                            extra.rx_errors += 1;
-                            continue;
-                        }
-                    };
-                    let v = self.engine.handle_packet(now, port, frame, rx_meta(&meta));
-                    self.drain(&mut made, &mut steps);
-                    if let Verdict::Forward { gso } = v {
-                        let m = match gso {
-                            Some(_) => tx_meta(gso),
-                            None => PacketMeta::PLAIN,
-                        };
-                        steps[port.other() as usize].push(Step::Fwd(i, m));
+                if let Some(mut ring) = rx_sock.recv_ring_batch(batch) {
+                    handle_batch(&mut engine, &mut sc, port, &mut ring);
+                    // Forwards borrow the ring's slots: send them (and the
+                    // engine's frames for the other port) before releasing it.
+                    send_port(&mut sc, port.other(), tx_sock, &ring);
+                    drop(ring);
+                } else {
+                    let n: usize = rx_sock.recv_batch(&mut rx).unwrap_or_default();
+                    if n > 0 {
+                        handle_batch(&mut engine, &mut sc, port, &mut rx);
+                        send_port(&mut sc, port.other(), tx_sock, &rx);
                     }
                 }
-                self.send_all(&mut txb, &rx, &mut made, &mut steps, &mut extra);
+                // Frames back out of the receiving port (ICMP errors) are all
+                // the engine's own.
+                let back = match port {
+                    Port::Outer => &outer,
+                    Port::Inner => &inner,
+                };
+                send_port(&mut sc, port, back, &rx);
+                recycle(&mut engine, &mut sc);
             }
             let now = Instant::now();
-            if self.engine.poll_timeout().is_some_and(|d| d <= now) {
-                self.engine.handle_timeout(now);
-                self.drain(&mut made, &mut steps);
-                self.send_all(&mut txb, &rx, &mut made, &mut steps, &mut extra);
+            if engine.poll_timeout().is_some_and(|d| d <= now) {
+                engine.handle_timeout(now);
+                drain(&mut engine, &mut sc);
+                send_engine_frames(&mut engine, &mut sc, &inner, &outer, &rx);
             }
             if now.duration_since(last_publish) >= PUBLISH_EVERY {
                 last_publish = now;
-                self.publish(&shared, &mut extra);
+                publish(index, &engine, &shared, &mut sc.extra, &inner, &outer);
             }
         }
     }
+}
 
-    /// Moves the engine's queued frames into `made`, in order, per port.
-    fn drain(&mut self, made: &mut Vec<Transmit>, steps: &mut [Vec<Step>; 2]) {
-        while let Some(t) = self.engine.poll_transmit() {
-            steps[t.port as usize].push(Step::Made(made.len()));
-            made.push(t);
-        }
-    }
-
-    fn send_all(
-        &mut self,
-        txb: &mut TxBatch,
-        rx: &RxBatch,
-        made: &mut Vec<Transmit>,
-        steps: &mut [Vec<Step>; 2],
-        extra: &mut WorkerSnapshot,
-    ) {
-        for port in [Port::Inner, Port::Outer] {
-            let list = &steps[port as usize];
-            if list.is_empty() {
-                continue;
-            }
-            let frames: Vec<Out<'_>> = list
-                .iter()
-                .filter_map(|s| match *s {
-                    Step::Made(k) => Some(Out::Made(&made[k])),
-                    Step::Fwd(i, m) => rx.get(i).ok().map(|p| Out::Fwd(m, p.frame)),
-                })
-                .collect();
-            let sock = match port {
-                Port::Outer => &self.outer,
-                Port::Inner => &self.inner,
+/// Runs the engine over a received batch, recording what to send.
+fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut dyn Received) {
+    let now = Instant::now();
+    for i in 0..frames.len() {
+        let Some((meta, frame)) = frames.frame_mut(i) else {
+            sc.extra.rx_errors += 1;
+            continue;
+        };
+        let v = engine.handle_packet(now, port, frame, rx_meta(&meta));
+        drain(engine, sc);
+        if let Verdict::Forward { gso } = v {
+            let m = match gso {
+                Some(_) => tx_meta(gso),
+                None => PacketMeta::PLAIN,
             };
-            let mut sent = 0;
-            let mut tries = 0;
-            while sent < frames.len() {
-                match sock.send_batch(txb, &frames[sent..]) {
-                    Ok(k) => sent += k,
-                    Err(px_io::SendError::Refused { sent: k, .. }) => {
-                        // A frame the kernel refuses (e.g. too big for the
-                        // device) is skipped and counted, not retried.
-                        extra.send_errors += 1;
-                        sent += k + 1;
-                    }
-                    Err(_) => {
-                        extra.send_errors += 1;
-                        sent += 1;
-                    }
-                }
-                if sent < frames.len() {
-                    tries += 1;
-                    if tries > 1000 {
-                        extra.send_errors += (frames.len() - sent) as u64;
-                        break;
-                    }
-                    // Send buffer full: wait for room briefly.
-                    std::thread::sleep(Duration::from_micros(20));
-                }
-            }
-            drop(frames);
-            steps[port as usize].clear();
-        }
-        for t in made.drain(..) {
-            self.engine.recycle(t.buf);
+            sc.steps[port.other() as usize].push(Step::Fwd(i, m));
         }
     }
+}
 
-    fn publish(&mut self, shared: &Shared, extra: &mut WorkerSnapshot) {
-        for s in [&self.inner, &self.outer] {
-            if let Ok(st) = s.take_stats() {
-                extra.socket_drops += st.drops as u64;
+/// Moves the engine's queued frames into `made`, in order, per port.
+fn drain(engine: &mut Engine, sc: &mut Scratch) {
+    while let Some(t) = engine.poll_transmit() {
+        sc.steps[t.port as usize].push(Step::Made(sc.made.len()));
+        sc.made.push(t);
+    }
+}
+
+/// Sends frames that are all the engine's own (timeouts, shutdown).
+fn send_engine_frames(engine: &mut Engine, sc: &mut Scratch, inner: &PacketSocket, outer: &PacketSocket, rx: &RxBatch) {
+    send_port(sc, Port::Inner, inner, rx);
+    send_port(sc, Port::Outer, outer, rx);
+    recycle(engine, sc);
+}
+
+fn recycle(engine: &mut Engine, sc: &mut Scratch) {
+    if sc.steps.iter().all(Vec::is_empty) {
+        for t in sc.made.drain(..) {
+            engine.recycle(t.buf);
+        }
+    }
+}
+
+/// Sends everything recorded for `port`, in order, with as few `sendmmsg`
+/// calls as the batch allows.
+fn send_port(sc: &mut Scratch, port: Port, sock: &PacketSocket, rx: &dyn Received) {
+    let list = &sc.steps[port as usize];
+    if list.is_empty() {
+        return;
+    }
+    let frames: Vec<Out<'_>> = list
+        .iter()
+        .filter_map(|s| match *s {
+            Step::Made(k) => Some(Out::Made(&sc.made[k])),
+            Step::Fwd(i, m) => rx.frame(i).map(|f| Out::Fwd(m, f)),
+        })
+        .collect();
+    let mut sent = 0;
+    let mut tries = 0;
+    while sent < frames.len() {
+        match sock.send_batch(&mut sc.txb, &frames[sent..]) {
+            Ok(k) => sent += k,
+            Err(px_io::SendError::Refused { sent: k, .. }) => {
+                // A frame the kernel refuses (e.g. too big for the device)
+                // is skipped and counted, not retried.
+                sc.extra.send_errors += 1;
+                sent += k + 1;
+            }
+            Err(_) => {
+                sc.extra.send_errors += 1;
+                sent += 1;
             }
         }
-        shared.publish(
-            self.index,
-            WorkerSnapshot {
-                counters: self.engine.counters().clone(),
-                flows: self.engine.flow_count(),
-                held_bytes: self.engine.held_bytes(),
-                socket_drops: extra.socket_drops,
-                send_errors: extra.send_errors,
-                rx_errors: extra.rx_errors,
-            },
-        );
+        if sent < frames.len() {
+            tries += 1;
+            if tries > 1000 {
+                sc.extra.send_errors += (frames.len() - sent) as u64;
+                break;
+            }
+            // Send buffer full: wait for room briefly.
+            std::thread::sleep(Duration::from_micros(20));
+        }
     }
+    drop(frames);
+    sc.steps[port as usize].clear();
+}
+
+fn publish(
+    index: usize,
+    engine: &Engine,
+    shared: &Shared,
+    extra: &mut WorkerSnapshot,
+    inner: &PacketSocket,
+    outer: &PacketSocket,
+) {
+    for s in [inner, outer] {
+        if let Ok(st) = s.take_stats() {
+            extra.socket_drops += st.drops as u64;
+        }
+    }
+    shared.publish(
+        index,
+        WorkerSnapshot {
+            counters: engine.counters().clone(),
+            flows: engine.flow_count(),
+            held_bytes: engine.held_bytes(),
+            socket_drops: extra.socket_drops,
+            send_errors: extra.send_errors,
+            rx_errors: extra.rx_errors,
+        },
+    );
 }
