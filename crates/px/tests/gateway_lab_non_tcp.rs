@@ -56,9 +56,23 @@ fn large_icmp_and_udp_get_router_behaviour() {
     if !require_root_or_skip("large_icmp_and_udp_get_router_behaviour") {
         return;
     }
+    router_behaviour("1");
+}
+
+/// The same through two workers, whose fan-out group defragments IPv4.
+#[test]
+fn large_icmp_and_udp_get_router_behaviour_two_workers() {
+    if !require_root_or_skip("large_icmp_and_udp_get_router_behaviour_two_workers") {
+        return;
+    }
+    router_behaviour("2");
+}
+
+fn router_behaviour(workers: &str) {
     let _serial = serialize();
     let lab = GwLab::build(None);
-    let gw = Gateway::start(&lab, &["--icmp-source-v4", ICMP_SRC_V4, "--icmp-source-v6", ICMP_SRC_V6]);
+    let gw =
+        Gateway::start(&lab, &["--workers", workers, "--icmp-source-v4", ICMP_SRC_V4, "--icmp-source-v6", ICMP_SRC_V6]);
     lab.ping_both();
     let (l, b) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
     let obs_outer = FrameObserver::start(l, LEGACY_DEV).unwrap();
@@ -79,6 +93,14 @@ fn large_icmp_and_udp_get_router_behaviour() {
     assert_eq!(udp_one(&bs, &ls, &d).expect("bnet -> legacy UDP, DF clear"), d);
     let d = datagram(4000, 2);
     assert_eq!(udp_one(&ls, &bs, &d).expect("legacy -> bnet UDP"), d);
+    // 30000 bytes: the b-network host fragments at 9000 and the gateway
+    // fragments those fragments again; inbound, fragments pass as they are
+    // (one worker) or are reassembled by the fan-out's defragmentation and
+    // fragmented again at 9000 (two workers).
+    let d = datagram(30000, 7);
+    assert_eq!(udp_one(&bs, &ls, &d).expect("bnet -> legacy UDP, 30000 bytes"), d);
+    let d = datagram(30000, 8);
+    assert_eq!(udp_one(&ls, &bs, &d).expect("legacy -> bnet UDP, 30000 bytes"), d);
 
     // IPv4 UDP with DF: the gateway drops it and answers "fragmentation
     // needed" (mtu 1500); the host records the path MTU and refuses the
