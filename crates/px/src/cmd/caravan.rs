@@ -286,8 +286,6 @@ struct RecvSummary {
     malformed: u64,
     /// Datagrams whose bytes were wrong (or not ours).
     corrupt: u64,
-    /// Records whose inner UDP checksum did not verify.
-    bad_inner_checksum: u64,
     /// Sequence numbers at or below one already seen: duplicates and late
     /// arrivals (both break "once, in order").
     reordered: u64,
@@ -316,9 +314,12 @@ fn recv(a: RecvArgs) -> Result<ExitCode, String> {
     let s = UdpSocket::bind(SocketAddr::new(a.bind, a.port)).map_err(|e| format!("bind port {}: {e}", a.port))?;
     let _ = set_int(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, a.rcvbuf.min(i32::MAX as usize) as i32);
     let _ = set_int(&s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, a.rcvbuf.min(i32::MAX as usize) as i32);
-    set_int(&s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1).map_err(|e| format!("IP_RECVTOS: {e}"))?;
     if v6 {
         set_int(&s, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1).map_err(|e| format!("IPV6_RECVTCLASS: {e}"))?;
+        // Dual-stack: IPv4 datagrams on this socket report their TOS too.
+        let _ = set_int(&s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
+    } else {
+        set_int(&s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1).map_err(|e| format!("IP_RECVTOS: {e}"))?;
     }
     s.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| e.to_string())?;
     let start = Instant::now();

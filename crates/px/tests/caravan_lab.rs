@@ -1,0 +1,191 @@
+//! PX-caravans through the real `px gateway` in the namespace lab (root;
+//! skipped with a message otherwise): `px caravan send|recv` run as the
+//! legacy and b-network hosts' applications, every datagram sequence-
+//! numbered and its bytes checked by the receiver.
+//!
+//! - legacy → caravan-capable b-network host (IPv4 and IPv6): the receiver
+//!   gets caravans, and every datagram exactly once, intact, in order.
+//! - legacy → a non-capable port and a non-capable address: plain datagrams.
+//! - b-network host → legacy, sent as caravans: the gateway unpacks them, the
+//!   legacy host gets plain datagrams, all of them, in order.
+//!
+//! The ignored `caravan_bulk_benchmark` measures a receiver on one core with
+//! and without caravans in the same run (`--ignored --nocapture`).
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{BNET_V4, BNET_V6, Gateway, GwLab, LEGACY_V4, serialize};
+use px_lab::{LabChild, Netns};
+
+const PX: &str = env!("CARGO_BIN_EXE_px");
+
+fn skip() -> bool {
+    if let Some(why) = px_lab::root_unavailable_reason() {
+        eprintln!("SKIP: caravan lab tests need root and network namespaces: {why}");
+        return true;
+    }
+    false
+}
+
+/// A gateway configuration file: capable = BNET_V4 and BNET_V6 on ports
+/// 4433 and 4435 (4434 is a non-capable port of the same host).
+fn config_file() -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("px-caravan-lab-{}.toml", std::process::id()));
+    let text = format!(
+        "[engine]\ncaravan_prefixes = [\"{BNET_V4}/32\", \"{BNET_V6}/128\"]\ncaravan_ports = [4433, 4435]\n\
+         icmp_source_v4 = \"198.51.100.254\"\n"
+    );
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn start_recv(ns: &Netns, args: &[&str], cpu: Option<&str>) -> LabChild {
+    let mut cmd = match cpu {
+        Some(c) => {
+            let mut c2 = ns.command("taskset");
+            c2.args(["-c", c, PX]);
+            c2
+        }
+        None => ns.command(PX),
+    };
+    cmd.args(["caravan", "recv", "--json"]).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = LabChild::spawn(&mut cmd).unwrap();
+    // The receiver binds before it prints anything; give it a moment.
+    std::thread::sleep(Duration::from_millis(300));
+    child
+}
+
+fn send(ns: &Netns, args: &[&str]) -> serde_json::Value {
+    let out = ns.command(PX).args(["caravan", "send", "--json"]).args(args).output().unwrap();
+    assert!(out.status.success(), "px caravan send failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn finish(rx: LabChild) -> (bool, serde_json::Value) {
+    let out = rx.wait_with_output().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("recv output {e}: {} {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
+    (out.status.success(), v)
+}
+
+fn u(v: &serde_json::Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("no `{k}` in {v}"))
+}
+
+/// Every datagram once, intact, in order.
+fn assert_exact(v: &serde_json::Value, want: u64, ok: bool) {
+    assert!(ok, "receiver reported a failure: {v}");
+    assert_eq!(u(v, "datagrams"), want, "{v}");
+    for k in ["corrupt", "reordered", "missing", "malformed"] {
+        assert_eq!(u(v, k), 0, "{k}: {v}");
+    }
+}
+
+#[test]
+fn caravans_through_the_gateway_both_ways() {
+    if skip() {
+        return;
+    }
+    let _g = serialize();
+    let lab = GwLab::build(None);
+    let (legacy, bnet) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
+    bnet.add_addr(common::BNET_DEV, "198.51.100.3/24").unwrap();
+    let cfg = config_file();
+    let gw = Gateway::start(&lab, &["--config", cfg.to_str().unwrap()]);
+    lab.ping_both();
+    legacy.ping("198.51.100.3", 1).unwrap();
+    let (flows, count) = (4u64, 3000u64);
+    let n = flows * count;
+    let common_args = ["--flows", "4", "--count", "3000", "--size", "1200", "--rate", "40000"];
+    let expect = n.to_string();
+
+    // legacy → capable host, IPv4 and IPv6: caravans, every datagram once.
+    for (bind, to, port) in
+        [("0.0.0.0", format!("{BNET_V4}:4433"), "4433"), ("::", format!("[{BNET_V6}]:4435"), "4435")]
+    {
+        let rx = start_recv(bnet, &["--port", port, "--bind", bind, "--expect", &expect, "--idle-ms", "1500"], None);
+        let s = send(legacy, &[&["--to", to.as_str()][..], &common_args[..]].concat());
+        assert_eq!(u(&s, "datagrams"), n);
+        let (ok, v) = finish(rx);
+        assert_exact(&v, n, ok);
+        assert!(u(&v, "caravans") > 0, "capable host got no caravans: {v}");
+        eprintln!("capable {to}: {v}");
+    }
+    // Non-capable port and non-capable address: plain datagrams only.
+    for (to, port) in [(format!("{BNET_V4}:4434"), "4434"), ("198.51.100.3:4433".to_string(), "4433")] {
+        let rx = start_recv(bnet, &["--port", port, "--expect", &expect, "--idle-ms", "1500"], None);
+        let _ = send(legacy, &[&["--to", to.as_str()][..], &common_args[..]].concat());
+        let (ok, v) = finish(rx);
+        assert_exact(&v, n, ok);
+        assert_eq!((u(&v, "caravans"), u(&v, "plain")), (0, n), "non-capable {to}: {v}");
+    }
+    // b-network host → legacy as caravans: unpacked, plain at the legacy host.
+    let rx = start_recv(legacy, &["--port", "5433", "--expect", &expect, "--idle-ms", "1500"], None);
+    let to = format!("{LEGACY_V4}:5433");
+    let s = send(bnet, &[&["--to", to.as_str(), "--caravan"][..], &common_args[..]].concat());
+    assert!(u(&s, "caravans") > 0);
+    let (ok, v) = finish(rx);
+    assert_exact(&v, n, ok);
+    assert_eq!((u(&v, "caravans"), u(&v, "plain")), (0, n), "{v}");
+
+    let exit = gw.stop();
+    exit.assert_clean();
+    let c = &exit.stats["counters"]["caravan"];
+    eprintln!("gateway caravan counters: {c}");
+    // Two capable runs of n datagrams each were packed (sent alone or not);
+    // the reverse run's caravans were all opened.
+    assert_eq!(c["packed_in"].as_u64(), Some(2 * n), "{c}");
+    assert_eq!(c["opened_datagrams"].as_u64(), Some(n), "{c}");
+    assert_eq!(c["opened"].as_u64(), s["caravans"].as_u64(), "{c}");
+    assert!(c["malformed"].as_array().unwrap().iter().all(|m| m.as_u64() == Some(0)), "{c}");
+    let _ = std::fs::remove_file(cfg);
+}
+
+/// UDP bulk to a receiver pinned to one core: the same sender, plain to a
+/// non-capable port, then to a capable one, in the same run.
+#[test]
+#[ignore = "benchmark: run with --ignored --nocapture (root)"]
+fn caravan_bulk_benchmark() {
+    if skip() {
+        return;
+    }
+    let _g = serialize();
+    let lab = GwLab::build(None);
+    let (legacy, bnet) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
+    let cfg = config_file();
+    let secs = std::env::var("PX_CARAVAN_BENCH_SECS").unwrap_or_else(|_| "5".into());
+    let size = std::env::var("PX_CARAVAN_BENCH_SIZE").unwrap_or_else(|_| "1200".into());
+    let mut rows = Vec::new();
+    for (label, port) in [("plain", "4434"), ("caravan", "4433"), ("plain", "4434"), ("caravan", "4433")] {
+        let gw = Gateway::start(&lab, &["--config", cfg.to_str().unwrap()]);
+        lab.ping_both();
+        let rx = start_recv(bnet, &["--port", port, "--idle-ms", "1000", "--rcvbuf", "33554432"], Some("1"));
+        let to = format!("{BNET_V4}:{port}");
+        let s = send(legacy, &["--to", &to, "--flows", "4", "--count", "0", "--duration", &secs, "--size", &size]);
+        let (_, v) = finish(rx);
+        let exit = gw.stop();
+        let c = exit.stats["counters"]["caravan"].clone();
+        let built = c["built"].as_u64().unwrap_or(0) as f64;
+        let yld = if built > 0.0 { c["built_full"].as_u64().unwrap_or(0) as f64 / built } else { 0.0 };
+        let per = if built > 0.0 { c["built_datagrams"].as_u64().unwrap_or(0) as f64 / built } else { 0.0 };
+        println!(
+            "{label:8} sent {:>9} recv {:>9} ({:>5.1} % lost) {:>9.0} dgram/s {:>6.3} Gbit/s {:>9.0} dgram/CPU-s  caravans: yield {:.3}, {:.2} dgrams each",
+            u(&s, "datagrams"),
+            u(&v, "datagrams"),
+            100.0 * (1.0 - u(&v, "datagrams") as f64 / u(&s, "datagrams").max(1) as f64),
+            v["datagrams_per_s"].as_f64().unwrap_or(0.0),
+            v["gbit_per_s"].as_f64().unwrap_or(0.0),
+            v["datagrams_per_cpu_s"].as_f64().unwrap_or(0.0),
+            yld,
+            per
+        );
+        assert_eq!(u(&v, "corrupt") + u(&v, "reordered") + u(&v, "malformed"), 0, "{v}");
+        rows.push((label, v, yld));
+    }
+    let _ = std::fs::remove_file(cfg);
+    assert!(rows.iter().any(|(l, v, _)| *l == "caravan" && u(v, "caravans") > 0));
+}
