@@ -300,6 +300,8 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
     // super-packets at PSH, so with it the engine seldom holds anything
     // between two packets (measured: all holds under 1 µs); frame by frame
     // it holds between PSHs, which is what this stop must find.
+    // Counts every frame reaching the b-network host's link from now on.
+    let inner_obs = FrameObserver::start(lab.ns(lab.bnet), BNET_DEV).unwrap();
     let gw = Gateway::start(&lab, &["--merge-timeout-us", "10000", "--no-offload"]);
     let flows = 8;
     let server = sock(BNET_V4, 5351);
@@ -307,7 +309,7 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
     let stall = Duration::from_secs(15);
     set_accept_timeout(&listener, stall);
     let (progress, stopped, finish) = (AtomicU64::new(0), AtomicBool::new(false), AtomicBool::new(false));
-    let (ends, exit) = std::thread::scope(|s| {
+    let (ends, exit, inner) = std::thread::scope(|s| {
         let receivers = s.spawn(|| {
             let mut hs = Vec::new();
             for _ in 0..flows {
@@ -360,10 +362,11 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
         }
         let exit = gw.stop();
         stopped.store(true, Ordering::Relaxed);
+        let inner = inner_obs.stop();
         lab.bridge();
         finish.store(true, Ordering::Relaxed);
         let sent: Vec<_> = senders.into_iter().map(|h| h.join().unwrap()).collect();
-        (sent.into_iter().zip(receivers.join().unwrap()).collect::<Vec<_>>(), exit)
+        (sent.into_iter().zip(receivers.join().unwrap()).collect::<Vec<_>>(), exit, inner)
     });
     eprintln!("stopped in {:?}\n{}", exit.stop_time, exit.stats);
     exit.assert_clean();
@@ -371,6 +374,12 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
     // Data was held when the stop came, and was sent rather than dropped.
     assert!(exit.flushes(FlushReason::Shutdown) >= 1, "nothing was held at the stop: {}", exit.stats);
     assert!(exit.counter("merged_out") > 0, "{}", exit.stats);
+    // Every frame the gateway sent on its inner port, the shutdown flush
+    // included, arrived at the b-network host (an observer there counted
+    // at least as many; the host's kernel may add its own, e.g. MLD).
+    let sent_inner = exit.stats["counters"]["inner"]["tx_packets"].as_u64().unwrap_or(u64::MAX);
+    eprintln!("gateway inner tx {sent_inner}, observed at the b-network host {}", inner.rx.frames);
+    assert!(inner.rx.frames >= sent_inner, "{sent_inner} frames sent, {} arrived", inner.rx.frames);
     for (flow, ((sent, sent_sha), (_, got, got_sha, _))) in ends.iter().enumerate() {
         assert_eq!(sent, got, "flow {flow}");
         assert_eq!(sent_sha, got_sha, "flow {flow}: sha256 differs");
