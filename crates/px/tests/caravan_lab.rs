@@ -59,7 +59,19 @@ fn start_recv(ns: &Netns, args: &[&str], cpu: Option<&str>) -> LabChild {
 }
 
 fn send(ns: &Netns, args: &[&str]) -> serde_json::Value {
-    let out = ns.command(PX).args(["caravan", "send", "--json"]).args(args).output().unwrap();
+    send_on(ns, args, None)
+}
+
+fn send_on(ns: &Netns, args: &[&str], cpu: Option<&str>) -> serde_json::Value {
+    let mut cmd = match cpu {
+        Some(c) => {
+            let mut t = ns.command("taskset");
+            t.args(["-c", c, PX]);
+            t
+        }
+        None => ns.command(PX),
+    };
+    let out = cmd.args(["caravan", "send", "--json"]).args(args).output().unwrap();
     assert!(out.status.success(), "px caravan send failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -145,8 +157,9 @@ fn caravans_through_the_gateway_both_ways() {
     let _ = std::fs::remove_file(cfg);
 }
 
-/// UDP bulk to a receiver pinned to one core: the same sender, plain to a
-/// non-capable port, then to a capable one, in the same run.
+/// UDP bulk to a receiver pinned to one core (CPU 1; the sender and the
+/// gateway share CPU 0): the same sender, plain to a non-capable port, then
+/// to a capable one, alternating, in the same run.
 #[test]
 #[ignore = "benchmark: run with --ignored --nocapture (root)"]
 fn caravan_bulk_benchmark() {
@@ -160,12 +173,18 @@ fn caravan_bulk_benchmark() {
     let secs = std::env::var("PX_CARAVAN_BENCH_SECS").unwrap_or_else(|_| "5".into());
     let size = std::env::var("PX_CARAVAN_BENCH_SIZE").unwrap_or_else(|_| "1200".into());
     let mut rows = Vec::new();
-    for (label, port) in [("plain", "4434"), ("caravan", "4433"), ("plain", "4434"), ("caravan", "4433")] {
+    for (label, port) in [("plain", "4434"), ("caravan", "4433")].repeat(3) {
         let gw = Gateway::start(&lab, &["--config", cfg.to_str().unwrap()]);
+        let pinned = std::process::Command::new("taskset").args(["-a", "-p", "-c", "0", &gw.pid.to_string()]).output();
+        assert!(pinned.is_ok_and(|o| o.status.success()), "taskset on the gateway");
         lab.ping_both();
         let rx = start_recv(bnet, &["--port", port, "--idle-ms", "1000", "--rcvbuf", "33554432"], Some("1"));
         let to = format!("{BNET_V4}:{port}");
-        let s = send(legacy, &["--to", &to, "--flows", "4", "--count", "0", "--duration", &secs, "--size", &size]);
+        let s = send_on(
+            legacy,
+            &["--to", &to, "--flows", "4", "--count", "0", "--duration", &secs, "--size", &size],
+            Some("0"),
+        );
         let (_, v) = finish(rx);
         let exit = gw.stop();
         let c = exit.stats["counters"]["caravan"].clone();
@@ -173,13 +192,14 @@ fn caravan_bulk_benchmark() {
         let yld = if built > 0.0 { c["built_full"].as_u64().unwrap_or(0) as f64 / built } else { 0.0 };
         let per = if built > 0.0 { c["built_datagrams"].as_u64().unwrap_or(0) as f64 / built } else { 0.0 };
         println!(
-            "{label:8} sent {:>9} recv {:>9} ({:>5.1} % lost) {:>9.0} dgram/s {:>6.3} Gbit/s {:>9.0} dgram/CPU-s  caravans: yield {:.3}, {:.2} dgrams each",
+            "{label:8} sent {:>9} recv {:>9} ({:>5.1} % lost) {:>9.0} dgram/s {:>6.3} Gbit/s {:>9.0} dgram/CPU-s (rx core {:>3.0} % busy)  caravans: yield {:.3}, {:.2} dgrams each",
             u(&s, "datagrams"),
             u(&v, "datagrams"),
             100.0 * (1.0 - u(&v, "datagrams") as f64 / u(&s, "datagrams").max(1) as f64),
             v["datagrams_per_s"].as_f64().unwrap_or(0.0),
             v["gbit_per_s"].as_f64().unwrap_or(0.0),
             v["datagrams_per_cpu_s"].as_f64().unwrap_or(0.0),
+            100.0 * v["cpu_s"].as_f64().unwrap_or(0.0) / v["seconds"].as_f64().unwrap_or(1.0).max(1e-9),
             yld,
             per
         );
