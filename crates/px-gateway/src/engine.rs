@@ -172,6 +172,11 @@ impl Engine {
             Ok(Some(i)) => i,
             Ok(None) => {
                 self.counters.non_ip += 1;
+                // Not ours to translate, but no bigger than the egress takes.
+                let l2 = px_wire::ethernet::EthernetFrame::new_checked(&*frame).map_or(14, |e| e.header_len());
+                if frame.len().saturating_sub(l2) > self.egress_limit(to) as usize {
+                    return self.drop(DropReason::TooBigUncuttable);
+                }
                 return self.forward(to, frame.len(), None);
             }
             Err(_) => return self.drop(DropReason::Malformed),
@@ -321,7 +326,9 @@ impl Engine {
         };
         if let Some(f) = self.flows.get_mut(idx) {
             // A new handshake resets what was learned about the stream.
-            f.outer_mss = orig.or(Some(536));
+            // RFC 9293 §3.7.1 / RFC 8200 §5: what a peer that said nothing
+            // may send.
+            f.outer_mss = orig.or(Some(if seg.info.version == IpVersion::V4 { 536 } else { 1220 }));
             f.bulk = false;
             f.full_run = 0;
             f.max_payload = 0;
@@ -597,6 +604,14 @@ impl Engine {
         let floor = if info.version == IpVersion::V4 { 552 } else { 1280 };
         if mtu >= floor && mtu < self.cfg.emtu && self.pmtu.learn(dst, mtu, now) {
             self.counters.pmtu_learned += 1;
+        }
+    }
+
+    /// The configured MTU of a port (without learned path MTUs).
+    fn egress_limit(&self, to: Port) -> u16 {
+        match to {
+            Port::Inner => self.cfg.imtu,
+            Port::Outer => self.cfg.emtu,
         }
     }
 

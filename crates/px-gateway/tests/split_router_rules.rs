@@ -605,3 +605,22 @@ fn partial_udp_checksums_are_completed_before_sending_or_fragmenting() {
         assert_eq!(ip_payload, good[34..], "len {len}: checksum completed exactly as etherparse computes it");
     }
 }
+
+/// A frame that is not IP passes unchanged, but never larger than the
+/// egress MTU: counted as a drop a router would make, not forwarded.
+#[test]
+fn non_ip_frames_pass_but_not_beyond_the_egress_mtu() {
+    let frame = |payload: usize| {
+        let mut f = vec![0u8; 14 + payload];
+        f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
+        f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes()); // IEEE local experimental
+        f
+    };
+    let mut h = Harness::new(test_config());
+    assert_eq!(h.feed(Port::Inner, frame(1500), RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.feed(Port::Inner, frame(1501), RxMeta::default()), Verdict::Dropped(DropReason::TooBigUncuttable));
+    assert_eq!(h.feed(Port::Outer, frame(1501), RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.eng.counters().non_ip, 3);
+    assert_eq!(h.eng.counters().drops(DropReason::TooBigUncuttable), 1);
+}

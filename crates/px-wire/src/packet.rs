@@ -124,11 +124,8 @@ impl FrameInfo {
         let l4 = l3 + ip.header_len();
         let end = l3 + ip.total_len();
         let fragment = ip.is_fragment();
-        let transport = if ip.frag_offset() != 0 {
-            Transport::Other
-        } else {
-            Self::transport(ip.protocol(), &frame[l4..end], fragment)?
-        };
+        let transport =
+            if ip.frag_offset() != 0 { Transport::Other } else { Self::transport(ip.protocol(), &frame[l4..end]) };
         Ok(FrameInfo {
             version: IpVersion::V4,
             l3,
@@ -152,11 +149,10 @@ impl FrameInfo {
         let up = ip.upper_layer()?;
         let l4 = l3 + up.offset;
         let end = l3 + ip.total_len();
-        let frag = up.fragment.is_some_and(|f| f.is_fragment());
         let transport = if up.fragment.is_some_and(|f| f.offset != 0) {
             Transport::Other
         } else {
-            Self::transport(up.protocol, &frame[l4..end], frag)?
+            Self::transport(up.protocol, &frame[l4..end])
         };
         Ok(FrameInfo {
             version: IpVersion::V6,
@@ -176,32 +172,33 @@ impl FrameInfo {
         })
     }
 
-    /// A first fragment may hold only part of the transport header: then it
-    /// is `Other`, not an error.
-    fn transport(protocol: u8, l4: &[u8], fragment: bool) -> Result<Transport, ParseError> {
-        Ok(match protocol {
+    /// What the IP packet carries. A transport header that does not parse
+    /// (cut short, a UDP length that disagrees with the IP length) is
+    /// `Other`, not an error: the IP packet is sound, and a router forwards
+    /// it without looking further; only the endpoint may judge its payload.
+    fn transport(protocol: u8, l4: &[u8]) -> Transport {
+        let ports =
+            || Some((u16::from_be_bytes([*l4.first()?, *l4.get(1)?]), u16::from_be_bytes([*l4.get(2)?, *l4.get(3)?])));
+        match protocol {
             next_header::TCP => match TcpSegment::new_checked(l4) {
                 Ok(t) => Transport::Tcp { src_port: t.src_port(), dst_port: t.dst_port(), header_len: t.header_len() },
-                Err(_) if fragment => Transport::Other,
-                Err(e) => return Err(e),
+                Err(_) => Transport::Other,
             },
-            next_header::UDP if fragment => {
-                if l4.len() >= 8 {
-                    Transport::Udp {
-                        src_port: u16::from_be_bytes([l4[0], l4[1]]),
-                        dst_port: u16::from_be_bytes([l4[2], l4[3]]),
+            next_header::UDP => match UdpDatagram::new_checked(l4) {
+                Ok(u) => Transport::Udp { src_port: u.src_port(), dst_port: u.dst_port() },
+                // A first fragment holds the UDP header but not the length it
+                // announces.
+                Err(_) if l4.len() >= 8 => match ports() {
+                    Some((src_port, dst_port)) if u16::from_be_bytes([l4[4], l4[5]]) as usize >= 8 => {
+                        Transport::Udp { src_port, dst_port }
                     }
-                } else {
-                    Transport::Other
-                }
-            }
-            next_header::UDP => {
-                let u = UdpDatagram::new_checked(l4)?;
-                Transport::Udp { src_port: u.src_port(), dst_port: u.dst_port() }
-            }
+                    _ => Transport::Other,
+                },
+                Err(_) => Transport::Other,
+            },
             1 | next_header::ICMPV6 => Transport::Icmp,
             _ => Transport::Other,
-        })
+        }
     }
 
     /// Length of the IP packet.
@@ -301,12 +298,17 @@ mod tests {
     }
 
     #[test]
-    fn truncated_tcp_is_error() {
+    fn bad_transport_header_is_other_not_error() {
         let mut f = tcp_v4_frame();
         // Claim a 60-byte TCP header in a 32-byte one with little payload.
         f.truncate(14 + 20 + 32);
         f[16..18].copy_from_slice(&((20 + 32) as u16).to_be_bytes());
         f[14 + 20 + 12] = 15 << 4;
+        let i = FrameInfo::parse(&f).unwrap().unwrap();
+        assert_eq!(i.transport, Transport::Other);
+        assert_eq!(i.protocol, 6);
+        // A broken IP header stays an error.
+        f[14] = 0x55;
         assert!(FrameInfo::parse(&f).is_err());
     }
 }
