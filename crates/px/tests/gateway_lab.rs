@@ -220,7 +220,8 @@ fn connection_opened_before_the_gateway_starts() {
 
 /// 2 % loss on the legacy side (an impairment element between the legacy
 /// host and the gateway's outer port): retransmissions and holes pass the
-/// gateway without corruption or stall, both directions, several flows.
+/// gateway without corruption or stall, both directions, several flows,
+/// IPv4 and IPv6.
 #[test]
 fn loss_on_the_legacy_side_neither_corrupts_nor_stalls() {
     if !require_root_or_skip("loss_on_the_legacy_side_neither_corrupts_nor_stalls") {
@@ -239,9 +240,17 @@ fn loss_on_the_legacy_side_neither_corrupts_nor_stalls() {
     let ends_in = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress);
     let outbound = Transfer { server: sock(LEGACY_V4, 5342), ..inbound };
     let ends_out = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress);
-    let took = t0.elapsed();
     assert_exact(&ends_in, bytes);
     assert_exact(&ends_out, bytes);
+    // IPv6 too, two flows each way.
+    let inbound6 = Transfer { server: sock(BNET_V6, 5343), flows: 2, ..inbound };
+    let ends_in6 = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound6, &progress);
+    assert_exact(&ends_in6, bytes);
+    let outbound6 = Transfer { server: sock(LEGACY_V6, 5344), ..inbound6 };
+    let ends_out6 = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound6, &progress);
+    assert_exact(&ends_out6, bytes);
+    assert!(ends_out6.iter().all(|e| e.sender.snd_mss == 8928));
+    let took = t0.elapsed();
     let exit = gw.stop();
     exit.assert_clean();
     let imp = lab.impairment.take().unwrap().stop();

@@ -140,6 +140,7 @@ impl GwLab {
 /// The state of a port that the gateway changes and must put back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortState {
+    pub tx_csum: Option<bool>,
     pub tso: Option<bool>,
     pub gso: Option<bool>,
     pub gro: Option<bool>,
@@ -160,6 +161,7 @@ pub fn port_state(ns: &Netns, dev: &str) -> PortState {
         None
     };
     PortState {
+        tx_csum: ns.offload(dev, "tx-checksumming").unwrap(),
         tso: ns.offload(dev, "tcp-segmentation-offload").unwrap(),
         gso: ns.offload(dev, "generic-segmentation-offload").unwrap(),
         gro: ns.offload(dev, "generic-receive-offload").unwrap(),
