@@ -12,12 +12,14 @@
 //! measured the same way. `px probe`
 //! also reports its own measurement time (first probe to answer), shown in
 //! JSON as `internal_seconds`. tracepath and scamper are bounded by
-//! timeouts; a tool that times out or reaches no conclusion has no answer.
+//! timeouts (killed through a pidfd); a tool that times out or reaches no
+//! conclusion has no answer.
 //! scamper runs `trace -M` (UDP Paris traceroute, then PMTUD) on IPv4 and
 //! `trace -P udp -M` on IPv6 (see below why).
 //! Every topology is torn down before the next is built, on Ctrl-C too
 //! (px-lab's guards).
 
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -166,13 +168,41 @@ fn run_path(spec: &PathSpec, exe: &str, a: &LabPmtudArgs) -> Result<Row, String>
     Ok(Row { topology: spec.name.clone(), true_pmtu: spec.true_pmtu(), tools })
 }
 
-/// Runs `args` in the prober's namespace under `timeout(1)`; its stdout.
+/// Runs `args` in the prober's namespace, killed after `bound`; its stdout.
+///
+/// The tool is the process px-lab registers (`ip netns exec` execs it), so
+/// the lab's SIGINT/SIGTERM cleanup kills the tool itself: a wrapper such as
+/// `timeout(1)` would be killed instead and leave the tool running as an
+/// orphan in a deleted namespace. The bound is enforced through a pidfd,
+/// which cannot hit another process if the tool was already reaped.
 fn run_bounded(lab: &PmtudLab, args: &[String], bound: Duration) -> Result<String, String> {
-    let mut cmd = lab.prober_ns().command("timeout");
-    cmd.arg("-s").arg("KILL").arg(format!("{:.3}", bound.as_secs_f64())).args(args);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::null()).stdin(Stdio::null());
+    let (program, rest) = args.split_first().ok_or("empty command")?;
+    let mut cmd = lab.prober_ns().command(program);
+    cmd.args(rest).stdout(Stdio::piped()).stderr(Stdio::null()).stdin(Stdio::null());
     let child = LabChild::spawn(&mut cmd).map_err(|e| e.to_string())?;
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let pid = child.id().ok_or("child without a pid")?;
+    // SAFETY: pidfd_open(2) on the pid of our own unreaped child.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if raw < 0 {
+        let e = std::io::Error::last_os_error();
+        drop(child); // kills and reaps it
+        return Err(format!("pidfd_open: {e}"));
+    }
+    // SAFETY: a fresh descriptor returned by pidfd_open, owned here.
+    let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw as libc::c_int) };
+    let waiter = std::thread::spawn(move || child.wait_with_output());
+    let mut p = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ms = libc::c_int::try_from(bound.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: one valid pollfd; a pidfd turns readable when the process exits.
+    let ready = unsafe { libc::poll(&raw mut p, 1, ms) };
+    if ready == 0 {
+        // SAFETY: pidfd_send_signal(2) on our child's pidfd; fails
+        // harmlessly (ESRCH) if it exited in the meantime.
+        unsafe {
+            libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), libc::SIGKILL, std::ptr::null::<u8>(), 0)
+        };
+    }
+    let out = waiter.join().map_err(|_| "waiting for the tool panicked")?.map_err(|e| e.to_string())?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
