@@ -184,7 +184,7 @@ impl Engine {
         if info.version == IpVersion::V4 && !Ipv4Packet::new_unchecked(&frame[info.l3..info.l4]).verify_checksum() {
             return self.drop(DropReason::Malformed);
         }
-        match Seg::parse(frame, info) {
+        match Seg::parse(frame, &info) {
             Some(seg) => {
                 let known_sum = complete_partial_checksum(frame, &seg, meta.csum);
                 match from {

@@ -71,7 +71,7 @@ impl Held {
         Held {
             buf,
             hdr_len,
-            info: seg.info,
+            info: *seg.info,
             th: seg.th,
             tsval_at: seg.tsval_at,
             flags: seg.flags & !(flags::PSH | flags::FIN),
@@ -100,7 +100,7 @@ impl Held {
     /// IP fields (DSCP, ECT, TTL, DF, flow label), same TCP header layout and
     /// options but for TSval, same flags but PSH/FIN, an ACK as new or newer.
     pub fn accepts(&self, frame: &[u8], seg: &Seg) -> bool {
-        let (a, b) = (&seg.info, &self.info);
+        let (a, b) = (seg.info, &self.info);
         if seg.payload_start() != self.hdr_len
             || a.l3 != b.l3
             || a.version != b.version

@@ -9,8 +9,10 @@ use px_wire::{FrameInfo, IpVersion};
 
 /// A TCP segment as the engine sees it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Seg {
-    pub info: FrameInfo,
+pub(crate) struct Seg<'a> {
+    /// Borrowed, not copied: the parse was just written, and copying it
+    /// at once would read it back through the store buffer.
+    pub info: &'a FrameInfo,
     /// TCP header length (options included).
     pub th: usize,
     pub seq: u32,
@@ -25,9 +27,9 @@ pub(crate) struct Seg {
     pub sack_or_bad_options: bool,
 }
 
-impl Seg {
+impl<'a> Seg<'a> {
     /// Parses the TCP header at `info.l4`; `None` if `info` is not TCP.
-    pub fn parse(frame: &[u8], info: FrameInfo) -> Option<Seg> {
+    pub fn parse(frame: &[u8], info: &'a FrameInfo) -> Option<Seg<'a>> {
         if info.protocol != next_header::TCP || info.fragment {
             return None;
         }
