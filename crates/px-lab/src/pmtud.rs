@@ -4,7 +4,7 @@
 //!
 //! [`PathSpec`] describes a path (link MTUs from the prober outward, which
 //! router is an ICMP black hole, which drops IPv4 fragments, where the
-//! round-trip delay is); [`PmtudLab::build`] makes it real and
+//! round-trip delay and loss are); [`PmtudLab::build`] makes it real and
 //! [`standard_paths`] lists the paths of the comparison in issue 4.
 //!
 //! Guarantees: addresses only from 198.51.100.0/24 (a /28 per link) and
@@ -36,8 +36,22 @@ pub enum RouterFilter {
     DropFragments,
 }
 
+/// Delay and loss on one link, by px-lab's [`Impairment`] bridge (this
+/// kernel has no netem).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WireSpec {
+    /// Index into [`PathSpec::links`].
+    pub link: usize,
+    /// Delay added in each direction.
+    pub one_way: Duration,
+    /// Probability that a frame is dropped, each direction.
+    pub loss: f64,
+    /// Seed of the loss draws.
+    pub seed: u64,
+}
+
 /// One path of the lab.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PathSpec {
     /// Short name for tables (`chain-9000-1500-1400`).
     pub name: String,
@@ -46,8 +60,8 @@ pub struct PathSpec {
     pub links: Vec<u32>,
     /// Filters: (router number, 1 = the router next to the prober).
     pub filters: Vec<(usize, RouterFilter)>,
-    /// Emulated one-way delay on one link (index into `links`), each way.
-    pub delay: Option<(usize, Duration)>,
+    /// An emulated wire (delay and seeded random loss) on one link.
+    pub wire: Option<WireSpec>,
     /// Probe the responder's IPv6 address instead of its IPv4 address.
     pub ipv6: bool,
 }
@@ -55,7 +69,7 @@ pub struct PathSpec {
 impl PathSpec {
     /// A plain chain with the given link MTUs.
     pub fn chain(name: &str, links: &[u32]) -> PathSpec {
-        PathSpec { name: name.to_owned(), links: links.to_vec(), filters: Vec::new(), delay: None, ipv6: false }
+        PathSpec { name: name.to_owned(), links: links.to_vec(), filters: Vec::new(), wire: None, ipv6: false }
     }
 
     /// The path MTU: the smallest link MTU.
@@ -84,7 +98,7 @@ pub fn standard_paths() -> Vec<PathSpec> {
     frag.filters.push((2, RouterFilter::DropFragments));
     v.push(frag);
     let mut rtt = PathSpec::chain("rtt10ms-9000-1500-1400", &[9000, 1500, 1400]);
-    rtt.delay = Some((1, Duration::from_millis(5)));
+    rtt.wire = Some(WireSpec { link: 1, one_way: Duration::from_millis(5), loss: 0.0, seed: 1 });
     v.push(rtt);
     let mut v6 = PathSpec::chain("ipv6-9000-1500-1400", &[9000, 1500, 1400]);
     v6.ipv6 = true;
@@ -94,6 +108,15 @@ pub fn standard_paths() -> Vec<PathSpec> {
     v6bh.filters.push((1, RouterFilter::DropTooBig));
     v.push(v6bh);
     v
+}
+
+/// A path with random loss on its middle link (not in the comparison: its
+/// timings would need many runs), for robustness tests: `9000→1500→1400`,
+/// `loss` on the 1500 link in each direction, 1 ms each way.
+pub fn lossy_path(loss: f64, seed: u64) -> PathSpec {
+    let mut p = PathSpec::chain("lossy-9000-1500-1400", &[9000, 1500, 1400]);
+    p.wire = Some(WireSpec { link: 1, one_way: Duration::from_millis(1), loss, seed });
+    p
 }
 
 /// Addresses of link `i`: (left end, right end) for IPv4 /28 and IPv6 /64.
@@ -147,12 +170,18 @@ impl PmtudLab {
             let (left, right) = (nodes[i], nodes[i + 1]);
             // Hosts have one interface (eth0); routers eth0 left, eth1 right.
             let left_dev = if i == 0 { "eth0" } else { "eth1" };
-            match spec.delay {
-                Some((d, one_way)) if d == i => {
+            match spec.wire {
+                Some(w) if w.link == i => {
                     let e = t.add_ns("pxdelay")?;
                     t.add_veth((left, left_dev), (e, "left"), mtu)?;
                     t.add_veth((e, "right"), (right, "eth0"), mtu)?;
-                    let spec = ImpairSpec { delay: one_way, max_frame: mtu as usize + 18, ..ImpairSpec::default() };
+                    let spec = ImpairSpec {
+                        delay: w.one_way,
+                        loss: w.loss,
+                        seed: w.seed,
+                        max_frame: mtu as usize + 18,
+                        ..ImpairSpec::default()
+                    };
                     delay = Some(Impairment::start(t.ns(e), "left", "right", spec)?);
                 }
                 _ => {
