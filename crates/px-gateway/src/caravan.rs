@@ -24,7 +24,9 @@
 use core::fmt;
 use core::net::IpAddr;
 use core::str::FromStr;
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
 use std::time::Instant;
 
 use px_caravan::{Caravan, Malformed};
@@ -38,7 +40,7 @@ use super::Engine;
 use crate::buf::{RxCsum, RxMeta, Transmit, Verdict};
 use crate::config::Config;
 use crate::counters::{DropReason, Port};
-use crate::flow::FlowKey;
+use crate::flow::{FlowKey, SeededHash};
 
 /// An address prefix such as `203.0.113.0/24` or `2001:db8:2::/48`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +213,7 @@ struct Open {
 /// The engine's caravan state.
 #[derive(Debug)]
 pub(crate) struct Caravans {
-    open: HashMap<FlowKey, Open>,
+    open: HashMap<FlowKey, Open, SeededHash>,
     /// (deadline, flow, hold id), in start order = deadline order.
     timers: VecDeque<(Instant, FlowKey, u64)>,
     reserved: usize,
@@ -223,7 +225,15 @@ pub(crate) struct Caravans {
 
 impl Caravans {
     pub(crate) fn new() -> Caravans {
-        Caravans { open: HashMap::new(), timers: VecDeque::new(), reserved: 0, next_id: 1, ident: 0x5a5a }
+        Caravans {
+            // The flow table's hash, seeded at random per engine so that
+            // outside senders cannot aim their flows at one bucket.
+            open: HashMap::with_hasher(SeededHash(RandomState::new().hash_one(0x5eed_u64))),
+            timers: VecDeque::new(),
+            reserved: 0,
+            next_id: 1,
+            ident: 0x5a5a,
+        }
     }
 
     /// Earliest hold deadline (may be early: a hold that already left).
@@ -305,37 +315,42 @@ impl Engine {
             IpVersion::V4 => Ipv4Packet::new_unchecked(&frame[info.l3..info.l4]).ident(),
             IpVersion::V6 => 0,
         };
-        if let Some(o) = self.caravans.open.get(&key) {
-            let fits = o.end + rec_len <= o.l3 + limit;
-            let same = o.l4 == info.l4 && same_headers(&o.buf[..o.l4], &frame[..info.l4], info, o.next_ident, ident);
-            if !fits || !same {
-                self.send_open(key, if same { Send::Full } else { Send::Mismatch }, now);
-            }
-        }
-        if !self.caravans.open.contains_key(&key) {
-            self.start(key, frame, info, now);
-        }
-        let verify = meta.csum == RxCsum::Unverified && self.cfg.verify_checksums;
-        let o = self.caravans.open.get_mut(&key)?;
-        let rec_sum = copy_and_sum(&mut o.buf[o.end..o.end + rec_len], &frame[info.l4..info.end]);
         let csum = u16::from_be_bytes([frame[info.l4 + 6], frame[info.l4 + 7]]);
-        if verify && csum != 0 && checksum::fold(pseudo(info, rec_len).plus(rec_sum)) != 0xffff {
+        let ps = pseudo(info, rec_len);
+        let verify = meta.csum == RxCsum::Unverified && self.cfg.verify_checksums && csum != 0;
+        if verify && checksum::fold(ps.plus(Sum::of(&frame[info.l4..info.end]))) != 0xffff {
             // A corrupt datagram is not hidden under a valid outer checksum:
-            // it passes plain, as TCP segments that fail do.
+            // it passes plain, after what its flow holds, as TCP's do.
             self.counters.bad_checksum += 1;
-            let empty = o.count == 0;
-            if empty {
-                self.discard(key);
-            }
             return None;
         }
-        o.sum = o.sum.plus(rec_sum.at_offset(o.end - o.l4 - udp::HEADER_LEN));
-        o.end += rec_len;
-        o.count += 1;
-        o.last = rec_len;
-        o.next_ident = ident.wrapping_add(1);
+        // A datagram with a correct non-zero checksum sums to the negated
+        // pseudo-header (RFC 1071: the whole sums to zero), so its bytes
+        // are read once, to copy them; others are summed while copied.
+        let known = (verify || matches!(meta.csum, RxCsum::Verified | RxCsum::Partial)) && csum != 0;
+        // One lookup in the common case: the open caravan takes the datagram.
+        let mut why = None;
+        if let Some(o) = self.caravans.open.get_mut(&key) {
+            let fits = o.end + rec_len <= o.l3 + limit;
+            let same = o.l4 == info.l4 && same_headers(&o.buf[..o.l4], &frame[..info.l4], info, o.next_ident, ident);
+            if fits && same {
+                let full = append(o, &frame[info.l4..info.end], known.then(|| ps.negate()), ident, limit);
+                self.counters.caravan.packed_in += 1;
+                if full {
+                    self.send_open(key, Send::Full, now);
+                }
+                return Some(Verdict::Consumed);
+            }
+            why = Some(if same { Send::Full } else { Send::Mismatch });
+        }
+        if let Some(w) = why {
+            self.send_open(key, w, now);
+        }
+        self.start(key, frame, info, now);
+        let o = self.caravans.open.get_mut(&key)?;
+        let full = append(o, &frame[info.l4..info.end], known.then(|| ps.negate()), ident, limit);
         self.counters.caravan.packed_in += 1;
-        if o.end + o.last > o.l3 + limit {
+        if full {
             self.send_open(key, Send::Full, now);
         }
         Some(Verdict::Consumed)
@@ -359,14 +374,6 @@ impl Engine {
         let o =
             Open { buf, l3: info.l3, l4: info.l4, end, count: 0, sum: Sum(0), last: 0, next_ident: 0, id, since: now };
         self.caravans.open.insert(key, o);
-    }
-
-    /// Forgets an open caravan that holds nothing.
-    fn discard(&mut self, key: FlowKey) {
-        if let Some(o) = self.caravans.open.remove(&key) {
-            self.caravans.reserved -= self.cfg.imtu as usize;
-            self.pool.put(o.buf);
-        }
     }
 
     /// Sends the flow's open caravan, if any.
@@ -529,6 +536,26 @@ impl Engine {
         self.counters.caravan.malformed[r as usize] += 1;
         self.drop(DropReason::Malformed)
     }
+}
+
+/// Appends one record (`sum`: its bytes' sum if already known) and says
+/// whether the caravan is now full: another record of this size would not
+/// fit `limit` (the largest IP packet).
+fn append(o: &mut Open, rec: &[u8], sum: Option<Sum>, ident: u16, limit: usize) -> bool {
+    let dst = &mut o.buf[o.end..o.end + rec.len()];
+    let sum = match sum {
+        Some(s) => {
+            dst.copy_from_slice(rec);
+            s
+        }
+        None => copy_and_sum(dst, rec),
+    };
+    o.sum = o.sum.plus(sum.at_offset(o.end - o.l4 - udp::HEADER_LEN));
+    o.end += rec.len();
+    o.count += 1;
+    o.last = rec.len();
+    o.next_ident = ident.wrapping_add(1);
+    o.end + o.last > o.l3 + limit
 }
 
 /// Whether a datagram (headers `new[..l4]`) may join a caravan whose first

@@ -85,11 +85,19 @@ struct Drive {
     /// (port, frame) in the order they left.
     out: Vec<(Port, Vec<u8>)>,
     verdicts: Vec<Verdict>,
+    /// The checksum state the I/O layer reports for every frame.
+    meta: RxMeta,
 }
 
 impl Drive {
     fn new(cfg: Config) -> Drive {
-        Drive { eng: Engine::new(cfg).unwrap(), now: Instant::now(), out: Vec::new(), verdicts: Vec::new() }
+        Drive {
+            eng: Engine::new(cfg).unwrap(),
+            now: Instant::now(),
+            out: Vec::new(),
+            verdicts: Vec::new(),
+            meta: RxMeta::default(),
+        }
     }
 
     fn drain(&mut self) {
@@ -100,7 +108,7 @@ impl Drive {
     }
 
     fn feed(&mut self, from: Port, mut frame: Vec<u8>) -> Verdict {
-        let v = self.eng.handle_packet(self.now, from, &mut frame, RxMeta::default());
+        let v = self.eng.handle_packet(self.now, from, &mut frame, self.meta);
         self.drain();
         if let Verdict::Forward { .. } = v {
             self.out.push((from.other(), frame));
@@ -238,6 +246,27 @@ fn header_changes_and_id_gaps_start_the_next_caravan() {
     let got: Vec<Vec<u8>> = out.iter().flat_map(|(_, f)| read_inner(f, DSCP).1).collect();
     assert_eq!(got, seq.iter().map(|g| g.udp_bytes()).collect::<Vec<_>>());
     assert_eq!(d.eng.counters().caravan.mismatches, 3);
+}
+
+#[test]
+fn a_corrupt_datagram_passes_plain_after_its_flow() {
+    let mut d = Drive::new(cfg());
+    let good: Vec<Dg> =
+        (0..2).map(|i| Dg::new("198.51.100.1", "203.0.113.2", 4000, 443, i as u16, payload(9, i, 500))).collect();
+    for g in &good {
+        let _ = d.feed(Port::Outer, g.frame(Port::Outer));
+    }
+    let bad = Dg::new("198.51.100.1", "203.0.113.2", 4000, 443, 2, payload(9, 2, 500));
+    let mut f = bad.frame(Port::Outer);
+    f[100] ^= 1;
+    assert!(matches!(d.feed(Port::Outer, f.clone()), Verdict::Forward { .. }));
+    let out = d.take();
+    assert_eq!(out.len(), 2);
+    let (is_caravan, dgs) = read_inner(&out[0].1, DSCP);
+    assert!(is_caravan);
+    assert_eq!(dgs, good.iter().map(|g| g.udp_bytes()).collect::<Vec<_>>());
+    assert_eq!(out[1].1, f, "the corrupt datagram leaves as it came, for its receiver to drop");
+    assert_eq!(d.eng.counters().bad_checksum, 1);
 }
 
 #[test]
@@ -381,8 +410,15 @@ proptest! {
     fn pack_then_unpack_round_trips(
         ops in prop::collection::vec((0u8..4, 0usize..3000, 0u64..400, any::<bool>()), 1..120),
         v6 in any::<bool>(),
+        verified in any::<bool>(),
     ) {
         let mut inbound = Drive::new(cfg());
+        // Checksums vouched for by the I/O layer take the path that derives
+        // each record's sum instead of reading it; etherparse checks the
+        // resulting outer checksum either way.
+        if verified {
+            inbound.meta = RxMeta { csum: px_gateway::RxCsum::Verified, gso_size: None };
+        }
         let mut outbound = Drive::new(Config { emtu: 9000, ..cfg() });
         let mut want: HashMap<u8, Vec<Vec<u8>>> = HashMap::new();
         let mut ids = [0u16; 4];
