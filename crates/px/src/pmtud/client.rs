@@ -9,11 +9,14 @@
 //!   prober's outcome, which may be "fall back to DPLPMTUD".
 //! * [`dplpmtud`]: RFC 8899 DPLPMTUD ([`Dplpmtud`]), each probe a DF-set
 //!   confirmation probe; the responder's confirming report is the probe's
-//!   acknowledgement. ICMP is not used at all.
+//!   acknowledgement. Validated ICMP "too big" messages only speed the
+//!   search up (RFC 8899 §4.6); without them the probe timers decide.
 //! * [`icmp`]: classic PMTUD (RFC 1191 / RFC 8201) for comparison: DF-set
 //!   probes with `IP_PMTUDISC_DO`, sizes lowered by ICMP "fragmentation
 //!   needed" / "packet too big" read from `IP_RECVERR`, done when a probe is
 //!   answered. Fails on a black hole (no ICMP comes back).
+//! * [`auto`]: F-PMTUD on IPv4 with an early hand-over to DPLPMTUD when
+//!   fragments do not get through; DPLPMTUD on IPv6.
 //!
 //! Time comes from `Instant::now()` here and only here; the cores get it
 //! as an argument. The socket is polled with the cores' `poll_timeout` as
