@@ -311,6 +311,11 @@ impl Engine {
         if info.ip_header_len() + udp::HEADER_LEN + rec_len > limit {
             return None;
         }
+        // A UDP GRO batch (`rx-udp-gro-forwarding`) is many datagrams under
+        // one header: not one record. It passes as the router path has it.
+        if meta.gso_size.is_some_and(|g| g > 0 && rec_len - udp::HEADER_LEN > g as usize) {
+            return None;
+        }
         let ident = match info.version {
             IpVersion::V4 => Ipv4Packet::new_unchecked(&frame[info.l3..info.l4]).ident(),
             IpVersion::V6 => 0,

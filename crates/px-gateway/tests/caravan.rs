@@ -270,6 +270,15 @@ fn a_corrupt_datagram_passes_plain_after_its_flow() {
 }
 
 #[test]
+fn udp_gro_batches_are_not_packed_as_one_record() {
+    let mut d = Drive::new(cfg());
+    d.meta = RxMeta { csum: px_gateway::RxCsum::Verified, gso_size: Some(100) };
+    let g = Dg::new("198.51.100.1", "203.0.113.2", 4000, 443, 1, payload(10, 0, 500));
+    assert!(matches!(d.feed(Port::Outer, g.frame(Port::Outer)), Verdict::Forward { .. }));
+    assert_eq!(d.eng.counters().caravan.packed_in, 0);
+}
+
+#[test]
 fn plain_datagram_with_the_codepoint_is_remarked_inbound() {
     let mut d = Drive::new(cfg());
     // Too big for a caravan (IP 8998 + 8 > 9000): passes plain, DSCP cleared.
