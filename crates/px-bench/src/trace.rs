@@ -56,7 +56,7 @@ impl TraceConfig {
             rate_gbps: (1.0, 2.0),
             segment: 1448,
             write_size: 128 * 1024,
-            small_share: 0.02,
+            small_share: 0.005,
             wire_gbps: 100.0,
             seed: 1,
         }

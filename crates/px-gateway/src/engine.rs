@@ -20,7 +20,7 @@ use px_wire::udp::UdpDatagram;
 use px_wire::{FrameInfo, IpVersion, Transport};
 
 use crate::buf::{HEADROOM, Pool, RxCsum, RxMeta, Transmit, Verdict};
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, PshPolicy};
 use crate::counters::{Counters, DropReason, FlushReason, Port};
 use crate::flow::{FlowKey, FlowTable};
 use crate::merge::{Held, holdable, split_sum};
@@ -268,6 +268,11 @@ impl Engine {
             return self.pass(now, Port::Inner, frame, seg, meta);
         }
         self.counters.merged_in += 1;
+        // The flags that end a merge: FIN always, PSH unless configured to ride.
+        let ends = match self.cfg.psh {
+            PshPolicy::Flush => flags::PSH | flags::FIN,
+            PshPolicy::Hold => flags::FIN,
+        };
         let payload_at = seg.payload_start();
         let mut off = 0;
         let mut rest = whole;
@@ -284,16 +289,17 @@ impl Engine {
                 split_sum(&frame[payload_at + off..payload_at + len], n, rest)
             };
             h.append(piece, sum, seg);
+            h.psh |= ends & flags::PSH == 0 && seg.has(flags::PSH);
             self.held_bytes += n;
             rest = after;
             off += n;
             if h.room() == 0 {
-                let extra = if off == len { seg.flags & (flags::PSH | flags::FIN) } else { 0 };
+                let extra = if off == len { seg.flags & ends } else { 0 };
                 self.emit_hold(idx, extra, None, now);
             }
         }
-        if seg.flags & (flags::PSH | flags::FIN) != 0 && self.flows.get(idx).is_some_and(|f| f.held.is_some()) {
-            self.emit_hold(idx, seg.flags & (flags::PSH | flags::FIN), Some(FlushReason::PshFin), now);
+        if seg.flags & ends != 0 && self.flows.get(idx).is_some_and(|f| f.held.is_some()) {
+            self.emit_hold(idx, seg.flags & ends, Some(FlushReason::PshFin), now);
         }
         Verdict::Consumed
     }

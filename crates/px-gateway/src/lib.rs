@@ -20,7 +20,7 @@ mod segment;
 mod split;
 
 pub use buf::{Gso, HEADROOM, RxCsum, RxMeta, Transmit, Verdict};
-pub use config::{Config, ConfigError, DEFAULT_MERGE_TIMEOUT};
+pub use config::{Config, ConfigError, DEFAULT_MERGE_TIMEOUT, PshPolicy};
 pub use counters::{Counters, DropReason, FlushReason, HoldHistogram, Port, PortCounters};
 pub use engine::Engine;
 pub use engine::caravan::{CaravanCounters, Prefix, PrefixError};

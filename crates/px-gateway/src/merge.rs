@@ -46,6 +46,8 @@ pub(crate) struct Held {
     /// Identifies this hold in the timer queue.
     pub id: u64,
     pub pieces: u32,
+    /// A piece carried PSH and the policy lets it ride: the segment carries it.
+    pub psh: bool,
 }
 
 /// Whether a segment may start a held segment at all (what a careful GRO
@@ -85,6 +87,7 @@ impl Held {
             since,
             id,
             pieces: 0,
+            psh: false,
         }
     }
 
@@ -182,7 +185,7 @@ impl Held {
         tcp.set_seq(self.seq);
         tcp.set_ack(self.ack);
         tcp.set_window(self.window);
-        tcp.set_flags(self.flags | extra);
+        tcp.set_flags(self.flags | extra | if self.psh { flags::PSH } else { 0 });
         tcp.set_checksum(0);
         let hsum = Sum::of(&frame[info.l4..info.l4 + self.th]);
         let c = pseudo.plus(hsum).plus(self.psum.at_offset(self.th)).checksum();

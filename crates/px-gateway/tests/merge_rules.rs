@@ -131,6 +131,42 @@ fn fin_is_merged_as_the_last_piece_and_flushed_at_once() {
     psh_or_fin_ends_merge(true);
 }
 
+/// The opt-in `psh = hold` policy: a PSH segment does not end the merge;
+/// the merged segment carries PSH, fills up, and never waits longer than
+/// the merge timeout. FIN still flushes at once.
+#[test]
+fn psh_hold_policy_lets_psh_ride_within_the_timeout() {
+    let cfg = Config { psh: px_gateway::PshPolicy::Hold, ..test_config() };
+    let mut h = Harness::new(cfg.clone());
+    let off = warm(&mut h, false, 1);
+    let mut p = seg(false, 1, off, MSS_TS);
+    p.flags = Flags { psh: true, ..Flags::ack() };
+    assert_eq!(h.feed_tcp(Port::Outer, &p), Verdict::Consumed);
+    assert_eq!(h.eng.held_bytes(), MSS_TS, "PSH does not flush under the hold policy");
+    // Fill the segment: it leaves full, with PSH set.
+    let mut at = off + MSS_TS as u32;
+    while h.eng.held_bytes() != 0 {
+        let n = MSS_TS.min(IMSS_TS_V4 - h.eng.held_bytes());
+        assert_eq!(h.feed_tcp(Port::Outer, &seg(false, 1, at, n)), Verdict::Consumed);
+        at += n as u32;
+    }
+    let full = h.out.last().unwrap().frame.clone();
+    let w = check_wire_frame(&full).unwrap();
+    assert_eq!(w.payload.len(), IMSS_TS_V4);
+    assert!(w.tcp().unwrap().psh, "the merged segment carries the PSH");
+    // A held PSH piece still leaves by the merge timeout.
+    let mut q = seg(false, 1, at, 500);
+    q.flags = Flags { psh: true, ..Flags::ack() };
+    let arrival = h.now;
+    assert_eq!(h.feed_tcp(Port::Outer, &q), Verdict::Consumed);
+    h.advance_to(arrival + cfg.merge_timeout);
+    assert_eq!(h.eng.held_bytes(), 0);
+    let w = check_wire_frame(&h.out.last().unwrap().frame).unwrap();
+    assert!(w.tcp().unwrap().psh && w.payload.len() == 500);
+    assert_eq!(h.eng.counters().flushes(FlushReason::PshFin), 0);
+    finish(&mut h);
+}
+
 #[test]
 fn rst_syn_urg_cwr_flush_then_pass_unchanged() {
     type Mk = fn(&mut TcpSpec);

@@ -57,6 +57,8 @@ pub struct EngineSection {
     /// Their UDP ports (empty: any).
     pub caravan_ports: Vec<u16>,
     pub caravan_dscp: u8,
+    /// "flush" (default) or "hold": see examples/gateway.toml.
+    pub psh: px_gateway::PshPolicy,
 }
 
 impl Default for EngineSection {
@@ -74,6 +76,7 @@ impl Default for EngineSection {
             icmp_source_v6: d.icmp_source_v6,
             icmp_rate_per_sec: d.icmp_rate_per_sec,
             verify_checksums: d.verify_checksums,
+            psh: d.psh,
             caravan_prefixes: d.caravan_prefixes,
             caravan_ports: d.caravan_ports,
             caravan_dscp: d.caravan_dscp,
@@ -167,6 +170,7 @@ impl GatewayConfig {
             inner_gso: self.offload,
             outer_gso: self.offload,
             verify_checksums: e.verify_checksums,
+            psh: e.psh,
             hash_seed: seed,
             caravan_prefixes: e.caravan_prefixes.clone(),
             caravan_ports: e.caravan_ports.clone(),
