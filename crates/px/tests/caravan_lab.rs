@@ -172,6 +172,9 @@ fn caravan_bulk_benchmark() {
     let cfg = config_file();
     let secs = std::env::var("PX_CARAVAN_BENCH_SECS").unwrap_or_else(|_| "5".into());
     let size = std::env::var("PX_CARAVAN_BENCH_SIZE").unwrap_or_else(|_| "1200".into());
+    // Datagrams/s over all flows (0: unpaced bulk). A rate the gateway keeps
+    // up with compares the receiver's CPU per datagram without loss.
+    let rate = std::env::var("PX_CARAVAN_BENCH_RATE").unwrap_or_else(|_| "0".into());
     let mut rows = Vec::new();
     for (label, port) in [("plain", "4434"), ("caravan", "4433")].repeat(3) {
         let gw = Gateway::start(&lab, &["--config", cfg.to_str().unwrap()]);
@@ -182,7 +185,7 @@ fn caravan_bulk_benchmark() {
         let to = format!("{BNET_V4}:{port}");
         let s = send_on(
             legacy,
-            &["--to", &to, "--flows", "4", "--count", "0", "--duration", &secs, "--size", &size],
+            &["--to", &to, "--flows", "4", "--count", "0", "--duration", &secs, "--size", &size, "--rate", &rate],
             Some("0"),
         );
         let (_, v) = finish(rx);
