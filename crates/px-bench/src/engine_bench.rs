@@ -138,8 +138,9 @@ fn run_direction(
             }
             // Like any batched I/O loop (DPDK's rte_prefetch0), pull the
             // headers of a frame a few ahead into the cache.
-            if let Some(next) = chunk.frames.get(i + 4) {
+            if let Some(next) = chunk.frames.get(i + 8) {
                 prefetch(&chunk.data[next.offset..]);
+                prefetch(&chunk.data[next.offset + 64..]);
             }
             let v = engine.handle_packet(now, from, chunk.frame_mut(i), RxMeta { csum: rx_csum, gso_size: None });
             while let Some(t) = engine.poll_transmit() {

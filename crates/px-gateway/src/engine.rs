@@ -168,7 +168,11 @@ impl Engine {
             self.housekeeping(now);
         }
         let to = from.other();
-        let info = match FrameInfo::parse(frame) {
+        // Matched by reference: moving the parse out of the `Result` would
+        // read its freshly stored fields straight back (a store-forwarding
+        // stall measured as the hottest spot of the merge path).
+        let parsed = FrameInfo::parse(frame);
+        let info = match &parsed {
             Ok(Some(i)) => i,
             Ok(None) => {
                 self.counters.non_ip += 1;
@@ -184,12 +188,14 @@ impl Engine {
         if info.version == IpVersion::V4 && !Ipv4Packet::new_unchecked(&frame[info.l3..info.l4]).verify_checksum() {
             return self.drop(DropReason::Malformed);
         }
-        match Seg::parse(frame, &info) {
+        // By reference again, for the same reason.
+        let seg = Seg::parse(frame, info);
+        match &seg {
             Some(seg) => {
-                let known_sum = complete_partial_checksum(frame, &seg, meta.csum);
+                let known_sum = complete_partial_checksum(frame, seg, meta.csum);
                 match from {
-                    Port::Outer => self.inbound_tcp(now, frame, &seg, meta, known_sum),
-                    Port::Inner => self.outbound_tcp(now, frame, &seg, meta),
+                    Port::Outer => self.inbound_tcp(now, frame, seg, meta, known_sum),
+                    Port::Inner => self.outbound_tcp(now, frame, seg, meta),
                 }
             }
             None => self.other(now, from, frame, info, meta),
@@ -549,15 +555,15 @@ impl Engine {
 
     // ---- everything that is not TCP ---------------------------------------
 
-    fn other(&mut self, now: Instant, from: Port, frame: &mut [u8], info: FrameInfo, meta: RxMeta) -> Verdict {
+    fn other(&mut self, now: Instant, from: Port, frame: &mut [u8], info: &FrameInfo, meta: RxMeta) -> Verdict {
         let to = from.other();
         if from == Port::Outer && info.transport == Transport::Icmp {
-            self.learn_pmtu(now, frame, &info);
+            self.learn_pmtu(now, frame, info);
         }
         if meta.csum == RxCsum::Partial {
-            complete_partial_udp(frame, &info);
+            complete_partial_udp(frame, info);
         }
-        if let Some(v) = self.caravan_udp(now, from, frame, &info, meta) {
+        if let Some(v) = self.caravan_udp(now, from, frame, info, meta) {
             return v;
         }
         let mtu = self.egress_mtu(now, to, info.dst) as usize;
@@ -565,13 +571,13 @@ impl Engine {
             return self.forward(to, info.end, None);
         }
         match info.version {
-            IpVersion::V4 if !info.dont_frag => self.fragment(to, frame, &info, mtu),
+            IpVersion::V4 if !info.dont_frag => self.fragment(to, frame, info, mtu),
             IpVersion::V4 => {
-                self.too_big(now, from, frame, &info, mtu as u16);
+                self.too_big(now, from, frame, info, mtu as u16);
                 self.drop(DropReason::TooBigDf)
             }
             IpVersion::V6 => {
-                self.too_big(now, from, frame, &info, mtu as u16);
+                self.too_big(now, from, frame, info, mtu as u16);
                 self.drop(DropReason::TooBigV6)
             }
         }

@@ -195,7 +195,7 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
     }
     println!(
         "px bench engine — 1 core, {} flows, {} B segments in / {} B out, iMTU {} / eMTU {}, merge timeout {} µs,\n\
-         writes of {} B (PSH each, PSH {:?}), {:.0} % small-flow packets, rx checksums {:?}, {} run(s): median [min – max]\n",
+         writes of {} B (PSH each, PSH {:?}), {:.1} % small-flow packets, rx checksums {:?}, {} run(s): median [min – max]\n",
         a.flows,
         a.emtu - 52,
         a.imtu - 52,
