@@ -248,22 +248,30 @@ fn capable(cfg: &Config, dst: IpAddr, port: u16) -> bool {
         && (cfg.caravan_ports.is_empty() || cfg.caravan_ports.contains(&port))
 }
 
-/// Rewrites the DSCP of an IP header at `frame[l3..]`, keeping ECN (and the
-/// IPv4 header checksum valid).
-fn set_dscp(frame: &mut [u8], info: &FrameInfo, dscp: u8) {
-    match info.version {
-        IpVersion::V4 => {
-            let mut ip = Ipv4Packet::new_unchecked(&mut frame[info.l3..info.l4]);
-            ip.set_dscp(dscp);
-            ip.fill_checksum();
+/// DSCP of the IP header `ip`.
+fn dscp_of(ip: &[u8]) -> u8 {
+    if ip[0] >> 4 == 4 { ip[1] >> 2 } else { ((ip[0] & 0x0f) << 2) | (ip[1] >> 6) }
+}
+
+/// Rewrites the IP header `ip` (the whole header: IPv4 options or IPv6
+/// extension headers included) of a packet of `ip_len` bytes: DSCP (ECN
+/// kept), length, and, if given, the IPv4 ID; the IPv4 header checksum is
+/// recomputed.
+fn set_ip_header(ip: &mut [u8], dscp: u8, ip_len: usize, ident: Option<u16>) {
+    if ip[0] >> 4 == 4 {
+        let mut h = Ipv4Packet::new_unchecked(ip);
+        h.set_dscp(dscp);
+        h.set_total_len(ip_len as u16);
+        if let Some(id) = ident {
+            h.set_ident(id);
         }
-        IpVersion::V6 => {
-            // Traffic class = low nibble of byte 0, high nibble of byte 1.
-            let b = &mut frame[info.l3..];
-            let tc = (dscp << 2) | info.ecn;
-            b[0] = (b[0] & 0xf0) | (tc >> 4);
-            b[1] = (b[1] & 0x0f) | (tc << 4);
-        }
+        h.fill_checksum();
+    } else {
+        // Traffic class = low nibble of byte 0, high nibble of byte 1.
+        let tc = px_caravan::tos(dscp, (ip[1] >> 4) & 0b11);
+        ip[0] = (ip[0] & 0xf0) | (tc >> 4);
+        ip[1] = (ip[1] & 0x0f) | (tc << 4);
+        ip[4..6].copy_from_slice(&((ip_len - 40) as u16).to_be_bytes());
     }
 }
 
@@ -292,7 +300,7 @@ impl Engine {
                 // Passing plain: whatever the flow holds goes first.
                 self.send_open(key, Send::Mismatch, now);
                 if info.dscp == self.cfg.caravan_dscp {
-                    set_dscp(frame, info, 0);
+                    set_ip_header(&mut frame[info.l3..info.l4], 0, info.ip_len(), None);
                     self.counters.caravan.remarked += 1;
                 }
                 None
@@ -398,28 +406,22 @@ impl Engine {
         }
         let (l3, l4) = (o.l3, o.l4);
         let end = if o.count == 1 {
-            // One datagram: it leaves as it came (headers untouched).
+            // One datagram: it leaves as it came (headers untouched), but
+            // never with the codepoint, which would make it a caravan.
             c.singles += 1;
             o.buf.copy_within(l4 + udp::HEADER_LEN..o.end, l4);
+            if dscp_of(&o.buf[l3..l4]) == self.cfg.caravan_dscp {
+                set_ip_header(&mut o.buf[l3..l4], 0, o.end - udp::HEADER_LEN - l3, None);
+                c.remarked += 1;
+            }
             o.end - udp::HEADER_LEN
         } else {
             c.built += 1;
             c.built_datagrams += o.count as u64;
             c.built_full += (why == Send::Full) as u64;
             let udp_len = o.end - l4;
-            if o.buf[l3] >> 4 == 4 {
-                let mut ip = Ipv4Packet::new_unchecked(&mut o.buf[l3..l4]);
-                ip.set_dscp(self.cfg.caravan_dscp);
-                ip.set_total_len((l4 - l3 + udp_len) as u16);
-                ip.fill_checksum();
-            } else {
-                // The ECN bits stay those every datagram had.
-                let b = &mut o.buf[l3..];
-                let tc = px_caravan::tos(self.cfg.caravan_dscp, (b[1] >> 4) & 0b11);
-                b[0] = (b[0] & 0xf0) | (tc >> 4);
-                b[1] = (b[1] & 0x0f) | (tc << 4);
-                b[4..6].copy_from_slice(&((l4 - l3 - 40 + udp_len) as u16).to_be_bytes());
-            }
+            // The ECN bits stay those every datagram had; the ID the first's.
+            set_ip_header(&mut o.buf[l3..l4], self.cfg.caravan_dscp, l4 - l3 + udp_len, None);
             let (sp, dp) = (
                 u16::from_be_bytes([o.buf[l4 + udp::HEADER_LEN], o.buf[l4 + udp::HEADER_LEN + 1]]),
                 u16::from_be_bytes([o.buf[l4 + udp::HEADER_LEN + 2], o.buf[l4 + udp::HEADER_LEN + 3]]),
@@ -483,26 +485,12 @@ impl Engine {
             let end = l4 + d.len();
             buf[..l4].copy_from_slice(&frame[..l4]);
             buf[l4..end].copy_from_slice(d);
-            match info.version {
-                IpVersion::V4 => {
-                    let mut ip = Ipv4Packet::new_unchecked(&mut buf[l3..l4]);
-                    ip.set_dscp(0);
-                    ip.set_total_len((end - l3) as u16);
-                    ip.set_ident(self.caravans.ident);
-                    self.caravans.ident = self.caravans.ident.wrapping_add(1);
-                    ip.fill_checksum();
-                }
-                IpVersion::V6 => {
-                    let b = &mut buf[l3..];
-                    let tc = info.ecn;
-                    b[0] = (b[0] & 0xf0) | (tc >> 4);
-                    b[1] = (b[1] & 0x0f) | (tc << 4);
-                    b[4..6].copy_from_slice(&((end - l4 + (l4 - l3 - 40)) as u16).to_be_bytes());
-                    if rec.checksum() == 0 {
-                        // A zero inner checksum cannot leave over IPv6.
-                        UdpDatagram::new_unchecked(&mut buf[l4..end]).fill_checksum(pseudo(info, d.len()));
-                    }
-                }
+            let ident = (info.version == IpVersion::V4).then_some(self.caravans.ident);
+            self.caravans.ident = self.caravans.ident.wrapping_add(1);
+            set_ip_header(&mut buf[l3..l4], 0, end - l3, ident);
+            if info.version == IpVersion::V6 && rec.checksum() == 0 {
+                // A zero inner checksum cannot leave over IPv6 (RFC 8200 §8.1).
+                UdpDatagram::new_unchecked(&mut buf[l4..end]).fill_checksum(pseudo(info, d.len()));
             }
             self.send_unpacked(now, buf, end);
         }

@@ -279,6 +279,20 @@ fn udp_gro_batches_are_not_packed_as_one_record() {
 }
 
 #[test]
+fn a_lone_datagram_with_the_codepoint_is_remarked() {
+    let mut d = Drive::new(cfg());
+    let mut g = Dg::new("198.51.100.1", "203.0.113.2", 4000, 443, 9, payload(11, 0, 100));
+    g.dscp = DSCP;
+    let _ = d.feed(Port::Outer, g.frame(Port::Outer));
+    d.advance(Duration::from_millis(1));
+    let out = d.take();
+    let (is_caravan, dgs) = read_inner(&out[0].1, DSCP);
+    assert!(!is_caravan);
+    assert_eq!(dgs[0], g.udp_bytes());
+    assert_eq!(d.eng.counters().caravan.remarked, 1);
+}
+
+#[test]
 fn plain_datagram_with_the_codepoint_is_remarked_inbound() {
     let mut d = Drive::new(cfg());
     // Too big for a caravan (IP 8998 + 8 > 9000): passes plain, DSCP cleared.
