@@ -26,6 +26,25 @@
 //!   buffer. Nothing allocates.
 //! - The same code serves C and C++ through the functions in [`ffi`] and the
 //!   header `include/px_caravan.h`.
+//!
+//! ```
+//! use px_caravan::{Builder, Counts, InnerChecksum, Pseudo};
+//!
+//! // Sender: pack datagrams of the flow 40000 -> 4433 up to a 9000-byte IPv4 packet.
+//! let pseudo = Pseudo::V4 { src: [198, 51, 100, 1].into(), dst: [203, 0, 113, 2].into() };
+//! let mut b = Builder::new(vec![0u8; 9000], 40000, 4433).with_mtu(9000, 20);
+//! for d in [&b"first"[..], b"second", b"third"] {
+//!     b.push(d, InnerChecksum::Compute(pseudo)).unwrap();
+//! }
+//! // ... send b.as_bytes() on a UDP socket with IP_TOS = px_caravan::tos(DEFAULT_DSCP, 0).
+//!
+//! // Receiver: a datagram whose TOS carries the codepoint is opened whole.
+//! let mut counts = Counts::default();
+//! let caravan = counts.open(b.as_bytes(), Some((40000, 4433))).unwrap();
+//! let got: Vec<&[u8]> = caravan.iter().map(|r| r.payload()).collect();
+//! assert_eq!(got, [&b"first"[..], b"second", b"third"]);
+//! assert!(caravan.iter().all(|r| r.verify_checksum(&pseudo, false)));
+//! ```
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 

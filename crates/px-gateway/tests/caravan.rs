@@ -357,6 +357,29 @@ fn outbound_caravans_are_unpacked_with_valid_headers() {
 }
 
 #[test]
+fn a_zero_inner_checksum_is_filled_in_over_ipv6() {
+    let mut d = Drive::new(cfg());
+    let mut b = Builder::new(vec![0u8; 4096], 443, 4000);
+    b.push(b"no checksum here", InnerChecksum::None).unwrap();
+    b.push(b"nor here", InnerChecksum::None).unwrap();
+    let mut v = Vec::new();
+    PacketBuilder::ethernet2(MAC_INNER, MAC_OUTER)
+        .ip(ip_headers(v4("2001:db8:2::2"), v4("2001:db8:1::1"), DSCP, 0, 64, true, 0, 0))
+        .udp(443, 4000)
+        .write(&mut v, b.as_bytes())
+        .unwrap();
+    assert_eq!(d.feed(Port::Inner, v), Verdict::Consumed);
+    let out = d.take();
+    assert_eq!(out.len(), 2);
+    for (_, f) in &out {
+        // etherparse verifies IPv6 UDP checksums unconditionally.
+        let w = check_wire_frame(f).unwrap();
+        let Some(TransportHeader::Udp(u)) = w.transport else { panic!() };
+        assert_ne!(u.checksum, 0);
+    }
+}
+
+#[test]
 fn unpacked_datagrams_too_big_for_the_outside_get_router_treatment() {
     let mut d = Drive::new(cfg());
     let big = vec![payload(7, 0, 3000), payload(7, 1, 100)];
