@@ -18,28 +18,40 @@ fn staticlib() -> Option<PathBuf> {
     None
 }
 
-#[test]
-fn c_example_round_trips_a_caravan() {
-    if Command::new("cc").arg("--version").output().is_err() {
-        eprintln!("SKIP: no C compiler `cc` on this machine");
-        return;
+/// Compiles the example with `compiler` (as C, or as C++ with `cxx`), runs
+/// it and checks its summary; `false` if the compiler is not installed.
+fn build_and_run(compiler: &str, cxx: bool) -> bool {
+    if Command::new(compiler).arg("--version").output().is_err() {
+        eprintln!("SKIP: no `{compiler}` on this machine");
+        return false;
     }
     let lib = staticlib().expect("libpx_caravan.a next to the test binary (crate-type staticlib)");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("px_caravan_roundtrip");
-    let cc = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(root.join("include"))
-        .arg(root.join("examples/roundtrip.c"))
-        .arg(&lib)
-        .args(["-lpthread", "-ldl", "-lm", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("px_caravan_roundtrip_{compiler}"));
+    let mut cmd = Command::new(compiler);
+    cmd.args(["-Wall", "-Wextra", "-Werror", "-I"]).arg(root.join("include"));
+    if cxx {
+        cmd.args(["-std=c++17", "-x", "c++"]);
+    } else {
+        cmd.arg("-std=c11");
+    }
+    cmd.arg(root.join("examples/roundtrip.c")).args(["-x", "none"]).arg(&lib);
+    let cc = cmd.args(["-lpthread", "-ldl", "-lm", "-o"]).arg(&out).output().unwrap();
+    assert!(cc.status.success(), "{compiler} failed: {}", String::from_utf8_lossy(&cc.stderr));
     let run = Command::new(&out).output().unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "example exited {:?}: {stdout} {}", run.status, String::from_utf8_lossy(&run.stderr));
     // 9000-byte MTU, 20-byte IP header, 1200-byte datagrams: 7 fit.
     assert!(stdout.contains("7 datagrams pushed, 7 read back"), "{stdout}");
+    true
+}
+
+#[test]
+fn c_example_round_trips_a_caravan() {
+    build_and_run("cc", false);
+}
+
+#[test]
+fn the_header_works_from_cplusplus() {
+    build_and_run("c++", true);
 }
