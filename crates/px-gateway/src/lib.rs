@@ -5,8 +5,10 @@
 //! ([`Engine::poll_timeout`]) come out. Inbound (outer → inner) TCP segments
 //! of bulk flows are merged into inner-MSS segments; outbound segments are cut
 //! to the outer MSS or learned path MTU; SYN MSS options are raised inbound
-//! and clamped outbound; everything else gets a router's treatment. See
-//! `DESIGN.md` for the invariants every test here checks.
+//! and clamped outbound; UDP toward caravan-capable hosts is packed into
+//! PX-caravans inbound and unpacked outbound (`docs/caravan.md`); everything
+//! else gets a router's treatment. See `DESIGN.md` for the invariants every
+//! test here checks.
 
 mod buf;
 mod config;

@@ -130,6 +130,34 @@ pub fn render(shared: &Shared) -> String {
         rows.push((format!("{{reason=\"{}\"}}", r.name()), total.drops(r) as f64));
     }
     metric("px_gateway_drops_total", "counter", "Packets dropped, by reason.", rows);
+    let cv: [Family; 8] = [
+        ("px_gateway_caravan_packed_in_total", "Inbound datagrams packed into caravans.", |c| c.caravan.packed_in),
+        ("px_gateway_caravans_built_total", "Caravans sent to the inner port.", |c| c.caravan.built),
+        ("px_gateway_caravans_built_full_total", "... of which full (the caravan yield's numerator).", |c| {
+            c.caravan.built_full
+        }),
+        ("px_gateway_caravan_datagrams_built_total", "Datagrams in the caravans built.", |c| c.caravan.built_datagrams),
+        ("px_gateway_caravan_singles_total", "Holds of one datagram, sent plain.", |c| c.caravan.singles),
+        ("px_gateway_caravan_timeouts_total", "Caravans sent at the merge timeout.", |c| c.caravan.timeouts),
+        ("px_gateway_caravans_opened_total", "Outbound caravans unpacked.", |c| c.caravan.opened),
+        ("px_gateway_caravan_datagrams_opened_total", "Datagrams from the caravans unpacked.", |c| {
+            c.caravan.opened_datagrams
+        }),
+    ];
+    for (name, help, f) in cv {
+        metric(name, "counter", help, per_worker(&|s| f(&s.counters) as f64));
+    }
+    metric(
+        "px_gateway_caravan_yield",
+        "gauge",
+        "Share of caravans built that were full.",
+        vec![(String::new(), total.caravan.caravan_yield())],
+    );
+    let mut rows = Vec::new();
+    for r in px_caravan::Malformed::ALL {
+        rows.push((format!("{{reason=\"{}\"}}", r.name()), total.caravan.malformed(r) as f64));
+    }
+    metric("px_gateway_caravans_malformed_total", "counter", "Outbound caravans dropped whole, by reason.", rows);
     metric("px_gateway_held_bytes", "gauge", "Payload bytes held now.", per_worker(&|s| s.held_bytes as f64));
     metric("px_gateway_flows", "gauge", "Flows tracked now.", per_worker(&|s| s.flows as f64));
     metric(
@@ -157,7 +185,7 @@ pub fn render(shared: &Shared) -> String {
 pub fn summary(s: &WorkerSnapshot) -> String {
     let c = &s.counters;
     format!(
-        "outer rx {} pkts / tx {} | inner rx {} / tx {} | yield {:.3} | merged {} -> {} | split {} | mss +{} -{} | flows {} held {} B | drops {} | sock drops {} send err {}",
+        "outer rx {} pkts / tx {} | inner rx {} / tx {} | yield {:.3} | merged {} -> {} | split {} | mss +{} -{} | caravans {} built (yield {:.3}) {} opened | flows {} held {} B | drops {} | sock drops {} send err {}",
         c.outer.rx_packets,
         c.outer.tx_packets,
         c.inner.rx_packets,
@@ -168,6 +196,9 @@ pub fn summary(s: &WorkerSnapshot) -> String {
         c.split_in + c.gso_out,
         c.mss_raised,
         c.mss_clamped,
+        c.caravan.built,
+        c.caravan.caravan_yield(),
+        c.caravan.opened,
         s.flows,
         s.held_bytes,
         c.total_drops(),
@@ -230,6 +261,8 @@ mod tests {
         assert!(text.contains("px_gateway_packets_total{worker=\"1\",port=\"outer\",dir=\"rx\"} 60\n"));
         assert!(text.contains("px_gateway_flows{worker=\"1\"} 3\n"));
         assert!(text.contains("px_gateway_drops_total{reason=\"too_big_df\"} 0\n"));
+        assert!(text.contains("px_gateway_caravans_malformed_total{reason=\"overrun\"} 0\n"));
+        assert!(text.contains("px_gateway_caravan_yield 0\n"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name_labels, value) = line.rsplit_once(' ').unwrap();
             assert!(value.parse::<f64>().is_ok(), "{line}");
