@@ -57,6 +57,9 @@ pub struct GatewayArgs {
     /// Handle every frame in software (no GRO/GSO through PACKET_VNET_HDR).
     #[arg(long)]
     no_offload: bool,
+    /// Receive with recvmmsg into buffers instead of the mmap ring.
+    #[arg(long)]
+    no_ring: bool,
     /// At exit, write the final counters as JSON to this file.
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -103,6 +106,9 @@ impl GatewayArgs {
         }
         if self.no_offload {
             c.offload = false;
+        }
+        if self.no_ring {
+            c.rx_ring = false;
         }
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)

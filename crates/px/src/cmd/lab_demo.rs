@@ -43,6 +43,9 @@ pub struct DemoArgs {
     /// Gateway worker threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     workers: u64,
+    /// Extra arguments for `px gateway` (repeatable), e.g. `--gateway-arg=--no-ring`.
+    #[arg(long = "gateway-arg", allow_hyphen_values = true)]
+    gateway_args: Vec<String>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -165,7 +168,7 @@ struct GatewayProc {
     started: Instant,
 }
 
-fn start_gateway(lab: &Lab, workers: u64) -> Result<GatewayProc, String> {
+fn start_gateway(lab: &Lab, workers: u64, extra: &[String]) -> Result<GatewayProc, String> {
     let dir = std::env::temp_dir();
     let tag = format!("{}-{}", std::process::id(), lab.topo.ns(lab.gw).name());
     let stats = dir.join(format!("px-lab-gw-{tag}.json"));
@@ -176,6 +179,7 @@ fn start_gateway(lab: &Lab, workers: u64) -> Result<GatewayProc, String> {
         .arg(workers.to_string())
         .arg("--stats-file")
         .arg(&stats)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(logf);
     let child = LabChild::spawn(&mut cmd).map_err(lab_err)?;
@@ -314,7 +318,7 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode, String> {
     let secs = a.seconds;
     gateway_mode(&lab)?;
     say(&format!("px lab demo: through px gateway, {secs} s per direction…"));
-    let gw = start_gateway(&lab, a.workers)?;
+    let gw = start_gateway(&lab, a.workers, &a.gateway_args)?;
     let gin = iperf(&lab, lab.legacy, lab.bnet, BNET_ADDR_GW, 5201, secs, a.flows)?;
     let gout = iperf(&lab, lab.bnet, lab.legacy, LEGACY_ADDR, 5202, secs, a.flows)?;
     let gstats = stop_gateway(gw)?;

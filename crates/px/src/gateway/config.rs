@@ -30,6 +30,9 @@ pub struct GatewayConfig {
     /// Use kernel GRO on receive and GSO on send (PACKET_VNET_HDR); off,
     /// every frame is handled and cut in software.
     pub offload: bool,
+    /// Receive through a memory-mapped ring (TPACKET_V2) instead of
+    /// `recvmmsg` into buffers.
+    pub rx_ring: bool,
     /// Put the ports in promiscuous mode (a bump in the wire sees frames
     /// addressed to the hosts behind it).
     pub promiscuous: bool,
@@ -96,6 +99,7 @@ impl Default for GatewayConfig {
             log_interval_s: 10,
             batch: 64,
             offload: true,
+            rx_ring: true,
             promiscuous: true,
             engine: EngineSection::default(),
         }

@@ -87,6 +87,7 @@ pub fn run(
                 // per GRO super-packet of recvmmsg (docs/io.md).
                 ..SocketConfig::gateway_port((cfg.workers > 1).then_some(Fanout { group, defrag: true }))
             };
+            let sc = if cfg.rx_ring { sc } else { SocketConfig { rx_ring: None, ..sc } };
             PacketSocket::open(name, &sc).map_err(|source| GatewayError::Socket { port: name.into(), source })
         };
         let outer = open(&cfg.outer, base)?;
