@@ -190,6 +190,20 @@ unsafe fn push(b: *mut px_caravan_builder, payload: *const u8, len: usize, csum:
     }
 }
 
+/// Copies the `N`-byte source and destination addresses the push functions
+/// take; `None` when either pointer is null (the caller returns `E_NULL`).
+///
+/// # Safety
+/// Non-null `src` and `dst` must each point to `N` readable bytes.
+unsafe fn addrs<const N: usize>(src: *const u8, dst: *const u8) -> Option<([u8; N], [u8; N])> {
+    if src.is_null() || dst.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, `N` bytes each per the caller's contract; `[u8; N]`
+    // has alignment 1.
+    Some(unsafe { (*(src as *const [u8; N]), *(dst as *const [u8; N])) })
+}
+
 /// Appends a datagram with a zero inner checksum (IPv4 only). Returns 0, or
 /// `PX_CARAVAN_E_NO_ROOM` when it does not fit (send, reset, push again).
 ///
@@ -214,11 +228,10 @@ pub unsafe extern "C" fn px_caravan_push_v4(
     src: *const u8,
     dst: *const u8,
 ) -> i32 {
-    if src.is_null() || dst.is_null() {
+    // SAFETY: 4 bytes each per the caller's contract.
+    let Some((s, d)) = (unsafe { addrs::<4>(src, dst) }) else {
         return E_NULL;
-    }
-    // SAFETY: non-null, 4 bytes each per the caller's contract.
-    let (s, d) = unsafe { (*(src as *const [u8; 4]), *(dst as *const [u8; 4])) };
+    };
     let p = Pseudo::V4 { src: Ipv4Addr::from(s), dst: Ipv4Addr::from(d) };
     // SAFETY: forwarded caller contract.
     unsafe { push(b, payload, len, InnerChecksum::Compute(p)) }
@@ -236,11 +249,10 @@ pub unsafe extern "C" fn px_caravan_push_v6(
     src: *const u8,
     dst: *const u8,
 ) -> i32 {
-    if src.is_null() || dst.is_null() {
+    // SAFETY: 16 bytes each per the caller's contract.
+    let Some((s, d)) = (unsafe { addrs::<16>(src, dst) }) else {
         return E_NULL;
-    }
-    // SAFETY: non-null, 16 bytes each per the caller's contract.
-    let (s, d) = unsafe { (*(src as *const [u8; 16]), *(dst as *const [u8; 16])) };
+    };
     let p = Pseudo::V6 { src: Ipv6Addr::from(s), dst: Ipv6Addr::from(d) };
     // SAFETY: forwarded caller contract.
     unsafe { push(b, payload, len, InnerChecksum::Compute(p)) }
