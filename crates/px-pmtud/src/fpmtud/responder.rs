@@ -423,6 +423,12 @@ mod tests {
         buf
     }
 
+    /// A 1500-byte IPv4 probe split by a 1400-byte link into two fragments.
+    const SPLIT_1500_AT_1400: [FragmentRecord; 2] = [
+        FragmentRecord { offset: 0, ip_len: 1396, more_fragments: true },
+        FragmentRecord { offset: 1376, ip_len: 124, more_fragments: false },
+    ];
+
     fn report(t: &Transmit) -> ReportRepr<'_> {
         match parse_reply(&t.payload) {
             Ok(Reply::Report(r)) => r,
@@ -440,10 +446,7 @@ mod tests {
         let t = r.poll_transmit().expect("reply");
         assert_eq!(t.destination, src(1));
         assert_eq!(t.payload, 1500u32.to_be_bytes());
-        let recs = [
-            FragmentRecord { offset: 0, ip_len: 1396, more_fragments: true },
-            FragmentRecord { offset: 1376, ip_len: 124, more_fragments: false },
-        ];
+        let recs = SPLIT_1500_AT_1400;
         let a = Arrival {
             source: src(1),
             payload: &payload,
@@ -459,10 +462,7 @@ mod tests {
     fn answers_extended_probe_with_fragment_list() {
         let mut r = Responder::new(ResponderConfig { link_mtu: 1400, ..ResponderConfig::default() });
         let payload = probe(ProbeKind::Probe, 1500);
-        let recs = [
-            FragmentRecord { offset: 0, ip_len: 1396, more_fragments: true },
-            FragmentRecord { offset: 1376, ip_len: 124, more_fragments: false },
-        ];
+        let recs = SPLIT_1500_AT_1400;
         let a = Arrival {
             source: src(2),
             payload: &payload,
