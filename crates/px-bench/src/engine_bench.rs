@@ -131,10 +131,7 @@ fn run_direction(
             // Timers fire at their deadline, as an I/O loop's would.
             while let Some(d) = engine.poll_timeout().filter(|d| *d <= now) {
                 engine.handle_timeout(d);
-                while let Some(t) = engine.poll_transmit() {
-                    sent += (t.end - t.start) as u64;
-                    engine.recycle(t.buf);
-                }
+                sent += drain(&mut engine);
             }
             // Like any batched I/O loop (DPDK's rte_prefetch0), pull the
             // headers of a frame a few ahead into the cache.
@@ -143,10 +140,7 @@ fn run_direction(
                 prefetch(&chunk.data[next.offset + 64..]);
             }
             let v = engine.handle_packet(now, from, chunk.frame_mut(i), RxMeta { csum: rx_csum, gso_size: None });
-            while let Some(t) = engine.poll_transmit() {
-                sent += (t.end - t.start) as u64;
-                engine.recycle(t.buf);
-            }
+            sent += drain(&mut engine);
             if let Verdict::Forward { .. } = v {
                 sent += chunk.frames[i].len as u64;
             }
@@ -157,10 +151,7 @@ fn run_direction(
         }
     }
     engine.flush_all(base + Duration::from_nanos(last_ns) + ecfg.merge_timeout);
-    while let Some(t) = engine.poll_transmit() {
-        sent += (t.end - t.start) as u64;
-        engine.recycle(t.buf);
-    }
+    sent += drain(&mut engine);
     std::hint::black_box(sent);
     std::hint::black_box(&sinks);
     DirResult {
@@ -173,9 +164,21 @@ fn run_direction(
     }
 }
 
+/// Sends (counts and recycles) every transmit the engine has queued; returns
+/// the bytes they carry.
+#[inline(always)]
+pub(crate) fn drain(engine: &mut Engine) -> u64 {
+    let mut sent = 0;
+    while let Some(t) = engine.poll_transmit() {
+        sent += (t.end - t.start) as u64;
+        engine.recycle(t.buf);
+    }
+    sent
+}
+
 /// Hints the CPU to load the cache line at the start of `bytes`.
 #[inline(always)]
-fn prefetch(bytes: &[u8]) {
+pub(crate) fn prefetch(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetching is a hint; the pointer comes from a live slice.
     unsafe {

@@ -15,6 +15,8 @@ use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 use px_gateway::{Config, Engine, Port, RxCsum, RxMeta, Verdict};
+
+use crate::engine_bench::{drain, prefetch};
 use px_wire::checksum::pseudo_v4;
 use px_wire::{ipv4, udp};
 use rand::{Rng, SeedableRng};
@@ -168,10 +170,7 @@ pub fn run_caravans(tc: &UdpTraceConfig, engine: &Config, chunk_bytes: usize) ->
             let now = base + Duration::from_nanos(t);
             while let Some(d) = eng.poll_timeout().filter(|d| *d <= now) {
                 eng.handle_timeout(d);
-                while let Some(tx) = eng.poll_transmit() {
-                    sent += (tx.end - tx.start) as u64;
-                    eng.recycle(tx.buf);
-                }
+                sent += drain(&mut eng);
             }
             // As the TCP benchmark does (and any batched I/O loop): pull the
             // headers of a frame a few ahead into the cache.
@@ -179,10 +178,7 @@ pub fn run_caravans(tc: &UdpTraceConfig, engine: &Config, chunk_bytes: usize) ->
                 prefetch(&frames.data[next..]);
             }
             let v = eng.handle_packet(now, Port::Outer, &mut frames.data[off..off + len], meta);
-            while let Some(tx) = eng.poll_transmit() {
-                sent += (tx.end - tx.start) as u64;
-                eng.recycle(tx.buf);
-            }
+            sent += drain(&mut eng);
             if let Verdict::Forward { .. } = v {
                 sent += len as u64;
             }
@@ -190,10 +186,7 @@ pub fn run_caravans(tc: &UdpTraceConfig, engine: &Config, chunk_bytes: usize) ->
         timed += t0.elapsed();
     }
     eng.flush_all(base + Duration::from_nanos(last) + engine.merge_timeout);
-    while let Some(tx) = eng.poll_transmit() {
-        sent += (tx.end - tx.start) as u64;
-        eng.recycle(tx.buf);
-    }
+    sent += drain(&mut eng);
     std::hint::black_box(sent);
     let c = &eng.counters().caravan;
     let secs = timed.as_secs_f64().max(1e-12);
@@ -205,19 +198,6 @@ pub fn run_caravans(tc: &UdpTraceConfig, engine: &Config, chunk_bytes: usize) ->
         datagrams: done as u64,
         caravans: c.built,
     }
-}
-
-/// Hints the CPU to load the cache line at the start of `bytes` (the same
-/// hint as `engine_bench`'s, which is private to that module).
-#[inline(always)]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; the pointer comes from a live slice.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(bytes.as_ptr().cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
 
 #[cfg(test)]
