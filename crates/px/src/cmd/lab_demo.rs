@@ -37,6 +37,10 @@ pub struct DemoArgs {
     /// Seconds of bulk TCP per direction and per middle box.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
     seconds: u64,
+    /// Rounds, each running the gateway and then the router, so that both
+    /// see the same drift of a shared machine; figures are the mean.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=20))]
+    rounds: u64,
     /// Parallel TCP flows per direction.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=128))]
     flows: u64,
@@ -83,6 +87,8 @@ pub struct Direction {
     pub router_mss_seen: Option<u32>,
     pub gateway_retransmits: u64,
     pub router_retransmits: u64,
+    /// Gateway / router ratio of each round (the spread behind `ratio`).
+    pub round_ratios: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -93,6 +99,7 @@ pub struct DemoResult {
     pub gateway_cpu_cores: f64,
     pub offloads: &'static str,
     pub seconds_per_run: u64,
+    pub rounds: u64,
     pub flows: u64,
 }
 
@@ -229,6 +236,15 @@ fn stop_gateway(g: GatewayProc) -> Result<GatewayOutcome, String> {
     Ok(GatewayOutcome { yield_, cpu_cores: cpu / wall.max(1e-9) })
 }
 
+/// One round: both directions through the gateway, then through the router.
+struct Round {
+    gin: Run,
+    gout: Run,
+    gstats: GatewayOutcome,
+    rin: Run,
+    rout: Run,
+}
+
 /// One iperf3 run and what the observers and `ss` saw.
 struct Run {
     gbps: f64,
@@ -316,45 +332,67 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode, String> {
     say("px lab demo: building legacy (1500) — gw — bnet (9000) in fresh namespaces…");
     let lab = build()?;
     let secs = a.seconds;
-    gateway_mode(&lab)?;
-    say(&format!("px lab demo: through px gateway, {secs} s per direction…"));
-    let gw = start_gateway(&lab, a.workers, &a.gateway_args)?;
-    let gin = iperf(&lab, lab.legacy, lab.bnet, BNET_ADDR_GW, 5201, secs, a.flows)?;
-    let gout = iperf(&lab, lab.bnet, lab.legacy, LEGACY_ADDR, 5202, secs, a.flows)?;
-    let gstats = stop_gateway(gw)?;
-    router_mode(&lab)?;
-    say(&format!("px lab demo: through a plain Linux router, {secs} s per direction…"));
-    let rin = iperf(&lab, lab.legacy, lab.bnet, BNET_ADDR_ROUTER, 5203, secs, a.flows)?;
-    let rout = iperf(&lab, lab.bnet, lab.legacy, LEGACY_ADDR, 5204, secs, a.flows)?;
+    let mut rounds = Vec::new();
+    for r in 0..a.rounds {
+        let port = 5201 + 10 * r as u16;
+        gateway_mode(&lab)?;
+        say(&format!("px lab demo: round {}/{}: through px gateway, {secs} s per direction…", r + 1, a.rounds));
+        let gw = start_gateway(&lab, a.workers, &a.gateway_args)?;
+        let gin = iperf(&lab, lab.legacy, lab.bnet, BNET_ADDR_GW, port, secs, a.flows)?;
+        let gout = iperf(&lab, lab.bnet, lab.legacy, LEGACY_ADDR, port + 1, secs, a.flows)?;
+        let gstats = stop_gateway(gw)?;
+        router_mode(&lab)?;
+        say(&format!(
+            "px lab demo: round {}/{}: through a plain Linux router, {secs} s per direction…",
+            r + 1,
+            a.rounds
+        ));
+        let rin = iperf(&lab, lab.legacy, lab.bnet, BNET_ADDR_ROUTER, port + 2, secs, a.flows)?;
+        let rout = iperf(&lab, lab.bnet, lab.legacy, LEGACY_ADDR, port + 3, secs, a.flows)?;
+        rounds.push(Round { gin, gout, gstats, rin, rout });
+    }
     drop(lab);
-    let dir = |g: &Run, r: &Run, inbound: bool| {
+    let n = rounds.len() as f64;
+    let mean = |f: &dyn Fn(&Round) -> f64| rounds.iter().map(f).sum::<f64>() / n;
+    let dir = |inbound: bool| {
+        fn pick_dir(r: &Round, inbound: bool) -> (&Run, &Run) {
+            if inbound { (&r.gin, &r.rin) } else { (&r.gout, &r.rout) }
+        }
         // The inner link is observed at the b-network host: what it receives
         // inbound, what it sends outbound.
-        let inner = if inbound { g.bnet_link.rx } else { g.bnet_link.tx };
-        let outer = if inbound { g.legacy_link.tx } else { g.legacy_link.rx };
-        let r_inner = if inbound { r.bnet_link.rx } else { r.bnet_link.tx };
+        let inner = |run: &Run| if inbound { run.bnet_link.rx } else { run.bnet_link.tx };
+        let outer = |run: &Run| if inbound { run.legacy_link.tx } else { run.legacy_link.rx };
+        let last = rounds.last().map(|r| pick_dir(r, inbound));
+        let gateway_gbps = mean(&|r| pick_dir(r, inbound).0.gbps);
+        let router_gbps = mean(&|r| pick_dir(r, inbound).1.gbps);
+        let yields: Vec<f64> = rounds.iter().filter_map(|r| r.gstats.yield_).collect();
         Direction {
-            gateway_gbps: g.gbps,
-            router_gbps: r.gbps,
-            ratio: g.gbps / r.gbps.max(1e-9),
-            r#yield: gstats.yield_,
-            max_frame_inner: inner.max_l3,
-            max_frame_outer: outer.max_l3,
-            mss_seen: g.bnet_mss.map(|m| m.0),
-            rcvmss_seen: g.bnet_mss.map(|m| m.1),
-            legacy_mss: if inbound { g.sender_mss } else { None },
-            router_max_frame_inner: r_inner.max_l3,
-            router_mss_seen: r.bnet_mss.map(|m| m.0),
-            gateway_retransmits: g.retransmits,
-            router_retransmits: r.retransmits,
+            gateway_gbps,
+            router_gbps,
+            ratio: gateway_gbps / router_gbps.max(1e-9),
+            r#yield: (!yields.is_empty()).then(|| yields.iter().sum::<f64>() / yields.len() as f64),
+            max_frame_inner: rounds.iter().map(|r| inner(pick_dir(r, inbound).0).max_l3).max().unwrap_or(0),
+            max_frame_outer: rounds.iter().map(|r| outer(pick_dir(r, inbound).0).max_l3).max().unwrap_or(0),
+            mss_seen: last.and_then(|(g, _)| g.bnet_mss.map(|m| m.0)),
+            rcvmss_seen: last.and_then(|(g, _)| g.bnet_mss.map(|m| m.1)),
+            legacy_mss: if inbound { last.and_then(|(g, _)| g.sender_mss) } else { None },
+            router_max_frame_inner: rounds.iter().map(|r| inner(pick_dir(r, inbound).1).max_l3).max().unwrap_or(0),
+            router_mss_seen: last.and_then(|(_, r)| r.bnet_mss.map(|m| m.0)),
+            gateway_retransmits: rounds.iter().map(|r| pick_dir(r, inbound).0.retransmits).sum(),
+            router_retransmits: rounds.iter().map(|r| pick_dir(r, inbound).1.retransmits).sum(),
+            round_ratios: rounds
+                .iter()
+                .map(|r| pick_dir(r, inbound).0.gbps / pick_dir(r, inbound).1.gbps.max(1e-9))
+                .collect(),
         }
     };
     let res = DemoResult {
-        inbound: dir(&gin, &rin, true),
-        outbound: dir(&gout, &rout, false),
-        gateway_cpu_cores: gstats.cpu_cores,
+        inbound: dir(true),
+        outbound: dir(false),
+        gateway_cpu_cores: mean(&|r| r.gstats.cpu_cores),
         offloads: OFFLOADS_NOTE,
         seconds_per_run: secs,
+        rounds: a.rounds,
         flows: a.flows,
     };
     if a.json {
@@ -379,7 +417,9 @@ fn print_table(r: &DemoResult) {
     let (i, o) = (&r.inbound, &r.outbound);
     row("throughput via px gateway (Gbps)", format!("{:.2}", i.gateway_gbps), format!("{:.2}", o.gateway_gbps));
     row("throughput via Linux router (Gbps)", format!("{:.2}", i.router_gbps), format!("{:.2}", o.router_gbps));
-    row("gateway / router", format!("{:.2}", i.ratio), format!("{:.2}", o.ratio));
+    row("gateway / router (mean of rounds)", format!("{:.2}", i.ratio), format!("{:.2}", o.ratio));
+    let each = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ");
+    row("  ... each round", each(&i.round_ratios), each(&o.round_ratios));
     row("largest IP packet on inner link (observer)", i.max_frame_inner.to_string(), o.max_frame_inner.to_string());
     row("largest IP packet on outer link (observer)", i.max_frame_outer.to_string(), o.max_frame_outer.to_string());
     row("  ... inner link via router", i.router_max_frame_inner.to_string(), o.router_max_frame_inner.to_string());
