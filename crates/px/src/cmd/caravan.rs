@@ -128,23 +128,12 @@ fn check(p: &[u8]) -> Option<(u32, u64)> {
 }
 
 fn set_tos(s: &UdpSocket, v6: bool, tos: u8) -> io::Result<()> {
-    let v: libc::c_int = tos as libc::c_int;
     let (level, opt) = if v6 { (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) } else { (libc::IPPROTO_IP, libc::IP_TOS) };
-    // SAFETY: a valid fd and a c_int option value of the right size.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            level,
-            opt,
-            &v as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    set_int(s, level, opt, libc::c_int::from(tos))
 }
 
 fn set_int(s: &UdpSocket, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: as in `set_tos`.
+    // SAFETY: a valid fd and a c_int option value of the right size.
     let r = unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
