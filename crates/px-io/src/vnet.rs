@@ -13,6 +13,8 @@
 //! [`PacketMeta::parse`] accepts only what the kernel defines; anything
 //! else is a [`VnetError`], never a panic.
 
+use px_wire::checksum;
+
 /// Size of `struct virtio_net_hdr`.
 pub const VNET_HDR_LEN: usize = 10;
 
@@ -209,20 +211,10 @@ pub fn finish_checksum(frame: &mut [u8], start: u16, offset: u16) -> Result<(), 
 }
 
 /// RFC 1071 one's complement sum of `data` (odd length padded with zero),
-/// folded to 16 bits.
+/// folded to 16 bits. px-wire's checksum arithmetic, under the name this
+/// crate has always exported.
 pub fn ones_complement_sum(data: &[u8]) -> u16 {
-    let mut acc: u64 = 0;
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
+    checksum::fold(checksum::Sum::of(data))
 }
 
 #[cfg(test)]
