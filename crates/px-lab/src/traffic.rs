@@ -221,7 +221,7 @@ fn finish(s: TcpStream, flow: u64, want: u64, got: u64) -> Result<(u64, u64, Tcp
 
 /// Makes `accept` on `l` give up after `t` (SO_RCVTIMEO applies to accept
 /// on Linux), so a sender that never connects cannot hang the run.
-fn set_accept_timeout(l: &TcpListener, t: Duration) -> io::Result<()> {
+pub fn set_accept_timeout(l: &TcpListener, t: Duration) -> io::Result<()> {
     let tv = libc::timeval {
         tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
         tv_usec: libc::suseconds_t::from(t.subsec_micros() as i32),

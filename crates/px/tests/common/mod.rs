@@ -472,19 +472,8 @@ pub fn assert_exact(ends: &[FlowEnds], bytes_per_flow: u64) {
 /// `accept` on `l` gives up after `t` (SO_RCVTIMEO), so a sender that
 /// never connects fails the test instead of hanging it.
 pub fn set_accept_timeout(l: &TcpListener, t: Duration) {
-    use std::os::fd::AsRawFd;
-    let tv = libc::timeval { tv_sec: t.as_secs() as libc::time_t, tv_usec: t.subsec_micros() as libc::suseconds_t };
-    // SAFETY: `tv` is a live timeval and its size is passed.
-    let r = unsafe {
-        libc::setsockopt(
-            l.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&raw const tv).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(r, 0, "SO_RCVTIMEO: {}", io::Error::last_os_error());
+    let r = px_lab::traffic::set_accept_timeout(l, t);
+    assert!(r.is_ok(), "SO_RCVTIMEO: {r:?}");
 }
 
 pub fn sock(addr: &str, port: u16) -> SocketAddr {
