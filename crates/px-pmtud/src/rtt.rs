@@ -68,6 +68,19 @@ pub trait RttEstimator {
     fn pto(&self, max_ack_delay: Duration) -> Duration;
 }
 
+/// RFC 9002 §5.3: `latest` less the peer's ACK delay, unless that would take
+/// it below `min` (then `latest` as is).
+fn adjusted_rtt(latest: Duration, min: Duration, ack_delay: Duration) -> Duration {
+    if latest >= min.saturating_add(ack_delay) { latest - ack_delay } else { latest }
+}
+
+/// RFC 9002 §6.2.1's PTO, `base + max(var_term, kGranularity) +
+/// max_ack_delay`, saturating; the RFC's `base` is smoothed_rtt and its
+/// `var_term` 4*rttvar, the [`PtoVariant`]s change them.
+fn pto_from(base: Duration, var_term: Duration, max_ack_delay: Duration) -> Duration {
+    base.saturating_add(var_term.max(GRANULARITY)).saturating_add(max_ack_delay)
+}
+
 /// RFC 9002 §5 estimator: every sample updates `smoothed_rtt` and `rttvar`.
 #[derive(Debug, Clone)]
 pub struct ClassicRtt {
@@ -118,7 +131,7 @@ impl RttEstimator for ClassicRtt {
         self.min = Some(min);
         // RFC 9002 §5.3: "if (latest_rtt >= min_rtt + ack_delay):
         //   adjusted_rtt = latest_rtt - ack_delay" — never below min_rtt.
-        let adjusted = if latest >= min.saturating_add(sample.ack_delay) { latest - sample.ack_delay } else { latest };
+        let adjusted = adjusted_rtt(latest, min, sample.ack_delay);
         // "rttvar_sample = abs(smoothed_rtt - adjusted_rtt)
         //  rttvar = 3/4 * rttvar + 1/4 * rttvar_sample
         //  smoothed_rtt = 7/8 * smoothed_rtt + 1/8 * adjusted_rtt"
@@ -146,7 +159,7 @@ impl RttEstimator for ClassicRtt {
     fn pto(&self, max_ack_delay: Duration) -> Duration {
         // RFC 9002 §6.2.1: "PTO = smoothed_rtt + max(4*rttvar, kGranularity)
         // + max_ack_delay".
-        self.smoothed.saturating_add(self.var.saturating_mul(4).max(GRANULARITY)).saturating_add(max_ack_delay)
+        pto_from(self.smoothed, self.var.saturating_mul(4), max_ack_delay)
     }
 }
 
@@ -326,8 +339,7 @@ impl RttEstimator for OncePerRtt {
                 self.max = Some(latest);
             }
             Some(min) => {
-                let adjusted =
-                    if latest >= min.saturating_add(sample.ack_delay) { latest - sample.ack_delay } else { latest };
+                let adjusted = adjusted_rtt(latest, min, sample.ack_delay);
                 let e = &mut self.epoch;
                 e.nb_samples = e.nb_samples.saturating_add(1);
                 e.sum = e.sum.saturating_add(adjusted);
@@ -367,7 +379,7 @@ impl RttEstimator for OncePerRtt {
             PtoVariant::ThreeVar => (self.smoothed, self.var.saturating_mul(3)),
             PtoVariant::MaxRtt => (self.max.unwrap_or(self.smoothed), self.var),
         };
-        base.saturating_add(var_term.max(GRANULARITY)).saturating_add(max_ack_delay)
+        pto_from(base, var_term, max_ack_delay)
     }
 }
 
