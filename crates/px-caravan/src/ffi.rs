@@ -190,18 +190,30 @@ unsafe fn push(b: *mut px_caravan_builder, payload: *const u8, len: usize, csum:
     }
 }
 
-/// Copies the `N`-byte source and destination addresses the push functions
-/// take; `None` when either pointer is null (the caller returns `E_NULL`).
+/// [`push`] with the inner checksum computed over the pseudo-header that
+/// `pseudo` builds from the `N`-byte `src` and `dst` (the shared body of
+/// [`px_caravan_push_v4`] and [`px_caravan_push_v6`]); `E_NULL` when either
+/// address pointer is null.
 ///
 /// # Safety
-/// Non-null `src` and `dst` must each point to `N` readable bytes.
-unsafe fn addrs<const N: usize>(src: *const u8, dst: *const u8) -> Option<([u8; N], [u8; N])> {
+/// As [`px_caravan_push`]; non-null `src` and `dst` must each point to `N`
+/// readable bytes.
+unsafe fn push_pseudo<const N: usize>(
+    b: *mut px_caravan_builder,
+    payload: *const u8,
+    len: usize,
+    src: *const u8,
+    dst: *const u8,
+    pseudo: fn([u8; N], [u8; N]) -> Pseudo,
+) -> i32 {
     if src.is_null() || dst.is_null() {
-        return None;
+        return E_NULL;
     }
     // SAFETY: non-null, `N` bytes each per the caller's contract; `[u8; N]`
     // has alignment 1.
-    Some(unsafe { (*(src as *const [u8; N]), *(dst as *const [u8; N])) })
+    let (s, d) = unsafe { (*(src as *const [u8; N]), *(dst as *const [u8; N])) };
+    // SAFETY: forwarded caller contract.
+    unsafe { push(b, payload, len, InnerChecksum::Compute(pseudo(s, d))) }
 }
 
 /// Appends a datagram with a zero inner checksum (IPv4 only). Returns 0, or
@@ -228,13 +240,13 @@ pub unsafe extern "C" fn px_caravan_push_v4(
     src: *const u8,
     dst: *const u8,
 ) -> i32 {
-    // SAFETY: 4 bytes each per the caller's contract.
-    let Some((s, d)) = (unsafe { addrs::<4>(src, dst) }) else {
-        return E_NULL;
-    };
-    let p = Pseudo::V4 { src: Ipv4Addr::from(s), dst: Ipv4Addr::from(d) };
-    // SAFETY: forwarded caller contract.
-    unsafe { push(b, payload, len, InnerChecksum::Compute(p)) }
+    // SAFETY: forwarded caller contract (4-byte addresses).
+    unsafe {
+        push_pseudo::<4>(b, payload, len, src, dst, |s, d| Pseudo::V4 {
+            src: Ipv4Addr::from(s),
+            dst: Ipv4Addr::from(d),
+        })
+    }
 }
 
 /// As [`px_caravan_push_v4`] for IPv6 (16-byte addresses).
@@ -249,13 +261,13 @@ pub unsafe extern "C" fn px_caravan_push_v6(
     src: *const u8,
     dst: *const u8,
 ) -> i32 {
-    // SAFETY: 16 bytes each per the caller's contract.
-    let Some((s, d)) = (unsafe { addrs::<16>(src, dst) }) else {
-        return E_NULL;
-    };
-    let p = Pseudo::V6 { src: Ipv6Addr::from(s), dst: Ipv6Addr::from(d) };
-    // SAFETY: forwarded caller contract.
-    unsafe { push(b, payload, len, InnerChecksum::Compute(p)) }
+    // SAFETY: forwarded caller contract (16-byte addresses).
+    unsafe {
+        push_pseudo::<16>(b, payload, len, src, dst, |s, d| Pseudo::V6 {
+            src: Ipv6Addr::from(s),
+            dst: Ipv6Addr::from(d),
+        })
+    }
 }
 
 /// Empties the builder after its caravan was sent (the buffer is kept).
