@@ -124,8 +124,11 @@ impl FrameInfo {
         let l4 = l3 + ip.header_len();
         let end = l3 + ip.total_len();
         let fragment = ip.is_fragment();
-        let transport =
-            if ip.frag_offset() != 0 { Transport::Other } else { Self::transport(ip.protocol(), &frame[l4..end]) };
+        let transport = if ip.frag_offset() != 0 {
+            Transport::Other
+        } else {
+            Self::transport(ip.protocol(), &frame[l4..end], fragment)
+        };
         Ok(FrameInfo {
             version: IpVersion::V4,
             l3,
@@ -152,7 +155,7 @@ impl FrameInfo {
         let transport = if up.fragment.is_some_and(|f| f.offset != 0) {
             Transport::Other
         } else {
-            Self::transport(up.protocol, &frame[l4..end])
+            Self::transport(up.protocol, &frame[l4..end], up.fragment.is_some_and(|f| f.is_fragment()))
         };
         Ok(FrameInfo {
             version: IpVersion::V6,
@@ -176,7 +179,7 @@ impl FrameInfo {
     /// (cut short, a UDP length that disagrees with the IP length) is
     /// `Other`, not an error: the IP packet is sound, and a router forwards
     /// it without looking further; only the endpoint may judge its payload.
-    fn transport(protocol: u8, l4: &[u8]) -> Transport {
+    fn transport(protocol: u8, l4: &[u8], fragment: bool) -> Transport {
         let ports =
             || Some((u16::from_be_bytes([*l4.first()?, *l4.get(1)?]), u16::from_be_bytes([*l4.get(2)?, *l4.get(3)?])));
         match protocol {
@@ -187,8 +190,8 @@ impl FrameInfo {
             next_header::UDP => match UdpDatagram::new_checked(l4) {
                 Ok(u) => Transport::Udp { src_port: u.src_port(), dst_port: u.dst_port() },
                 // A first fragment holds the UDP header but not the length it
-                // announces.
-                Err(_) if l4.len() >= 8 => match ports() {
+                // announces; anything else that does not parse is `Other`.
+                Err(_) if fragment && l4.len() >= 8 => match ports() {
                     Some((src_port, dst_port)) if u16::from_be_bytes([l4[4], l4[5]]) as usize >= 8 => {
                         Transport::Udp { src_port, dst_port }
                     }
@@ -288,6 +291,26 @@ mod tests {
             }
             proptest::prop_assert_eq!(FrameInfo::parse(&f), general);
         }
+    }
+
+    /// A UDP header whose length runs past the packet is `Other` unless the
+    /// packet is a first fragment (which holds only the start of the datagram).
+    #[test]
+    fn udp_length_past_the_packet_is_other_unless_first_fragment() {
+        let builder = etherparse::PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv4([198, 51, 100, 1], [203, 0, 113, 2], 64)
+            .udp(53, 5353);
+        let mut f = Vec::new();
+        builder.write(&mut f, &[7u8; 40]).unwrap();
+        f[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&4000u16.to_be_bytes());
+        assert_eq!(FrameInfo::parse(&f).unwrap().unwrap().transport, Transport::Other);
+        f[14 + 6] = 0x20; // MF: a first fragment
+        f[14 + 10..14 + 12].copy_from_slice(&[0, 0]);
+        let c = crate::checksum::Sum::of(&f[14..34]).checksum();
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        let i = FrameInfo::parse(&f).unwrap().unwrap();
+        assert!(i.fragment);
+        assert_eq!(i.transport, Transport::Udp { src_port: 53, dst_port: 5353 });
     }
 
     #[test]
