@@ -38,7 +38,7 @@ enum Command {
     Fpmtud(cmd::fpmtud::FpmtudArgs),
     /// Namespace lab experiments (root).
     #[command(subcommand)]
-    Lab(cmd::lab_pmtud::LabCommand),
+    Lab(cmd::lab::LabCommand),
     /// Deterministic simulations: the MTU-drop test, PMTUD at scale, MTU benefit.
     #[command(subcommand)]
     Sim(cmd::sim::SimCommand),
@@ -52,7 +52,7 @@ fn main() -> ExitCode {
         Command::Gateway(a) => cmd::gateway::run(a),
         Command::Probe(a) => cmd::probe::run(a),
         Command::Fpmtud(a) => cmd::fpmtud::run(a),
-        Command::Lab(c) => cmd::lab_pmtud::run(c),
+        Command::Lab(c) => cmd::lab::run(c),
         Command::Sim(c) => cmd::sim::run(c),
     };
     match result {

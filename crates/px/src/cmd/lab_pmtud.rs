@@ -23,25 +23,11 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use clap::{Args, Subcommand};
+use clap::Args;
 use px_lab::pmtud::{PathSpec, PmtudLab, standard_paths};
 use px_lab::{LabChild, require_root_or_skip};
 
 use crate::cmd::probe::parse_duration;
-
-#[derive(Debug, Subcommand)]
-pub enum LabCommand {
-    /// Legacy host — gateway — b-network host in namespaces: bulk TCP both
-    /// ways through px gateway and through a plain Linux router, side by side
-    /// (needs root; under two minutes).
-    Demo(crate::cmd::lab_demo::DemoArgs),
-    /// Leave the demo topology up (gateway running) for hands-on use.
-    Up(crate::cmd::lab_demo::UpArgs),
-    /// Remove what `px lab up` left.
-    Down(crate::cmd::lab_demo::DownArgs),
-    /// Compare path MTU discovery tools on lab paths (needs root).
-    Pmtud(LabPmtudArgs),
-}
 
 #[derive(Debug, Args)]
 pub struct LabPmtudArgs {
@@ -57,15 +43,6 @@ pub struct LabPmtudArgs {
     /// Print a JSON array instead of the table.
     #[arg(long)]
     json: bool,
-}
-
-pub fn run(c: LabCommand) -> Result<ExitCode, String> {
-    match c {
-        LabCommand::Demo(a) => crate::cmd::lab_demo::demo(a),
-        LabCommand::Up(a) => crate::cmd::lab_demo::up(a),
-        LabCommand::Down(a) => crate::cmd::lab_demo::down(a),
-        LabCommand::Pmtud(a) => pmtud(a),
-    }
 }
 
 /// The tools, in column order.
@@ -89,7 +66,7 @@ struct Row {
     tools: Vec<(&'static str, ToolRun)>,
 }
 
-fn pmtud(a: LabPmtudArgs) -> Result<ExitCode, String> {
+pub fn pmtud(a: LabPmtudArgs) -> Result<ExitCode, String> {
     if !require_root_or_skip("px lab pmtud") {
         return Err("px lab pmtud needs root and network namespaces".into());
     }
