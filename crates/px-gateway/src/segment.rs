@@ -77,8 +77,10 @@ impl<'a> Seg<'a> {
             Port::Inner => (self.dst_port, self.src_port),
         };
         if self.info.version == IpVersion::V4 {
-            let w = |at: usize| u32::from_be_bytes([frame[at], frame[at + 1], frame[at + 2], frame[at + 3]]);
-            let (src, dst) = (w(self.info.l3 + 12), w(self.info.l3 + 16));
+            // One bounds check for both addresses.
+            let a = self.info.l3 + 12;
+            let w = frame.get(a..a + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_be_bytes);
+            let (src, dst) = ((w >> 32) as u32, w as u32);
             let (outer, inner) = if from == Port::Outer { (src, dst) } else { (dst, src) };
             return FlowKey::from_v4(outer, inner, outer_port, inner_port);
         }
@@ -129,7 +131,14 @@ impl<'a> Seg<'a> {
     /// payload ≡ −(pseudo + header). A corrupt segment yields a sum that makes
     /// the merged segment's checksum fail too: corruption is never masked.
     pub fn payload_sum_from_checksum(&self, frame: &[u8]) -> Sum {
-        self.pseudo(frame, self.info.end - self.info.l4).plus(self.header_sum(frame)).negate()
+        let l4_len = self.info.end - self.info.l4;
+        if self.info.version == IpVersion::V4 && self.info.l4 == self.info.l3 + 20 {
+            // Without IPv4 options the addresses and the TCP header are
+            // adjacent: one pass over both.
+            let both = Sum::of(&frame[self.info.l3 + 12..self.payload_start()]);
+            return both.plus(Sum(next_header::TCP as u64 + l4_len as u64)).negate();
+        }
+        self.pseudo(frame, l4_len).plus(self.header_sum(frame)).negate()
     }
 
     /// True when the complete checksum of the segment verifies.
