@@ -311,7 +311,12 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
     // it holds between PSHs, which is what this stop must find.
     // Counts every frame reaching the b-network host's link from now on.
     let inner_obs = FrameObserver::start(lab.ns(lab.bnet), BNET_DEV).unwrap();
-    let gw = Gateway::start(&lab, &["--merge-timeout-us", "10000", "--no-offload"]);
+    // PSH may ride (`--psh hold`): between full segments every flow then
+    // holds a partial one until the 10 ms timeout, so the stop is sure to
+    // find data held (with PSH flushing, all eight flows were sometimes
+    // between holds at the instant of the stop, and the test could not
+    // show the flush).
+    let gw = Gateway::start(&lab, &["--merge-timeout-us", "10000", "--no-offload", "--psh", "hold"]);
     let flows = 8;
     let server = sock(BNET_V4, 5351);
     let listener = lab.ns(lab.bnet).run(|| std::net::TcpListener::bind(server)).unwrap().unwrap();

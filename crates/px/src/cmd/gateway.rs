@@ -60,6 +60,10 @@ pub struct GatewayArgs {
     /// Receive with recvmmsg into buffers instead of the mmap ring.
     #[arg(long)]
     no_ring: bool,
+    /// What PSH does to held data: flush (default) or hold (it rides on the
+    /// merged segment, still sent within the merge timeout).
+    #[arg(long, value_parser = ["flush", "hold"])]
+    psh: Option<String>,
     /// At exit, write the final counters as JSON to this file.
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -109,6 +113,11 @@ impl GatewayArgs {
         }
         if self.no_ring {
             c.rx_ring = false;
+        }
+        match self.psh.as_deref() {
+            Some("hold") => c.engine.psh = px_gateway::PshPolicy::Hold,
+            Some(_) => c.engine.psh = px_gateway::PshPolicy::Flush,
+            None => {}
         }
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)
