@@ -267,44 +267,11 @@ fn loss_on_the_legacy_side_neither_corrupts_nor_stalls() {
     assert!(ends_out.iter().all(|e| e.sender.snd_mss == 8948));
 }
 
-/// Stopping the gateway. First with offloads (the default), idle: it turns
-/// GRO on and joins promiscuous mode, and puts both back at exit (GRO was
-/// off before, promiscuity 0). Then mid-transfer, frame by frame
-/// (`--no-offload`, 10 ms merge timeout): 8 inbound bulk flows in 1 MiB
-/// writes, so between two PSHs (set when a write ends or the sender waits
-/// for buffer space) the gateway holds a partial merged segment. SIGTERM
-/// arrives while the flows keep sending: it must exit 0 promptly, having
-/// flushed what it held (shutdown flushes counted, nothing held or unsent
-/// at exit), ports restored again. Then a Linux bridge takes its place and
-/// the flows finish: SHA-256 equal at both ends shows nothing it flushed
-/// was corrupt, lost for good or duplicated.
-#[test]
-fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
+/// One stop of the gateway in the middle of 8 bulk flows (see
+/// `sigterm_mid_transfer_flushes_what_was_held_and_restores_ports`). Checks
+/// every invariant of the stop and returns how many holds it flushed.
+fn stop_mid_transfer(lab: &GwLab, port: u16) -> u64 {
     use std::sync::atomic::{AtomicBool, Ordering};
-    if !require_root_or_skip("sigterm_mid_transfer_flushes_what_was_held_and_restores_ports") {
-        return;
-    }
-    let _serial = serialize();
-    let lab = GwLab::build(None);
-    let g = lab.ns(lab.gw);
-    let off = px_lab::Offloads { gro: Some(false), ..Default::default() };
-    for dev in [GW_OUTER, GW_INNER] {
-        g.set_offloads(dev, off).unwrap();
-    }
-    let before = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
-    // First with offloads (the default): the gateway turns GRO on and
-    // joins promiscuous mode, and puts both back at exit.
-    let gw = Gateway::start(&lab, &[]);
-    let during = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
-    lab.ping_both();
-    gw.stop().assert_clean();
-    let after = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
-    for (b, d) in before.iter().zip(&during) {
-        assert_eq!((b.gro, b.promiscuity), (Some(false), Some(0)), "{b:?}");
-        assert_eq!(d.gro, Some(true), "the gateway turns GRO on: {d:?}");
-        assert!(d.promiscuity.unwrap_or(0) >= 1, "the gateway's sockets are promiscuous: {d:?}");
-    }
-    assert_eq!(before, after, "ports not restored");
     // Then mid-transfer, with every frame handled in software: GRO cuts
     // super-packets at PSH, so with it the engine seldom holds anything
     // between two packets (measured: all holds under 1 µs); frame by frame
@@ -316,9 +283,9 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
     // find data held (with PSH flushing, all eight flows were sometimes
     // between holds at the instant of the stop, and the test could not
     // show the flush).
-    let gw = Gateway::start(&lab, &["--merge-timeout-us", "10000", "--no-offload", "--psh", "hold"]);
+    let gw = Gateway::start(lab, &["--merge-timeout-us", "10000", "--no-offload", "--psh", "hold"]);
     let flows = 8;
-    let server = sock(BNET_V4, 5351);
+    let server = sock(BNET_V4, port);
     let listener = lab.ns(lab.bnet).run(|| std::net::TcpListener::bind(server)).unwrap().unwrap();
     let stall = Duration::from_secs(15);
     set_accept_timeout(&listener, stall);
@@ -385,8 +352,6 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
     eprintln!("stopped in {:?}\n{}", exit.stop_time, exit.stats);
     exit.assert_clean();
     assert!(exit.stop_time < Duration::from_secs(1), "stop took {:?}", exit.stop_time);
-    // Data was held when the stop came, and was sent rather than dropped.
-    assert!(exit.flushes(FlushReason::Shutdown) >= 1, "nothing was held at the stop: {}", exit.stats);
     assert!(exit.counter("merged_out") > 0, "{}", exit.stats);
     // Every frame the gateway sent on its inner port, the shutdown flush
     // included, arrived at the b-network host (an observer there counted
@@ -399,6 +364,60 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
         assert_eq!(sent_sha, got_sha, "flow {flow}: sha256 differs");
     }
     lab.unbridge();
+    exit.flushes(FlushReason::Shutdown)
+}
+
+/// Stopping the gateway. First with offloads (the default), idle: it turns
+/// GRO on and joins promiscuous mode, and puts both back at exit (GRO was
+/// off before, promiscuity 0). Then mid-transfer, frame by frame
+/// (`--no-offload`, 10 ms merge timeout): 8 inbound bulk flows in 1 MiB
+/// writes, so between two PSHs (set when a write ends or the sender waits
+/// for buffer space) the gateway holds a partial merged segment. SIGTERM
+/// arrives while the flows keep sending: it must exit 0 promptly, having
+/// flushed what it held (shutdown flushes counted, nothing held or unsent
+/// at exit), ports restored again. Then a Linux bridge takes its place and
+/// the flows finish: SHA-256 equal at both ends shows nothing it flushed
+/// was corrupt, lost for good or duplicated.
+#[test]
+fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
+    if !require_root_or_skip("sigterm_mid_transfer_flushes_what_was_held_and_restores_ports") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let g = lab.ns(lab.gw);
+    let off = px_lab::Offloads { gro: Some(false), ..Default::default() };
+    for dev in [GW_OUTER, GW_INNER] {
+        g.set_offloads(dev, off).unwrap();
+    }
+    let before = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    // First with offloads (the default): the gateway turns GRO on and
+    // joins promiscuous mode, and puts both back at exit.
+    let gw = Gateway::start(&lab, &[]);
+    let during = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    lab.ping_both();
+    gw.stop().assert_clean();
+    let after = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    for (b, d) in before.iter().zip(&during) {
+        assert_eq!((b.gro, b.promiscuity), (Some(false), Some(0)), "{b:?}");
+        assert_eq!(d.gro, Some(true), "the gateway turns GRO on: {d:?}");
+        assert!(d.promiscuity.unwrap_or(0) >= 1, "the gateway's sockets are promiscuous: {d:?}");
+    }
+    assert_eq!(before, after, "ports not restored");
+    // Then mid-transfer. Whether data is held at the instant of the stop
+    // depends on where the eight flows are (a flow stalled on a retransmit
+    // timeout holds nothing), so the stop is tried up to three times; every
+    // try must keep every invariant, and at least one must catch data held
+    // and flush it (a single try missed in about one CI run in four).
+    let mut flushed = 0;
+    for attempt in 0..3u16 {
+        flushed = stop_mid_transfer(&lab, 5351 + 10 * attempt);
+        if flushed >= 1 {
+            break;
+        }
+        eprintln!("try {attempt}: nothing was held at the stop; trying again");
+    }
+    assert!(flushed >= 1, "in three tries, nothing was held at the stop");
     let after = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
     assert_eq!(before, after, "ports not restored");
 }

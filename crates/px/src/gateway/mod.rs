@@ -127,7 +127,9 @@ pub fn run(
             stop.store(true, Ordering::Relaxed);
             break;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        // Short, so a SIGTERM reaches the workers well within a merge
+        // timeout and finds held data still held.
+        std::thread::sleep(Duration::from_millis(5));
         if cfg.log_interval_s > 0 && last_log.elapsed() >= Duration::from_secs(cfg.log_interval_s) {
             last_log = Instant::now();
             log(&metrics::summary(&shared.total()));
