@@ -459,8 +459,8 @@ pub fn up(a: UpArgs) -> Result<ExitCode, String> {
     let gw_ns = lab.topo.ns(lab.gw).name().to_string();
     let description = lab.topo.describe().map_err(lab_err)?;
     let mut pid = None;
+    let log = std::env::temp_dir().join(format!("px-lab-up-gateway-{gw_ns}.log"));
     if !a.no_gateway {
-        let log = std::env::temp_dir().join(format!("px-lab-up-gateway-{gw_ns}.log"));
         let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         // Started with `ip netns exec` directly (not as a lab child) so it
         // outlives this command; `px lab down` stops it by PID.
@@ -475,7 +475,7 @@ pub fn up(a: UpArgs) -> Result<ExitCode, String> {
         println!("px gateway running in {gw_ns} (pid {}), log: {}", child.id(), log.display());
     }
     let names = lab.topo.persist();
-    let state = serde_json::json!({ "namespaces": names, "gateway_pid": pid });
+    let state = serde_json::json!({ "namespaces": names, "gateway_pid": pid, "gateway_log": log });
     std::fs::write(state_file(), state.to_string()).map_err(|e| format!("{}: {e}", state_file().display()))?;
     println!("{description}");
     println!(
@@ -509,6 +509,9 @@ pub fn down(_: DownArgs) -> Result<ExitCode, String> {
             let _ = Command::new("ip").args(["netns", "del", n]).status();
             println!("removed {n}");
         }
+    }
+    if let Some(log) = v["gateway_log"].as_str().filter(|l| l.contains("px-lab-up-gateway-")) {
+        let _ = std::fs::remove_file(log);
     }
     std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(ExitCode::SUCCESS)
