@@ -57,9 +57,9 @@ pub struct GatewayArgs {
     /// Handle every frame in software (no GRO/GSO through PACKET_VNET_HDR).
     #[arg(long)]
     no_offload: bool,
-    /// Receive with recvmmsg into buffers instead of the mmap ring.
+    /// Receive through the memory-mapped ring instead of recvmmsg.
     #[arg(long)]
-    no_ring: bool,
+    rx_ring: bool,
     /// What PSH does to held data: flush (default) or hold (it rides on the
     /// merged segment, still sent within the merge timeout).
     #[arg(long, value_parser = ["flush", "hold"])]
@@ -111,8 +111,8 @@ impl GatewayArgs {
         if self.no_offload {
             c.offload = false;
         }
-        if self.no_ring {
-            c.rx_ring = false;
+        if self.rx_ring {
+            c.rx_ring = true;
         }
         match self.psh.as_deref() {
             Some("hold") => c.engine.psh = px_gateway::PshPolicy::Hold,

@@ -47,7 +47,7 @@ pub struct DemoArgs {
     /// Gateway worker threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     workers: u64,
-    /// Extra arguments for `px gateway` (repeatable), e.g. `--gateway-arg=--no-ring`.
+    /// Extra arguments for `px gateway` (repeatable), e.g. `--gateway-arg=--rx-ring`.
     #[arg(long = "gateway-arg", allow_hyphen_values = true)]
     gateway_args: Vec<String>,
     /// Print one JSON object instead of the table.

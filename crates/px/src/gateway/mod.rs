@@ -83,8 +83,7 @@ pub fn run(
                 // `offload` turns off is GRO on the ports and GSO on send.
                 vnet_hdr: true,
                 promiscuous: cfg.promiscuous,
-                // The memory-mapped receive ring: px-io measured half the CPU
-                // per GRO super-packet of recvmmsg (docs/io.md).
+                // The ring only when configured (`rx_ring`): see GatewayConfig.
                 ..SocketConfig::gateway_port((cfg.workers > 1).then_some(Fanout { group, defrag: true }))
             };
             let sc = if cfg.rx_ring { sc } else { SocketConfig { rx_ring: None, ..sc } };
