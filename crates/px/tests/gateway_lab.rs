@@ -87,7 +87,9 @@ fn ipv6_transfers_are_sha256_exact_both_ways() {
     }
     let _serial = serialize();
     let lab = GwLab::build(None);
-    let gw = Gateway::start(&lab, &["--workers", "2", "--metrics", "127.0.0.1:9464"]);
+    // Two workers, and the mmap receive ring (the default is recvmmsg), so
+    // both receive paths carry a sha256-checked transfer.
+    let gw = Gateway::start(&lab, &["--workers", "2", "--metrics", "127.0.0.1:9464", "--rx-ring"]);
     lab.ping_both();
     transfers_both_ways(&lab, LEGACY_V6, BNET_V6, 5311);
     // Both workers carried traffic (the Prometheus endpoint, read inside
