@@ -462,21 +462,14 @@ impl Engine {
 
     /// Largest TCP payload allowed toward `to` for this segment.
     fn tcp_limit(&self, now: Instant, to: Port, seg: &Seg) -> usize {
-        let hdrs = seg.payload_start() - seg.info.l3;
-        let key = FlowKey::new;
         match to {
-            Port::Inner => {
-                let k = key(seg.info.src, seg.info.dst, seg.src_port, seg.dst_port);
-                let mut cap = (self.cfg.imtu as usize).saturating_sub(hdrs);
-                if let Some(m) = self.flows.peek(&k).and_then(|i| self.flows.get(i)).and_then(|f| f.inner_mss) {
-                    cap = cap.min((m as usize).saturating_sub(seg.th - 20));
-                }
-                cap
-            }
+            // What a merged segment may carry is also the most any segment
+            // toward the inner host may carry.
+            Port::Inner => self.merge_cap_for_pass(seg),
             Port::Outer => {
                 let mtu = self.egress_mtu(now, Port::Outer, seg.info.dst);
-                let mut cap = (mtu as usize).saturating_sub(hdrs);
-                let k = key(seg.info.dst, seg.info.src, seg.dst_port, seg.src_port);
+                let mut cap = (mtu as usize).saturating_sub(seg.payload_start() - seg.info.l3);
+                let k = FlowKey::new(seg.info.dst, seg.info.src, seg.dst_port, seg.src_port);
                 if let Some(m) = self.flows.peek(&k).and_then(|i| self.flows.get(i)).and_then(|f| f.outer_mss) {
                     cap = cap.min((m as usize).saturating_sub(seg.th - 20));
                 }
@@ -489,7 +482,8 @@ impl Engine {
     /// allows (by GSO or in software) if it is larger.
     fn pass(&mut self, now: Instant, to: Port, frame: &mut [u8], seg: &Seg, meta: RxMeta) -> Verdict {
         let len = seg.payload_len();
-        let mut limit = self.tcp_limit(now, to, seg);
+        let allowed = self.tcp_limit(now, to, seg);
+        let mut limit = allowed;
         // A GRO super-packet passed on unchanged goes back to its own sizes.
         if let Some(g) = meta.gso_size.filter(|g| *g > 0 && len > *g as usize) {
             limit = limit.min(g as usize);
@@ -497,7 +491,8 @@ impl Engine {
         let limit = limit.max(8);
         let pieces = len.div_ceil(limit).max(1);
         if to == Port::Inner && len > 0 {
-            let cap = self.merge_cap_for_pass(seg);
+            // Toward the inner port, `allowed` is the inner MSS of this flow.
+            let cap = allowed;
             self.counters.inner_tcp_data_out += pieces as u64;
             if len <= limit {
                 self.counters.inner_tcp_full_out += (len == cap) as u64;
@@ -629,7 +624,7 @@ impl Engine {
 
     fn egress_mtu(&self, now: Instant, to: Port, dst: IpAddr) -> u16 {
         match to {
-            Port::Inner => self.cfg.imtu,
+            Port::Inner => self.egress_limit(Port::Inner),
             Port::Outer => self.pmtu.get(dst, now).map_or(self.cfg.emtu, |m| m.min(self.cfg.emtu)),
         }
     }
