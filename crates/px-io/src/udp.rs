@@ -295,8 +295,13 @@ impl UdpSocket {
         let any: SocketAddr =
             if dest.is_ipv6() { (Ipv6Addr::UNSPECIFIED, 0).into() } else { (Ipv4Addr::UNSPECIFIED, 0).into() };
         let s = UdpSocket::bind(any)?;
-        s.udp.connect(dest)?;
+        s.connect(dest)?;
         Ok(s)
+    }
+
+    /// Connects to `dest`: sends go there, only its datagrams are received.
+    pub fn connect(&self, dest: SocketAddr) -> io::Result<()> {
+        self.udp.connect(dest)
     }
 
     /// IPv6 socket.
