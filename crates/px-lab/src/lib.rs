@@ -9,7 +9,7 @@
 //! - [`netns`]: [`Netns`] guards, entering a namespace from Rust, children.
 //! - [`link`]: veth pairs placed directly into namespaces.
 //! - [`topology`]: [`Topology`], which owns all of it.
-//! - [`line`]: [`Line`], the host — middle box — host line the gateway
+//! - [`line`](mod@line): [`Line`], the host — middle box — host line the gateway
 //!   lab, the demo and the forwarding tests are built on.
 //! - [`impair`]: loss and delay on a link (this kernel has no `netem`).
 //! - [`observe`]: counting frame sizes on a link from a host's namespace.
