@@ -30,7 +30,7 @@ use px_pmtud::session::{
     TooBig,
 };
 
-use super::sock::{self, DfMode, Sock};
+use px_io::{DfMode, UdpSocket, interface_mtu_of, random_u64};
 
 /// What the caller asks of a measurement.
 #[derive(Debug, Clone)]
@@ -74,7 +74,7 @@ fn io_err(step: &'static str) -> impl FnOnce(io::Error) -> ProbeError {
 /// A connected socket and the local link MTU toward the target.
 #[derive(Debug)]
 pub struct Path {
-    sock: Sock,
+    sock: UdpSocket,
     link_mtu: u16,
 }
 
@@ -84,9 +84,9 @@ impl Path {
     /// `IP_MTU` may already hold a cached, smaller path MTU, which is what
     /// is being measured), capped by `--max-size`.
     pub fn open(opts: &ProbeOptions) -> Result<Path, ProbeError> {
-        let sock = Sock::connect_to(opts.target).map_err(io_err("connect"))?;
+        let sock = UdpSocket::connect_to(opts.target).map_err(io_err("connect"))?;
         let local = sock.local_addr().map_err(io_err("getsockname"))?;
-        let iface = sock::interface_mtu_of(local.ip()).map_err(io_err("getifaddrs"))?;
+        let iface = interface_mtu_of(local.ip()).map_err(io_err("getifaddrs"))?;
         let mtu = match iface {
             Some(m) => m,
             None => sock.path_mtu().map_err(io_err("IP_MTU"))?,
@@ -204,7 +204,7 @@ pub enum Method {
 /// Measures the path MTU with `method`.
 pub fn measure(path: &Path, opts: &ProbeOptions, method: Method) -> Result<Measurement, ProbeError> {
     let cfg = path.session_config(opts);
-    let nonce = sock::random_u64().map_err(io_err("getrandom"))?;
+    let nonce = random_u64().map_err(io_err("getrandom"))?;
     let config = |e: SessionError| ProbeError::Config(e.to_string());
     let now = Instant::now();
     match method {
@@ -250,8 +250,8 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmtud::daemon::{Daemon, DaemonConfig};
     use px_pmtud::session::REFUSED;
+    use px_runtime::pmtud::responder::{Daemon, DaemonConfig};
 
     fn opts(target: SocketAddr) -> ProbeOptions {
         ProbeOptions {
@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn no_responder_means_no_answer() {
         // Nothing listens on this port: every method ends without a PMTU.
-        let s = Sock::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let s = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = s.local_addr().unwrap();
         drop(s);
         let o = ProbeOptions { timeout: Duration::from_secs(2), ..opts(addr) };
