@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use px_pmtud::fpmtud::wire::DEFAULT_PORT;
 use px_pmtud::search::SearchStrategy;
 
-use crate::pmtud::client::{self, Measurement, Method, Path, ProbeOptions};
+use px_runtime::pmtud::probe::{self, Measurement, Method, Path, ProbeOptions};
 
 /// Exit status when the measurement ran but produced no path MTU.
 pub const EXIT_NO_ANSWER: u8 = 3;
@@ -131,7 +131,7 @@ pub fn run(a: ProbeArgs) -> Result<ExitCode, String> {
         MethodArg::Dplpmtud => Method::Dplpmtud,
         MethodArg::Icmp => Method::Icmp,
     };
-    let m = client::measure(&path, &opts, method).map_err(|e| e.to_string())?;
+    let m = probe::measure(&path, &opts, method).map_err(|e| e.to_string())?;
     if a.json {
         println!("{}", to_json(target, &m));
     } else {

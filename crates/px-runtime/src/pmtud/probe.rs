@@ -249,9 +249,9 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
 
 #[cfg(test)]
 mod tests {
+    use super::super::responder::{Daemon, DaemonConfig};
     use super::*;
     use px_pmtud::session::REFUSED;
-    use px_runtime::pmtud::responder::{Daemon, DaemonConfig};
 
     fn opts(target: SocketAddr) -> ProbeOptions {
         ProbeOptions {
