@@ -226,11 +226,13 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
     loop {
         let now = Instant::now();
         session.handle_timeout(now);
-        if !reading_errors && session.reads_icmp() {
-            path.sock.enable_errors().map_err(io_err("IP_RECVERR"))?;
-            reading_errors = true;
-        }
         while let Some(d) = session.poll_transmit(now) {
+            // Before the first probe that may draw an ICMP answer (auto
+            // turns to DPLPMTUD inside poll_transmit).
+            if !reading_errors && session.reads_icmp() {
+                path.sock.enable_errors().map_err(io_err("IP_RECVERR"))?;
+                reading_errors = true;
+            }
             if !path.send(d.df, &d.payload)? {
                 let known = path.sock.path_mtu().map_err(io_err("IP_MTU"))?;
                 session.on_local_refused(now, Some(u16::try_from(known).unwrap_or(u16::MAX)));
