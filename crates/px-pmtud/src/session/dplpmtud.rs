@@ -58,7 +58,8 @@ impl DplpmtudSession {
     ) -> Result<Self, SessionError> {
         let min = cfg.min_mtu();
         let default_base = if cfg.ipv6 { IPV6_MIN_MTU } else { BASE_PLPMTU };
-        let base = base.unwrap_or(default_base).clamp(min, cfg.link_mtu);
+        // Not `clamp`: a link MTU below the minimum is refused by `validate`.
+        let base = base.unwrap_or(default_base).max(min).min(cfg.link_mtu);
         let mut dc = DplpmtudConfig::new(cfg.link_mtu);
         dc.min_plpmtu = min;
         dc.base_plpmtu = base;

@@ -12,7 +12,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Df, Measurement, ProbeDatagram, REFUSED, Session, SessionConfig, TooBig, confirm_probe, quotes_our_probe};
+use super::{
+    Df, Measurement, ProbeDatagram, REFUSED, Session, SessionConfig, SessionError, TooBig, confirm_probe,
+    quotes_our_probe,
+};
 use crate::fpmtud::wire::{self, Reply};
 
 /// Classic PMTUD session.
@@ -42,9 +45,11 @@ pub struct IcmpSession {
 impl IcmpSession {
     /// A measurement starting at `now` with a probe of the link MTU;
     /// `nonce` is its secret.
-    #[must_use]
-    pub fn new(cfg: &SessionConfig, nonce: u64, now: Instant) -> Self {
-        IcmpSession {
+    pub fn new(cfg: &SessionConfig, nonce: u64, now: Instant) -> Result<Self, SessionError> {
+        if cfg.link_mtu < cfg.min_mtu() {
+            return Err(SessionError::LinkMtuBelowMinimum { link_mtu: cfg.link_mtu, min: cfg.min_mtu() });
+        }
+        Ok(IcmpSession {
             nonce,
             overhead: cfg.overhead(),
             link_mtu: cfg.link_mtu,
@@ -61,7 +66,7 @@ impl IcmpSession {
             deadline: None,
             refused: false,
             done: None,
-        }
+        })
     }
 
     /// The smallest size worth probing: room for the probe header.
@@ -205,7 +210,7 @@ mod tests {
     #[test]
     fn follows_ptbs_down_the_mtu_chain() {
         let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
-        let mut s = IcmpSession::new(&cfg(9000), 1, path.now);
+        let mut s = IcmpSession::new(&cfg(9000), 1, path.now).unwrap();
         let m = path.drive(&mut s);
         assert_eq!((m.pmtu, m.exact, m.probes), (Some(1400), true, 3), "9000 -> PTB 1500 -> PTB 1400 -> answer: {m:?}");
         assert_eq!(m.note, "2 ICMP too-big message(s)");
@@ -216,7 +221,7 @@ mod tests {
     #[test]
     fn follows_only_plausible_ptbs_about_its_own_probe() {
         let now = Instant::now();
-        let mut s = IcmpSession::new(&cfg(9000), 1, now);
+        let mut s = IcmpSession::new(&cfg(9000), 1, now).unwrap();
         let first = s.poll_transmit(now).expect("first probe");
         assert_eq!((first.size, first.df), (9000, Df::Do));
         let other = confirm_probe(2, 1, 9000, 28, Df::Do);
@@ -235,7 +240,7 @@ mod tests {
     fn retries_then_gives_up_on_a_black_hole() {
         let mut path = ScriptedPath::new(&[1500, 1400, 1500]);
         path.black_hole = true;
-        let mut s = IcmpSession::new(&cfg(1500), 1, path.now);
+        let mut s = IcmpSession::new(&cfg(1500), 1, path.now).unwrap();
         let m = path.drive(&mut s);
         assert_eq!((m.pmtu, m.probes, m.elapsed), (None, 3, Duration::from_secs(3)), "{m:?}");
         assert!(m.note.contains("black hole?"), "{m:?}");
@@ -245,7 +250,7 @@ mod tests {
     fn a_lost_probe_is_retried() {
         let mut path = ScriptedPath::new(&[1500, 1500]);
         path.lose_first = 1;
-        let mut s = IcmpSession::new(&cfg(1500), 1, path.now);
+        let mut s = IcmpSession::new(&cfg(1500), 1, path.now).unwrap();
         let m = path.drive(&mut s);
         assert_eq!((m.pmtu, m.probes, m.round_trips), (Some(1500), 2, 2), "{m:?}");
         assert_eq!(m.elapsed, Duration::from_secs(1) + path.rtt, "{m:?}");
@@ -254,7 +259,7 @@ mod tests {
     #[test]
     fn a_locally_known_smaller_mtu_is_used_at_once() {
         let now = Instant::now();
-        let mut s = IcmpSession::new(&cfg(9000), 1, now);
+        let mut s = IcmpSession::new(&cfg(9000), 1, now).unwrap();
         let _ = s.poll_transmit(now).unwrap();
         s.on_local_refused(now, Some(1500));
         let next = s.poll_transmit(now).unwrap();
@@ -265,10 +270,16 @@ mod tests {
     }
 
     #[test]
+    fn a_link_below_the_minimum_mtu_is_refused() {
+        let e = IcmpSession::new(&SessionConfig::new(1200, true), 1, Instant::now()).unwrap_err();
+        assert_eq!(e.to_string(), "largest size 1200 is below the minimum MTU 1280");
+    }
+
+    #[test]
     fn port_unreachable_ends_before_the_next_probe() {
         let mut path = ScriptedPath::new(&[1500, 1500]);
         path.no_responder = true;
-        let mut s = IcmpSession::new(&cfg(1500), 1, path.now);
+        let mut s = IcmpSession::new(&cfg(1500), 1, path.now).unwrap();
         let m = path.drive(&mut s);
         assert_eq!((m.pmtu, m.note.as_str(), m.probes), (None, REFUSED, 1), "{m:?}");
     }

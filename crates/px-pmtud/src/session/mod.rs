@@ -115,6 +115,14 @@ pub enum SessionError {
     /// F-PMTUD asked for on an IPv6 path.
     #[error("F-PMTUD needs IPv4: IPv6 routers never fragment")]
     FpmtudNeedsIpv4,
+    /// The link MTU is below the minimum MTU of the path's IP version.
+    #[error("largest size {link_mtu} is below the minimum MTU {min}")]
+    LinkMtuBelowMinimum {
+        /// Configured link MTU.
+        link_mtu: u16,
+        /// The IP version's minimum MTU.
+        min: u16,
+    },
     /// The F-PMTUD prober refused its configuration.
     #[error(transparent)]
     Prober(#[from] ProberConfigError),

@@ -214,7 +214,7 @@ pub fn measure(path: &Path, opts: &ProbeOptions, method: Method) -> Result<Measu
             let rtt = ClassicRtt::new(cfg.initial_rtt);
             drive(path, &mut DplpmtudSession::new(&cfg, nonce, None, rtt, now).map_err(config)?)
         }
-        Method::Icmp => drive(path, &mut IcmpSession::new(&cfg, nonce, now)),
+        Method::Icmp => drive(path, &mut IcmpSession::new(&cfg, nonce, now).map_err(config)?),
     }
 }
 

@@ -325,7 +325,8 @@ fn run_method(
             cfg.probe_timer = wait;
             cfg.initial_rtt = wait / 3;
             cfg.icmp_tries = u8::try_from(p.icmp_retries.max(1)).unwrap_or(u8::MAX);
-            let s = IcmpSession::new(&cfg, nonce, base);
+            let s = IcmpSession::new(&cfg, nonce, base)
+                .map_err(|_| ExperimentError::InvalidParam("ICMP PMTUD configuration"))?;
             run_prober(path, SessionProber::new(s, datagrams.clone(), base), datagrams, base, deadline)?
         }
     };

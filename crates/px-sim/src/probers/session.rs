@@ -133,7 +133,7 @@ mod tests {
         cfg.probe_timer = Duration::from_secs(1);
         cfg.initial_rtt = Duration::from_millis(333);
         let d = Datagrams::new();
-        (SessionProber::new(IcmpSession::new(&cfg, 1, base), d.clone(), base), d)
+        (SessionProber::new(IcmpSession::new(&cfg, 1, base).expect("session"), d.clone(), base), d)
     }
 
     #[test]
