@@ -39,6 +39,16 @@
 //!     rate limit, counters;
 //!   * [`fpmtud::fragment`]: the IPv4 fragmentation arithmetic routers
 //!     apply, as a reference model for tests and the simulator.
+//! * [`session`] — one measurement of each method `px probe` offers, built
+//!   on the cores above: [`session::FpmtudSession`] (with the early
+//!   fallback), [`session::DplpmtudSession`], [`session::IcmpSession`]
+//!   (classic PMTUD) and [`session::AutoSession`]. Loop: send what
+//!   `poll_transmit(now)` returns (a [`session::ProbeDatagram`]: size, DF
+//!   handling, payload); report `on_datagram`, `on_icmp_too_big`,
+//!   `on_unreachable`, `on_local_refused`; fire `handle_timeout(now)` at
+//!   `poll_timeout()`; read `outcome()` ([`session::Measurement`]).
+//!   `px probe` drives them on a socket, `px sim pmtud-compare` in
+//!   simulated time.
 //!
 //! # Example: F-PMTUD against a responder, in simulated time
 //!
@@ -89,3 +99,4 @@ pub mod dplpmtud;
 pub mod fpmtud;
 pub mod rtt;
 pub mod search;
+pub mod session;

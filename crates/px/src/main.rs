@@ -10,7 +10,6 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod gateway;
-mod pmtud;
 mod signals;
 
 /// PacketExpress: let a network run 9000-byte packets inside while its

@@ -2,5 +2,7 @@
 //! over px-io's UDP sockets.
 //!
 //! - [`responder`]: the F-PMTUD responder daemon (`px fpmtud`).
+//! - [`probe`]: `px probe`'s driver of px-pmtud's probe sessions.
 
+pub mod probe;
 pub mod responder;

@@ -13,9 +13,9 @@
 
 use std::time::{Duration, Instant};
 
-use px_pmtud::dplpmtud::DplpmtudConfig;
-use px_pmtud::fpmtud::prober::ProberConfig;
+use px_pmtud::rtt::{ClassicRtt, INITIAL_RTT};
 use px_pmtud::search::SearchStrategy;
+use px_pmtud::session::{AutoSession, DplpmtudSession, IcmpSession, SessionConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -24,7 +24,7 @@ use super::{ExperimentError, Progress, percentile};
 use crate::datagram::Datagrams;
 use crate::link::LinkConfig;
 use crate::net::{Network, PathConfig, RouterPolicy};
-use crate::probers::{DplpmtudProber, FpmtudProber, IcmpProber, Prober, ResponderEndpoint};
+use crate::probers::{Prober, ResponderEndpoint, SessionProber};
 use crate::svg::{self, BarChart};
 use crate::time::SimTime;
 
@@ -36,13 +36,16 @@ pub const MTU_WEIGHTS: [(u32, u32); 8] =
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Method {
     /// F-PMTUD (one DF-clear probe, DF-set refinement to the byte), handing
-    /// over to DPLPMTUD (lsquic) when it gets no answer, as `px probe` does.
+    /// over to DPLPMTUD (lsquic) when it gets no answer: `px probe`'s
+    /// `auto`, with its small DF-set probe beside round 1 and the early
+    /// hand-over when fragments are filtered.
     Fpmtud,
-    /// RFC 8899 DPLPMTUD, lsquic's search (maximum first, bisect to 99 %).
+    /// RFC 8899 DPLPMTUD as `px probe --method dplpmtud` (validated PTBs
+    /// used as hints), lsquic's search (maximum first, bisect to 99 %).
     DplpmtudLsquic,
     /// RFC 8899 DPLPMTUD, bisection to the byte.
     DplpmtudBisection,
-    /// Classic ICMP-based PMTUD (RFC 1191).
+    /// Classic ICMP-based PMTUD (RFC 1191), as `px probe --method icmp`.
     IcmpPmtud,
 }
 
@@ -295,41 +298,36 @@ fn run_method(
     let deadline = SimTime::from_secs_f64(p.deadline_s);
     let local = u16::try_from(path.outcome.mtus[0]).unwrap_or(u16::MAX);
     let nonce = path.seed ^ 0x5eed_f00d_0000_0000 ^ method as u64;
-    let dplpmtud = |strategy: SearchStrategy| {
-        let mut cfg = DplpmtudConfig::new(local);
-        cfg.strategy = strategy;
-        cfg.min_probe_timer = Duration::from_millis(p.dplpmtud_min_probe_timer_ms);
-        cfg
-    };
+    // `px probe`'s sessions, bounded by the deadline as by `--timeout`;
+    // RFC 9002's initial RTT before the first sample.
+    let mut cfg = SessionConfig::new(local, false);
+    cfg.timeout = Duration::from_secs_f64(p.deadline_s);
+    cfg.initial_rtt = INITIAL_RTT;
+    cfg.probe_timer = Duration::from_millis(p.dplpmtud_min_probe_timer_ms);
     let (pmtu, seconds, probes, bytes, fell_back) = match method {
         Method::Fpmtud => {
-            let prober = FpmtudProber::new(
-                ProberConfig::new(local),
-                dplpmtud(SearchStrategy::lsquic()),
-                datagrams.clone(),
-                base,
-                nonce,
-            )
-            .map_err(|_| ExperimentError::InvalidParam("F-PMTUD configuration"))?;
-            run_prober(path, prober, datagrams, base, deadline)?
+            cfg.search = SearchStrategy::lsquic();
+            let s = AutoSession::new(&cfg, nonce, base)
+                .map_err(|_| ExperimentError::InvalidParam("F-PMTUD configuration"))?;
+            run_prober(path, SessionProber::new(s, datagrams.clone(), base), datagrams, base, deadline)?
         }
         Method::DplpmtudLsquic | Method::DplpmtudBisection => {
-            let strategy =
+            cfg.search =
                 if method == Method::DplpmtudLsquic { SearchStrategy::lsquic() } else { SearchStrategy::Bisection };
-            let cfg = dplpmtud(strategy);
-            let prober = DplpmtudProber::new(cfg, datagrams.clone(), base, nonce)
+            let s = DplpmtudSession::new(&cfg, nonce, None, ClassicRtt::new(cfg.initial_rtt), base)
                 .map_err(|_| ExperimentError::InvalidParam("DPLPMTUD configuration"))?;
-            run_prober(path, prober, datagrams, base, deadline)?
+            run_prober(path, SessionProber::new(s, datagrams.clone(), base), datagrams, base, deadline)?
         }
         Method::IcmpPmtud => {
-            let prober = IcmpProber::new(
-                u32::from(local),
-                datagrams.clone(),
-                nonce,
-                Duration::from_millis(p.icmp_timeout_ms),
-                p.icmp_retries,
-            );
-            run_prober(path, prober, datagrams, base, deadline)?
+            // The retry timer is max(3 x initial RTT, probe timer): exactly
+            // the configured wait.
+            let wait = Duration::from_millis(p.icmp_timeout_ms);
+            cfg.probe_timer = wait;
+            cfg.initial_rtt = wait / 3;
+            cfg.icmp_tries = u8::try_from(p.icmp_retries.max(1)).unwrap_or(u8::MAX);
+            let s = IcmpSession::new(&cfg, nonce, base)
+                .map_err(|_| ExperimentError::InvalidParam("ICMP PMTUD configuration"))?;
+            run_prober(path, SessionProber::new(s, datagrams.clone(), base), datagrams, base, deadline)?
         }
     };
     Ok(MethodOutcome { method, pmtu, seconds, probes, bytes, fell_back })

@@ -2,19 +2,16 @@
 //! [`crate::experiments::pmtud_compare`].
 //!
 //! Each prober sits at endpoint A, the F-PMTUD responder (`px-pmtud`'s) at
-//! endpoint B. DPLPMTUD and F-PMTUD are `px-pmtud`'s state machines driven
-//! through these adapters; classic ICMP PMTUD (RFC 1191) is a small model
-//! written here, since no crate of the project implements it.
+//! endpoint B. Every prober is a `px-pmtud` probe session
+//! (`px_pmtud::session`: F-PMTUD / `auto`, DPLPMTUD, classic ICMP PMTUD),
+//! the code `px probe` runs, driven through one adapter
+//! ([`SessionProber`]).
 
-mod dplpmtud_prober;
-mod fpmtud_prober;
-mod icmp;
 mod responder;
+mod session;
 
-pub use dplpmtud_prober::DplpmtudProber;
-pub use fpmtud_prober::{FpmtudProber, FpmtudSetupError};
-pub use icmp::IcmpProber;
 pub use responder::{PROBER_ADDR, ResponderEndpoint};
+pub use session::SessionProber;
 
 use serde::Serialize;
 
@@ -37,10 +34,6 @@ pub struct ProberStats {
     pub probes: u64,
     /// IP bytes sent (fragments count once, as the prober sent them).
     pub bytes: u64,
-    /// Replies accepted.
-    pub replies: u64,
-    /// ICMP "fragmentation needed" messages accepted.
-    pub ptbs: u64,
 }
 
 /// A prober endpoint.

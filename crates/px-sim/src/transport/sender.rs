@@ -516,3 +516,185 @@ impl Endpoint for BulkSender {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use px_pmtud::rtt::ClassicRtt;
+
+    use super::*;
+
+    type Log = Rc<RefCell<Vec<(&'static str, u32)>>>;
+
+    /// A PMTU controller with a fixed size and at most one probe, which
+    /// records what the sender reports.
+    struct Recorder {
+        size: u32,
+        probe: Option<u32>,
+        log: Log,
+    }
+
+    impl Recorder {
+        fn note(&self, what: &'static str, size: u32) {
+            self.log.borrow_mut().push((what, size));
+        }
+    }
+
+    impl PmtuController for Recorder {
+        fn plpmtu(&self) -> u32 {
+            self.size
+        }
+        fn probe_due(&self) -> Option<u32> {
+            self.probe
+        }
+        fn poll_probe(&mut self, _now: SimTime, _rtt: &dyn RttEstimator) -> Option<u32> {
+            self.probe.take()
+        }
+        fn base_size(&self) -> u32 {
+            1200
+        }
+        fn on_probe_acked(&mut self, _now: SimTime, size: u32) {
+            self.note("probe acked", size);
+        }
+        fn on_probe_lost(&mut self, _now: SimTime, size: u32) {
+            self.note("probe lost", size);
+        }
+        fn on_packet_acked(&mut self, _now: SimTime, size: u32) {
+            self.note("acked", size);
+        }
+        fn on_packet_lost(&mut self, _now: SimTime, size: u32) {
+            self.note("lost", size);
+        }
+        fn on_pto(&mut self, _now: SimTime, largest_outstanding: u32) {
+            self.note("pto", largest_outstanding);
+        }
+        fn on_packet_too_big(&mut self, _now: SimTime, mtu: u32) {
+            self.note("ptb", mtu);
+        }
+        fn poll_timeout(&self) -> Option<SimTime> {
+            None
+        }
+        fn on_timeout(&mut self, _now: SimTime) {}
+    }
+
+    /// A QUIC-like sender of `total` bytes in 1500-byte packets (1440
+    /// stream bytes each).
+    fn sender(total: u64, probe: Option<u32>) -> (BulkSender, Log) {
+        let log = Log::default();
+        let pmtu = Recorder { size: 1500, probe, log: Rc::clone(&log) };
+        let s = BulkSender::new(TransportConfig::quic_like(total), Box::new(ClassicRtt::default()), Box::new(pmtu));
+        (s, log)
+    }
+
+    fn flush(s: &mut BulkSender, now: SimTime) -> Vec<Packet> {
+        std::iter::from_fn(|| s.poll_transmit(now)).collect()
+    }
+
+    /// (packet number, stream offset, stream length) of a sent packet.
+    fn data(p: &Packet) -> (u64, u64, u32) {
+        match p.payload {
+            Payload::Data { pn, offset, len } => (pn, offset, len),
+            Payload::Padding { pn } => (pn, 0, 0),
+            other => panic!("not a transport packet: {other:?}"),
+        }
+    }
+
+    fn ack(ranges: &[(u64, u64)]) -> Packet {
+        let mut r = AckRanges::default();
+        for &(lo, hi) in ranges {
+            assert!(r.push(lo, hi));
+        }
+        Packet::new(50, false, Payload::Ack { pn: 0, ack_delay_us: 0, ranges: r })
+    }
+
+    fn ptb(mtu: u32, pn: u64) -> Packet {
+        Packet::new(56, false, Payload::TooBig { mtu, orig_size: 1500, orig: QuotedPayload::Transport(pn) })
+    }
+
+    #[test]
+    fn the_initial_window_limits_the_first_flight_of_plpmtu_sized_packets() {
+        let (mut s, _) = sender(100_000, None);
+        let sent = flush(&mut s, SimTime::ZERO);
+        // RFC 9002 §7.2: min(10 x 1500, max(14720, 3000)) = 14720 bytes: 9 packets.
+        assert_eq!(sent.len(), 9);
+        for (i, p) in sent.iter().enumerate() {
+            assert_eq!((p.size, p.df), (1500, true));
+            assert_eq!(data(p), (i as u64, i as u64 * 1440, 1440));
+        }
+        assert_eq!((s.stats().packets_sent, s.stats().bytes_sent), (9, 9 * 1500));
+    }
+
+    #[test]
+    fn acknowledging_every_byte_completes_the_transfer() {
+        let (mut s, log) = sender(3 * 1440, None);
+        let sent = flush(&mut s, SimTime::ZERO);
+        assert_eq!(sent.len(), 3);
+        assert!(s.poll_timeout().is_some(), "the PTO is armed");
+        let t = SimTime::from_millis(100);
+        s.on_packet(t, &ack(&[(0, 2)]));
+        assert!(s.is_complete());
+        assert_eq!(s.stats().completed_at, Some(t));
+        assert_eq!(s.rtt().smoothed_rtt(), Duration::from_millis(100));
+        assert!(s.poll_transmit(t).is_none() && s.poll_timeout().is_none());
+        assert_eq!(*log.borrow(), vec![("acked", 1500); 3]);
+    }
+
+    #[test]
+    fn packet_threshold_losses_are_retransmitted_before_new_data() {
+        let (mut s, log) = sender(100_000, None);
+        let first = flush(&mut s, SimTime::ZERO);
+        assert_eq!(first.len(), 9);
+        // Packets 0-2 missing, 3-8 acknowledged: 8 >= pn + 3 for each.
+        let t = SimTime::from_millis(100);
+        s.on_packet(t, &ack(&[(3, 8)]));
+        assert_eq!((s.stats().packets_lost, s.stats().congestion_events), (3, 1));
+        assert_eq!(log.borrow().iter().filter(|e| e.0 == "lost").count(), 3);
+        let next = flush(&mut s, t);
+        let offsets: Vec<u64> = next.iter().take(4).map(|p| data(p).1).collect();
+        assert_eq!(offsets, [0, 1440, 2880, 9 * 1440], "lost ranges first, then new data");
+        assert_eq!(data(&next[0]).0, 9, "a retransmission gets a new packet number");
+    }
+
+    #[test]
+    fn a_pto_sends_two_probes_the_second_no_larger_than_the_base_size() {
+        let (mut s, log) = sender(100_000, None);
+        let _ = flush(&mut s, SimTime::ZERO);
+        let t = s.poll_timeout().expect("PTO armed");
+        // ClassicRtt before any sample: 333 ms + 4 x 166.5 ms + 25 ms max ACK delay.
+        assert_eq!(t, SimTime::from_millis(1024));
+        s.on_timeout(t);
+        let probes = flush(&mut s, t);
+        assert_eq!(probes.len(), 2, "PTO probes ignore the full window, data does not");
+        assert_eq!((probes[0].size, probes[1].size), (1500, 1200));
+        assert_eq!((data(&probes[0]).1, data(&probes[1]).2), (9 * 1440, 1200 - 60));
+        assert_eq!(s.stats().ptos, 1);
+        assert_eq!(log.borrow().last(), Some(&("pto", 1500)));
+        // The next PTO backs off: twice the period after the newest probe.
+        assert_eq!(s.poll_timeout(), Some(t + (t - SimTime::ZERO) * 2));
+    }
+
+    #[test]
+    fn only_ptbs_quoting_an_outstanding_packet_reach_the_controller() {
+        let (mut s, log) = sender(100_000, None);
+        let _ = flush(&mut s, SimTime::ZERO);
+        s.on_packet(SimTime::from_millis(50), &ack(&[(0, 0)]));
+        s.on_packet(SimTime::from_millis(50), &ptb(1400, 0)); // already acknowledged
+        s.on_packet(SimTime::from_millis(50), &ptb(1400, 99)); // never sent
+        s.on_packet(SimTime::from_millis(50), &ptb(1400, 1));
+        let ptbs: Vec<_> = log.borrow().iter().filter(|e| e.0 == "ptb").copied().collect();
+        assert_eq!(ptbs, [("ptb", 1400)]);
+    }
+
+    #[test]
+    fn a_lost_probe_is_reported_to_the_controller_and_is_not_congestion() {
+        let (mut s, log) = sender(100_000, Some(4000));
+        let sent = flush(&mut s, SimTime::ZERO);
+        assert_eq!((sent[0].size, data(&sent[0])), (4000, (0, 0, 0)), "the probe goes first, as padding");
+        assert_eq!(s.stats().probes_sent, 1);
+        s.on_packet(SimTime::from_millis(100), &ack(&[(1, 5)]));
+        assert_eq!((s.stats().probes_lost, s.stats().packets_lost, s.stats().congestion_events), (1, 0, 0));
+        assert!(log.borrow().contains(&("probe lost", 4000)));
+    }
+}

@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use px_pmtud::fpmtud::wire::DEFAULT_PORT;
-use px_pmtud::rtt::ClassicRtt;
 use px_pmtud::search::SearchStrategy;
 
-use crate::pmtud::client::{self, Measurement, Path, ProbeOptions};
+use px_runtime::pmtud::probe::{self, Measurement, Method, Path, ProbeOptions};
 
 /// Exit status when the measurement ran but produced no path MTU.
 pub const EXIT_NO_ANSWER: u8 = 3;
@@ -126,13 +125,13 @@ pub fn run(a: ProbeArgs) -> Result<ExitCode, String> {
         legacy: a.legacy,
     };
     let path = Path::open(&opts).map_err(|e| e.to_string())?;
-    let m = match a.method {
-        MethodArg::Auto => client::auto(&path, &opts),
-        MethodArg::Fpmtud => client::fpmtud(&path, &opts, false).map(|r| r.measurement),
-        MethodArg::Dplpmtud => client::dplpmtud(&path, &opts, None, ClassicRtt::new(opts.initial_rtt)),
-        MethodArg::Icmp => client::icmp(&path, &opts),
-    }
-    .map_err(|e| e.to_string())?;
+    let method = match a.method {
+        MethodArg::Auto => Method::Auto,
+        MethodArg::Fpmtud => Method::Fpmtud,
+        MethodArg::Dplpmtud => Method::Dplpmtud,
+        MethodArg::Icmp => Method::Icmp,
+    };
+    let m = probe::measure(&path, &opts, method).map_err(|e| e.to_string())?;
     if a.json {
         println!("{}", to_json(target, &m));
     } else {

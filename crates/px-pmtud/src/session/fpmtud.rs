@@ -1,0 +1,333 @@
+//! F-PMTUD as `px probe --method fpmtud` (and the first half of `auto`)
+//! runs it: [`Prober`]'s rounds, the overall timeout, "port unreachable",
+//! and the optional early fallback.
+//!
+//! With early fallback, a small DF-set probe ("ping") goes out beside the
+//! round-1 probe. Its answer shows that the responder is reachable and what
+//! the RTT is; if the round-1 report has not come `max(2 RTT, 10 ms)` after
+//! it, the fragments are taken to be filtered and the run ends with
+//! `Fallback` at once, instead of after F-PMTUD's own retries (which must
+//! assume an unknown RTT). A lost round-1 probe then costs a DPLPMTUD
+//! search, never a wrong answer.
+
+use std::time::{Duration, Instant};
+
+use super::{Df, Measurement, ProbeDatagram, REFUSED, Session, SessionConfig, SessionError, TooBig, confirm_probe};
+use crate::dplpmtud::IPV4_MIN_MTU;
+use crate::fpmtud::prober::{FallbackReason, Method, Outcome, Phase, Prober, ProberConfig};
+use crate::fpmtud::wire::{self, Reply};
+use crate::rtt::ClassicRtt;
+
+/// IP length of the small DF-set probe sent beside round 1 with early
+/// fallback: the IPv4 minimum MTU, which every path carries.
+pub const PING_SIZE: u16 = IPV4_MIN_MTU;
+
+/// One F-PMTUD run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FpmtudRun {
+    /// What it found.
+    pub measurement: Measurement,
+    /// The prober's outcome (`None` if the overall timeout cut it short).
+    /// On `Fallback` the measurement has no PMTU and the outcome carries
+    /// the lower bound to start DPLPMTUD from (if any).
+    pub outcome: Option<Outcome>,
+    /// RTT of the small probe sent beside round 1, if it was answered.
+    pub rtt: Option<Duration>,
+}
+
+/// F-PMTUD session.
+#[derive(Debug)]
+pub struct FpmtudSession {
+    prober: Prober<ClassicRtt>,
+    link_mtu: u16,
+    early_fallback: bool,
+    ping_nonce: u64,
+    ping_sent: Option<Instant>,
+    rtt: Option<Duration>,
+    fallback_at: Option<Instant>,
+    start: Instant,
+    hard: Instant,
+    probes: u32,
+    refused: bool,
+    run: Option<FpmtudRun>,
+}
+
+impl FpmtudSession {
+    /// A measurement starting at `now`; `nonce` is its secret.
+    pub fn new(cfg: &SessionConfig, nonce: u64, early_fallback: bool, now: Instant) -> Result<Self, SessionError> {
+        if cfg.ipv6 {
+            return Err(SessionError::FpmtudNeedsIpv4);
+        }
+        let mut pc = ProberConfig::new(cfg.link_mtu);
+        pc.legacy_probes = cfg.legacy;
+        pc.accept_legacy = cfg.legacy;
+        pc.max_timeout = cfg.timeout;
+        let prober = Prober::new(pc, nonce, ClassicRtt::new(cfg.initial_rtt))?;
+        Ok(FpmtudSession {
+            prober,
+            link_mtu: cfg.link_mtu,
+            // A legacy responder's answer carries no nonce: the ping could not be told apart.
+            early_fallback: early_fallback && !cfg.legacy,
+            ping_nonce: nonce ^ 0x5049_4e47, // any value other than the prober's
+            ping_sent: None,
+            rtt: None,
+            fallback_at: None,
+            start: now,
+            hard: now + cfg.timeout,
+            probes: 0,
+            refused: false,
+            run: None,
+        })
+    }
+
+    /// The run, once it has ended.
+    #[must_use]
+    pub fn run(&self) -> Option<&FpmtudRun> {
+        self.run.as_ref()
+    }
+
+    /// "Port unreachable" was reported.
+    #[must_use]
+    pub fn refused(&self) -> bool {
+        self.refused
+    }
+
+    fn end(&mut self, now: Instant, pmtu: Option<u16>, exact: bool, round_trips: u32, note: String) -> Measurement {
+        Measurement {
+            method: "fpmtud".into(),
+            pmtu,
+            exact,
+            round_trips,
+            probes: self.probes,
+            elapsed: now - self.start,
+            link_mtu: self.link_mtu,
+            note,
+        }
+    }
+
+    /// Ends the run without the prober's result.
+    fn cut_short(&mut self, now: Instant, note: &str) {
+        let measurement = self.end(now, None, false, 0, note.into());
+        self.run = Some(FpmtudRun { measurement, outcome: None, rtt: self.rtt });
+    }
+
+    /// Ends the run with the prober's result, if it has one.
+    fn conclude(&mut self, now: Instant) {
+        if self.run.is_some() {
+            return;
+        }
+        let Some(r) = self.prober.result().copied() else { return };
+        let (exact, note) = match r.outcome {
+            Outcome::Exact { method: Method::Unfragmented, .. } => (true, "link-MTU probe arrived whole".to_owned()),
+            Outcome::Exact { method: Method::ResponderLinkMtu, .. } => {
+                (true, format!("largest fragment {} = responder link MTU", r.estimate.unwrap_or(0)))
+            }
+            Outcome::Exact { method: Method::Refined, .. } => {
+                (true, format!("largest fragment {}, refined with DF-set probes", r.estimate.unwrap_or(0)))
+            }
+            Outcome::Estimate { .. } => (false, "largest fragment only".to_owned()),
+            Outcome::Fallback { reason, .. } => (
+                false,
+                match reason {
+                    FallbackReason::NoReply => "no fragment report (fragments filtered or no responder)".to_owned(),
+                    FallbackReason::ConfirmationFailed => "no confirmation probe answered".to_owned(),
+                    FallbackReason::EstimateTooLow => "largest fragment more than 7 bytes low".to_owned(),
+                },
+            ),
+        };
+        let measurement = self.end(now, r.pmtu(), exact, r.round_trips, note);
+        self.run = Some(FpmtudRun { measurement, outcome: Some(r.outcome), rtt: self.rtt });
+    }
+}
+
+impl Session for FpmtudSession {
+    fn poll_transmit(&mut self, now: Instant) -> Option<ProbeDatagram> {
+        if self.run.is_some() {
+            return None;
+        }
+        if let Some(tx) = self.prober.poll_transmit(now) {
+            self.probes += 1;
+            let df = if tx.dont_fragment { Df::Probe } else { Df::Clear };
+            return Some(ProbeDatagram { size: tx.ip_len, df, payload: tx.payload });
+        }
+        if self.early_fallback && self.ping_sent.is_none() {
+            self.ping_sent = Some(now);
+            self.probes += 1;
+            return Some(confirm_probe(self.ping_nonce, 0, PING_SIZE, 28, Df::Probe));
+        }
+        None
+    }
+
+    fn on_local_refused(&mut self, _now: Instant, _known_pmtu: Option<u16>) {
+        // Nothing left the host; the round timer handles the missing answer.
+        self.probes = self.probes.saturating_sub(1);
+    }
+
+    fn on_datagram(&mut self, now: Instant, bytes: &[u8]) {
+        if self.run.is_some() {
+            return;
+        }
+        if let Ok(Reply::Report(r)) = wire::parse_reply(bytes)
+            && r.nonce == self.ping_nonce
+            && r.confirm
+        {
+            if let (Some(sent), None) = (self.ping_sent, self.rtt) {
+                let sample = now - sent;
+                self.rtt = Some(sample);
+                self.fallback_at = Some(now + (sample * 2).max(Duration::from_millis(10)));
+            }
+            return;
+        }
+        // The verdict is counted in the prober's stats.
+        let _ = self.prober.handle_reply(now, bytes);
+        self.conclude(now);
+    }
+
+    fn on_icmp_too_big(&mut self, _now: Instant, _ptb: TooBig<'_>) {
+        // F-PMTUD does not need ICMP: the fragment report says it all.
+    }
+
+    fn on_unreachable(&mut self, now: Instant) {
+        self.refused = true;
+        if self.run.is_none() && self.prober.stats().accepted == 0 {
+            self.cut_short(now, REFUSED);
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.run.is_some() {
+            return None;
+        }
+        let t = super::earliest(self.prober.poll_timeout(), self.fallback_at);
+        Some(t.map_or(self.hard, |t| t.min(self.hard)))
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.run.is_some() {
+            return;
+        }
+        if self.prober.poll_timeout().is_some_and(|t| t <= now) {
+            self.prober.handle_timeout(now);
+        }
+        if self.fallback_at.is_some_and(|t| t <= now) {
+            self.fallback_at = None;
+            if self.prober.phase() == Phase::Discover {
+                let note = format!(
+                    "no fragment report, while a {PING_SIZE}-byte DF probe was answered in {:.2} ms (fragments filtered?)",
+                    self.rtt.unwrap_or_default().as_secs_f64() * 1e3
+                );
+                let measurement = self.end(now, None, false, 1, note);
+                let outcome = Outcome::Fallback { reason: FallbackReason::NoReply, lower_bound: None };
+                self.run = Some(FpmtudRun { measurement, outcome: Some(outcome), rtt: self.rtt });
+                return;
+            }
+        }
+        self.conclude(now);
+        if self.run.is_none() && now >= self.hard {
+            self.cut_short(now, "timed out");
+        }
+    }
+
+    fn outcome(&self) -> Option<&Measurement> {
+        self.run.as_ref().map(|r| &r.measurement)
+    }
+
+    fn reads_icmp(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scripted::ScriptedPath;
+    use super::*;
+
+    fn cfg(link_mtu: u16) -> SessionConfig {
+        SessionConfig::new(link_mtu, false)
+    }
+
+    #[test]
+    fn exact_in_two_round_trips_over_an_mtu_chain_even_without_icmp() {
+        for black_hole in [false, true] {
+            let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
+            path.black_hole = black_hole;
+            let mut s = FpmtudSession::new(&cfg(9000), 1, false, path.now).unwrap();
+            let m = path.drive(&mut s);
+            assert_eq!((m.pmtu, m.exact, m.round_trips), (Some(1400), true, 2), "{m:?}");
+            assert!(m.note.contains("refined"), "{m:?}");
+            assert_eq!(m.elapsed, 2 * path.rtt, "{m:?}");
+        }
+    }
+
+    #[test]
+    fn a_path_at_the_link_mtu_takes_one_probe() {
+        let mut path = ScriptedPath::new(&[1500, 1500]);
+        let mut s = FpmtudSession::new(&cfg(1500), 1, false, path.now).unwrap();
+        let m = path.drive(&mut s);
+        assert_eq!((m.pmtu, m.exact, m.round_trips, m.probes), (Some(1500), true, 1, 1), "{m:?}");
+        assert_eq!(m.note, "link-MTU probe arrived whole");
+    }
+
+    #[test]
+    fn filtered_fragments_fall_back_after_the_retries_or_early_with_the_ping() {
+        let mut path = ScriptedPath::new(&[9000, 1500, 1400]);
+        path.fragment_filter = true;
+        let mut slow = FpmtudSession::new(&cfg(9000), 1, false, path.now).unwrap();
+        let m = path.drive(&mut slow);
+        let run = slow.run().unwrap();
+        assert!(matches!(run.outcome, Some(Outcome::Fallback { reason: FallbackReason::NoReply, .. })), "{run:?}");
+        assert_eq!((m.pmtu, m.probes), (None, 3), "three round-1 tries: {m:?}");
+        let slow_elapsed = m.elapsed;
+
+        let mut path = ScriptedPath::new(&[9000, 1500, 1400]);
+        path.fragment_filter = true;
+        let mut fast = FpmtudSession::new(&cfg(9000), 1, true, path.now).unwrap();
+        let m = path.drive(&mut fast);
+        let run = fast.run().unwrap();
+        assert!(matches!(run.outcome, Some(Outcome::Fallback { lower_bound: None, .. })), "{run:?}");
+        assert_eq!(run.rtt, Some(path.rtt));
+        // The ping is answered after one RTT; the report is given up on two
+        // RTTs later (10 ms floor).
+        assert_eq!(m.elapsed, path.rtt + (2 * path.rtt).max(Duration::from_millis(10)), "{m:?}");
+        assert!(m.elapsed < slow_elapsed);
+        assert!(m.note.contains("fragments filtered?"), "{m:?}");
+        assert_eq!((m.probes, m.round_trips), (2, 1), "{m:?}");
+    }
+
+    #[test]
+    fn the_ping_does_not_delay_an_answer() {
+        let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
+        let mut s = FpmtudSession::new(&cfg(9000), 1, true, path.now).unwrap();
+        let m = path.drive(&mut s);
+        assert_eq!((m.pmtu, m.exact), (Some(1400), true), "{m:?}");
+        assert_eq!(s.run().unwrap().rtt, Some(path.rtt));
+    }
+
+    #[test]
+    fn port_unreachable_ends_the_run_at_once() {
+        let mut path = ScriptedPath::new(&[1500, 1500]);
+        path.no_responder = true;
+        let mut s = FpmtudSession::new(&cfg(1500), 1, false, path.now).unwrap();
+        let m = path.drive(&mut s);
+        assert_eq!((m.pmtu, m.note.as_str()), (None, REFUSED), "{m:?}");
+        assert_eq!(m.elapsed, path.rtt);
+    }
+
+    #[test]
+    fn the_overall_timeout_bounds_the_run() {
+        let mut path = ScriptedPath::new(&[9000, 1500]);
+        path.loss_every = Some(1); // everything is lost
+        let mut c = cfg(9000);
+        c.timeout = Duration::from_millis(50);
+        let mut s = FpmtudSession::new(&c, 1, false, path.now).unwrap();
+        let m = path.drive(&mut s);
+        assert_eq!((m.pmtu, m.note.as_str(), m.elapsed), (None, "timed out", c.timeout), "{m:?}");
+    }
+
+    #[test]
+    fn ipv6_is_refused() {
+        let now = Instant::now();
+        let e = FpmtudSession::new(&SessionConfig::new(1500, true), 1, false, now).unwrap_err();
+        assert_eq!(e.to_string(), "F-PMTUD needs IPv4: IPv6 routers never fragment");
+    }
+}

@@ -1,0 +1,335 @@
+//! `px probe`'s socket driver around px-pmtud's probe sessions
+//! ([`px_pmtud::session`]): the policy of every method (F-PMTUD with its DF
+//! refinement and early fallback, DPLPMTUD, classic ICMP PMTUD, `auto`;
+//! probe ids and nonces, PTB validation, give-up rules) is the sessions';
+//! this file owns one connected UDP socket to a `px fpmtud` responder,
+//! unprivileged, and the clock.
+//!
+//! DF handling per datagram ([`Df`]): DF clear with `IP_PMTUDISC_INTERFACE`
+//! (F-PMTUD's round 1), DF set with `IP_PMTUDISC_PROBE` (confirmation and
+//! DPLPMTUD probes), DF set with `IP_PMTUDISC_DO` (classic PMTUD, whose
+//! larger sends the kernel refuses once it learned a smaller path MTU).
+//! ICMP "too big" messages are read from `IP_RECVERR` when the session asks
+//! for them.
+//!
+//! Time comes from `Instant::now()` here and only here; the sessions get
+//! it as an argument. The socket is polled with the session's
+//! `poll_timeout` as the timeout; the session bounds every measurement by
+//! its overall timeout.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use px_pmtud::dplpmtud::IPV4_MIN_MTU;
+use px_pmtud::rtt::ClassicRtt;
+use px_pmtud::search::SearchStrategy;
+pub use px_pmtud::session::Measurement;
+use px_pmtud::session::{
+    AutoSession, Df, DplpmtudSession, FpmtudSession, IPV6_MIN_MTU, IcmpSession, Session, SessionConfig, SessionError,
+    TooBig,
+};
+
+use px_io::{DfMode, UdpSocket, interface_mtu_of, random_u64};
+
+/// What the caller asks of a measurement.
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    /// The responder.
+    pub target: SocketAddr,
+    /// Largest size to consider (default: the local link MTU).
+    pub max_size: Option<u16>,
+    /// Overall bound on the measurement.
+    pub timeout: Duration,
+    /// Floor of DPLPMTUD's PROBE_TIMER and of the classic method's retry timer.
+    pub probe_timer: Duration,
+    /// RTT assumed before the first sample.
+    pub initial_rtt: Duration,
+    /// DPLPMTUD search strategy.
+    pub search: SearchStrategy,
+    /// Send legacy `FPMT` probes (for the paper authors' reference responder).
+    pub legacy: bool,
+}
+
+/// Why a measurement could not run (as opposed to "no answer").
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// A socket operation failed.
+    #[error("{step}: {source}")]
+    Io {
+        /// What was being done.
+        step: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The path cannot be probed with these settings.
+    #[error("{0}")]
+    Config(String),
+}
+
+fn io_err(step: &'static str) -> impl FnOnce(io::Error) -> ProbeError {
+    move |source| ProbeError::Io { step, source }
+}
+
+/// A connected socket and the local link MTU toward the target.
+#[derive(Debug)]
+pub struct Path {
+    sock: UdpSocket,
+    link_mtu: u16,
+}
+
+impl Path {
+    /// Connects to `opts.target` and finds the local link MTU: the MTU of
+    /// the interface holding the source address the route chose (the route's
+    /// `IP_MTU` may already hold a cached, smaller path MTU, which is what
+    /// is being measured), capped by `--max-size`.
+    pub fn open(opts: &ProbeOptions) -> Result<Path, ProbeError> {
+        let sock = UdpSocket::connect_to(opts.target).map_err(io_err("connect"))?;
+        let local = sock.local_addr().map_err(io_err("getsockname"))?;
+        let iface = interface_mtu_of(local.ip()).map_err(io_err("getifaddrs"))?;
+        let mtu = match iface {
+            Some(m) => m,
+            None => sock.path_mtu().map_err(io_err("IP_MTU"))?,
+        };
+        let mut link_mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
+        if let Some(m) = opts.max_size {
+            link_mtu = link_mtu.min(m);
+        }
+        let floor = if sock.is_v6() { IPV6_MIN_MTU } else { IPV4_MIN_MTU };
+        if link_mtu < floor {
+            return Err(ProbeError::Config(format!("largest size {link_mtu} is below the minimum MTU {floor}")));
+        }
+        Ok(Path { sock, link_mtu })
+    }
+
+    /// IPv6 path.
+    #[must_use]
+    pub fn is_v6(&self) -> bool {
+        self.sock.is_v6()
+    }
+
+    /// What a session on this path is asked to do.
+    #[must_use]
+    pub fn session_config(&self, opts: &ProbeOptions) -> SessionConfig {
+        SessionConfig {
+            timeout: opts.timeout,
+            probe_timer: opts.probe_timer,
+            initial_rtt: opts.initial_rtt,
+            search: opts.search,
+            legacy: opts.legacy,
+            ..SessionConfig::new(self.link_mtu, self.is_v6())
+        }
+    }
+
+    /// Sends one datagram with the given DF handling. `Ok(false)`: the local
+    /// stack refused it as too big (`EMSGSIZE`), nothing left the host.
+    fn send(&self, df: Df, payload: &[u8]) -> Result<bool, ProbeError> {
+        let mode = match df {
+            Df::Clear => DfMode::Clear,
+            Df::Probe => DfMode::Probe,
+            Df::Do => DfMode::Do,
+        };
+        self.sock.set_df(mode).map_err(io_err("IP_MTU_DISCOVER"))?;
+        match self.sock.send(payload) {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => Ok(false),
+            // An ICMP error queued by an earlier probe is reported once on
+            // the next send; it is read from the error queue separately.
+            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => Ok(true),
+            Err(e) => Err(ProbeError::Io { step: "send", source: e }),
+        }
+    }
+
+    /// Waits until `deadline` for input (the session always has one while
+    /// it runs).
+    fn wait(&self, deadline: Option<Instant>) -> Result<(), ProbeError> {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        self.sock.wait(left).map_err(io_err("poll")).map(drop)
+    }
+
+    /// Every queued ICMP error: "too big" and "port unreachable" go to the
+    /// session with the quoted start of the datagram they are about.
+    fn drain_errors(&self, session: &mut dyn Session, quoted: &mut [u8]) -> Result<(), ProbeError> {
+        while let Some((err, n)) = self.sock.recv_error(quoted).map_err(io_err("MSG_ERRQUEUE"))? {
+            let now = Instant::now();
+            if err.errno == libc::ECONNREFUSED && err.icmp.is_some() {
+                session.on_unreachable(now);
+            }
+            if let Some(mtu) = err.mtu() {
+                session.on_icmp_too_big(now, TooBig { mtu, from_network: err.icmp.is_some(), quoted: &quoted[..n] });
+            }
+        }
+        Ok(())
+    }
+
+    /// Every datagram queued now. Receive errors caused by ICMP are skipped
+    /// (the error queue or a timeout handles them); "port unreachable" is
+    /// reported, so a measurement without a responder ends at once.
+    fn drain(&self, session: &mut dyn Session, buf: &mut [u8]) -> Result<(), ProbeError> {
+        loop {
+            match self.sock.try_recv(buf) {
+                Ok(Some(n)) => session.on_datagram(Instant::now(), &buf[..n]),
+                Ok(None) => return Ok(()),
+                Err(e) if is_icmp_error(&e) => {
+                    if e.raw_os_error() == Some(libc::ECONNREFUSED) {
+                        session.on_unreachable(Instant::now());
+                    }
+                }
+                Err(e) => return Err(ProbeError::Io { step: "recv", source: e }),
+            }
+        }
+    }
+}
+
+fn is_icmp_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EMSGSIZE | libc::EPROTO)
+    )
+}
+
+/// A `px probe` method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// F-PMTUD on IPv4 with an early hand-over to DPLPMTUD; DPLPMTUD on IPv6.
+    Auto,
+    /// F-PMTUD only (IPv4).
+    Fpmtud,
+    /// RFC 8899 DPLPMTUD.
+    Dplpmtud,
+    /// Classic PMTUD.
+    Icmp,
+}
+
+/// Measures the path MTU with `method`.
+pub fn measure(path: &Path, opts: &ProbeOptions, method: Method) -> Result<Measurement, ProbeError> {
+    let cfg = path.session_config(opts);
+    let nonce = random_u64().map_err(io_err("getrandom"))?;
+    let config = |e: SessionError| ProbeError::Config(e.to_string());
+    let now = Instant::now();
+    match method {
+        Method::Auto => drive(path, &mut AutoSession::new(&cfg, nonce, now).map_err(config)?),
+        Method::Fpmtud => drive(path, &mut FpmtudSession::new(&cfg, nonce, false, now).map_err(config)?),
+        Method::Dplpmtud => {
+            let rtt = ClassicRtt::new(cfg.initial_rtt);
+            drive(path, &mut DplpmtudSession::new(&cfg, nonce, None, rtt, now).map_err(config)?)
+        }
+        Method::Icmp => drive(path, &mut IcmpSession::new(&cfg, nonce, now).map_err(config)?),
+    }
+}
+
+/// Runs `session` on `path` until it has an outcome.
+pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, ProbeError> {
+    let mut buf = vec![0u8; 65536];
+    let mut quoted = vec![0u8; 2048];
+    let mut reading_errors = false;
+    loop {
+        let now = Instant::now();
+        session.handle_timeout(now);
+        while let Some(d) = session.poll_transmit(now) {
+            // Before the first probe that may draw an ICMP answer (auto
+            // turns to DPLPMTUD inside poll_transmit).
+            if !reading_errors && session.reads_icmp() {
+                path.sock.enable_errors().map_err(io_err("IP_RECVERR"))?;
+                reading_errors = true;
+            }
+            if !path.send(d.df, &d.payload)? {
+                let known = path.sock.path_mtu().map_err(io_err("IP_MTU"))?;
+                session.on_local_refused(now, Some(u16::try_from(known).unwrap_or(u16::MAX)));
+            }
+        }
+        if let Some(m) = session.outcome() {
+            return Ok(m.clone());
+        }
+        path.wait(session.poll_timeout())?;
+        if reading_errors {
+            path.drain_errors(session, &mut quoted)?;
+        }
+        path.drain(session, &mut buf)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::responder::{Daemon, DaemonConfig};
+    use super::*;
+    use px_pmtud::session::REFUSED;
+
+    fn opts(target: SocketAddr) -> ProbeOptions {
+        ProbeOptions {
+            target,
+            max_size: Some(1500),
+            timeout: Duration::from_secs(5),
+            probe_timer: Duration::from_millis(20),
+            initial_rtt: Duration::from_millis(10),
+            search: SearchStrategy::Bisection,
+            legacy: false,
+        }
+    }
+
+    /// A responder on loopback in a thread, stopped when dropped.
+    fn with_responder<R>(f: impl FnOnce(SocketAddr) -> R) -> R {
+        let cfg = DaemonConfig { bind: vec!["127.0.0.1:0".parse().unwrap()], ..DaemonConfig::default() };
+        let mut daemon = Daemon::open(&cfg).unwrap();
+        let addr = daemon.local_addrs()[0];
+        let stop = daemon.stop_handle();
+        let t = std::thread::spawn(move || {
+            daemon.run().unwrap();
+            daemon
+        });
+        let r = f(addr);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let d = t.join().unwrap();
+        let c: std::collections::HashMap<_, _> = d.counters().into_iter().collect();
+        assert!(c["ip_bytes_sent"] <= c["ip_bytes_received"], "{c:?}");
+        r
+    }
+
+    // Loopback does not fragment below its 65536-byte MTU, so every method
+    // must see the capped size (--max-size 1500) delivered whole.
+    #[test]
+    fn every_method_finds_the_capped_size_on_loopback() {
+        with_responder(|addr| {
+            let o = opts(addr);
+            let path = Path::open(&o).unwrap();
+            assert_eq!(path.link_mtu, 1500);
+            let f = measure(&path, &o, Method::Fpmtud).unwrap();
+            assert_eq!((f.pmtu, f.exact, f.round_trips, f.probes), (Some(1500), true, 1, 1), "{f:?}");
+            let d = measure(&path, &o, Method::Dplpmtud).unwrap();
+            assert_eq!((d.pmtu, d.exact), (Some(1500), true), "{d:?}");
+            let i = measure(&path, &o, Method::Icmp).unwrap();
+            assert_eq!((i.pmtu, i.probes), (Some(1500), 1), "{i:?}");
+            let a = measure(&path, &o, Method::Auto).unwrap();
+            // Beside the round-1 probe, auto sends one small DF-set probe.
+            assert_eq!((a.pmtu, a.method.as_str(), a.probes), (Some(1500), "fpmtud", 2), "{a:?}");
+        });
+    }
+
+    #[test]
+    fn legacy_probes_get_legacy_answers() {
+        with_responder(|addr| {
+            let o = ProbeOptions { legacy: true, ..opts(addr) };
+            let path = Path::open(&o).unwrap();
+            // auto: the early fallback is off for legacy probes.
+            let f = measure(&path, &o, Method::Auto).unwrap();
+            assert_eq!(f.pmtu, Some(1500), "{f:?}");
+        });
+    }
+
+    #[test]
+    fn no_responder_means_no_answer() {
+        // Nothing listens on this port: every method ends without a PMTU.
+        let s = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = s.local_addr().unwrap();
+        drop(s);
+        let o = ProbeOptions { timeout: Duration::from_secs(2), ..opts(addr) };
+        // The port-unreachable answer ends each method long before the
+        // timeout (a fresh socket for each).
+        for method in [Method::Auto, Method::Icmp, Method::Dplpmtud] {
+            let path = Path::open(&o).unwrap();
+            let m = measure(&path, &o, method).unwrap();
+            assert_eq!((m.pmtu, m.note.as_str()), (None, REFUSED), "{m:?}");
+            assert!(m.elapsed < Duration::from_millis(500), "{m:?}");
+        }
+    }
+}
