@@ -279,10 +279,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpSegment<T> {
 
     /// Rewrites the MSS option in place with an incremental checksum update
     /// (RFC 1624). Returns the old value, or `None` without an MSS option.
+    ///
+    /// The option may start at any byte (`NOP, MSS, …` puts its value at an
+    /// odd offset). A 16-bit value at an odd offset straddles two words of
+    /// the one's complement sum, high byte in the low half of one and low
+    /// byte in the high half of the next; by RFC 1071's byte-order
+    /// independence that adds the byte-swapped value, so the update uses
+    /// both values swapped.
     pub fn rewrite_mss(&mut self, new: u16) -> Option<u16> {
         let (old, at) = self.mss()?;
         if old != new {
-            let c = crate::checksum::update_u16(self.checksum(), old, new);
+            let value_at = at + 2;
+            let (o, n) = if value_at % 2 == 0 { (old, new) } else { (old.swap_bytes(), new.swap_bytes()) };
+            let c = crate::checksum::update_u16(self.checksum(), o, n);
             self.bm()[at + 2..at + 4].copy_from_slice(&new.to_be_bytes());
             self.set_checksum(c);
         }
@@ -356,6 +365,54 @@ mod tests {
         let e = etherparse::TcpHeaderSlice::from_slice(&s).unwrap().to_header();
         let want = e.calc_checksum_ipv4_raw([198, 51, 100, 1], [203, 0, 113, 2], &[]).unwrap();
         assert_eq!(TcpSegment::new_checked(&s[..]).unwrap().checksum(), want);
+    }
+
+    /// A SYN whose options start with NOP, so the MSS value sits at an odd
+    /// byte offset and straddles two 16-bit words of the checksum: options
+    /// NOP, MSS 1460, NOP, window scale 7, SACK-permitted, padding.
+    fn syn_odd_mss() -> Vec<u8> {
+        let mut s = syn()[..20].to_vec();
+        s[12] = 8 << 4;
+        s.extend_from_slice(&[1, 2, 4, 0x05, 0xb4, 1, 3, 3, 7, 4, 2, 0]);
+        s
+    }
+
+    #[test]
+    fn rewrite_mss_at_odd_offset_keeps_checksum_valid() {
+        for new in [8948u16, 1220, 536, 0xffff, 0x0101] {
+            let mut s = syn_odd_mss();
+            let mut t = TcpSegment::new_checked(&mut s[..]).unwrap();
+            t.fill_checksum(pseudo(32));
+            assert_eq!(t.mss(), Some((1460, 21)));
+            assert_eq!(t.rewrite_mss(new), Some(1460));
+            assert!(t.verify_checksum(pseudo(32)), "MSS {new} at offset 21");
+            assert_eq!(t.mss(), Some((new, 21)));
+            let e = etherparse::TcpHeaderSlice::from_slice(&s).unwrap().to_header();
+            let want = e.calc_checksum_ipv4_raw([198, 51, 100, 1], [203, 0, 113, 2], &[]).unwrap();
+            assert_eq!(TcpSegment::new_checked(&s[..]).unwrap().checksum(), want, "MSS {new}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any option layout: the MSS option after `pad` NOPs, rewritten to
+        /// any value, leaves a checksum that etherparse agrees with.
+        #[test]
+        fn rewrite_mss_any_layout(pad in 0usize..4, old in 1u16.., new in 1u16.., payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..7)) {
+            let mut s = syn()[..20].to_vec();
+            s.extend(std::iter::repeat_n(1u8, pad));
+            s.extend_from_slice(&[2, 4]);
+            s.extend_from_slice(&old.to_be_bytes());
+            while s.len() % 4 != 0 {
+                s.push(0);
+            }
+            s[12] = ((s.len() / 4) as u8) << 4;
+            s.extend_from_slice(&payload);
+            let len = s.len();
+            let mut t = TcpSegment::new_checked(&mut s[..]).unwrap();
+            t.fill_checksum(pseudo(len));
+            proptest::prop_assert_eq!(t.rewrite_mss(new), Some(old));
+            proptest::prop_assert!(t.verify_checksum(pseudo(len)));
+        }
     }
 
     #[test]
