@@ -5,3 +5,5 @@
 //! `px-io` owns the Linux sockets; this crate reads the clock, moves frames
 //! between the two and owns threads, signals-to-stop flags and metrics.
 //! The `px` command line is a thin shell over it.
+
+pub mod gateway;
