@@ -33,11 +33,9 @@ use std::time::Duration;
 use crate::fanout::Fanout;
 use crate::iface::{self, IfaceError};
 use crate::ring::{RingBatch, RingError, RingGeometry, RxRing};
-use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetError};
-
-/// Largest frame a slot must hold: a 64 KB GRO super-packet (IP total
-/// length ≤ 65535) plus Ethernet and two VLAN tags.
-pub const MAX_FRAME: usize = 65535 + 14 + 8;
+use crate::rx::{PacketType, RxError, RxFrames, RxPacket};
+use crate::sys::setsockopt;
+use crate::vnet::{PacketMeta, VNET_HDR_LEN};
 
 /// How to open a [`PacketSocket`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,10 +63,12 @@ pub struct SocketConfig {
 }
 
 impl SocketConfig {
-    /// What a gateway port should use: GRO super-packets through a ring of
-    /// 1024 64-KB slots (measured faster than `recvmmsg` for them, and it
-    /// does not drop where an 8 MB receive buffer does: see the crate
-    /// docs), promiscuous, in fan-out group `group` (if any).
+    /// A gateway port: GRO super-packets through a ring of 1024 64-KB slots
+    /// (measured cheaper than `recvmmsg` per super-packet, and it does not
+    /// drop where an 8 MB receive buffer does: see the crate docs),
+    /// promiscuous, in fan-out group `group` (if any). `px gateway` takes
+    /// the ring off (`rx_ring: None`) unless configured with `rx_ring`,
+    /// because through the whole gateway `recvmmsg` carried more.
     pub fn gateway_port(fanout: Option<Fanout>) -> SocketConfig {
         SocketConfig {
             promiscuous: true,
@@ -125,28 +125,6 @@ pub enum RecvError {
     Os(io::Error),
 }
 
-/// Why a frame of a received batch cannot be used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum RxError {
-    /// The frame was longer than the slot and was cut.
-    #[error("frame of {len} bytes truncated to {cap}")]
-    Truncated {
-        /// The frame's real length.
-        len: usize,
-        /// The slot size.
-        cap: usize,
-    },
-    /// Shorter than a virtio-net header: the kernel never does this.
-    #[error("{0} bytes: shorter than the virtio-net header")]
-    Short(usize),
-    /// The virtio-net header is not one we can act on.
-    #[error(transparent)]
-    Vnet(#[from] VnetError),
-    /// Index beyond the frames received in this batch.
-    #[error("no frame {0} in this batch")]
-    Index(usize),
-}
-
 /// Why a send failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -176,36 +154,6 @@ pub struct SendOutcome {
     pub refused: usize,
 }
 
-/// Where a received frame was addressed (`sll_pkttype`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PacketType {
-    /// To this host's MAC.
-    Host,
-    /// Broadcast.
-    Broadcast,
-    /// Multicast.
-    Multicast,
-    /// To another host (seen because of promiscuous mode, or a veth).
-    OtherHost,
-    /// Sent by this host (only without `ignore_outgoing`).
-    Outgoing,
-    /// A type this code does not know.
-    Other(u8),
-}
-
-impl From<u8> for PacketType {
-    fn from(t: u8) -> Self {
-        match t {
-            0 => PacketType::Host,
-            1 => PacketType::Broadcast,
-            2 => PacketType::Multicast,
-            3 => PacketType::OtherHost,
-            4 => PacketType::Outgoing,
-            t => PacketType::Other(t),
-        }
-    }
-}
-
 /// Counters the kernel keeps per packet socket (`PACKET_STATISTICS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SocketStats {
@@ -224,17 +172,6 @@ pub struct PacketSocket {
     ifindex: u32,
     iface: String,
     vnet_hdr: bool,
-}
-
-/// `setsockopt` for plain-old-data option values.
-pub(crate) fn setsockopt<T: Copy>(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
-    // SAFETY: `v` points to a live, initialised `T` of the given size; every
-    // caller passes the type the option expects (int, packet_mreq,
-    // tpacket_req).
-    let r = unsafe {
-        libc::setsockopt(fd.as_raw_fd(), level, name, (v as *const T).cast(), size_of::<T>() as libc::socklen_t)
-    };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 impl PacketSocket {
@@ -523,17 +460,6 @@ fn point(m: &mut libc::mmsghdr, name: *mut libc::c_void, namelen: usize, iov: &m
     m.msg_len = 0;
 }
 
-/// A received frame, borrowed from its [`RxBatch`] slot.
-#[derive(Debug, Clone, Copy)]
-pub struct RxPacket<'a> {
-    /// GRO/checksum metadata ([`PacketMeta::PLAIN`] without vnet header).
-    pub meta: PacketMeta,
-    /// The frame from the Ethernet header on.
-    pub frame: &'a [u8],
-    /// How the frame was addressed.
-    pub pkt_type: PacketType,
-}
-
 /// Preallocated receive slots for [`PacketSocket::recv_batch`]; reused for
 /// every call, so the receive path does not allocate.
 pub struct RxBatch {
@@ -654,6 +580,18 @@ impl RxBatch {
     /// All frames of the last receive, in arrival order.
     pub fn iter(&self) -> impl Iterator<Item = Result<RxPacket<'_>, RxError>> {
         (0..self.count).map(|i| self.get(i))
+    }
+}
+
+impl RxFrames for RxBatch {
+    fn len(&self) -> usize {
+        RxBatch::len(self)
+    }
+    fn get(&self, i: usize) -> Result<RxPacket<'_>, RxError> {
+        RxBatch::get(self, i)
+    }
+    fn get_mut(&mut self, i: usize) -> Result<(PacketMeta, &mut [u8]), RxError> {
+        RxBatch::get_mut(self, i)
     }
 }
 
@@ -799,14 +737,6 @@ impl Default for Poller {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn packet_types() {
-        assert_eq!(PacketType::from(0), PacketType::Host);
-        assert_eq!(PacketType::from(3), PacketType::OtherHost);
-        assert_eq!(PacketType::from(4), PacketType::Outgoing);
-        assert_eq!(PacketType::from(9), PacketType::Other(9));
-    }
 
     #[test]
     fn empty_batch_reports_index_errors() {
