@@ -57,7 +57,7 @@ pub mod vnet;
 
 pub use af_packet::{
     OpenError, PacketSocket, Poller, RecvError, RxBatch, SendError, SendOutcome, SocketConfig, SocketStats, TxBatch,
-    TxFrame,
+    TxFrame, TxQueue,
 };
 pub use fanout::{Fanout, symmetric_flow_hash, worker_for};
 pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState};
