@@ -33,7 +33,7 @@ use std::time::Duration;
 use crate::fanout::Fanout;
 use crate::iface::{self, IfaceError};
 use crate::ring::{RingBatch, RingError, RingGeometry, RxRing};
-use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetError};
+use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetError, VnetHeader};
 
 /// Largest frame a slot must hold: a 64 KB GRO super-packet (IP total
 /// length ≤ 65535) plus Ethernet and two VLAN tags.

@@ -6,8 +6,10 @@
 //!   batched non-blocking `recvmmsg`/`sendmmsg` into preallocated buffers,
 //!   and a [`Poller`] for timer-driven loops.
 //! - [`ring`]: [`RxRing`], the memory-mapped `TPACKET_V2` receive ring.
-//! - [`vnet`]: [`PacketMeta`], the typed virtio-net header (GSO kind and
-//!   size, partial/valid checksum), and [`vnet::finish_checksum`].
+//! - [`vnet`]: the virtio-net header encoding ([`VnetHeader`]) of
+//!   [`PacketMeta`] (GSO kind and size, partial/valid checksum; the type is
+//!   `px_wire::offload`'s, shared with the engine), and
+//!   [`vnet::finish_checksum`].
 //! - [`iface`]: index, MTU, flags, offloads, and [`IfaceGuard`], which
 //!   restores a port on drop.
 //! - [`fanout`]: keeping both directions of a flow on one worker
@@ -54,4 +56,4 @@ pub use af_packet::{
 pub use fanout::{Fanout, symmetric_flow_hash, worker_for};
 pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState};
 pub use ring::{RingBatch, RingError, RingGeometry, RxRing};
-pub use vnet::{Checksum, Gso, GsoKind, PacketMeta, VnetError};
+pub use vnet::{Checksum, Gso, GsoKind, PacketMeta, VnetError, VnetHeader};

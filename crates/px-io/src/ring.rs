@@ -24,7 +24,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::af_packet::{PacketType, RxError, RxPacket, setsockopt};
-use crate::vnet::{PacketMeta, VNET_HDR_LEN};
+use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetHeader};
 
 /// Why a ring could not be set up.
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use px_gateway::{Engine, Port, RxCsum, RxMeta, Transmit, Verdict};
-use px_io::{Checksum, GsoKind, PacketMeta, PacketSocket, Poller, RingBatch, RxBatch, TxBatch, TxFrame};
+use px_gateway::{Engine, Port, Transmit, Verdict};
+use px_io::{PacketMeta, PacketSocket, Poller, RingBatch, RxBatch, TxBatch, TxFrame};
 
 use super::metrics::{Shared, WorkerSnapshot};
 
@@ -38,7 +38,7 @@ enum Out<'a> {
 impl TxFrame for Out<'_> {
     fn meta(&self) -> PacketMeta {
         match self {
-            Out::Made(t) => tx_meta(t.gso),
+            Out::Made(t) => t.meta,
             Out::Fwd(m, _) => *m,
         }
     }
@@ -56,24 +56,6 @@ impl TxFrame for Out<'_> {
 enum Step {
     Made(usize),
     Fwd(usize, PacketMeta),
-}
-
-fn rx_meta(m: &PacketMeta) -> RxMeta {
-    RxMeta {
-        csum: match m.csum {
-            Checksum::Partial { .. } => RxCsum::Partial,
-            Checksum::Valid => RxCsum::Verified,
-            Checksum::Unknown => RxCsum::Unverified,
-        },
-        gso_size: m.gso.filter(|g| g.kind != GsoKind::UdpL4).map(|g| g.size),
-    }
-}
-
-fn tx_meta(g: Option<px_gateway::Gso>) -> PacketMeta {
-    match g {
-        Some(g) => PacketMeta::tcp_gso(g.version == px_wire::IpVersion::V6, g.segment_size, g.csum_start, g.header_len),
-        None => PacketMeta::PLAIN,
-    }
 }
 
 /// The frames of one received batch, whichever way they were received.
@@ -198,14 +180,10 @@ fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut 
             sc.extra.rx_errors += 1;
             continue;
         };
-        let v = engine.handle_packet(now, port, frame, rx_meta(&meta));
+        let v = engine.handle_packet(now, port, frame, meta);
         drain(engine, sc);
-        if let Verdict::Forward { gso } = v {
-            let m = match gso {
-                Some(_) => tx_meta(gso),
-                None => PacketMeta::PLAIN,
-            };
-            sc.steps[port.other() as usize].push(Step::Fwd(i, m));
+        if let Verdict::Forward { meta } = v {
+            sc.steps[port.other() as usize].push(Step::Fwd(i, meta));
         }
     }
 }
