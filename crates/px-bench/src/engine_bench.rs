@@ -9,7 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use px_gateway::{Config, Engine, Port, RxCsum, RxMeta, Verdict};
+use px_gateway::{Config, Engine, Port, Verdict};
+use px_wire::offload::{Checksum, PacketMeta};
 
 use crate::trace::{Chunk, Direction, Trace, TraceConfig};
 
@@ -48,7 +49,7 @@ pub struct BenchConfig {
     pub outbound_packets: usize,
     pub engine: Config,
     /// How the received frames' checksums arrive (a NIC verifies them).
-    pub rx_csum: RxCsum,
+    pub rx_csum: Checksum,
     pub chunk_bytes: usize,
 }
 
@@ -60,7 +61,7 @@ impl Default for BenchConfig {
             inbound_packets: 1_000_000,
             outbound_packets: 150_000,
             engine: Config { max_flows: 1 << 16, ..Config::default() },
-            rx_csum: RxCsum::Verified,
+            rx_csum: Checksum::Valid,
             chunk_bytes: 48 << 20,
         }
     }
@@ -84,7 +85,7 @@ fn run_direction(
     tc: &TraceConfig,
     packets: usize,
     ecfg: &Config,
-    rx_csum: RxCsum,
+    rx_csum: Checksum,
     chunk_bytes: usize,
     with_memcpy: bool,
 ) -> DirResult {
@@ -139,7 +140,8 @@ fn run_direction(
                 prefetch(&chunk.data[next.offset..]);
                 prefetch(&chunk.data[next.offset + 64..]);
             }
-            let v = engine.handle_packet(now, from, chunk.frame_mut(i), RxMeta { csum: rx_csum, gso_size: None });
+            let v =
+                engine.handle_packet(now, from, chunk.frame_mut(i), PacketMeta { csum: rx_csum, ..PacketMeta::PLAIN });
             sent += drain(&mut engine);
             if let Verdict::Forward { .. } = v {
                 sent += chunk.frames[i].len as u64;

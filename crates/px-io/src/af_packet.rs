@@ -37,7 +37,7 @@ use crate::iface::{self, IfaceError};
 use crate::ring::{RingBatch, RingError, RingGeometry, RxRing};
 use crate::rx::{PacketType, RxError, RxFrames, RxPacket};
 use crate::sys::setsockopt;
-use crate::vnet::{PacketMeta, VNET_HDR_LEN};
+use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetHeader};
 
 /// How to open a [`PacketSocket`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,10 @@
 //! - [`ring`]: [`RxRing`], the memory-mapped `TPACKET_V2` receive ring.
 //! - [`rx`]: what either receive path hands over ([`RxPacket`], [`RxError`])
 //!   and [`RxFrames`], the interface of both kinds of received batch.
-//! - [`vnet`]: [`PacketMeta`], the typed virtio-net header (GSO kind and
-//!   size, partial/valid checksum), and [`vnet::finish_checksum`].
+//! - [`vnet`]: the virtio-net header encoding ([`VnetHeader`]) of
+//!   [`PacketMeta`] (GSO kind and size, partial/valid checksum; the type is
+//!   `px_wire::offload`'s, shared with the engine), and
+//!   [`vnet::finish_checksum`].
 //! - [`iface`]: index, MTU, flags, offloads, and [`IfaceGuard`], which
 //!   restores a port on drop.
 //! - [`fanout`]: keeping both directions of a flow on one worker
@@ -63,4 +65,4 @@ pub use fanout::{Fanout, symmetric_flow_hash, worker_for};
 pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState};
 pub use ring::{RingBatch, RingError, RingGeometry, RxRing};
 pub use rx::{MAX_FRAME, PacketType, RxError, RxFrames, RxPacket};
-pub use vnet::{Checksum, Gso, GsoKind, PacketMeta, VnetError};
+pub use vnet::{Checksum, Gso, GsoKind, PacketMeta, VnetError, VnetHeader};

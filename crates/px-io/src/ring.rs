@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::rx::{MAX_FRAME, PacketType, RxError, RxFrames, RxPacket};
 use crate::sys::setsockopt;
-use crate::vnet::{PacketMeta, VNET_HDR_LEN};
+use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetHeader};
 
 /// Why a ring could not be set up.
 #[derive(Debug, thiserror::Error)]

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use px_gateway::{Engine, Port, RxCsum, RxMeta, Transmit, Verdict};
-use px_io::{Checksum, GsoKind, PacketMeta, PacketSocket, Poller, RxBatch, RxFrames, SendError, TxBatch, TxQueue};
+use px_gateway::{Engine, Port, Transmit, Verdict};
+use px_io::{PacketMeta, PacketSocket, Poller, RxBatch, RxFrames, SendError, TxBatch, TxQueue};
 
 use super::metrics::{Shared, WorkerSnapshot};
 
@@ -51,27 +51,9 @@ impl Frame {
     /// yields (not seen: it was readable when the engine took it).
     fn bytes<'a>(&'a self, rx: &'a dyn RxFrames) -> Option<(PacketMeta, &'a [u8])> {
         match self {
-            Frame::Made(t) => Some((tx_meta(t.gso), t.frame())),
+            Frame::Made(t) => Some((t.meta, t.frame())),
             Frame::Forward { slot, meta } => rx.get(*slot).ok().map(|p| (*meta, p.frame)),
         }
-    }
-}
-
-fn rx_meta(m: &PacketMeta) -> RxMeta {
-    RxMeta {
-        csum: match m.csum {
-            Checksum::Partial { .. } => RxCsum::Partial,
-            Checksum::Valid => RxCsum::Verified,
-            Checksum::Unknown => RxCsum::Unverified,
-        },
-        gso_size: m.gso.filter(|g| g.kind != GsoKind::UdpL4).map(|g| g.size),
-    }
-}
-
-fn tx_meta(g: Option<px_gateway::Gso>) -> PacketMeta {
-    match g {
-        Some(g) => PacketMeta::tcp_gso(g.version == px_wire::IpVersion::V6, g.segment_size, g.csum_start, g.header_len),
-        None => PacketMeta::PLAIN,
     }
 }
 
@@ -163,13 +145,9 @@ fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut 
             sc.extra.rx_errors += 1;
             continue;
         };
-        let v = engine.handle_packet(now, port, frame, rx_meta(&meta));
+        let v = engine.handle_packet(now, port, frame, meta);
         drain(engine, &mut sc.out);
-        if let Verdict::Forward { gso } = v {
-            let meta = match gso {
-                Some(_) => tx_meta(gso),
-                None => PacketMeta::PLAIN,
-            };
+        if let Verdict::Forward { meta } = v {
             sc.out[port.other() as usize].push(Frame::Forward { slot: i, meta });
         }
     }
