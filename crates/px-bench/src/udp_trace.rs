@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use px_gateway::{Config, Engine, Port, Verdict};
 use px_wire::offload::{Checksum, PacketMeta};
 
-use crate::engine_bench::{drain, prefetch};
+use crate::drive::{drain, prefetch};
 use px_wire::checksum::pseudo_v4;
 use px_wire::{ipv4, udp};
 use rand::{Rng, SeedableRng};

@@ -1,5 +1,5 @@
-//! PX-caravans in the engine (format: `docs/caravan.md`, library:
-//! `px-caravan`).
+//! PX-caravans in the engine (format: `docs/caravan.md`; wire view:
+//! `px_wire::caravan`; end-host library: `px-caravan`).
 //!
 //! Inbound (outer → inner), UDP toward a caravan-capable destination
 //! (`Config::caravan_prefixes` / `caravan_ports`): datagrams of one flow are
@@ -29,7 +29,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::time::Instant;
 
-use px_caravan::{Caravan, Malformed};
+use px_wire::caravan::{Caravan, Malformed};
 use px_wire::checksum::{self, Sum, copy_and_sum};
 use px_wire::ipv4::Ipv4Packet;
 use px_wire::offload::{Checksum, PacketMeta};
@@ -269,7 +269,7 @@ fn set_ip_header(ip: &mut [u8], dscp: u8, ip_len: usize, ident: Option<u16>) {
         h.fill_checksum();
     } else {
         // Traffic class = low nibble of byte 0, high nibble of byte 1.
-        let tc = px_caravan::tos(dscp, (ip[1] >> 4) & 0b11);
+        let tc = px_wire::caravan::tos(dscp, (ip[1] >> 4) & 0b11);
         ip[0] = (ip[0] & 0xf0) | (tc >> 4);
         ip[1] = (ip[1] & 0x0f) | (tc << 4);
         ip[4..6].copy_from_slice(&((ip_len - 40) as u16).to_be_bytes());

@@ -117,7 +117,7 @@ impl Default for Config {
             hash_seed: 0x5eed_0f9a_7e3a_15c3,
             caravan_prefixes: Vec::new(),
             caravan_ports: Vec::new(),
-            caravan_dscp: px_caravan::DEFAULT_DSCP,
+            caravan_dscp: px_wire::caravan::DEFAULT_DSCP,
         }
     }
 }

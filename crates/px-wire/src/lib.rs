@@ -8,6 +8,7 @@
 //! Checksums are full ([`checksum::Sum`]) or incremental (RFC 1624).
 //! Nothing here allocates or performs I/O.
 
+pub mod caravan;
 pub mod checksum;
 pub mod error;
 pub mod ethernet;
