@@ -154,7 +154,7 @@ pub fn render(shared: &Shared) -> String {
         vec![(String::new(), total.caravan.caravan_yield())],
     );
     let mut rows = Vec::new();
-    for r in px_caravan::Malformed::ALL {
+    for r in px_wire::caravan::Malformed::ALL {
         rows.push((format!("{{reason=\"{}\"}}", r.name()), total.caravan.malformed(r) as f64));
     }
     metric("px_gateway_caravans_malformed_total", "counter", "Outbound caravans dropped whole, by reason.", rows);
