@@ -16,6 +16,13 @@
 //!   restores a port on drop.
 //! - [`fanout`]: keeping both directions of a flow on one worker
 //!   (kernel `PACKET_FANOUT` hash groups, or a software symmetric hash).
+//! - [`udp`]: [`UdpSocket`], UDP sockets with DF control, `IP_MTU`,
+//!   `IP_RECVFRAGSIZE`, `IP_PKTINFO`, `IP_RECVERR`, TOS, and batched
+//!   receives ([`RecvBatch`]) — what F-PMTUD and caravan end hosts need
+//!   (unprivileged).
+//! - [`ifaddr`]: the MTU of the interface holding an address or index.
+//! - [`frag_capture`]: [`FragmentCapture`], every IPv4 fragment from a
+//!   packet socket, before the kernel reassembles it.
 //!
 //! ## Batched calls or a memory-mapped ring?
 //!
@@ -51,10 +58,13 @@
 
 pub mod af_packet;
 pub mod fanout;
+pub mod frag_capture;
 pub mod iface;
+pub mod ifaddr;
 pub mod ring;
 pub mod rx;
 mod sys;
+pub mod udp;
 pub mod vnet;
 
 pub use af_packet::{
@@ -62,7 +72,10 @@ pub use af_packet::{
     TxFrame, TxQueue,
 };
 pub use fanout::{Fanout, symmetric_flow_hash, worker_for};
+pub use frag_capture::FragmentCapture;
 pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState};
+pub use ifaddr::{ifindex_mtu, interface_mtu_of};
 pub use ring::{RingBatch, RingError, RingGeometry, RxRing};
 pub use rx::{MAX_FRAME, PacketType, RxError, RxFrames, RxPacket};
+pub use udp::{DfMode, QueuedError, RecvBatch, RecvMeta, UdpSocket, random_u64};
 pub use vnet::{Checksum, Gso, GsoKind, PacketMeta, VnetError, VnetHeader};

@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use px_io::{MAX_FRAME, PacketSocket, Poller, RxBatch, SocketConfig, TxBatch};
-use px_lab::{Offloads, Topology, require_root_or_skip};
+use px_lab::line::{LEFT_V4, LEFT_V6, RIGHT_V4, RIGHT_V6};
+use px_lab::{Line, LineSpec, Offloads, require_root_or_skip};
 
 /// Deterministic test bytes (xorshift), so the receiver can check every
 /// byte without a copy of the stream.
@@ -117,24 +118,24 @@ fn send(to: SocketAddr, seed: u64) {
     }
 }
 
+/// left:eth0 <-> mid:p0 and mid:p1 <-> right:eth0 at MTU 1500, hosts on
+/// one subnet, wire-like: hosts emit MTU-sized frames; the middle merges
+/// with GRO on receive and cuts with software GSO on send (TSO off).
+fn forwarding_line(roles: [&'static str; 3], v6: bool) -> Line {
+    let spec = LineSpec {
+        host_offloads: Offloads::WIRE_SENDER,
+        middle_offloads: Offloads::WIRE_SENDER.with(Offloads::GRO_RECEIVER),
+        ipv4: !v6,
+        ipv6: v6,
+        ..LineSpec::new(roles, [1500, 1500])
+    };
+    Line::build(spec).unwrap()
+}
+
 fn transfer(v6: bool) {
-    let mut t = Topology::new().unwrap();
-    let l = t.add_ns("fwdl").unwrap();
-    let g = t.add_ns("fwdg").unwrap();
-    let r = t.add_ns("fwdr").unwrap();
-    t.add_veth((l, "eth0"), (g, "p0"), 1500).unwrap();
-    t.add_veth((g, "p1"), (r, "eth0"), 1500).unwrap();
-    // Wire-like: hosts emit MTU-sized frames; the middle merges with GRO on
-    // receive and cuts with software GSO on send (TSO off).
-    for (ns, dev) in [(l, "eth0"), (r, "eth0")] {
-        t.ns(ns).set_offloads(dev, Offloads::WIRE_SENDER).unwrap();
-    }
-    for dev in ["p0", "p1"] {
-        t.ns(g).set_offloads(dev, Offloads::WIRE_SENDER.with(Offloads::GRO_RECEIVER)).unwrap();
-    }
-    let (la, ra) = if v6 { ("2001:db8:1::1/64", "2001:db8:1::2/64") } else { ("198.51.100.1/24", "198.51.100.2/24") };
-    t.ns(l).add_addr("eth0", la).unwrap();
-    t.ns(r).add_addr("eth0", ra).unwrap();
+    let line = forwarding_line(["fwdl", "fwdg", "fwdr"], v6);
+    let (t, l, g, r) = (&line.topo, line.left, line.middle, line.right);
+    let (la, ra) = if v6 { (LEFT_V6, RIGHT_V6) } else { (LEFT_V4, RIGHT_V4) };
     let cfg = SocketConfig { promiscuous: true, ..SocketConfig::default() };
     let mut ports = ["p0", "p1"].map(|p| t.ns(g).run(|| PacketSocket::open(p, &cfg)).unwrap().unwrap());
     let addr = |a: &str, port| -> SocketAddr {
@@ -193,20 +194,8 @@ fn fanout_workers_forward_32_flows_exactly_without_loops() {
     // socket per port (the gateway configuration: receive ring, promiscuous),
     // joined to that port's fan-out group in worker order, and forwards what
     // it receives out of its own socket on the other port, zero-copy.
-    let mut t = Topology::new().unwrap();
-    let l = t.add_ns("fanfl").unwrap();
-    let g = t.add_ns("fanfg").unwrap();
-    let r = t.add_ns("fanfr").unwrap();
-    t.add_veth((l, "eth0"), (g, "p0"), 1500).unwrap();
-    t.add_veth((g, "p1"), (r, "eth0"), 1500).unwrap();
-    for (ns, dev) in [(l, "eth0"), (r, "eth0")] {
-        t.ns(ns).set_offloads(dev, Offloads::WIRE_SENDER).unwrap();
-    }
-    for dev in ["p0", "p1"] {
-        t.ns(g).set_offloads(dev, Offloads::WIRE_SENDER.with(Offloads::GRO_RECEIVER)).unwrap();
-    }
-    t.ns(l).add_addr("eth0", "198.51.100.1/24").unwrap();
-    t.ns(r).add_addr("eth0", "198.51.100.2/24").unwrap();
+    let line = forwarding_line(["fanfl", "fanfg", "fanfr"], false);
+    let (t, l, g, r) = (&line.topo, line.left, line.middle, line.right);
     const WORKERS: usize = 2;
     let mut workers: Vec<[PacketSocket; 2]> = t
         .ns(g)
@@ -229,12 +218,7 @@ fn fanout_workers_forward_32_flows_exactly_without_loops() {
             let stop = &stop;
             s.spawn(move || bridge(ports, stop, c));
         }
-        let spec = |server: &str| px_lab::BulkSpec {
-            server: server.parse().unwrap(),
-            flows: 32,
-            bytes_per_flow: 1 << 20,
-            stall_timeout: Duration::from_secs(10),
-        };
+        let spec = |server: &str| px_lab::BulkSpec::new(server.parse().unwrap(), 32, 1 << 20);
         let inbound = px_lab::bulk_tcp(t.ns(l), t.ns(r), &spec("198.51.100.2:5401")).unwrap();
         let outbound = px_lab::bulk_tcp(t.ns(r), t.ns(l), &spec("198.51.100.1:5402")).unwrap();
         stop.store(true, Ordering::Relaxed);

@@ -12,7 +12,7 @@ use px_io::{
     Checksum, Fanout, GsoKind, IfaceCtl, IfaceGuard, MAX_FRAME, Offload, PacketMeta, PacketSocket, PacketType, Poller,
     RingGeometry, RxBatch, SocketConfig,
 };
-use px_lab::{NsId, Topology, require_root_or_skip};
+use px_lab::{Line, LineSpec, NsId, Topology, require_root_or_skip};
 
 /// Two namespaces `snd` and `rcv` joined by `eth0 <-> eth0`.
 fn pair(mtu: u32, v6: bool) -> (Topology, NsId, NsId) {
@@ -410,12 +410,9 @@ fn kernel_fanout_keeps_both_directions_on_one_worker() {
     }
     // left:eth0 <-> gw:p0 and gw:p1 <-> right:eth0; the gateway namespace has
     // two workers, each with one socket per port, joined in worker order.
-    let mut t = Topology::new().unwrap();
-    let l = t.add_ns("fanl").unwrap();
-    let g = t.add_ns("fang").unwrap();
-    let r = t.add_ns("fanr").unwrap();
-    t.add_veth((l, "eth0"), (g, "p0"), 1500).unwrap();
-    t.add_veth((g, "p1"), (r, "eth0"), 1500).unwrap();
+    let line =
+        Line::build(LineSpec { addressing: None, ..LineSpec::new(["fanl", "fang", "fanr"], [1500, 1500]) }).unwrap();
+    let (t, l, g, r) = (&line.topo, line.left, line.middle, line.right);
     const WORKERS: usize = 2;
     let socks: Vec<[PacketSocket; 2]> = t
         .ns(g)

@@ -9,21 +9,31 @@
 //! - [`netns`]: [`Netns`] guards, entering a namespace from Rust, children.
 //! - [`link`]: veth pairs placed directly into namespaces.
 //! - [`topology`]: [`Topology`], which owns all of it.
+//! - [`line`](mod@line): [`Line`], the host — middle box — host line the gateway
+//!   lab, the demo and the forwarding tests are built on.
 //! - [`impair`]: loss and delay on a link (this kernel has no `netem`).
 //! - [`observe`]: counting frame sizes on a link from a host's namespace.
-//! - [`traffic`]: a built-in bulk TCP generator that verifies every byte.
+//! - [`traffic`]: the bulk TCP generator that verifies every byte.
+//! - [`gateway`]: `px gateway` run as a lab process in a line's middle box.
+//! - [`demo`]: the experiment of `px lab demo` (gateway vs router, iperf3).
+//! - [`pmtud`], [`pmtud_compare`]: path-MTU lab paths and the comparison of
+//!   `px lab pmtud`.
 //! - [`addr`]: the only address ranges the lab will configure.
 //! - [`cleanup`]: the registry emptied on signals.
 
 pub mod addr;
 pub mod cleanup;
 pub mod cmd;
+pub mod demo;
 mod element;
+pub mod gateway;
 pub mod impair;
+pub mod line;
 pub mod link;
 pub mod netns;
 pub mod observe;
 pub mod pmtud;
+pub mod pmtud_compare;
 pub mod topology;
 pub mod traffic;
 
@@ -31,11 +41,15 @@ pub use addr::{AddrError, DocPrefix};
 pub use cleanup::{cleanup_all, install_signal_cleanup, interrupted};
 pub use cmd::CmdError;
 pub use impair::{ImpairSpec, ImpairStats, Impairment};
+pub use line::{Addressing, Line, LineImpairment, LineSpec};
 pub use link::{LinkEnd, Veth};
 pub use netns::{LabChild, Netns, NetnsGuard, NsName, Offloads, list_px_namespaces};
 pub use observe::{FrameObserver, FrameSizes, SizeCounts};
 pub use topology::{LinkId, NsId, Topology};
-pub use traffic::{BulkResult, BulkSpec, FlowResult, TcpStats, TrafficError, bulk_tcp, tcp_stats};
+pub use traffic::{
+    BulkResult, BulkSpec, FlowResult, FlowSender, Pace, Pattern, ReceivedFlow, SentFlow, TcpStats, TrafficError,
+    bulk_tcp, bulk_tcp_counted, receive_flow, tcp_stats,
+};
 
 /// Why a lab operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -297,6 +297,19 @@ impl PmtudLab {
         self.prober_ns().ip(&["-6", "route", "flush", "cache"]).map(drop)
     }
 
+    /// Waits (up to `within`) until the responder's UDP port (`px fpmtud`'s
+    /// 9999) is bound; `false` if it never was.
+    pub fn wait_responder_listening(&self, within: Duration) -> Result<bool, LabError> {
+        let until = std::time::Instant::now() + within;
+        while std::time::Instant::now() < until {
+            if self.responder_ns().exec("ss", &["-Hlun"])?.contains(":9999") {
+                return Ok(true);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(false)
+    }
+
     /// Pings the target once from the prober (fills neighbour caches so
     /// address resolution does not count against the first tool).
     pub fn warm_up(&self) -> Result<(), LabError> {

@@ -5,7 +5,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 
-use px_lab::{Netns, NsName, Offloads, Topology, list_px_namespaces, require_root_or_skip};
+use px_lab::line::{LEFT_V6, ROUTED_RIGHT_V4, ROUTER_LEFT_V4};
+use px_lab::{
+    Addressing, Line, LineImpairment, LineSpec, Netns, NsName, Offloads, Topology, list_px_namespaces,
+    require_root_or_skip,
+};
 
 /// Namespaces the child process `pid` created.
 fn created_by(pid: u32) -> Vec<String> {
@@ -90,27 +94,20 @@ fn routes_and_forwarding_through_a_router() {
     if !require_root_or_skip("routes_and_forwarding_through_a_router") {
         return;
     }
-    let mut t = Topology::new().unwrap();
-    let h1 = t.add_ns("h1").unwrap();
-    let r = t.add_ns("router").unwrap();
-    let h2 = t.add_ns("h2").unwrap();
-    t.add_veth((h1, "eth0"), (r, "left"), 1500).unwrap();
-    t.add_veth((r, "right"), (h2, "eth0"), 9000).unwrap();
-    t.ns(h1).add_addr("eth0", "198.51.100.1/24").unwrap();
-    t.ns(r).add_addr("left", "198.51.100.254/24").unwrap();
-    t.ns(r).add_addr("right", "203.0.113.254/24").unwrap();
-    t.ns(h2).add_addr("eth0", "203.0.113.1/24").unwrap();
-    t.ns(r).enable_forwarding().unwrap();
+    let mut line = Line::build(LineSpec {
+        addressing: Some(Addressing::Router),
+        ..LineSpec::new(["h1", "router", "h2"], [1500, 9000])
+    })
+    .unwrap();
+    let (t, h1, r) = (&line.topo, line.left, line.middle);
     assert_eq!(t.ns(r).exec("cat", &["/proc/sys/net/ipv4/ip_forward"]).unwrap().trim(), "1");
     assert!(t.ns(r).set_sysctl("kernel.hostname", "x").is_err(), "only per-namespace net.* keys");
-    t.ns(h1).add_route("203.0.113.0/24", "198.51.100.254").unwrap();
-    t.ns(h2).add_route("198.51.100.0/24", "203.0.113.254").unwrap();
-    t.ns(h1).ping("203.0.113.1", 2).unwrap();
-    assert!(t.ns(h1).add_route("0.0.0.0/0", "198.51.100.254").is_err());
+    t.ns(h1).ping(ROUTED_RIGHT_V4, 2).unwrap();
+    assert!(t.ns(h1).add_route("0.0.0.0/0", ROUTER_LEFT_V4).is_err());
     let d = t.describe().unwrap();
     assert!(d.contains("198.51.100.254/24") && d.contains("mtu 9000"), "{d}");
     // A background process is killed with the topology.
-    t.spawn(h2, "sleep", &["600"]).unwrap();
+    line.topo.spawn(line.right, "sleep", &["600"]).unwrap();
 }
 
 #[test]
@@ -185,41 +182,23 @@ fn bulk_tcp_through_a_router_is_verified_and_observed() {
     // legacy (MTU 1500) -- router -- b-network host (MTU 9000): the plain
     // Linux baseline, in which the 9000-byte link only carries what fits
     // the legacy MSS.
-    let mut t = Topology::new().unwrap();
-    let h1 = t.add_ns("legacy").unwrap();
-    let r = t.add_ns("router").unwrap();
-    let h2 = t.add_ns("bnet").unwrap();
-    t.add_veth((h1, "eth0"), (r, "left"), 1500).unwrap();
-    t.add_veth((r, "right"), (h2, "eth0"), 9000).unwrap();
-    for (ns, dev) in [(h1, "eth0"), (r, "left"), (r, "right"), (h2, "eth0")] {
+    let line = Line::build(LineSpec {
         // Wire-like frames everywhere, and no GRO, so observers count wire sizes.
-        t.ns(ns).set_offloads(dev, Offloads { gro: Some(false), ..Offloads::WIRE_SENDER }).unwrap();
-    }
-    t.ns(h1).add_addr("eth0", "198.51.100.1/24").unwrap();
-    t.ns(h1).add_addr("eth0", "2001:db8:1::1/64").unwrap();
-    t.ns(r).add_addr("left", "198.51.100.254/24").unwrap();
-    t.ns(r).add_addr("left", "2001:db8:1::fe/64").unwrap();
-    t.ns(r).add_addr("right", "203.0.113.254/24").unwrap();
-    t.ns(r).add_addr("right", "2001:db8:2::fe/64").unwrap();
-    t.ns(h2).add_addr("eth0", "203.0.113.1/24").unwrap();
-    t.ns(h2).add_addr("eth0", "2001:db8:2::1/64").unwrap();
-    t.ns(r).enable_forwarding().unwrap();
-    t.ns(h1).add_route("203.0.113.0/24", "198.51.100.254").unwrap();
-    t.ns(h1).add_route("2001:db8:2::/64", "2001:db8:1::fe").unwrap();
-    t.ns(h2).add_route("198.51.100.0/24", "203.0.113.254").unwrap();
-    t.ns(h2).add_route("2001:db8:1::/64", "2001:db8:2::fe").unwrap();
+        host_offloads: Offloads { gro: Some(false), ..Offloads::WIRE_SENDER },
+        middle_offloads: Offloads { gro: Some(false), ..Offloads::WIRE_SENDER },
+        ipv6: true,
+        addressing: Some(Addressing::Router),
+        ..LineSpec::new(["legacy", "router", "bnet"], [1500, 9000])
+    })
+    .unwrap();
+    let (t, h1, h2) = (&line.topo, line.left, line.right);
     // Resolve neighbours first: SYNs queued behind neighbour discovery would
     // cost a 1 s retransmission timeout and distort the throughput.
-    t.ns(h1).ping("203.0.113.1", 2).unwrap();
-    t.ns(h2).ping("2001:db8:1::1", 2).unwrap();
+    t.ns(h1).ping(ROUTED_RIGHT_V4, 2).unwrap();
+    t.ns(h2).ping(LEFT_V6, 2).unwrap();
     let obs = px_lab::FrameObserver::start(t.ns(h2), "eth0").unwrap();
-    let spec = |server: &str| px_lab::BulkSpec {
-        server: server.parse().unwrap(),
-        flows: 4,
-        bytes_per_flow: 4 << 20,
-        stall_timeout: std::time::Duration::from_secs(10),
-    };
-    let inbound = px_lab::bulk_tcp(t.ns(h1), t.ns(h2), &spec("203.0.113.1:5001")).unwrap();
+    let spec = |server: &str| px_lab::BulkSpec::new(server.parse().unwrap(), 4, 4 << 20);
+    let inbound = px_lab::bulk_tcp(t.ns(h1), t.ns(h2), &spec("203.0.113.2:5001")).unwrap();
     let outbound = px_lab::bulk_tcp(t.ns(h2), t.ns(h1), &spec("[2001:db8:1::1]:5002")).unwrap();
     let sizes = obs.stop();
     eprintln!("router baseline: inbound {:.2} Gbit/s, outbound {:.2} Gbit/s", inbound.gbps(), outbound.gbps());
@@ -252,10 +231,8 @@ fn bulk_tcp_reports_a_dead_path_instead_of_hanging() {
     // Take the link down: connects must time out and be reported.
     t.ns(a).ip(&["link", "set", "eth0", "down"]).unwrap();
     let spec = px_lab::BulkSpec {
-        server: "198.51.100.2:5003".parse().unwrap(),
-        flows: 2,
-        bytes_per_flow: 1 << 20,
         stall_timeout: std::time::Duration::from_millis(500),
+        ..px_lab::BulkSpec::new("198.51.100.2:5003".parse().unwrap(), 2, 1 << 20)
     };
     let t0 = std::time::Instant::now();
     let err = px_lab::bulk_tcp(t.ns(a), t.ns(b), &spec).unwrap_err();
@@ -264,19 +241,15 @@ fn bulk_tcp_reports_a_dead_path_instead_of_hanging() {
 }
 
 /// a:eth0 -- imp:p0 | imp:p1 -- b:eth0, with `spec` applied in `imp`.
-fn impaired_pair(spec: px_lab::ImpairSpec) -> (Topology, px_lab::NsId, px_lab::NsId, px_lab::Impairment) {
-    let mut t = Topology::new().unwrap();
-    let a = t.add_ns("impa").unwrap();
-    let m = t.add_ns("imp").unwrap();
-    let b = t.add_ns("impb").unwrap();
-    t.add_veth((a, "eth0"), (m, "p0"), 1500).unwrap();
-    t.add_veth((m, "p1"), (b, "eth0"), 1500).unwrap();
-    t.ns(a).add_addr("eth0", "198.51.100.1/24").unwrap();
-    t.ns(b).add_addr("eth0", "198.51.100.2/24").unwrap();
-    t.ns(a).set_offloads("eth0", Offloads::WIRE_SENDER).unwrap();
-    t.ns(b).set_offloads("eth0", Offloads::WIRE_SENDER).unwrap();
-    let imp = px_lab::Impairment::start(t.ns(m), "p0", "p1", spec).unwrap();
-    (t, a, b, imp)
+fn impaired_pair(spec: px_lab::ImpairSpec) -> (Line, px_lab::Impairment) {
+    let mut line = Line::build(LineSpec {
+        host_offloads: Offloads::WIRE_SENDER,
+        impairment: Some(LineImpairment::Middle(spec)),
+        ..LineSpec::new(["impa", "imp", "impb"], [1500, 1500])
+    })
+    .unwrap();
+    let imp = line.impairment.take().unwrap();
+    (line, imp)
 }
 
 #[test]
@@ -285,15 +258,10 @@ fn impairment_loses_frames_but_tcp_stays_exact() {
         return;
     }
     let spec = px_lab::ImpairSpec { loss: 0.02, seed: 9, ..px_lab::ImpairSpec::default() };
-    let (t, a, b, imp) = impaired_pair(spec);
-    t.ns(a).ping("198.51.100.2", 5).unwrap();
-    let bulk = px_lab::BulkSpec {
-        server: "198.51.100.2:5004".parse().unwrap(),
-        flows: 2,
-        bytes_per_flow: 4 << 20,
-        stall_timeout: std::time::Duration::from_secs(10),
-    };
-    let r = px_lab::bulk_tcp(t.ns(a), t.ns(b), &bulk).unwrap();
+    let (line, imp) = impaired_pair(spec);
+    line.left_ns().ping("198.51.100.2", 5).unwrap();
+    let bulk = px_lab::BulkSpec::new("198.51.100.2:5004".parse().unwrap(), 2, 4 << 20);
+    let r = px_lab::bulk_tcp(line.left_ns(), line.right_ns(), &bulk).unwrap();
     let stats = imp.stop();
     eprintln!("2 % loss: {:.2} Gbit/s, {stats:?}", r.gbps());
     assert!(r.flows.iter().all(|f| f.bytes == 4 << 20));
@@ -316,8 +284,8 @@ fn impairment_delays_both_directions() {
         return;
     }
     let delay = std::time::Duration::from_millis(15);
-    let (t, a, _b, imp) = impaired_pair(px_lab::ImpairSpec { delay, ..px_lab::ImpairSpec::default() });
-    let out = t.ns(a).exec("ping", &["-n", "-q", "-c", "4", "-i", "0.2", "198.51.100.2"]).unwrap();
+    let (line, imp) = impaired_pair(px_lab::ImpairSpec { delay, ..px_lab::ImpairSpec::default() });
+    let out = line.left_ns().exec("ping", &["-n", "-q", "-c", "4", "-i", "0.2", "198.51.100.2"]).unwrap();
     let rtt = min_rtt_ms(&out);
     let stats = imp.stop();
     eprintln!("one-way delay 15 ms: min RTT {rtt} ms, {stats:?}");

@@ -6,4 +6,6 @@
 //! between the two and owns threads, signals-to-stop flags and metrics.
 //! The `px` command line is a thin shell over it.
 
+pub mod caravan;
 pub mod gateway;
+pub mod pmtud;

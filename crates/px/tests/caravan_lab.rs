@@ -17,7 +17,7 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{BNET_V4, BNET_V6, Gateway, GwLab, LEGACY_V4, serialize};
+use common::{BNET_V4, BNET_V6, ExitChecks, Gateway, GwLab, LEGACY_V4, serialize};
 use px_lab::{LabChild, Netns};
 
 const PX: &str = env!("CARGO_BIN_EXE_px");

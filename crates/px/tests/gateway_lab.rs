@@ -22,10 +22,17 @@ fn transfers_both_ways(lab: &GwLab, legacy_addr: &str, bnet_addr: &str, base_por
         let p = base_port + 2 * k as u16;
         let progress = AtomicU64::new(0);
         let stall = Duration::from_secs(10);
-        let inbound = Transfer { server: sock(bnet_addr, p), flows, bytes_per_flow: bytes, pace: Pace::FULL, stall };
+        let inbound = BulkSpec {
+            server: sock(bnet_addr, p),
+            flows,
+            bytes_per_flow: bytes,
+            pace: Pace::FULL,
+            stall_timeout: stall,
+            sha256: true,
+        };
         let ends = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress);
         assert_exact(&ends, bytes);
-        let outbound = Transfer { server: sock(legacy_addr, p + 1), ..inbound };
+        let outbound = BulkSpec { server: sock(legacy_addr, p + 1), ..inbound };
         let ends = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress);
         assert_exact(&ends, bytes);
     }
@@ -126,16 +133,17 @@ fn bnet_host_uses_the_large_mss_and_links_carry_their_mtu() {
         let obs_inner = FrameObserver::start(lab.ns(lab.bnet), BNET_DEV).unwrap();
         let progress = AtomicU64::new(0);
         let bytes = 8 << 20;
-        let t = Transfer {
+        let t = BulkSpec {
             server: sock(bnet, port),
             flows: 1,
             bytes_per_flow: bytes,
             pace: Pace::FULL,
-            stall: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(10),
+            sha256: true,
         };
         let inbound = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), t, &progress);
         assert_exact(&inbound, bytes);
-        let t = Transfer { server: sock(legacy, port + 1), ..t };
+        let t = BulkSpec { server: sock(legacy, port + 1), ..t };
         let outbound = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), t, &progress);
         assert_exact(&outbound, bytes);
         let (outer, inner) = (obs_outer.stop(), obs_inner.stop());
@@ -188,8 +196,15 @@ fn connection_opened_before_the_gateway_starts() {
     // ~16 MB/s per flow: the switch-over happens a quarter of the way in.
     let pace = Pace { chunk: 16 << 10, gap: Duration::from_millis(1) };
     let stall = Duration::from_secs(15);
-    let inbound = Transfer { server: sock(BNET_V4, 5331), flows: 1, bytes_per_flow: bytes, pace, stall };
-    let outbound = Transfer { server: sock(LEGACY_V4, 5332), ..inbound };
+    let inbound = BulkSpec {
+        server: sock(BNET_V4, 5331),
+        flows: 1,
+        bytes_per_flow: bytes,
+        pace,
+        stall_timeout: stall,
+        sha256: true,
+    };
+    let outbound = BulkSpec { server: sock(LEGACY_V4, 5332), ..inbound };
     let (ends_in, ends_out, exit) = std::thread::scope(|s| {
         let i = s.spawn(|| transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress));
         let o = s.spawn(|| transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress));
@@ -238,24 +253,31 @@ fn loss_on_the_legacy_side_neither_corrupts_nor_stalls() {
     let bytes = 3 << 20;
     let t0 = std::time::Instant::now();
     let stall = Duration::from_secs(20);
-    let inbound = Transfer { server: sock(BNET_V4, 5341), flows: 4, bytes_per_flow: bytes, pace: Pace::FULL, stall };
+    let inbound = BulkSpec {
+        server: sock(BNET_V4, 5341),
+        flows: 4,
+        bytes_per_flow: bytes,
+        pace: Pace::FULL,
+        stall_timeout: stall,
+        sha256: true,
+    };
     let ends_in = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress);
-    let outbound = Transfer { server: sock(LEGACY_V4, 5342), ..inbound };
+    let outbound = BulkSpec { server: sock(LEGACY_V4, 5342), ..inbound };
     let ends_out = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress);
     assert_exact(&ends_in, bytes);
     assert_exact(&ends_out, bytes);
     // IPv6 too, two flows each way.
-    let inbound6 = Transfer { server: sock(BNET_V6, 5343), flows: 2, ..inbound };
+    let inbound6 = BulkSpec { server: sock(BNET_V6, 5343), flows: 2, ..inbound };
     let ends_in6 = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound6, &progress);
     assert_exact(&ends_in6, bytes);
-    let outbound6 = Transfer { server: sock(LEGACY_V6, 5344), ..inbound6 };
+    let outbound6 = BulkSpec { server: sock(LEGACY_V6, 5344), ..inbound6 };
     let ends_out6 = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound6, &progress);
     assert_exact(&ends_out6, bytes);
     assert!(ends_out6.iter().all(|e| e.sender.snd_mss == 8928));
     let took = t0.elapsed();
     let exit = gw.stop();
     exit.assert_clean();
-    let imp = lab.impairment.take().unwrap().stop();
+    let imp = lab.line.impairment.take().unwrap().stop();
     let retrans_in: u32 = ends_in.iter().map(|e| e.sender.total_retrans).sum();
     let retrans_out: u32 = ends_out.iter().map(|e| e.sender.total_retrans).sum();
     eprintln!("{took:?}; impairment {imp:?}; retransmits in {retrans_in} out {retrans_out}\n{}", exit.stats);
@@ -297,10 +319,10 @@ fn stop_mid_transfer(lab: &GwLab, port: u16) -> u64 {
             let mut hs = Vec::new();
             for _ in 0..flows {
                 let (c, _) = listener.accept().expect("accept");
-                hs.push(s.spawn(|| receive(c, stall, &progress)));
+                hs.push(s.spawn(|| receive_flow(c, stall, &progress, true).expect("receive")));
             }
             let mut r: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-            r.sort_by_key(|x| x.0);
+            r.sort_by_key(|x| x.flow);
             r
         });
         let senders: Vec<_> = (0..flows as u64)
@@ -309,32 +331,17 @@ fn stop_mid_transfer(lab: &GwLab, port: u16) -> u64 {
                 let legacy = lab.ns(lab.legacy);
                 s.spawn(move || {
                     let _in = legacy.enter().unwrap();
-                    let mut c = std::net::TcpStream::connect_timeout(&server, stall).unwrap();
-                    c.set_write_timeout(Some(stall)).unwrap();
-                    c.set_read_timeout(Some(stall)).unwrap();
-                    use std::io::{Read, Write};
-                    c.write_all(&flow.to_be_bytes()).unwrap();
-                    let (mut pat, mut sha, mut buf) = (Pattern::new(flow, 51), Sha256::new(), vec![0u8; 1 << 20]);
-                    let mut sent = 0u64;
+                    let mut c = FlowSender::connect(server, flow, None, stall, true).unwrap();
                     // Phase 1: bulk writes until the gateway has exited.
                     while !stopped.load(Ordering::Relaxed) {
-                        pat.fill(&mut buf);
-                        c.write_all(&buf).unwrap();
-                        sha.update(&buf);
-                        sent += buf.len() as u64;
+                        c.send(1 << 20).unwrap();
                     }
                     // Phase 2: once a bridge carries frames, a normal tail.
                     while !finish.load(Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(5));
                     }
-                    let mut tail = vec![0u8; 64 << 10];
-                    pat.fill(&mut tail);
-                    c.write_all(&tail).unwrap();
-                    sha.update(&tail);
-                    sent += tail.len() as u64;
-                    c.shutdown(std::net::Shutdown::Write).unwrap();
-                    let _ = c.read(&mut [0u8; 1]).unwrap();
-                    (sent, sha.finish())
+                    c.send(64 << 10).unwrap();
+                    c.finish().unwrap()
                 })
             })
             .collect();
@@ -361,9 +368,9 @@ fn stop_mid_transfer(lab: &GwLab, port: u16) -> u64 {
     let sent_inner = exit.stats["counters"]["inner"]["tx_packets"].as_u64().unwrap_or(u64::MAX);
     eprintln!("gateway inner tx {sent_inner}, observed at the b-network host {}", inner.rx.frames);
     assert!(inner.rx.frames >= sent_inner, "{sent_inner} frames sent, {} arrived", inner.rx.frames);
-    for (flow, ((sent, sent_sha), (_, got, got_sha, _))) in ends.iter().enumerate() {
-        assert_eq!(sent, got, "flow {flow}");
-        assert_eq!(sent_sha, got_sha, "flow {flow}: sha256 differs");
+    for (flow, (sent, got)) in ends.iter().enumerate() {
+        assert_eq!(sent.bytes, got.bytes, "flow {flow}");
+        assert_eq!(sent.sha256, got.sha256, "flow {flow}: sha256 differs");
     }
     lab.unbridge();
     exit.flushes(FlushReason::Shutdown)

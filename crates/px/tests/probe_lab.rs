@@ -6,7 +6,7 @@
 //! sent more bytes than it received. Skipped with a message when not root.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use px_lab::pmtud::{PathSpec, PmtudLab, lossy_path, standard_paths};
 use px_lab::{LabChild, require_root_or_skip};
@@ -39,14 +39,8 @@ fn start_responder(lab: &PmtudLab, extra: &[&str]) -> LabChild {
     let mut cmd = lab.responder_ns().command(PX);
     cmd.args(["fpmtud", "--json-stats", "--rate", "1000", "--burst", "1000"]).args(extra).stdout(Stdio::piped());
     let child = LabChild::spawn(&mut cmd).unwrap();
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
-        if lab.responder_ns().exec("ss", &["-Hlun"]).unwrap().contains(":9999") {
-            return child;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("px fpmtud did not bind its port");
+    assert!(lab.wait_responder_listening(Duration::from_secs(5)).unwrap(), "px fpmtud did not bind its port");
+    child
 }
 
 /// Stops the responder with SIGTERM; its exit code and counters.

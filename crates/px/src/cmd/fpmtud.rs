@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::Args;
 use px_pmtud::fpmtud::wire::DEFAULT_PORT;
 
-use crate::pmtud::daemon::{Daemon, DaemonConfig};
+use px_runtime::pmtud::responder::{Daemon, DaemonConfig};
 
 #[derive(Debug, Args)]
 pub struct FpmtudArgs {

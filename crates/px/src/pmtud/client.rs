@@ -33,7 +33,7 @@ use px_pmtud::fpmtud::wire::{self, ProbeKind, ProbeRepr, Reply};
 use px_pmtud::rtt::{ClassicRtt, RttEstimator, RttSample};
 use px_pmtud::search::SearchStrategy;
 
-use super::sock::{self, DfMode, QueuedError, Sock};
+use px_io::{DfMode, QueuedError, UdpSocket, interface_mtu_of, random_u64};
 
 /// IPv6 minimum link MTU (RFC 8200 §5): every IPv6 path carries it.
 pub const IPV6_MIN_MTU: u16 = 1280;
@@ -101,7 +101,7 @@ fn io_err(step: &'static str) -> impl FnOnce(io::Error) -> ProbeError {
 /// A connected socket and the local link MTU toward the target.
 #[derive(Debug)]
 pub struct Path {
-    sock: Sock,
+    sock: UdpSocket,
     link_mtu: u16,
     /// An ICMP "port unreachable" came back: nothing listens on the port.
     refused: Cell<bool>,
@@ -113,9 +113,9 @@ impl Path {
     /// `IP_MTU` may already hold a cached, smaller path MTU, which is what
     /// is being measured), capped by `--max-size`.
     pub fn open(opts: &ProbeOptions) -> Result<Path, ProbeError> {
-        let sock = Sock::connect_to(opts.target).map_err(io_err("connect"))?;
+        let sock = UdpSocket::connect_to(opts.target).map_err(io_err("connect"))?;
         let local = sock.local_addr().map_err(io_err("getsockname"))?;
-        let iface = sock::interface_mtu_of(local.ip()).map_err(io_err("getifaddrs"))?;
+        let iface = interface_mtu_of(local.ip()).map_err(io_err("getifaddrs"))?;
         let mtu = match iface {
             Some(m) => m,
             None => sock.path_mtu().map_err(io_err("IP_MTU"))?,
@@ -229,7 +229,7 @@ pub fn fpmtud(path: &Path, opts: &ProbeOptions, early_fallback: bool) -> Result<
     if path.is_v6() {
         return Err(ProbeError::Config("F-PMTUD needs IPv4: IPv6 routers never fragment".into()));
     }
-    let nonce = sock::random_u64().map_err(io_err("getrandom"))?;
+    let nonce = random_u64().map_err(io_err("getrandom"))?;
     let mut cfg = ProberConfig::new(path.link_mtu);
     cfg.legacy_probes = opts.legacy;
     cfg.accept_legacy = opts.legacy;
@@ -384,7 +384,7 @@ pub fn dplpmtud(
     cfg.min_probe_timer = opts.probe_timer;
     cfg.validate().map_err(|e| ProbeError::Config(e.to_string()))?;
     let mut d = Dplpmtud::new(cfg).map_err(|e| ProbeError::Config(e.to_string()))?;
-    let nonce = sock::random_u64().map_err(io_err("getrandom"))?;
+    let nonce = random_u64().map_err(io_err("getrandom"))?;
     d.enable();
     let start = Instant::now();
     let hard = start + opts.timeout;
@@ -501,7 +501,7 @@ const MAX_BASE_TRIES: u8 = px_pmtud::dplpmtud::MAX_PROBES;
 pub fn icmp(path: &Path, opts: &ProbeOptions) -> Result<Measurement, ProbeError> {
     path.sock.enable_errors().map_err(io_err("IP_RECVERR"))?;
     let overhead = path.sock.overhead();
-    let nonce = sock::random_u64().map_err(io_err("getrandom"))?;
+    let nonce = random_u64().map_err(io_err("getrandom"))?;
     let start = Instant::now();
     let hard = start + opts.timeout;
     let mut size = path.link_mtu;
@@ -632,7 +632,7 @@ pub fn auto(path: &Path, opts: &ProbeOptions) -> Result<Measurement, ProbeError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmtud::daemon::{Daemon, DaemonConfig};
+    use px_runtime::pmtud::responder::{Daemon, DaemonConfig};
 
     fn opts(target: SocketAddr) -> ProbeOptions {
         ProbeOptions {
@@ -710,7 +710,7 @@ mod tests {
     #[test]
     fn no_responder_means_no_answer() {
         // Nothing listens on this port: every method ends without a PMTU.
-        let s = Sock::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let s = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = s.local_addr().unwrap();
         drop(s);
         let o = ProbeOptions { timeout: Duration::from_secs(2), ..opts(addr) };

@@ -18,10 +18,11 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use px_pmtud::fpmtud::wire::FragmentRecord;
+use px_wire::ipv4::Ipv4Packet;
+use px_wire::udp::{self, UdpDatagram};
 
 /// Datagrams being tracked at once.
 pub const MAX_DATAGRAMS: usize = 1024;
@@ -37,52 +38,59 @@ const MATCH_LEN: usize = 24;
 #[derive(Debug, Clone)]
 struct Datagram {
     first_seen: Instant,
-    records: Vec<FragmentRecord>,
+    records: Vec<Fragment>,
     /// UDP source and destination port and the first payload bytes, from
     /// the fragment at offset 0.
     head: Option<(u16, u16, Vec<u8>)>,
 }
 
+/// What a packet socket saw of one IPv4 fragment: the F-PMTUD responder
+/// reports these (px-pmtud's `FragmentRecord` carries the same fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fragment {
+    /// Byte offset of the fragment's data in the original datagram
+    /// (8 × the IP fragment-offset field).
+    pub offset: u16,
+    /// IP total length of the fragment.
+    pub ip_len: u16,
+    /// The IP "more fragments" flag.
+    pub more_fragments: bool,
+}
+
 /// A parsed IPv4 fragment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Fragment {
+struct Parsed {
     key: (Ipv4Addr, Ipv4Addr, u16),
-    record: FragmentRecord,
+    record: Fragment,
     /// For the fragment at offset 0: UDP ports and payload start.
     head: Option<(u16, u16, Vec<u8>)>,
 }
 
 /// Parses an IPv4 packet (from the IP header on); `Some` only for a UDP
 /// fragment (MF set or non-zero offset) with a sane header.
-fn parse_fragment(p: &[u8]) -> Option<Fragment> {
-    let ver_ihl = *p.first()?;
-    let ihl = usize::from(ver_ihl & 0x0f) * 4;
-    if ver_ihl >> 4 != 4 || ihl < 20 || p.len() < ihl {
+fn parse_fragment(p: &[u8]) -> Option<Parsed> {
+    let ip = Ipv4Packet::new_checked(p).ok()?;
+    if ip.protocol() != libc::IPPROTO_UDP as u8 || !ip.is_fragment() {
         return None;
     }
-    let total = u16::from_be_bytes([p[2], p[3]]);
-    if usize::from(total) < ihl || usize::from(total) > p.len() || p[9] != 17 {
-        return None;
-    }
-    let id = u16::from_be_bytes([p[4], p[5]]);
-    let flags_off = u16::from_be_bytes([p[6], p[7]]);
-    let more = flags_off & 0x2000 != 0;
-    let offset = (flags_off & 0x1fff) * 8;
-    if !more && offset == 0 {
-        return None;
-    }
-    let src = Ipv4Addr::new(p[12], p[13], p[14], p[15]);
-    let dst = Ipv4Addr::new(p[16], p[17], p[18], p[19]);
-    let data = &p[ihl..usize::from(total)];
-    let head = if offset == 0 && data.len() >= 8 {
-        let sport = u16::from_be_bytes([data[0], data[1]]);
-        let dport = u16::from_be_bytes([data[2], data[3]]);
-        let start = &data[8..];
-        Some((sport, dport, start[..start.len().min(MATCH_LEN)].to_vec()))
+    // The checked view guarantees header_len <= total_len <= 65535.
+    let total = ip.total_len() as u16;
+    let offset = ip.frag_offset() as u16;
+    let data = ip.payload();
+    // Only the first fragment holds the UDP header; its length field is the
+    // whole datagram's, so the header is read unchecked (ports only).
+    let head = if offset == 0 && data.len() >= udp::HEADER_LEN {
+        let h = UdpDatagram::new_unchecked(&data[..udp::HEADER_LEN]);
+        let start = &data[udp::HEADER_LEN..];
+        Some((h.src_port(), h.dst_port(), start[..start.len().min(MATCH_LEN)].to_vec()))
     } else {
         None
     };
-    Some(Fragment { key: (src, dst, id), record: FragmentRecord { offset, ip_len: total, more_fragments: more }, head })
+    Some(Parsed {
+        key: (ip.src(), ip.dst(), ip.ident()),
+        record: Fragment { offset, ip_len: total, more_fragments: ip.more_frags() },
+        head,
+    })
 }
 
 /// The packet socket and the fragments seen so far.
@@ -155,7 +163,7 @@ impl FragmentCapture {
 
     /// Takes the fragments of the datagram from `source` to port `port`
     /// whose payload starts like `payload`.
-    pub fn take(&mut self, source: SocketAddr, port: u16, payload: &[u8]) -> Option<Vec<FragmentRecord>> {
+    pub fn take(&mut self, source: SocketAddr, port: u16, payload: &[u8]) -> Option<Vec<Fragment>> {
         let SocketAddr::V4(src) = source else { return None };
         let want = &payload[..payload.len().min(MATCH_LEN)];
         let key = self
@@ -172,11 +180,12 @@ impl FragmentCapture {
             .map(|(k, _)| *k)?;
         self.datagrams.remove(&key).map(|d| d.records)
     }
+}
 
-    /// The descriptor, for polling.
-    #[must_use]
-    pub fn raw_fd(&self) -> libc::c_int {
-        self.fd.as_raw_fd()
+/// The descriptor, for polling.
+impl AsFd for FragmentCapture {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 
@@ -206,12 +215,12 @@ mod tests {
         udp.extend_from_slice(b"FPMTPX\x01\x01 nonce and more bytes here");
         let f = parse_fragment(&packet(7, 0, true, &udp)).unwrap();
         assert_eq!(f.key.2, 7);
-        assert_eq!(f.record, FragmentRecord { offset: 0, ip_len: 20 + udp.len() as u16, more_fragments: true });
+        assert_eq!(f.record, Fragment { offset: 0, ip_len: 20 + udp.len() as u16, more_fragments: true });
         let (sp, dp, start) = f.head.unwrap();
         assert_eq!((sp, dp), (40000, 9999));
         assert_eq!(start, udp[8..8 + MATCH_LEN].to_vec());
         let last = parse_fragment(&packet(7, 1480, false, &[0u8; 100])).unwrap();
-        assert_eq!(last.record, FragmentRecord { offset: 1480, ip_len: 120, more_fragments: false });
+        assert_eq!(last.record, Fragment { offset: 1480, ip_len: 120, more_fragments: false });
         assert!(last.head.is_none());
     }
 

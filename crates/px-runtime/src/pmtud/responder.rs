@@ -1,4 +1,5 @@
-//! `px fpmtud`'s socket driver around px-pmtud's sans-I/O [`Responder`].
+//! The F-PMTUD responder daemon (`px fpmtud`): px-pmtud's sans-I/O
+//! [`Responder`] driven over px-io's UDP sockets.
 //!
 //! Ordinary UDP sockets (unprivileged): one IPv4 and one IPv6 socket on the
 //! port unless `--bind` names addresses. The kernel reassembles fragmented
@@ -17,15 +18,14 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use px_io::{FragmentCapture, Poller, UdpSocket, ifindex_mtu};
 use px_pmtud::fpmtud::responder::{Arrival, Pieces, Responder, ResponderConfig, ResponderStats};
-use px_pmtud::fpmtud::wire::DEFAULT_PORT;
-
-use super::capture::FragmentCapture;
-use super::sock::{self, Sock};
+use px_pmtud::fpmtud::wire::{DEFAULT_PORT, FragmentRecord};
 
 /// Daemon settings.
 #[derive(Debug, Clone)]
@@ -59,10 +59,13 @@ impl Default for DaemonConfig {
 /// own link MTU); more are answered by the core of interface 0 ("unknown").
 const MAX_INTERFACES: usize = 64;
 
+/// How often [`Daemon::run`] looks at its stop flag when nothing arrives.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
 /// One listening socket and a responder core per arrival interface.
 #[derive(Debug)]
 struct Listener {
-    sock: Sock,
+    sock: UdpSocket,
     cores: HashMap<u32, Responder>,
 }
 
@@ -87,7 +90,7 @@ impl Daemon {
         let mut listeners = Vec::new();
         let mut last_err = None;
         for &addr in &config.bind {
-            match Sock::bind(addr).and_then(|s| s.enable_arrival_info().map(|()| s)) {
+            match UdpSocket::bind(addr).and_then(|s| s.enable_arrival_info().map(|()| s)) {
                 Ok(sock) => listeners.push(Listener { sock, cores: HashMap::new() }),
                 Err(e) if config.bind.len() > 1 && addr.ip().is_unspecified() && addr.is_ipv6() => last_err = Some(e),
                 Err(e) => return Err(e),
@@ -125,29 +128,23 @@ impl Daemon {
     /// Serves until the stop flag is set.
     pub fn run(&mut self) -> io::Result<()> {
         let mut buf = vec![0u8; 65536];
-        let mut fds: Vec<libc::pollfd> = self
-            .listeners
-            .iter()
-            .map(|l| libc::pollfd { fd: l.sock.raw_fd(), events: libc::POLLIN, revents: 0 })
-            .collect();
+        let mut poller = Poller::new();
+        for l in &self.listeners {
+            poller.add(l.sock.as_fd());
+        }
         // The capture socket is polled too so that its queue (every IPv4
         // packet of the host) is emptied even when no probe comes.
         if let Some(c) = &self.capture {
-            fds.push(libc::pollfd { fd: c.raw_fd(), events: libc::POLLIN, revents: 0 });
+            poller.add(c.as_fd());
         }
         let listeners = self.listeners.len();
+        let polled = listeners + usize::from(self.capture.is_some());
         while !self.stop.load(Ordering::Relaxed) {
-            // SAFETY: fds is a live array of pollfd of the given length.
-            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
+            // A signal wakes the wait with nothing ready.
+            if poller.wait(Some(POLL_INTERVAL))? == 0 {
+                continue;
             }
-            let ready: Vec<usize> = fds.iter().enumerate().filter(|(_, p)| p.revents != 0).map(|(i, _)| i).collect();
-            for i in ready {
+            for i in (0..polled).filter(|&i| poller.is_ready(i)) {
                 if i < listeners {
                     self.serve(i, &mut buf)?;
                 } else if let Some(c) = self.capture.as_mut() {
@@ -187,7 +184,17 @@ impl Daemon {
             let records = match (m.largest_fragment, self.capture.as_mut()) {
                 (Some(largest), Some(c)) => {
                     c.drain(now);
-                    c.take(m.source, port, &buf[..m.len]).filter(|r| r.iter().map(|f| f.ip_len).max() == Some(largest))
+                    c.take(m.source, port, &buf[..m.len])
+                        .filter(|r| r.iter().map(|f| f.ip_len).max() == Some(largest))
+                        .map(|r| {
+                            r.iter()
+                                .map(|f| FragmentRecord {
+                                    offset: f.offset,
+                                    ip_len: f.ip_len,
+                                    more_fragments: f.more_fragments,
+                                })
+                                .collect::<Vec<_>>()
+                        })
                 }
                 _ => None,
             };
@@ -205,7 +212,7 @@ impl Daemon {
             }
             let ifindex = m.ifindex.filter(|_| l.cores.len() < MAX_INTERFACES).unwrap_or(0);
             let core = l.cores.entry(ifindex).or_insert_with(|| {
-                let link_mtu = if ifindex == 0 { 0 } else { sock::ifindex_mtu(ifindex).unwrap_or(0) };
+                let link_mtu = if ifindex == 0 { 0 } else { ifindex_mtu(ifindex).unwrap_or(0) };
                 Responder::new(ResponderConfig {
                     link_mtu: u16::try_from(link_mtu).unwrap_or(u16::MAX),
                     reply_overhead: overhead,
@@ -283,7 +290,6 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     use px_pmtud::fpmtud::wire::{self, ProbeKind, ProbeRepr, Reply};
 
@@ -297,7 +303,7 @@ mod tests {
             d.run().unwrap();
             d
         });
-        let c = Sock::connect_to(addr).unwrap();
+        let c = UdpSocket::connect_to(addr).unwrap();
         let mut buf = [0u8; 2048];
         // Legacy: "FPMT" + padding, 1000 bytes of IP → 4-byte BE 1000.
         let mut legacy = vec![0u8; 1000 - 28];

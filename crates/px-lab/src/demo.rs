@@ -1,0 +1,415 @@
+//! The experiment of `px lab demo|up|down`: the namespace lab in which
+//! 1500-byte traffic becomes 9000-byte traffic and back, measured against a
+//! plain Linux router on the same hosts, links and MTUs in the same run.
+//!
+//! Topology: [`LineSpec::gateway_lab`], `legacy` (eMTU 1500) — `gw` (two
+//! ports) — `bnet` (iMTU 9000), wire-like hosts (see there), so the frame
+//! observers in the hosts' namespaces count what crosses each link. Each
+//! round runs bulk TCP (iperf3) both ways through `px gateway`, then both
+//! ways through a Linux router on the same links; figures are the mean of
+//! the rounds. The CLI parses the arguments and prints [`DemoResult`].
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::gateway::{GatewayExit, GatewayProcess};
+use crate::line::{Addressing, LEFT_V4, Line, LineSpec};
+use crate::netns::LabChild;
+use crate::observe::{FrameObserver, FrameSizes};
+use crate::topology::NsId;
+
+pub use crate::line::{EMTU, IMTU};
+
+/// The legacy host's address.
+pub const LEGACY_ADDR: &str = LEFT_V4;
+/// The b-network host's address on the gateway's shared subnet.
+pub const BNET_ADDR_GW: &str = crate::line::RIGHT_V4;
+/// What the result says about offloads.
+pub const OFFLOADS_NOTE: &str = "hosts: tso/gso/gro off (observers see wire frames); middle box ports: gro on, tso off";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// The `px` binary (run as `px gateway` in the gateway namespace).
+    pub exe: PathBuf,
+    /// Seconds of bulk TCP per direction and per middle box.
+    pub seconds: u64,
+    /// Rounds, each running the gateway and then the router.
+    pub rounds: u64,
+    /// Parallel TCP flows per direction.
+    pub flows: u64,
+    /// Gateway worker threads.
+    pub workers: u64,
+    /// Extra arguments for `px gateway`.
+    pub gateway_args: Vec<String>,
+}
+
+/// What was measured in one direction.
+#[derive(Debug, Clone, Serialize)]
+pub struct Direction {
+    /// Mean throughput through the gateway.
+    pub gateway_gbps: f64,
+    /// Mean throughput through the router.
+    pub router_gbps: f64,
+    /// Gateway / router.
+    pub ratio: f64,
+    /// Gateway's conversion yield over the whole run (its own counter).
+    pub r#yield: Option<f64>,
+    /// Largest IP packet the independent observers saw on the inner and the
+    /// outer link through the gateway.
+    pub max_frame_inner: usize,
+    /// See `max_frame_inner`.
+    pub max_frame_outer: usize,
+    /// MSS of the b-network host's socket (`ss -ti`): send and receive.
+    pub mss_seen: Option<u32>,
+    /// See `mss_seen`.
+    pub rcvmss_seen: Option<u32>,
+    /// MSS of the legacy host's socket.
+    pub legacy_mss: Option<u32>,
+    /// Same through the router, for comparison.
+    pub router_max_frame_inner: usize,
+    /// See `router_max_frame_inner`.
+    pub router_mss_seen: Option<u32>,
+    /// Sender retransmits through the gateway, all rounds.
+    pub gateway_retransmits: u64,
+    /// Sender retransmits through the router, all rounds.
+    pub router_retransmits: u64,
+    /// Gateway / router ratio of each round (the spread behind `ratio`).
+    pub round_ratios: Vec<f64>,
+}
+
+/// The demo's result (the CLI prints it as a table or JSON).
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoResult {
+    /// legacy → bnet.
+    pub inbound: Direction,
+    /// bnet → legacy.
+    pub outbound: Direction,
+    /// CPU the gateway process used, in cores (over its whole run).
+    pub gateway_cpu_cores: f64,
+    /// Offload settings, as text.
+    pub offloads: &'static str,
+    /// Seconds of each iperf3 run.
+    pub seconds_per_run: u64,
+    /// Rounds.
+    pub rounds: u64,
+    /// Flows per direction.
+    pub flows: u64,
+}
+
+/// The demo's topology, not addressed yet (each round addresses it for the
+/// gateway, then for the router).
+pub fn build() -> Result<Line, String> {
+    crate::install_signal_cleanup().map_err(|e| e.to_string())?;
+    Line::build(LineSpec::gateway_lab()).map_err(|e| e.to_string())
+}
+
+/// Gateway statistics of one round.
+struct GatewayOutcome {
+    yield_: Option<f64>,
+    cpu_cores: f64,
+}
+
+fn stop_gateway(g: GatewayProcess) -> Result<GatewayOutcome, String> {
+    let GatewayExit { status, stats, log, cpu_cores, .. } = g.stop()?;
+    if !status.success() {
+        return Err(format!("px gateway exited with {status}; its log:\n{log}"));
+    }
+    Ok(GatewayOutcome { yield_: stats["yield"].as_f64(), cpu_cores })
+}
+
+/// One round: both directions through the gateway, then through the router.
+struct Round {
+    gin: Run,
+    gout: Run,
+    gstats: GatewayOutcome,
+    rin: Run,
+    rout: Run,
+}
+
+/// One iperf3 run and what the observers and `ss` saw.
+struct Run {
+    gbps: f64,
+    retransmits: u64,
+    legacy_link: FrameSizes,
+    bnet_link: FrameSizes,
+    sender_mss: Option<u32>,
+    bnet_mss: Option<(u32, u32)>,
+}
+
+fn lab_err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn iperf(lab: &Line, from: NsId, to: NsId, to_addr: &str, port: u16, seconds: u64, flows: u64) -> Result<Run, String> {
+    let (server_ns, client_ns, bnet) = (lab.topo.ns(to), lab.topo.ns(from), lab.right_ns());
+    let [legacy_dev, _, _, bnet_dev] = lab.spec.devs;
+    let p = port.to_string();
+    let mut server = server_ns.command("iperf3");
+    server.args(["-s", "-1", "-p", &p]).stdout(Stdio::null()).stderr(Stdio::null());
+    let server = LabChild::spawn(&mut server).map_err(lab_err)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let obs_l = FrameObserver::start(lab.left_ns(), legacy_dev).map_err(lab_err)?;
+    let obs_b = FrameObserver::start(bnet, bnet_dev).map_err(lab_err)?;
+    let mut client = client_ns.command("iperf3");
+    client
+        .args(["-c", to_addr, "-p", &p, "-J", "-t", &seconds.to_string(), "-P", &flows.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let client = LabChild::spawn(&mut client).map_err(lab_err)?;
+    std::thread::sleep(Duration::from_millis(seconds * 500));
+    let ss = bnet.exec("ss", &["-tinH", "state", "established"]).unwrap_or_default();
+    let out = client.wait_with_output().map_err(lab_err)?;
+    let (legacy_link, bnet_link) = (obs_l.stop(), obs_b.stop());
+    drop(server);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (gbps, retransmits, sender_mss) = parse_iperf3(&text)
+        .ok_or_else(|| format!("iperf3 gave no result: {}", String::from_utf8_lossy(&out.stderr)))?;
+    Ok(Run { gbps, retransmits, legacy_link, bnet_link, sender_mss, bnet_mss: parse_ss_mss(&ss, &p) })
+}
+
+/// Received throughput (Gbps), sender retransmits and the sender's MSS from
+/// `iperf3 -J` output.
+fn parse_iperf3(json: &str) -> Option<(f64, u64, Option<u32>)> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let bps = v["end"]["sum_received"]["bits_per_second"].as_f64()?;
+    let retr = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    let mss = v["start"]["tcp_mss_default"].as_u64().map(|m| m as u32);
+    Some((bps / 1e9, retr, mss))
+}
+
+/// `mss:` and `rcvmss:` of the data connection on `port` in `ss -tinH`
+/// output: the one with the largest sum, to skip iperf3's control connection
+/// (which carries no bulk data, so its rcvmss stays at 536).
+fn parse_ss_mss(ss: &str, port: &str) -> Option<(u32, u32)> {
+    let mut best: Option<(u32, u32)> = None;
+    let mut lines = ss.lines().peekable();
+    while let Some(line) = lines.next() {
+        if !line.contains(&format!(":{port}")) {
+            continue;
+        }
+        let info = if line.contains("mss:") { line } else { lines.peek().copied().unwrap_or("") };
+        let field =
+            |name: &str| info.split_whitespace().find_map(|w| w.strip_prefix(name)).and_then(|v| v.parse::<u32>().ok());
+        if let (Some(m), Some(r)) = (field("mss:"), field("rcvmss:"))
+            && best.is_none_or(|(bm, br)| m + r > bm + br)
+        {
+            best = Some((m, r));
+        }
+    }
+    best
+}
+
+/// Checks that the demo can run here: root, namespaces, and the tools.
+pub fn check_prerequisites(what: &str) -> Result<(), String> {
+    check_root(what)?;
+    for tool in ["iperf3", "ss", "ip"] {
+        if Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().map_or(true, |o| !o.status.success())
+        {
+            return Err(format!("`{tool}` is not installed (./scripts/demo installs it as root)"));
+        }
+    }
+    Ok(())
+}
+
+/// Runs the demo; `say` gets a line of progress at each step.
+pub fn run(o: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoResult, String> {
+    say("px lab demo: building legacy (1500) — gw — bnet (9000) in fresh namespaces…");
+    let lab = build()?;
+    let (legacy, bnet) = (lab.left, lab.right);
+    let secs = o.seconds;
+    let mut gw_args = vec!["--workers".to_string(), o.workers.to_string()];
+    gw_args.extend(o.gateway_args.iter().cloned());
+    let mut rounds = Vec::new();
+    for r in 0..o.rounds {
+        let port = 5201 + 10 * r as u16;
+        lab.address(Addressing::Bump).map_err(lab_err)?;
+        say(&format!("px lab demo: round {}/{}: through px gateway, {secs} s per direction…", r + 1, o.rounds));
+        let gw = GatewayProcess::start(&lab, &o.exe, &gw_args)?;
+        let bnet_addr = Addressing::Bump.right_addr(false);
+        let gin = iperf(&lab, legacy, bnet, bnet_addr, port, secs, o.flows)?;
+        let gout = iperf(&lab, bnet, legacy, LEGACY_ADDR, port + 1, secs, o.flows)?;
+        let gstats = stop_gateway(gw)?;
+        lab.address(Addressing::Router).map_err(lab_err)?;
+        say(&format!(
+            "px lab demo: round {}/{}: through a plain Linux router, {secs} s per direction…",
+            r + 1,
+            o.rounds
+        ));
+        let bnet_addr = Addressing::Router.right_addr(false);
+        let rin = iperf(&lab, legacy, bnet, bnet_addr, port + 2, secs, o.flows)?;
+        let rout = iperf(&lab, bnet, legacy, LEGACY_ADDR, port + 3, secs, o.flows)?;
+        rounds.push(Round { gin, gout, gstats, rin, rout });
+    }
+    drop(lab);
+    Ok(summarize(&rounds, o))
+}
+
+fn summarize(rounds: &[Round], o: &DemoOptions) -> DemoResult {
+    let n = rounds.len() as f64;
+    let mean = |f: &dyn Fn(&Round) -> f64| rounds.iter().map(f).sum::<f64>() / n;
+    let dir = |inbound: bool| {
+        fn pick_dir(r: &Round, inbound: bool) -> (&Run, &Run) {
+            if inbound { (&r.gin, &r.rin) } else { (&r.gout, &r.rout) }
+        }
+        // The inner link is observed at the b-network host: what it receives
+        // inbound, what it sends outbound.
+        let inner = |run: &Run| if inbound { run.bnet_link.rx } else { run.bnet_link.tx };
+        let outer = |run: &Run| if inbound { run.legacy_link.tx } else { run.legacy_link.rx };
+        let last = rounds.last().map(|r| pick_dir(r, inbound));
+        let gateway_gbps = mean(&|r| pick_dir(r, inbound).0.gbps);
+        let router_gbps = mean(&|r| pick_dir(r, inbound).1.gbps);
+        let yields: Vec<f64> = rounds.iter().filter_map(|r| r.gstats.yield_).collect();
+        Direction {
+            gateway_gbps,
+            router_gbps,
+            ratio: gateway_gbps / router_gbps.max(1e-9),
+            r#yield: (!yields.is_empty()).then(|| yields.iter().sum::<f64>() / yields.len() as f64),
+            max_frame_inner: rounds.iter().map(|r| inner(pick_dir(r, inbound).0).max_l3).max().unwrap_or(0),
+            max_frame_outer: rounds.iter().map(|r| outer(pick_dir(r, inbound).0).max_l3).max().unwrap_or(0),
+            mss_seen: last.and_then(|(g, _)| g.bnet_mss.map(|m| m.0)),
+            rcvmss_seen: last.and_then(|(g, _)| g.bnet_mss.map(|m| m.1)),
+            legacy_mss: if inbound { last.and_then(|(g, _)| g.sender_mss) } else { None },
+            router_max_frame_inner: rounds.iter().map(|r| inner(pick_dir(r, inbound).1).max_l3).max().unwrap_or(0),
+            router_mss_seen: last.and_then(|(_, r)| r.bnet_mss.map(|m| m.0)),
+            gateway_retransmits: rounds.iter().map(|r| pick_dir(r, inbound).0.retransmits).sum(),
+            router_retransmits: rounds.iter().map(|r| pick_dir(r, inbound).1.retransmits).sum(),
+            round_ratios: rounds
+                .iter()
+                .map(|r| pick_dir(r, inbound).0.gbps / pick_dir(r, inbound).1.gbps.max(1e-9))
+                .collect(),
+        }
+    };
+    DemoResult {
+        inbound: dir(true),
+        outbound: dir(false),
+        gateway_cpu_cores: mean(&|r| r.gstats.cpu_cores),
+        offloads: OFFLOADS_NOTE,
+        seconds_per_run: o.seconds,
+        rounds: o.rounds,
+        flows: o.flows,
+    }
+}
+
+/// Where `px lab up` records what `px lab down` removes.
+pub fn state_file() -> PathBuf {
+    std::env::temp_dir().join("px-lab-up.json")
+}
+
+/// What `px lab up` left running.
+#[derive(Debug, Clone)]
+pub struct UpReport {
+    /// [`crate::Topology::describe`] of the lab.
+    pub description: String,
+    /// The namespaces, legacy, gw, bnet.
+    pub namespaces: Vec<String>,
+    /// The gateway namespace.
+    pub gateway_ns: String,
+    /// `px gateway`'s PID and log, if started.
+    pub gateway: Option<(u32, PathBuf)>,
+}
+
+/// `px lab up`: the demo topology addressed for the gateway, kept after
+/// this process exits, `px gateway` running in it unless `no_gateway`.
+pub fn up(exe: &Path, no_gateway: bool) -> Result<UpReport, String> {
+    check_root("px lab up")?;
+    if state_file().exists() {
+        return Err(format!("a lab is already up ({}); run `px lab down` first", state_file().display()));
+    }
+    let lab = build()?;
+    lab.address(Addressing::Bump).map_err(lab_err)?;
+    let [_, outer, inner, _] = lab.spec.devs;
+    let gw_ns = lab.middle_ns().name().to_string();
+    let description = lab.topo.describe().map_err(lab_err)?;
+    let mut gateway = None;
+    let log = std::env::temp_dir().join(format!("px-lab-up-gateway-{gw_ns}.log"));
+    if !no_gateway {
+        let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        // Started with `ip netns exec` directly (not as a lab child) so it
+        // outlives this command; `px lab down` stops it by PID.
+        let child = Command::new("ip")
+            .args(["netns", "exec", &gw_ns])
+            .arg(exe)
+            .args(["gateway", "--inner", inner, "--outer", outer])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(logf)
+            .spawn()
+            .map_err(|e| format!("cannot start px gateway: {e}"))?;
+        gateway = Some((child.id(), log.clone()));
+    }
+    let Line { topo, .. } = lab;
+    let names = topo.persist();
+    let state =
+        serde_json::json!({ "namespaces": names, "gateway_pid": gateway.as_ref().map(|g| g.0), "gateway_log": log });
+    std::fs::write(state_file(), state.to_string()).map_err(|e| format!("{}: {e}", state_file().display()))?;
+    Ok(UpReport { description, namespaces: names, gateway_ns: gw_ns, gateway })
+}
+
+/// Root and working namespaces, or an error naming `what` needs them.
+fn check_root(what: &str) -> Result<(), String> {
+    match crate::root_unavailable_reason() {
+        Some(why) => Err(format!("{what} needs root and network namespaces: {why}")),
+        None => Ok(()),
+    }
+}
+
+/// `px lab down`: stops the gateway `px lab up` started and removes its
+/// namespaces; returns their names.
+pub fn down() -> Result<Vec<String>, String> {
+    let path = state_file();
+    let text = std::fs::read_to_string(&path).map_err(|_| format!("no lab is up ({} not found)", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(pid) = v["gateway_pid"].as_u64() {
+        // Only the process `px lab up` started: check it is still px gateway.
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains("gateway") {
+            // SAFETY: kill(2) on the PID recorded by `px lab up`.
+            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+            for _ in 0..100 {
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    let mut removed = Vec::new();
+    for n in v["namespaces"].as_array().into_iter().flatten().filter_map(|n| n.as_str()) {
+        if n.starts_with("px-") {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+            removed.push(n.to_owned());
+        }
+    }
+    if let Some(log) = v["gateway_log"].as_str().filter(|l| l.contains("px-lab-up-gateway-")) {
+        let _ = std::fs::remove_file(log);
+    }
+    std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iperf3_json() {
+        let j = r#"{"start":{"tcp_mss_default":1448},"end":{"sum_sent":{"retransmits":3},"sum_received":{"bits_per_second":7.5e9}}}"#;
+        assert_eq!(parse_iperf3(j), Some((7.5, 3, Some(1448))));
+        assert_eq!(parse_iperf3("{}"), None);
+    }
+
+    #[test]
+    fn ss_mss_picks_data_connection() {
+        let ss = "0 0 198.51.100.2:5201 198.51.100.1:40000\n\t cubic wscale:7,7 rto:201 mss:1448 pmtu:9000 rcvmss:536 advmss:8948\n\
+                  0 0 198.51.100.2:5201 198.51.100.1:40002\n\t cubic wscale:7,7 rto:201 mss:8948 pmtu:9000 rcvmss:8948 advmss:8948\n";
+        assert_eq!(parse_ss_mss(ss, "5201"), Some((8948, 8948)));
+        assert_eq!(parse_ss_mss(ss, "5202"), None);
+        let tie = "0 0 198.51.100.2:5201 198.51.100.1:40000\n\t mss:8948 rcvmss:536\n\
+                   0 0 198.51.100.2:5201 198.51.100.1:40002\n\t mss:8948 rcvmss:8948\n";
+        assert_eq!(parse_ss_mss(tie, "5201"), Some((8948, 8948)));
+    }
+}

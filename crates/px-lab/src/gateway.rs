@@ -1,0 +1,141 @@
+//! `px gateway` as a lab process: the real binary started in the middle
+//! namespace of a [`Line`], stopped with SIGTERM by its PID, its final
+//! counters read from its `--stats-file`.
+//!
+//! Used by `px lab demo` and by the `px gateway` root tests. The process is
+//! a [`LabChild`] (killed and reaped on every exit path); its log and
+//! stats files are removed when the [`GatewayProcess`] drops.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::line::Line;
+use crate::netns::LabChild;
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// `px gateway` running in a line's middle namespace.
+#[derive(Debug)]
+pub struct GatewayProcess {
+    child: Option<LabChild>,
+    /// The gateway's PID (`ip netns exec` execs it: px's own).
+    pub pid: u32,
+    log: PathBuf,
+    stats: PathBuf,
+    started: Instant,
+}
+
+/// How the gateway ended.
+#[derive(Debug)]
+pub struct GatewayExit {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// The `--stats-file` JSON (final counters, written after the flush);
+    /// `Null` if there was none.
+    pub stats: serde_json::Value,
+    /// What it logged (stderr).
+    pub log: String,
+    /// From SIGTERM to exit.
+    pub stop_time: Duration,
+    /// CPU it used from start to SIGTERM, in cores (CPU time / wall time).
+    pub cpu_cores: f64,
+}
+
+impl GatewayExit {
+    /// A counter of the final stats (`counters.<name>`), 0 if absent.
+    pub fn counter(&self, name: &str) -> u64 {
+        self.stats["counters"][name].as_u64().unwrap_or(0)
+    }
+}
+
+impl GatewayProcess {
+    /// Starts `EXE gateway --inner <right port> --outer <left port>
+    /// --log-interval 0 --stats-file F ARGS` in `line`'s middle namespace
+    /// and waits (up to 10 s) for its first log line (ports opened).
+    pub fn start<S: AsRef<std::ffi::OsStr>>(line: &Line, exe: &Path, args: &[S]) -> Result<GatewayProcess, String> {
+        let [_, outer, inner, _] = line.spec.devs;
+        let tag = format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let dir = std::env::temp_dir();
+        let log = dir.join(format!("px-lab-gw-{tag}.log"));
+        let stats = dir.join(format!("px-lab-gw-{tag}.json"));
+        let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut cmd = line.middle_ns().command(&exe.to_string_lossy());
+        cmd.args(["gateway", "--inner", inner, "--outer", outer, "--log-interval", "0", "--stats-file"])
+            .arg(&stats)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(logf);
+        let child = LabChild::spawn(&mut cmd).map_err(|e| e.to_string())?;
+        let pid = child.id().ok_or("px gateway: no pid")?;
+        let g = GatewayProcess { child: Some(child), pid, log, stats, started: Instant::now() };
+        while g.started.elapsed() < Duration::from_secs(10) {
+            let text = std::fs::read_to_string(&g.log).unwrap_or_default();
+            if text.contains("px gateway: inner") {
+                return Ok(g);
+            }
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(format!("px gateway died: {text}"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(format!("px gateway did not start; its log: {}", std::fs::read_to_string(&g.log).unwrap_or_default()))
+    }
+
+    /// SIGTERM, then wait (at most 10 s, then SIGKILL and an error) for the
+    /// exit, and read the stats.
+    pub fn stop(mut self) -> Result<GatewayExit, String> {
+        let child = self.child.take().ok_or("gateway process already gone")?;
+        let cpu = cpu_seconds(self.pid).unwrap_or(0.0);
+        let cpu_cores = cpu / self.started.elapsed().as_secs_f64().max(1e-9);
+        let t0 = Instant::now();
+        // SAFETY: kill(2) on the PID of the child this process started and
+        // has not reaped yet (its LabChild guard is still alive).
+        if unsafe { libc::kill(self.pid as i32, libc::SIGTERM) } != 0 {
+            return Err(format!("SIGTERM to px gateway: {}", std::io::Error::last_os_error()));
+        }
+        let waiter = std::thread::spawn(move || {
+            let out = child.wait_with_output();
+            (out, t0.elapsed())
+        });
+        while !waiter.is_finished() {
+            if t0.elapsed() > Duration::from_secs(10) {
+                // SAFETY: as above; the waiter reaps it.
+                unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+                let _ = waiter.join();
+                return Err("px gateway did not exit within 10 s of SIGTERM".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (out, stop_time) = waiter.join().map_err(|_| "waiting for px gateway panicked")?;
+        let status = out.map_err(|e| e.to_string())?.status;
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let stats = std::fs::read_to_string(&self.stats)
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(serde_json::Value::Null);
+        Ok(GatewayExit { status, stats, log, stop_time, cpu_cores })
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        // Not stopped (an error on the way): the LabChild SIGKILLs and reaps it.
+        drop(self.child.take());
+        let _ = std::fs::remove_file(&self.log);
+        let _ = std::fs::remove_file(&self.stats);
+    }
+}
+
+/// CPU seconds (user + system) a process has used so far.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks / hz.max(1.0))
+}
