@@ -475,7 +475,7 @@ impl std::fmt::Debug for RxBatch {
 }
 
 impl RxBatch {
-    /// `capacity` slots of `slot` bytes each ([`MAX_FRAME`] holds any GRO
+    /// `capacity` slots of `slot` bytes each ([`crate::MAX_FRAME`] holds any GRO
     /// super-packet; a smaller slot reports larger frames as truncated).
     pub fn new(capacity: usize, slot: usize) -> RxBatch {
         let capacity = capacity.max(1);
