@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use px_bench::trace::{Chunk, Trace, TraceConfig};
-use px_gateway::{Config, Engine, Port, RxCsum, RxMeta};
+use px_gateway::{Config, Engine, Port};
+use px_wire::offload::{Checksum, PacketMeta};
 
 fn chunk(cfg: TraceConfig, packets: usize) -> Chunk {
     let mut t = Trace::new(cfg, 8948);
@@ -21,7 +22,8 @@ fn run(engine: &mut Engine, c: &mut Chunk, from: Port, base: Instant) {
         while let Some(d) = engine.poll_timeout().filter(|d| *d <= now) {
             engine.handle_timeout(d);
         }
-        let v = engine.handle_packet(now, from, c.frame_mut(i), RxMeta { csum: RxCsum::Verified, gso_size: None });
+        let v =
+            engine.handle_packet(now, from, c.frame_mut(i), PacketMeta { csum: Checksum::Valid, ..PacketMeta::PLAIN });
         while let Some(t) = engine.poll_transmit() {
             engine.recycle(t.buf);
         }

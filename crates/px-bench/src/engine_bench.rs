@@ -9,8 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use px_gateway::{Config, Engine, Port, RxCsum, RxMeta, Verdict};
+use px_gateway::{Config, Engine, Port, Verdict};
+use px_wire::offload::{Checksum, PacketMeta};
 
+use crate::drive::{drain, prefetch};
 use crate::trace::{Chunk, Direction, Trace, TraceConfig};
 
 /// What one run measured.
@@ -48,7 +50,7 @@ pub struct BenchConfig {
     pub outbound_packets: usize,
     pub engine: Config,
     /// How the received frames' checksums arrive (a NIC verifies them).
-    pub rx_csum: RxCsum,
+    pub rx_csum: Checksum,
     pub chunk_bytes: usize,
 }
 
@@ -60,7 +62,7 @@ impl Default for BenchConfig {
             inbound_packets: 1_000_000,
             outbound_packets: 150_000,
             engine: Config { max_flows: 1 << 16, ..Config::default() },
-            rx_csum: RxCsum::Verified,
+            rx_csum: Checksum::Valid,
             chunk_bytes: 48 << 20,
         }
     }
@@ -84,7 +86,7 @@ fn run_direction(
     tc: &TraceConfig,
     packets: usize,
     ecfg: &Config,
-    rx_csum: RxCsum,
+    rx_csum: Checksum,
     chunk_bytes: usize,
     with_memcpy: bool,
 ) -> DirResult {
@@ -139,7 +141,8 @@ fn run_direction(
                 prefetch(&chunk.data[next.offset..]);
                 prefetch(&chunk.data[next.offset + 64..]);
             }
-            let v = engine.handle_packet(now, from, chunk.frame_mut(i), RxMeta { csum: rx_csum, gso_size: None });
+            let v =
+                engine.handle_packet(now, from, chunk.frame_mut(i), PacketMeta { csum: rx_csum, ..PacketMeta::PLAIN });
             sent += drain(&mut engine);
             if let Verdict::Forward { .. } = v {
                 sent += chunk.frames[i].len as u64;
@@ -162,30 +165,6 @@ fn run_direction(
         counters: engine.counters().clone(),
         ceiling: trace.ceiling.yield_bound(),
     }
-}
-
-/// Sends (counts and recycles) every transmit the engine has queued; returns
-/// the bytes they carry.
-#[inline(always)]
-pub(crate) fn drain(engine: &mut Engine) -> u64 {
-    let mut sent = 0;
-    while let Some(t) = engine.poll_transmit() {
-        sent += (t.end - t.start) as u64;
-        engine.recycle(t.buf);
-    }
-    sent
-}
-
-/// Hints the CPU to load the cache line at the start of `bytes`.
-#[inline(always)]
-pub(crate) fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; the pointer comes from a live slice.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(bytes.as_ptr().cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
 
 fn gbps(bytes: u64, d: Duration) -> f64 {

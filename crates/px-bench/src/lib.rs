@@ -1,6 +1,7 @@
 //! `px-bench`: reproducible synthetic traces and the engine benchmark
 //! behind `px bench engine`.
 
+mod drive;
 pub mod engine_bench;
 pub mod trace;
 pub mod udp_trace;

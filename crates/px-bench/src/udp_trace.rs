@@ -14,9 +14,10 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use px_gateway::{Config, Engine, Port, RxCsum, RxMeta, Verdict};
+use px_gateway::{Config, Engine, Port, Verdict};
+use px_wire::offload::{Checksum, PacketMeta};
 
-use crate::engine_bench::{drain, prefetch};
+use crate::drive::{drain, prefetch};
 use px_wire::checksum::pseudo_v4;
 use px_wire::{ipv4, udp};
 use rand::{Rng, SeedableRng};
@@ -155,7 +156,7 @@ pub fn run_caravans(tc: &UdpTraceConfig, engine: &Config, chunk_bytes: usize) ->
     let base = Instant::now();
     let (mut done, mut payload, mut sent, mut last) = (0usize, 0u64, 0u64, 0u64);
     let mut timed = Duration::ZERO;
-    let meta = RxMeta { csum: RxCsum::Verified, gso_size: None };
+    let meta = PacketMeta { csum: Checksum::Valid, ..PacketMeta::PLAIN };
     while done < tc.packets {
         generator.fill(&mut frames, tc.packets - done, chunk_bytes);
         if frames.refs.is_empty() {

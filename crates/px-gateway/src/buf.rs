@@ -1,8 +1,9 @@
-//! What goes in and out of the engine besides frames: receive metadata,
-//! transmit descriptors with optional segmentation offload, and the buffer
-//! pool that keeps the hot path free of allocation.
+//! What goes in and out of the engine besides frames: transmit
+//! descriptors with their offload metadata ([`PacketMeta`], the type the
+//! I/O layer reads and writes too), verdicts, and the buffer pool that
+//! keeps the hot path free of allocation.
 
-use px_wire::IpVersion;
+use px_wire::offload::PacketMeta;
 
 use crate::counters::{DropReason, Port};
 
@@ -10,44 +11,6 @@ use crate::counters::{DropReason, Port};
 /// (Ethernet with two VLAN tags, IPv4/IPv6 without options, TCP with 40
 /// bytes of options: 22 + 40 + 60 = 122).
 pub const HEADROOM: usize = 128;
-
-/// How far the I/O layer vouches for the L4 checksum of a received frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RxCsum {
-    /// The checksum field is complete but nobody checked it.
-    #[default]
-    Unverified,
-    /// The checksum field is complete and the NIC/kernel verified it.
-    Verified,
-    /// The field holds only the pseudo-header sum (`CHECKSUM_PARTIAL`, as
-    /// after kernel GRO); the data was verified on the way in.
-    Partial,
-}
-
-/// Metadata the I/O layer passes with each received frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RxMeta {
-    pub csum: RxCsum,
-    /// For a TCP super-packet built by GRO: the size of the segments it was
-    /// made of (the wire MSS), so that it can be cut back if it must pass
-    /// unchanged.
-    pub gso_size: Option<u16>,
-}
-
-/// Segmentation the I/O layer must apply to a frame it sends (virtio-net /
-/// `PACKET_VNET_HDR` semantics): cut the TCP payload into `segment_size`
-/// pieces. The frame's TCP checksum field then holds the folded pseudo-header
-/// sum over the whole TCP length, and the checksum is to be completed from
-/// `csum_start` with the result stored at `csum_start + csum_offset`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gso {
-    pub version: IpVersion,
-    pub segment_size: u16,
-    /// Length of all headers up to the TCP payload.
-    pub header_len: u16,
-    pub csum_start: u16,
-    pub csum_offset: u16,
-}
 
 /// A frame the engine produced, to be sent on `port`.
 #[derive(Debug)]
@@ -58,7 +21,10 @@ pub struct Transmit {
     pub buf: Vec<u8>,
     pub start: usize,
     pub end: usize,
-    pub gso: Option<Gso>,
+    /// Offload the I/O layer applies when sending: [`PacketMeta::PLAIN`],
+    /// or segmentation (virtio-net / `PACKET_VNET_HDR` semantics) with the
+    /// TCP checksum field holding the pseudo-header sum.
+    pub meta: PacketMeta,
 }
 
 impl Transmit {
@@ -76,8 +42,12 @@ impl Transmit {
 #[must_use]
 pub enum Verdict {
     /// Send the (possibly rewritten in place) input frame out of the other
-    /// port, with segmentation offload if `gso` is set.
-    Forward { gso: Option<Gso> },
+    /// port, with this offload metadata ([`PacketMeta::PLAIN`], or
+    /// segmentation: the TCP payload cut into `gso.size` pieces, the TCP
+    /// checksum field holding the folded pseudo-header sum over the whole
+    /// TCP length, to be completed from `csum.start` with the result stored
+    /// at `csum.start + csum.offset`).
+    Forward { meta: PacketMeta },
     /// The engine took the bytes (held, merged or cut into queued frames).
     Consumed,
     /// Dropped, and counted under this reason.

@@ -1,5 +1,5 @@
-//! PX-caravans in the engine (format: `docs/caravan.md`, library:
-//! `px-caravan`).
+//! PX-caravans in the engine (format: `docs/caravan.md`; wire view:
+//! `px_wire::caravan`; end-host library: `px-caravan`).
 //!
 //! Inbound (outer → inner), UDP toward a caravan-capable destination
 //! (`Config::caravan_prefixes` / `caravan_ports`): datagrams of one flow are
@@ -29,15 +29,16 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::time::Instant;
 
-use px_caravan::{Caravan, Malformed};
+use px_wire::caravan::{Caravan, Malformed};
 use px_wire::checksum::{self, Sum, copy_and_sum};
 use px_wire::ipv4::Ipv4Packet;
+use px_wire::offload::{Checksum, PacketMeta};
 use px_wire::udp::{self, UdpDatagram};
 use px_wire::{FrameInfo, IpVersion, Transport};
 use serde::Serialize;
 
 use super::Engine;
-use crate::buf::{RxCsum, RxMeta, Transmit, Verdict};
+use crate::buf::{Transmit, Verdict};
 use crate::config::Config;
 use crate::counters::{DropReason, Port};
 use crate::flow::{FlowKey, SeededHash};
@@ -268,7 +269,7 @@ fn set_ip_header(ip: &mut [u8], dscp: u8, ip_len: usize, ident: Option<u16>) {
         h.fill_checksum();
     } else {
         // Traffic class = low nibble of byte 0, high nibble of byte 1.
-        let tc = px_caravan::tos(dscp, (ip[1] >> 4) & 0b11);
+        let tc = px_wire::caravan::tos(dscp, (ip[1] >> 4) & 0b11);
         ip[0] = (ip[0] & 0xf0) | (tc >> 4);
         ip[1] = (ip[1] & 0x0f) | (tc << 4);
         ip[4..6].copy_from_slice(&((ip_len - 40) as u16).to_be_bytes());
@@ -284,7 +285,7 @@ impl Engine {
         from: Port,
         frame: &mut [u8],
         info: &FrameInfo,
-        meta: RxMeta,
+        meta: PacketMeta,
     ) -> Option<Verdict> {
         if self.cfg.caravan_prefixes.is_empty() {
             return None;
@@ -313,7 +314,14 @@ impl Engine {
     }
 
     /// Packs one inbound datagram; `None` if it must pass plain.
-    fn pack(&mut self, now: Instant, key: FlowKey, frame: &[u8], info: &FrameInfo, meta: RxMeta) -> Option<Verdict> {
+    fn pack(
+        &mut self,
+        now: Instant,
+        key: FlowKey,
+        frame: &[u8],
+        info: &FrameInfo,
+        meta: PacketMeta,
+    ) -> Option<Verdict> {
         let rec_len = info.end - info.l4;
         let limit = (self.cfg.imtu as usize).min(self.pool.size() - info.l3);
         if info.ip_header_len() + udp::HEADER_LEN + rec_len > limit {
@@ -321,7 +329,7 @@ impl Engine {
         }
         // A UDP GRO batch (`rx-udp-gro-forwarding`) is many datagrams under
         // one header: not one record. It passes as the router path has it.
-        if meta.gso_size.is_some_and(|g| g > 0 && rec_len - udp::HEADER_LEN > g as usize) {
+        if meta.gso.is_some_and(|g| g.size > 0 && rec_len - udp::HEADER_LEN > g.size as usize) {
             return None;
         }
         let ident = match info.version {
@@ -330,7 +338,7 @@ impl Engine {
         };
         let csum = u16::from_be_bytes([frame[info.l4 + 6], frame[info.l4 + 7]]);
         let ps = pseudo(info, rec_len);
-        let verify = meta.csum == RxCsum::Unverified && self.cfg.verify_checksums && csum != 0;
+        let verify = meta.csum == Checksum::Unknown && self.cfg.verify_checksums && csum != 0;
         if verify && checksum::fold(ps.plus(Sum::of(&frame[info.l4..info.end]))) != 0xffff {
             // A corrupt datagram is not hidden under a valid outer checksum:
             // it passes plain, after what its flow holds, as TCP's do.
@@ -340,7 +348,7 @@ impl Engine {
         // A datagram with a correct non-zero checksum sums to the negated
         // pseudo-header (RFC 1071: the whole sums to zero), so its bytes
         // are read once, to copy them; others are summed while copied.
-        let known = (verify || matches!(meta.csum, RxCsum::Verified | RxCsum::Partial)) && csum != 0;
+        let known = (verify || matches!(meta.csum, Checksum::Valid | Checksum::Partial { .. })) && csum != 0;
         // One lookup in the common case: the open caravan takes the datagram.
         let mut why = None;
         if let Some(o) = self.caravans.open.get_mut(&key) {
@@ -436,7 +444,7 @@ impl Engine {
             o.end
         };
         self.counters.hold.record(now.saturating_duration_since(o.since).as_micros() as u64);
-        self.queue(Transmit { port: Port::Inner, buf: o.buf, start: 0, end, gso: None });
+        self.queue(Transmit { port: Port::Inner, buf: o.buf, start: 0, end, meta: PacketMeta::PLAIN });
     }
 
     /// Sends caravans whose hold deadline passed.
@@ -462,13 +470,13 @@ impl Engine {
     }
 
     /// Unpacks an outbound caravan into its datagrams, or drops it whole.
-    fn unpack(&mut self, now: Instant, frame: &[u8], info: &FrameInfo, meta: RxMeta, sp: u16, dp: u16) -> Verdict {
+    fn unpack(&mut self, now: Instant, frame: &[u8], info: &FrameInfo, meta: PacketMeta, sp: u16, dp: u16) -> Verdict {
         let udp_bytes = &frame[info.l4..info.end];
         let outer = UdpDatagram::new_unchecked(udp_bytes);
         // The outer checksum covers every record: check it once, unless the
         // I/O layer did. IPv6 forbids a zero checksum (RFC 8200 §8.1).
         let zero_ok = info.version == IpVersion::V4;
-        let check = meta.csum == RxCsum::Unverified || outer.checksum() == 0;
+        let check = meta.csum == Checksum::Unknown || outer.checksum() == 0;
         if check && !outer.verify_checksum(pseudo(info, udp_bytes.len()), zero_ok) {
             return self.malformed(Malformed::Checksum);
         }
@@ -508,7 +516,7 @@ impl Engine {
         };
         let mtu = self.egress_mtu(now, Port::Outer, info.dst) as usize;
         if info.ip_len() <= mtu {
-            self.queue(Transmit { port: Port::Outer, buf, start: 0, end, gso: None });
+            self.queue(Transmit { port: Port::Outer, buf, start: 0, end, meta: PacketMeta::PLAIN });
             return;
         }
         let _ = match info.version {

@@ -22,15 +22,25 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_MERGE_TIMEOUT: Duration = Duration::from_micros(500);
 
 /// Everything the engine can be told. All sizes are bytes.
+///
+/// It is also the `[engine]` table of the gateway's TOML file
+/// (`examples/gateway.toml`): every field missing there keeps its default,
+/// an unknown key is refused, durations are written in the unit their key
+/// names (`merge_timeout_us`, `flow_idle_timeout_s`, `pmtu_lifetime_s`).
+/// What the gateway decides itself is not read from the file: the MTUs
+/// (its own top-level keys, or the ports' MTUs), GSO (its `offload`) and
+/// the hash seed (random per run).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// MTU of the inner (b-network) port: the largest IP packet sent there.
+    #[serde(skip)]
     pub imtu: u16,
     /// MTU of the outer (legacy) port.
+    #[serde(skip)]
     pub emtu: u16,
     /// Longest a partial segment is held waiting to be filled.
-    #[serde(with = "duration_us")]
+    #[serde(rename = "merge_timeout_us", with = "duration_us")]
     pub merge_timeout: Duration,
     /// Most flows tracked at once; a new flow beyond this flushes and evicts
     /// the oldest.
@@ -39,7 +49,7 @@ pub struct Config {
     /// segments are flushed.
     pub max_held_bytes: usize,
     /// A flow not seen for this long is forgotten (its held data flushed).
-    #[serde(with = "duration_us")]
+    #[serde(rename = "flow_idle_timeout_s", with = "duration_s")]
     pub flow_idle_timeout: Duration,
     /// In-order full-sized segments in a row before a flow counts as bulk and
     /// its segments may be held. Flows below it pass straight through.
@@ -47,7 +57,7 @@ pub struct Config {
     /// Entries in the learned path-MTU cache (ICMP frag-needed / PTB).
     pub pmtu_cache_size: usize,
     /// Lifetime of a learned path MTU (RFC 1191 §6.3 suggests 10 minutes).
-    #[serde(with = "duration_us")]
+    #[serde(rename = "pmtu_lifetime_s", with = "duration_s")]
     pub pmtu_lifetime: Duration,
     /// Source address of ICMPv4 errors the gateway generates; none: no errors.
     pub icmp_source_v4: Option<Ipv4Addr>,
@@ -57,19 +67,16 @@ pub struct Config {
     pub icmp_rate_per_sec: u32,
     /// The inner port's I/O can take TCP super-packets with a segment size
     /// (GSO); otherwise the engine cuts them itself.
+    #[serde(skip)]
     pub inner_gso: bool,
     /// The same for the outer port.
+    #[serde(skip)]
     pub outer_gso: bool,
     /// Verify TCP checksums that the I/O layer did not verify before merging
     /// (segments that fail are passed on unmerged, counted).
     pub verify_checksums: bool,
-    /// What PSH does to a held segment. `Flush` (the default, and DESIGN's
-    /// invariant 5): sent at once. `Hold`: an experiment, off by default:
-    /// PSH data may keep filling the segment, which then carries PSH and
-    /// still leaves within the merge timeout. Linux senders set PSH every
-    /// 64 KB or so, which caps the yield of `Flush` near 7/8 at 9000 bytes.
-    pub psh: PshPolicy,
     /// Seed of the flow-table hash (randomise in production, fix in tests).
+    #[serde(skip)]
     pub hash_seed: u64,
     /// Inner destinations that read PX-caravans (`docs/caravan.md`): UDP
     /// toward these prefixes is packed into caravans. Empty: no caravans are
@@ -79,6 +86,13 @@ pub struct Config {
     pub caravan_ports: Vec<u16>,
     /// DSCP marking caravans inside the b-network.
     pub caravan_dscp: u8,
+    /// What PSH does to a held segment. `Flush` (the default, and DESIGN's
+    /// invariant 5): sent at once. `Hold`: an experiment, off by default:
+    /// PSH data may keep filling the segment, which then carries PSH and
+    /// still leaves within the merge timeout. Linux senders set PSH every
+    /// 64 KB or so, which caps the yield of `Flush` near 7/8 at 9000 bytes.
+    /// (Last, so that the file lists it where the gateway always has.)
+    pub psh: PshPolicy,
 }
 
 impl Default for Config {
@@ -103,7 +117,7 @@ impl Default for Config {
             hash_seed: 0x5eed_0f9a_7e3a_15c3,
             caravan_prefixes: Vec::new(),
             caravan_ports: Vec::new(),
-            caravan_dscp: px_caravan::DEFAULT_DSCP,
+            caravan_dscp: px_wire::caravan::DEFAULT_DSCP,
         }
     }
 }
@@ -170,7 +184,7 @@ impl Config {
     }
 }
 
-/// Durations in configuration files are written as microseconds.
+/// Durations whose key ends in `_us` are written as whole microseconds.
 mod duration_us {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
@@ -181,6 +195,20 @@ mod duration_us {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         Ok(Duration::from_micros(u64::deserialize(d)?))
+    }
+}
+
+/// Durations whose key ends in `_s` are written as whole seconds.
+mod duration_s {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_secs())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_secs(u64::deserialize(d)?))
     }
 }
 

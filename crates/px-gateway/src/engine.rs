@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 
 use px_wire::checksum::Sum;
 use px_wire::ipv4::Ipv4Packet;
+use px_wire::offload::{Checksum, PacketMeta};
 use px_wire::tcp::{TcpSegment, flags};
 use px_wire::udp::UdpDatagram;
 use px_wire::{FrameInfo, IpVersion, Transport};
 
-use crate::buf::{HEADROOM, Pool, RxCsum, RxMeta, Transmit, Verdict};
+use crate::buf::{HEADROOM, Pool, Transmit, Verdict};
 use crate::config::{Config, ConfigError, PshPolicy};
 use crate::counters::{Counters, DropReason, FlushReason, Port};
 use crate::flow::{FlowKey, FlowTable};
@@ -160,7 +161,7 @@ impl Engine {
 
     /// Handles one frame received on `from`. See the module docs for the
     /// order in which the caller acts on the result.
-    pub fn handle_packet(&mut self, now: Instant, from: Port, frame: &mut [u8], meta: RxMeta) -> Verdict {
+    pub fn handle_packet(&mut self, now: Instant, from: Port, frame: &mut [u8], meta: PacketMeta) -> Verdict {
         let pc = self.counters.port_mut(from);
         pc.rx_packets += 1;
         pc.rx_bytes += frame.len() as u64;
@@ -181,7 +182,7 @@ impl Engine {
                 if frame.len().saturating_sub(l2) > self.egress_limit(to) as usize {
                     return self.drop(DropReason::TooBigUncuttable);
                 }
-                return self.forward(to, frame.len(), None);
+                return self.forward(to, frame.len(), PacketMeta::PLAIN);
             }
             Err(_) => return self.drop(DropReason::Malformed),
         };
@@ -204,7 +205,14 @@ impl Engine {
 
     // ---- TCP, outer → inner: merge ------------------------------------
 
-    fn inbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: RxMeta, known: Option<Sum>) -> Verdict {
+    fn inbound_tcp(
+        &mut self,
+        now: Instant,
+        frame: &mut [u8],
+        seg: &Seg,
+        meta: PacketMeta,
+        known: Option<Sum>,
+    ) -> Verdict {
         let key = seg.key(frame, Port::Outer);
         let idx = self.flow_for(key, now);
         if let Some(f) = self.flows.get_mut(idx) {
@@ -232,7 +240,7 @@ impl Engine {
         }
         // Bulk detection: in-order segments of the flow's largest size in a
         // row (a GRO super-packet counts as the segments it was made of).
-        let unit = meta.gso_size.map(|g| g as usize).filter(|g| *g > 0).unwrap_or(len).min(len) as u32;
+        let unit = meta.tcp_gso_size().map(|g| g as usize).filter(|g| *g > 0).unwrap_or(len).min(len) as u32;
         if in_order && unit >= flow.max_payload && unit >= BULK_MIN_PAYLOAD {
             if unit > flow.max_payload {
                 flow.max_payload = unit;
@@ -255,7 +263,7 @@ impl Engine {
         }
         let whole = match (known, meta.csum) {
             (Some(s), _) => s,
-            (None, RxCsum::Unverified) if self.cfg.verify_checksums => {
+            (None, Checksum::Unknown) if self.cfg.verify_checksums => {
                 if !seg.checksum_ok(frame) {
                     self.counters.bad_checksum += 1;
                     self.flush_flow(idx, FlushReason::Unmergeable, now);
@@ -390,7 +398,7 @@ impl Engine {
         self.counters.inner_tcp_data_out += 1;
         self.counters.inner_tcp_full_out += full as u64;
         let (buf, start, end) = h.finish(extra);
-        self.queue(Transmit { port: Port::Inner, buf, start, end, gso: None });
+        self.queue(Transmit { port: Port::Inner, buf, start, end, meta: PacketMeta::PLAIN });
     }
 
     fn flow_for(&mut self, key: FlowKey, now: Instant) -> u32 {
@@ -428,7 +436,7 @@ impl Engine {
 
     // ---- TCP, inner → outer: split -------------------------------------
 
-    fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: RxMeta) -> Verdict {
+    fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: PacketMeta) -> Verdict {
         let key = seg.key(frame, Port::Inner);
         if seg.has(flags::SYN) {
             let i = self.flow_for(key, now);
@@ -480,12 +488,12 @@ impl Engine {
 
     /// Passes a TCP segment on toward `to` unchanged, cut to what the egress
     /// allows (by GSO or in software) if it is larger.
-    fn pass(&mut self, now: Instant, to: Port, frame: &mut [u8], seg: &Seg, meta: RxMeta) -> Verdict {
+    fn pass(&mut self, now: Instant, to: Port, frame: &mut [u8], seg: &Seg, meta: PacketMeta) -> Verdict {
         let len = seg.payload_len();
         let allowed = self.tcp_limit(now, to, seg);
         let mut limit = allowed;
         // A GRO super-packet passed on unchanged goes back to its own sizes.
-        if let Some(g) = meta.gso_size.filter(|g| *g > 0 && len > *g as usize) {
+        if let Some(g) = meta.tcp_gso_size().filter(|g| *g > 0 && len > *g as usize) {
             limit = limit.min(g as usize);
         }
         let limit = limit.max(8);
@@ -501,7 +509,7 @@ impl Engine {
             }
         }
         if len <= limit {
-            return self.forward(to, seg.info.end, None);
+            return self.forward(to, seg.info.end, PacketMeta::PLAIN);
         }
         let gso_ok = match to {
             Port::Inner => self.cfg.inner_gso,
@@ -512,14 +520,14 @@ impl Engine {
         // corrupt segment is cut in software with every piece's checksum
         // spoiled, so that the receiver drops them all, as it would have
         // dropped the whole (invariant 1: never deliver corrupted bytes).
-        let corrupt = meta.csum == RxCsum::Unverified && self.cfg.verify_checksums && !seg.checksum_ok(frame);
+        let corrupt = meta.csum == Checksum::Unknown && self.cfg.verify_checksums && !seg.checksum_ok(frame);
         if corrupt {
             self.counters.bad_checksum += 1;
         }
         if gso_ok && !corrupt {
             let g = split::prepare_gso(frame, seg, limit);
             self.counters.gso_out += 1;
-            return self.forward(to, seg.info.end, Some(g));
+            return self.forward(to, seg.info.end, g);
         }
         self.counters.split_in += 1;
         let mut off = 0;
@@ -533,7 +541,7 @@ impl Engine {
                 buf[seg.info.l4 + 17] ^= 1;
             }
             self.counters.split_out += 1;
-            self.queue(Transmit { port: to, buf, start: 0, end, gso: None });
+            self.queue(Transmit { port: to, buf, start: 0, end, meta: PacketMeta::PLAIN });
             off += n;
             i += 1;
         }
@@ -550,12 +558,12 @@ impl Engine {
 
     // ---- everything that is not TCP ---------------------------------------
 
-    fn other(&mut self, now: Instant, from: Port, frame: &mut [u8], info: &FrameInfo, meta: RxMeta) -> Verdict {
+    fn other(&mut self, now: Instant, from: Port, frame: &mut [u8], info: &FrameInfo, meta: PacketMeta) -> Verdict {
         let to = from.other();
         if from == Port::Outer && info.transport == Transport::Icmp {
             self.learn_pmtu(now, frame, info);
         }
-        if meta.csum == RxCsum::Partial {
+        if matches!(meta.csum, Checksum::Partial { .. }) {
             complete_partial_udp(frame, info);
         }
         if let Some(v) = self.caravan_udp(now, from, frame, info, meta) {
@@ -563,7 +571,7 @@ impl Engine {
         }
         let mtu = self.egress_mtu(now, to, info.dst) as usize;
         if info.ip_len() <= mtu {
-            return self.forward(to, info.end, None);
+            return self.forward(to, info.end, PacketMeta::PLAIN);
         }
         match info.version {
             IpVersion::V4 if !info.dont_frag => self.fragment(to, frame, info, mtu),
@@ -646,7 +654,7 @@ impl Engine {
             let mut buf = self.pool.get();
             let end = router::write_fragment(frame, info, off, n, off + n == data_len, &later[..later_len], &mut buf);
             self.counters.fragments_out += 1;
-            self.queue(Transmit { port: to, buf, start: 0, end, gso: None });
+            self.queue(Transmit { port: to, buf, start: 0, end, meta: PacketMeta::PLAIN });
             off += n;
         }
         Verdict::Consumed
@@ -670,7 +678,7 @@ impl Engine {
             router::write_too_big(frame, info, mtu, self.cfg.icmp_source_v4, self.cfg.icmp_source_v6, &mut buf)
         {
             self.counters.icmp_sent += 1;
-            self.queue(Transmit { port: from, buf, start: 0, end, gso: None });
+            self.queue(Transmit { port: from, buf, start: 0, end, meta: PacketMeta::PLAIN });
         }
     }
 
@@ -683,12 +691,12 @@ impl Engine {
         self.out.push_back(t);
     }
 
-    fn forward(&mut self, to: Port, len: usize, gso: Option<crate::buf::Gso>) -> Verdict {
+    fn forward(&mut self, to: Port, len: usize, meta: PacketMeta) -> Verdict {
         self.counters.forwarded += 1;
         let pc = self.counters.port_mut(to);
         pc.tx_packets += 1;
         pc.tx_bytes += len as u64;
-        Verdict::Forward { gso }
+        Verdict::Forward { meta }
     }
 
     fn drop(&mut self, r: DropReason) -> Verdict {
@@ -700,8 +708,8 @@ impl Engine {
 /// A TCP segment whose checksum field holds only the pseudo-header sum
 /// (`CHECKSUM_PARTIAL`) is completed in place, so that whatever leaves the
 /// engine carries a valid checksum. Returns the payload's sum when computed.
-fn complete_partial_checksum(frame: &mut [u8], seg: &Seg, csum: RxCsum) -> Option<Sum> {
-    if csum != RxCsum::Partial {
+fn complete_partial_checksum(frame: &mut [u8], seg: &Seg, csum: Checksum) -> Option<Sum> {
+    if !matches!(csum, Checksum::Partial { .. }) {
         return None;
     }
     let payload = Sum::of(&frame[seg.payload_start()..seg.info.end]);

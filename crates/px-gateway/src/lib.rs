@@ -21,7 +21,7 @@ mod router;
 mod segment;
 mod split;
 
-pub use buf::{Gso, HEADROOM, RxCsum, RxMeta, Transmit, Verdict};
+pub use buf::{HEADROOM, Transmit, Verdict};
 pub use config::{Config, ConfigError, DEFAULT_MERGE_TIMEOUT, PshPolicy};
 pub use counters::{Counters, DropReason, FlushReason, HoldHistogram, Port, PortCounters};
 pub use engine::Engine;

@@ -9,9 +9,9 @@ use px_wire::IpVersion;
 use px_wire::checksum::{self, Sum};
 use px_wire::ipv4::Ipv4Packet;
 use px_wire::ipv6::Ipv6Packet;
+use px_wire::offload::PacketMeta;
 use px_wire::tcp::{TcpSegment, flags};
 
-use crate::buf::Gso;
 use crate::segment::Seg;
 
 /// Writes piece `i` of `seg` (payload `[off, off + len)`) into `out`,
@@ -63,16 +63,12 @@ pub(crate) fn write_piece(
 
 /// Prepares `frame` in place for segmentation offload: checksum field set to
 /// the folded pseudo-header sum (the `CHECKSUM_PARTIAL` convention).
-pub(crate) fn prepare_gso(frame: &mut [u8], seg: &Seg, mss: usize) -> Gso {
+/// Returns the transmit metadata: cut into `mss`-byte pieces, checksum to
+/// be completed from the TCP header on.
+pub(crate) fn prepare_gso(frame: &mut [u8], seg: &Seg, mss: usize) -> PacketMeta {
     let l4_len = seg.info.end - seg.info.l4;
     let pseudo = seg.pseudo(frame, l4_len);
     let l4 = seg.info.l4;
     frame[l4 + 16..l4 + 18].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
-    Gso {
-        version: seg.info.version,
-        segment_size: mss as u16,
-        header_len: seg.payload_start() as u16,
-        csum_start: l4 as u16,
-        csum_offset: 16,
-    }
+    PacketMeta::tcp_gso(seg.info.version == IpVersion::V6, mss as u16, l4 as u16, seg.payload_start() as u16)
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::*;
 use etherparse::{Icmpv4Type, Icmpv6Type, PacketBuilder, TcpOptionElement, icmpv4::DestUnreachableHeader};
 use proptest::prelude::*;
-use px_gateway::{Config, Engine, Port, RxCsum, RxMeta};
+use px_gateway::{Config, Engine, Port};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -123,15 +123,20 @@ fn mutate(rng: &mut ChaCha8Rng, corpus: &[(Port, Vec<u8>)]) -> (Port, Vec<u8>) {
     (port, f)
 }
 
-fn meta(rng: &mut ChaCha8Rng) -> RxMeta {
-    RxMeta {
-        csum: [RxCsum::Unverified, RxCsum::Verified, RxCsum::Partial][rng.gen_range(0..3)],
-        gso_size: match rng.gen_range(0..6) {
-            0 => Some(rng.r#gen()),
-            1 => Some([0, 1, 7, 8, 536, 1448][rng.gen_range(0..6)]),
-            _ => None,
-        },
-    }
+fn meta(rng: &mut ChaCha8Rng) -> PacketMeta {
+    let csum = [Checksum::Unknown, Checksum::Valid, PARTIAL][rng.gen_range(0..3)];
+    let size = match rng.gen_range(0..6) {
+        0 => Some(rng.r#gen()),
+        1 => Some([0, 1, 7, 8, 536, 1448][rng.gen_range(0..6)]),
+        _ => None,
+    };
+    // The kind follows from the size drawn, so that the draws stay those of
+    // the seeds' history and UDP batches are covered too.
+    let gso = size.map(|size: u16| {
+        let kind = [GsoKind::TcpV4, GsoKind::TcpV6, GsoKind::UdpL4][usize::from(size % 3)];
+        Gso { kind, size, ecn: false }
+    });
+    PacketMeta { gso, csum, hdr_len: 0 }
 }
 
 /// IP length of a frame as etherparse reads it (no checksums: cheap).
@@ -175,7 +180,7 @@ fn hammer(seed: u64, cases: usize) -> u64 {
             // What the engine built itself must fit the egress.
             if let Some(len) = ip_len(fr) {
                 let mtu = if t.port == Port::Inner { imtu } else { emtu };
-                assert!(t.gso.is_some() || len <= mtu, "built a {len}-byte packet for {:?}", t.port);
+                assert!(t.meta.gso.is_some() || len <= mtu, "built a {len}-byte packet for {:?}", t.port);
             }
             eng.recycle(t.buf);
         }
@@ -212,12 +217,13 @@ proptest! {
     /// Arbitrary bytes straight in, one frame per engine (shrinks well).
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2000), inner in any::<bool>(),
-                                   gso in proptest::option::of(any::<u16>()), csum in 0u8..3) {
+                                   gso in proptest::option::of((any::<u16>(), 0u8..3)), csum in 0u8..3) {
         let mut eng = Engine::new(test_config()).unwrap();
         let mut f = bytes;
         let port = if inner { Port::Inner } else { Port::Outer };
-        let csum = [RxCsum::Unverified, RxCsum::Verified, RxCsum::Partial][csum as usize];
-        let _ = eng.handle_packet(std::time::Instant::now(), port, &mut f, RxMeta { csum, gso_size: gso });
+        let csum = [Checksum::Unknown, Checksum::Valid, PARTIAL][csum as usize];
+        let gso = gso.map(|(size, k)| Gso { kind: [GsoKind::TcpV4, GsoKind::TcpV6, GsoKind::UdpL4][usize::from(k)], size, ecn: false });
+        let _ = eng.handle_packet(std::time::Instant::now(), port, &mut f, PacketMeta { gso, csum, hdr_len: 0 });
         while let Some(t) = eng.poll_transmit() {
             let _ = t.frame();
         }

@@ -13,11 +13,11 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use common::{MAC_INNER, MAC_OUTER, check_wire_frame, ip_headers, test_config};
+use common::{Checksum, Gso, GsoKind, MAC_INNER, MAC_OUTER, PacketMeta, check_wire_frame, ip_headers, test_config};
 use etherparse::{NetHeaders, PacketBuilder, TransportHeader};
 use proptest::prelude::*;
 use px_caravan::{Builder, Caravan, InnerChecksum, Malformed, Pseudo};
-use px_gateway::{Config, DropReason, Engine, Port, RxMeta, Verdict};
+use px_gateway::{Config, DropReason, Engine, Port, Verdict};
 
 const DSCP: u8 = px_caravan::DEFAULT_DSCP;
 
@@ -86,7 +86,7 @@ struct Drive {
     out: Vec<(Port, Vec<u8>)>,
     verdicts: Vec<Verdict>,
     /// The checksum state the I/O layer reports for every frame.
-    meta: RxMeta,
+    meta: PacketMeta,
 }
 
 impl Drive {
@@ -96,7 +96,7 @@ impl Drive {
             now: Instant::now(),
             out: Vec::new(),
             verdicts: Vec::new(),
-            meta: RxMeta::default(),
+            meta: PacketMeta::PLAIN,
         }
     }
 
@@ -272,7 +272,11 @@ fn a_corrupt_datagram_passes_plain_after_its_flow() {
 #[test]
 fn udp_gro_batches_are_not_packed_as_one_record() {
     let mut d = Drive::new(cfg());
-    d.meta = RxMeta { csum: px_gateway::RxCsum::Verified, gso_size: Some(100) };
+    d.meta = PacketMeta {
+        gso: Some(Gso { kind: GsoKind::UdpL4, size: 100, ecn: false }),
+        csum: Checksum::Valid,
+        hdr_len: 0,
+    };
     let g = Dg::new("198.51.100.1", "203.0.113.2", 4000, 443, 1, payload(10, 0, 500));
     assert!(matches!(d.feed(Port::Outer, g.frame(Port::Outer)), Verdict::Forward { .. }));
     assert_eq!(d.eng.counters().caravan.packed_in, 0);
@@ -463,7 +467,7 @@ proptest! {
         // each record's sum instead of reading it; etherparse checks the
         // resulting outer checksum either way.
         if verified {
-            inbound.meta = RxMeta { csum: px_gateway::RxCsum::Verified, gso_size: None };
+            inbound.meta = PacketMeta { csum: Checksum::Valid, ..PacketMeta::PLAIN };
         }
         let mut outbound = Drive::new(Config { emtu: 9000, ..cfg() });
         let mut want: HashMap<u8, Vec<Vec<u8>>> = HashMap::new();

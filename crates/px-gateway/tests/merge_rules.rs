@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use etherparse::TcpOptionElement;
-use px_gateway::{Config, FlushReason, Port, RxCsum, RxMeta, Verdict};
+use px_gateway::{Config, FlushReason, Port, Verdict};
 
 const ISN: u32 = 0xffff_e000; // the stream crosses the sequence wrap within the first holds
 const MSS_TS: usize = 1448; // 1500 - 20 - 32
@@ -24,7 +24,7 @@ fn seg(v6: bool, n: u16, off: u32, len: usize) -> TcpSpec {
 fn warm(h: &mut Harness, v6: bool, n: u16) -> u32 {
     for i in 0..2u32 {
         let v = h.feed_tcp(Port::Outer, &seg(v6, n, i * MSS_TS as u32, MSS_TS));
-        assert!(matches!(v, Verdict::Forward { gso: None }), "warm-up segment {i} must pass: {v:?}");
+        assert!(matches!(v, Verdict::Forward { meta: PacketMeta::PLAIN }), "warm-up segment {i} must pass: {v:?}");
         h.advance(Duration::from_micros(5));
     }
     2 * MSS_TS as u32
@@ -186,7 +186,7 @@ fn rst_syn_urg_cwr_flush_then_pass_unchanged() {
         let mut s = seg(false, 1, off + MSS_TS as u32, 500);
         mk(&mut s);
         let frame = s.build();
-        let v = h.feed(Port::Outer, frame.clone(), RxMeta::default());
+        let v = h.feed(Port::Outer, frame.clone(), PacketMeta::PLAIN);
         assert!(matches!(v, Verdict::Forward { .. }), "{name}: {v:?}");
         let n = h.out.len();
         assert!(h.out[n - 2].port == Port::Inner && !h.out[n - 2].forwarded, "{name}: the hold goes first");
@@ -208,15 +208,15 @@ fn out_of_order_and_retransmission_flush_then_pass_unchanged() {
     assert_eq!(h.feed_tcp(Port::Outer, &seg(false, 1, off, MSS_TS)), Verdict::Consumed);
     // A gap: the segment after a lost one.
     let gap = seg(false, 1, off + 2 * MSS_TS as u32, MSS_TS).build();
-    assert_eq!(h.feed(Port::Outer, gap.clone(), RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.feed(Port::Outer, gap.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
     assert_eq!(h.out.last().unwrap().frame, gap);
     assert_eq!(h.eng.counters().flushes(FlushReason::OutOfOrder), 1);
     // The retransmission filling the hole also passes unchanged.
     let rtx = seg(false, 1, off + MSS_TS as u32, MSS_TS).build();
-    assert_eq!(h.feed(Port::Outer, rtx.clone(), RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.feed(Port::Outer, rtx.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
     // An old retransmission (already sent) passes unchanged too.
     let old = seg(false, 1, 0, MSS_TS).build();
-    assert_eq!(h.feed(Port::Outer, old, RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.feed(Port::Outer, old, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
     finish(&mut h);
 }
 
@@ -247,7 +247,7 @@ fn sack_carrying_segments_are_not_merged() {
         TcpOptionElement::Timestamp(1_000, 77),
     ]);
     let f = s.build();
-    assert_eq!(h.feed(Port::Outer, f.clone(), RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.feed(Port::Outer, f.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
     assert_eq!(h.out.last().unwrap().frame, f);
     finish(&mut h);
 }
@@ -338,7 +338,7 @@ fn flows_not_yet_bulk_are_never_held() {
     // First segment of a flow, and a second smaller one: not bulk.
     for (off, len) in [(0u32, MSS_TS), (MSS_TS as u32, 600)] {
         let v = h.feed_tcp(Port::Outer, &seg(false, 1, off, len));
-        assert_eq!(v, Verdict::Forward { gso: None });
+        assert_eq!(v, Verdict::Forward { meta: PacketMeta::PLAIN });
         assert_eq!(h.eng.held_bytes(), 0);
     }
     finish(&mut h);
@@ -351,7 +351,7 @@ fn small_segments_in_a_row_are_not_bulk() {
     let mut h = Harness::new(test_config());
     for i in 0..20u32 {
         let v = h.feed_tcp(Port::Outer, &seg(false, 1, i * 200, 200));
-        assert_eq!(v, Verdict::Forward { gso: None }, "segment {i} of a 200-byte stream");
+        assert_eq!(v, Verdict::Forward { meta: PacketMeta::PLAIN }, "segment {i} of a 200-byte stream");
         h.advance(Duration::from_millis(1));
     }
     finish(&mut h);
@@ -363,7 +363,7 @@ fn pure_ack_flushes_the_hold_first() {
     let off = warm(&mut h, false, 1);
     assert_eq!(h.feed_tcp(Port::Outer, &seg(false, 1, off, MSS_TS)), Verdict::Consumed);
     let ack = seg(false, 1, off + MSS_TS as u32, 0);
-    assert_eq!(h.feed_tcp(Port::Outer, &ack), Verdict::Forward { gso: None });
+    assert_eq!(h.feed_tcp(Port::Outer, &ack), Verdict::Forward { meta: PacketMeta::PLAIN });
     assert_eq!(h.eng.counters().flushes(FlushReason::PureAck), 1);
     finish(&mut h);
 }
@@ -372,7 +372,7 @@ fn pure_ack_flushes_the_hold_first() {
 fn partial_checksum_inputs_leave_with_valid_checksums() {
     for v6 in [false, true] {
         let mut h = Harness::new(test_config());
-        let meta = RxMeta { csum: RxCsum::Partial, gso_size: None };
+        let meta = rx_meta(PARTIAL);
         let mut off = 0;
         for _ in 0..9 {
             let mut f = seg(v6, 1, off, MSS_TS).build();
@@ -384,7 +384,7 @@ fn partial_checksum_inputs_leave_with_valid_checksums() {
         // Outbound too (passes, and split).
         let mut f = TcpSpec::outbound(v6, 1, 5, stream_bytes(9, 0, 1000)).build();
         make_partial(&mut f);
-        assert_eq!(h.feed(Port::Inner, f, meta), Verdict::Forward { gso: None });
+        assert_eq!(h.feed(Port::Inner, f, meta), Verdict::Forward { meta: PacketMeta::PLAIN });
         let mut f = TcpSpec::outbound(v6, 1, 1005, stream_bytes(9, 1000, 5000)).build();
         make_partial(&mut f);
         assert_eq!(h.feed(Port::Inner, f, meta), Verdict::Consumed);
@@ -401,7 +401,7 @@ fn gro_super_packets_are_merged_or_cut_back() {
     let n = 45usize;
     for v6 in [false, true] {
         let mut h = Harness::new(test_config());
-        let meta = RxMeta { csum: RxCsum::Verified, gso_size: Some(MSS_TS as u16) };
+        let meta = gro_meta(Checksum::Valid, MSS_TS as u16);
         let first = seg(v6, 1, 0, n * MSS_TS);
         assert_eq!(h.feed(Port::Outer, first.build(), meta), Verdict::Consumed, "cut in software");
         let w = h.check_outputs().unwrap();
@@ -427,10 +427,10 @@ fn gro_super_packets_are_merged_or_cut_back() {
 fn gro_super_packet_passed_with_inner_gso_keeps_its_segment_size() {
     let cfg = Config { inner_gso: true, ..test_config() };
     let mut h = Harness::new(cfg);
-    let meta = RxMeta { csum: RxCsum::Verified, gso_size: Some(MSS_TS as u16) };
+    let meta = gro_meta(Checksum::Valid, MSS_TS as u16);
     let v = h.feed(Port::Outer, seg(false, 1, 0, 20 * MSS_TS).build(), meta);
     match v {
-        Verdict::Forward { gso: Some(g) } => assert_eq!(g.segment_size as usize, MSS_TS),
+        Verdict::Forward { meta: PacketMeta { gso: Some(g), .. } } => assert_eq!(g.size as usize, MSS_TS),
         v => panic!("{v:?}"),
     }
     finish(&mut h);
@@ -472,7 +472,11 @@ fn ip_options_and_extension_headers_are_not_merged_and_survive_a_split() {
         let mut s = seg(v6, 1, off, 1000);
         s.ip_ext = ext.clone();
         let f = s.build();
-        assert_eq!(h.feed(Port::Outer, f.clone(), RxMeta::default()), Verdict::Forward { gso: None }, "v6={v6}");
+        assert_eq!(
+            h.feed(Port::Outer, f.clone(), PacketMeta::PLAIN),
+            Verdict::Forward { meta: PacketMeta::PLAIN },
+            "v6={v6}"
+        );
         assert_eq!(h.out.last().unwrap().frame, f);
         let mut big = TcpSpec::outbound(v6, 1, 5, stream_bytes(7, 0, 8000)).ts(1, 2);
         big.ip_ext = ext.clone();

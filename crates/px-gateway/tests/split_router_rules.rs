@@ -11,7 +11,7 @@ use etherparse::{
     Icmpv4Type, Icmpv6Type, IpNumber, PacketBuilder, PacketHeaders, TcpOptionElement, TransportHeader,
     icmpv4::DestUnreachableHeader,
 };
-use px_gateway::{Config, DropReason, FlushReason, Port, RxCsum, RxMeta, Verdict};
+use px_gateway::{Config, DropReason, FlushReason, Port, Verdict};
 
 const ISN: u32 = 0x7fff_f000;
 
@@ -74,8 +74,8 @@ fn gso_output_cut_by_virtio_rules_equals_the_software_split() {
             assert_eq!(soft.feed_tcp(Port::Inner, &s), Verdict::Consumed);
             let mut gso = Harness::new(Config { outer_gso: true, ..test_config() });
             let v = gso.feed_tcp(Port::Inner, &s);
-            let Verdict::Forward { gso: Some(g) } = v else { panic!("{v:?}") };
-            assert_eq!(g.segment_size, if v6 { 1428 } else { 1448 });
+            let Verdict::Forward { meta: g @ PacketMeta { gso: Some(_), .. } } = v else { panic!("{v:?}") };
+            assert_eq!(g.gso.map(|g| g.size), Some(if v6 { 1428 } else { 1448 }));
             let cut = soft_gso(&gso.out[0].frame, &g).unwrap();
             let sw: Vec<Vec<u8>> = soft.out.iter().map(|o| o.frame.clone()).collect();
             assert_eq!(cut.len(), sw.len());
@@ -94,7 +94,7 @@ fn gso_output_cut_by_virtio_rules_equals_the_software_split() {
 fn small_outbound_segments_pass_unchanged() {
     let mut h = Harness::new(test_config());
     let f = big_out(false, 1, 1448).build();
-    assert_eq!(h.feed(Port::Inner, f.clone(), RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.feed(Port::Inner, f.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
     assert_eq!(h.out[0].frame, f);
 }
 
@@ -150,8 +150,8 @@ fn syn_without_mss_is_left_alone_and_counted() {
     let mut h = Harness::new(test_config());
     let a = syn(true, false, None, false).build();
     let b = syn(false, true, None, true).build();
-    assert_eq!(h.feed(Port::Outer, a.clone(), RxMeta::default()), Verdict::Forward { gso: None });
-    assert_eq!(h.feed(Port::Inner, b.clone(), RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.feed(Port::Outer, a.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
+    assert_eq!(h.feed(Port::Inner, b.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
     assert_eq!(h.out[0].frame, a);
     assert_eq!(h.out[1].frame, b);
     assert_eq!(h.eng.counters().syn_without_mss, 2);
@@ -201,7 +201,7 @@ fn icmp_too_big_from_outside_lowers_the_split_size() {
         let mut h = Harness::new(test_config());
         let dst = outer_addr(v6, 1);
         let icmp = too_big_from_outside(v6, dst, mtu as u32);
-        assert_eq!(h.feed(Port::Outer, icmp, RxMeta::default()), Verdict::Forward { gso: None });
+        assert_eq!(h.feed(Port::Outer, icmp, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
         assert_eq!(h.eng.counters().pmtu_learned, 1);
         h.pmtu.insert(dst, mtu);
         let _ = h.feed_tcp(Port::Inner, &big_out(v6, 1, 8000));
@@ -231,14 +231,14 @@ fn icmp_too_big_from_outside_lowers_the_split_size() {
 fn implausible_or_corrupt_icmp_teaches_nothing() {
     let mut h = Harness::new(test_config());
     let dst = outer_addr(false, 1);
-    let _ = h.feed(Port::Outer, too_big_from_outside(false, dst, 500), RxMeta::default());
-    let _ = h.feed(Port::Outer, too_big_from_outside(true, outer_addr(true, 1), 1200), RxMeta::default());
+    let _ = h.feed(Port::Outer, too_big_from_outside(false, dst, 500), PacketMeta::PLAIN);
+    let _ = h.feed(Port::Outer, too_big_from_outside(true, outer_addr(true, 1), 1200), PacketMeta::PLAIN);
     let mut bad = too_big_from_outside(false, dst, 1400);
     let n = bad.len();
     bad[n - 1] ^= 0x40; // breaks the ICMP checksum
     assert_eq!(
-        h.feed(Port::Outer, bad, RxMeta::default()),
-        Verdict::Forward { gso: None },
+        h.feed(Port::Outer, bad, PacketMeta::PLAIN),
+        Verdict::Forward { meta: PacketMeta::PLAIN },
         "passed on as a router would"
     );
     assert_eq!(h.eng.counters().pmtu_learned, 0);
@@ -259,7 +259,7 @@ fn ipv4_without_df_is_fragmented_and_reassembles() {
         let mut h = Harness::new(test_config());
         let frame = udp(false, true, len, false).build();
         let original = ip_part(&frame)[20..].to_vec();
-        assert_eq!(h.feed(Port::Inner, frame, RxMeta::default()), Verdict::Consumed);
+        assert_eq!(h.feed(Port::Inner, frame, PacketMeta::PLAIN), Verdict::Consumed);
         let w = h.check_outputs().unwrap();
         let mut data = vec![None; original.len()];
         let mut last_seen = false;
@@ -306,7 +306,7 @@ fn too_big_with_df_or_ipv6_is_dropped_with_an_icmp_error() {
     for v6 in [false, true] {
         let mut h = Harness::new(test_config());
         let frame = udp(v6, true, 3000, true).build();
-        let v = h.feed(Port::Inner, frame.clone(), RxMeta::default());
+        let v = h.feed(Port::Inner, frame.clone(), PacketMeta::PLAIN);
         let want = if v6 { DropReason::TooBigV6 } else { DropReason::TooBigDf };
         assert_eq!(v, Verdict::Dropped(want));
         assert_eq!(h.eng.counters().drops(want), 1);
@@ -343,19 +343,19 @@ fn too_big_with_df_or_ipv6_is_dropped_with_an_icmp_error() {
 fn icmp_errors_are_rate_limited_and_need_a_source() {
     let mut h = Harness::new(test_config());
     for _ in 0..50 {
-        let _ = h.feed(Port::Inner, udp(false, true, 3000, true).build(), RxMeta::default());
+        let _ = h.feed(Port::Inner, udp(false, true, 3000, true).build(), PacketMeta::PLAIN);
     }
     let c = h.eng.counters().clone();
     assert_eq!(c.drops(DropReason::TooBigDf), 50, "every drop counted");
     assert_eq!(c.icmp_sent, 11, "burst of rate/10 + 1");
     assert_eq!(c.icmp_rate_limited, 39);
     h.advance(Duration::from_millis(100));
-    let _ = h.feed(Port::Inner, udp(false, true, 3000, true).build(), RxMeta::default());
+    let _ = h.feed(Port::Inner, udp(false, true, 3000, true).build(), PacketMeta::PLAIN);
     assert_eq!(h.eng.counters().icmp_sent, 12, "refilled");
     h.check_outputs().unwrap();
 
     let mut h = Harness::new(Config { icmp_source_v4: None, icmp_source_v6: None, ..test_config() });
-    let _ = h.feed(Port::Inner, udp(true, true, 3000, true).build(), RxMeta::default());
+    let _ = h.feed(Port::Inner, udp(true, true, 3000, true).build(), PacketMeta::PLAIN);
     assert!(h.out.is_empty());
     assert_eq!(h.eng.counters().icmp_no_source, 1);
     assert_eq!(h.eng.counters().drops(DropReason::TooBigV6), 1);
@@ -366,8 +366,8 @@ fn udp_that_fits_passes_intact() {
     let mut h = Harness::new(test_config());
     let a = udp(false, false, 1472, true).build();
     let b = udp(true, true, 1452, false).build();
-    assert_eq!(h.feed(Port::Outer, a.clone(), RxMeta::default()), Verdict::Forward { gso: None });
-    assert_eq!(h.feed(Port::Inner, b.clone(), RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.feed(Port::Outer, a.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
+    assert_eq!(h.feed(Port::Inner, b.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
     assert_eq!((&h.out[0].frame, &h.out[1].frame), (&a, &b));
     h.check_outputs().unwrap();
 }
@@ -447,13 +447,13 @@ fn non_ip_frames_pass_and_garbage_ip_is_dropped_as_malformed() {
     let mut arp = vec![0xffu8; 12];
     arp.extend([0x08, 0x06]);
     arp.extend([0u8; 28]);
-    assert_eq!(h.feed(Port::Outer, arp, RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.feed(Port::Outer, arp, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
     let mut bad = udp(false, false, 100, true).build();
     bad[14 + 10] ^= 1; // IPv4 header checksum
-    assert_eq!(h.feed(Port::Outer, bad, RxMeta::default()), Verdict::Dropped(DropReason::Malformed));
+    assert_eq!(h.feed(Port::Outer, bad, PacketMeta::PLAIN), Verdict::Dropped(DropReason::Malformed));
     let mut short = udp(false, false, 100, true).build();
     short.truncate(30);
-    assert_eq!(h.feed(Port::Outer, short, RxMeta::default()), Verdict::Dropped(DropReason::Malformed));
+    assert_eq!(h.feed(Port::Outer, short, PacketMeta::PLAIN), Verdict::Dropped(DropReason::Malformed));
     h.check_accounting().unwrap();
     // etherparse agrees the truncated frame is not a valid IPv4 packet.
     let mut short = udp(false, false, 100, true).build();
@@ -509,7 +509,7 @@ fn fragmentation_copies_only_copied_options_to_later_fragments() {
     opts.extend([0x07, 0x07, 0x04, 0, 0, 0, 0, 0x00]);
     let payload = stream_bytes(4, 0, 4000);
     let mut h = Harness::new(test_config());
-    assert_eq!(h.feed(Port::Inner, raw_v4(&opts, (0, false), &payload), RxMeta::default()), Verdict::Consumed);
+    assert_eq!(h.feed(Port::Inner, raw_v4(&opts, (0, false), &payload), PacketMeta::PLAIN), Verdict::Consumed);
     let w = h.check_outputs().unwrap();
     let f = parsed_fragments(&w);
     assert_eq!(f[0].2, opts, "the first fragment keeps every option");
@@ -532,7 +532,7 @@ fn a_fragment_too_big_is_fragmented_again_at_its_offset() {
     for last in [false, true] {
         let mut h = Harness::new(test_config());
         // Offset 1480 bytes (185 units); more fragments follow unless `last`.
-        let v = h.feed(Port::Inner, raw_v4(&[], (185, !last), &payload), RxMeta::default());
+        let v = h.feed(Port::Inner, raw_v4(&[], (185, !last), &payload), PacketMeta::PLAIN);
         assert_eq!(v, Verdict::Consumed);
         let w = h.check_outputs().unwrap();
         let f = parsed_fragments(&w);
@@ -559,12 +559,12 @@ fn split_does_not_launder_a_corrupt_segment() {
             let mut f = big_out(v6, 1, 8000).build();
             let n = f.len();
             f[n - 3000] ^= 0x10;
-            let _ = h.feed(Port::Inner, f, RxMeta::default());
+            let _ = h.feed(Port::Inner, f, PacketMeta::PLAIN);
             let outs = std::mem::take(&mut h.out);
             let mut pieces = Vec::new();
             for o in &outs {
-                match &o.gso {
-                    Some(g) => pieces.extend(soft_gso(&o.frame, g).unwrap()),
+                match o.meta.gso {
+                    Some(_) => pieces.extend(soft_gso(&o.frame, &o.meta).unwrap()),
                     None => pieces.push(o.frame.clone()),
                 }
             }
@@ -595,7 +595,7 @@ fn partial_udp_checksums_are_completed_before_sending_or_fragmenting() {
         f[40..42].copy_from_slice(&partial.to_be_bytes());
         assert_ne!(f, good);
         let mut h = Harness::new(test_config());
-        let _ = h.feed(Port::Inner, f, RxMeta { csum: RxCsum::Partial, gso_size: None });
+        let _ = h.feed(Port::Inner, f, rx_meta(PARTIAL));
         let w = h.check_outputs().unwrap();
         // Reassemble and compare with the frame etherparse built.
         let mut ip_payload = Vec::new();
@@ -618,9 +618,9 @@ fn non_ip_frames_pass_but_not_beyond_the_egress_mtu() {
         f
     };
     let mut h = Harness::new(test_config());
-    assert_eq!(h.feed(Port::Inner, frame(1500), RxMeta::default()), Verdict::Forward { gso: None });
-    assert_eq!(h.feed(Port::Inner, frame(1501), RxMeta::default()), Verdict::Dropped(DropReason::TooBigUncuttable));
-    assert_eq!(h.feed(Port::Outer, frame(1501), RxMeta::default()), Verdict::Forward { gso: None });
+    assert_eq!(h.feed(Port::Inner, frame(1500), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
+    assert_eq!(h.feed(Port::Inner, frame(1501), PacketMeta::PLAIN), Verdict::Dropped(DropReason::TooBigUncuttable));
+    assert_eq!(h.feed(Port::Outer, frame(1501), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
     assert_eq!(h.eng.counters().non_ip, 3);
     assert_eq!(h.eng.counters().drops(DropReason::TooBigUncuttable), 1);
 }

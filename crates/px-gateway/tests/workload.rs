@@ -30,7 +30,7 @@ use etherparse::{
     Icmpv4Type, Icmpv6Type, PacketBuilder, TcpOptionElement, TransportHeader, icmpv4::DestUnreachableHeader,
 };
 use proptest::prelude::*;
-use px_gateway::{Config, DropReason, Port, RxCsum, RxMeta, Verdict};
+use px_gateway::{Config, DropReason, Port, Verdict};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -57,7 +57,7 @@ enum Ev {
     Frame {
         port: Port,
         frame: Vec<u8>,
-        meta: RxMeta,
+        meta: PacketMeta,
         tcp: Option<(FlowId, u32, u32)>,
     },
     /// ICMP too-big from outside toward `dst` announcing `mtu`.
@@ -120,13 +120,13 @@ fn tcp_flow(rng: &mut ChaCha8Rng, s: &Shape, n: u16, v6: bool, inbound: bool) ->
         syn.flags = Flags { syn: true, ..Flags::default() };
         syn.opts = vec![TcpOptionElement::MaximumSegmentSize(if inbound { omss } else { imss })];
         let f = syn.build();
-        evs.push(Ev::Frame { port, frame: f, meta: RxMeta::default(), tcp: Some((id(&syn), 0, 0)) });
+        evs.push(Ev::Frame { port, frame: f, meta: PacketMeta::PLAIN, tcp: Some((id(&syn), 0, 0)) });
         let mut sa = if inbound { TcpSpec::outbound(v6, n, 7, vec![]) } else { TcpSpec::inbound(v6, n, 7, vec![]) };
         sa.flags = Flags { syn: true, ack: true, ..Flags::default() };
         sa.opts = vec![TcpOptionElement::MaximumSegmentSize(if inbound { imss } else { omss })];
         sa.ack = isn;
         let f = sa.build();
-        evs.push(Ev::Frame { port: port.other(), frame: f, meta: RxMeta::default(), tcp: Some((id(&sa), 0, 0)) });
+        evs.push(Ev::Frame { port: port.other(), frame: f, meta: PacketMeta::PLAIN, tcp: Some((id(&sa), 0, 0)) });
     }
     // The sender's segments: (offset, len, flags, attributes).
     let mut segs: Vec<(u32, usize, Flags, Attr)> = Vec::new();
@@ -283,20 +283,20 @@ fn tcp_flow(rng: &mut ChaCha8Rng, s: &Shape, n: u16, v6: bool, inbound: bool) ->
         spec.flow_label = n as u32;
         spec.vlan = vlan;
         let mut frame = spec.build();
-        let mut meta = RxMeta::default();
+        let mut meta = PacketMeta::PLAIN;
         if j > i + 1 {
-            meta.gso_size = Some(mss as u16);
+            meta.gso = Some(Gso { kind: GsoKind::TcpV4, size: mss as u16, ecn: false });
         }
         if !inbound && total > mss {
             // Larger than the inner MTU only as a GRO super-packet.
-            meta.gso_size = Some(mss as u16);
+            meta.gso = Some(Gso { kind: GsoKind::TcpV4, size: mss as u16, ecn: false });
         }
         match rng.gen_range(0..10) {
             0 => {
                 make_partial(&mut frame);
-                meta.csum = RxCsum::Partial;
+                meta.csum = PARTIAL;
             }
-            1..=3 => meta.csum = RxCsum::Verified,
+            1..=3 => meta.csum = Checksum::Valid,
             _ => {}
         }
         let s0 = isn.wrapping_add(o);
@@ -446,7 +446,7 @@ pub fn run(s: &Shape) -> Result<Stats, String> {
                 }
             }
             Ev::Ptb { frame, dst, mtu } => {
-                let _ = h.feed(Port::Outer, frame, RxMeta::default());
+                let _ = h.feed(Port::Outer, frame, PacketMeta::PLAIN);
                 let e = h.pmtu.entry(dst).or_insert(mtu);
                 *e = (*e).min(mtu);
             }
@@ -458,7 +458,7 @@ pub fn run(s: &Shape) -> Result<Stats, String> {
                     DropReason::TooBigDf
                 });
                 udp_expect.insert(id, (frame[14..].to_vec(), too_big));
-                let v = h.feed(port, frame, RxMeta::default());
+                let v = h.feed(port, frame, PacketMeta::PLAIN);
                 udp_verdict.insert(id, (port, v));
                 if let Some(r) = too_big {
                     expected_drops[r as usize] += 1;

@@ -6,7 +6,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use px_io::vnet::finish_checksum;
-use px_io::{PacketMeta, symmetric_flow_hash, worker_for};
+use px_io::{PacketMeta, VnetHeader, symmetric_flow_hash, worker_for};
 
 fn frame_v4(payload: usize) -> Vec<u8> {
     let mut f = Vec::new();

@@ -12,7 +12,9 @@
 //! - [`PacketSocket::recv_batch`] / [`PacketSocket::send_batch`] make one
 //!   syscall per batch (`recvmmsg`/`sendmmsg`) and never allocate: frames
 //!   land in the [`RxBatch`]'s preallocated slots and leave from the
-//!   caller's buffers (anything implementing [`TxFrame`]);
+//!   caller's buffers, queued in order in a [`TxQueue`] (frames of any
+//!   origin, given as metadata plus bytes) or given as a slice of
+//!   [`TxFrame`]s;
 //! - with a receive ring ([`SocketConfig::rx_ring`]) frames are read in
 //!   place from the mapping and can be sent on from there
 //!   ([`PacketSocket::recv_ring_batch`]), with no copy in user space;
@@ -33,11 +35,9 @@ use std::time::Duration;
 use crate::fanout::Fanout;
 use crate::iface::{self, IfaceError};
 use crate::ring::{RingBatch, RingError, RingGeometry, RxRing};
-use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetError};
-
-/// Largest frame a slot must hold: a 64 KB GRO super-packet (IP total
-/// length ≤ 65535) plus Ethernet and two VLAN tags.
-pub const MAX_FRAME: usize = 65535 + 14 + 8;
+use crate::rx::{PacketType, RxError, RxFrames, RxPacket};
+use crate::sys::setsockopt;
+use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetHeader};
 
 /// How to open a [`PacketSocket`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,10 +65,12 @@ pub struct SocketConfig {
 }
 
 impl SocketConfig {
-    /// What a gateway port should use: GRO super-packets through a ring of
-    /// 1024 64-KB slots (measured faster than `recvmmsg` for them, and it
-    /// does not drop where an 8 MB receive buffer does: see the crate
-    /// docs), promiscuous, in fan-out group `group` (if any).
+    /// A gateway port: GRO super-packets through a ring of 1024 64-KB slots
+    /// (measured cheaper than `recvmmsg` per super-packet, and it does not
+    /// drop where an 8 MB receive buffer does: see the crate docs),
+    /// promiscuous, in fan-out group `group` (if any). `px gateway` takes
+    /// the ring off (`rx_ring: None`) unless configured with `rx_ring`,
+    /// because through the whole gateway `recvmmsg` carried more.
     pub fn gateway_port(fanout: Option<Fanout>) -> SocketConfig {
         SocketConfig {
             promiscuous: true,
@@ -125,28 +127,6 @@ pub enum RecvError {
     Os(io::Error),
 }
 
-/// Why a frame of a received batch cannot be used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum RxError {
-    /// The frame was longer than the slot and was cut.
-    #[error("frame of {len} bytes truncated to {cap}")]
-    Truncated {
-        /// The frame's real length.
-        len: usize,
-        /// The slot size.
-        cap: usize,
-    },
-    /// Shorter than a virtio-net header: the kernel never does this.
-    #[error("{0} bytes: shorter than the virtio-net header")]
-    Short(usize),
-    /// The virtio-net header is not one we can act on.
-    #[error(transparent)]
-    Vnet(#[from] VnetError),
-    /// Index beyond the frames received in this batch.
-    #[error("no frame {0} in this batch")]
-    Index(usize),
-}
-
 /// Why a send failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -176,36 +156,6 @@ pub struct SendOutcome {
     pub refused: usize,
 }
 
-/// Where a received frame was addressed (`sll_pkttype`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PacketType {
-    /// To this host's MAC.
-    Host,
-    /// Broadcast.
-    Broadcast,
-    /// Multicast.
-    Multicast,
-    /// To another host (seen because of promiscuous mode, or a veth).
-    OtherHost,
-    /// Sent by this host (only without `ignore_outgoing`).
-    Outgoing,
-    /// A type this code does not know.
-    Other(u8),
-}
-
-impl From<u8> for PacketType {
-    fn from(t: u8) -> Self {
-        match t {
-            0 => PacketType::Host,
-            1 => PacketType::Broadcast,
-            2 => PacketType::Multicast,
-            3 => PacketType::OtherHost,
-            4 => PacketType::Outgoing,
-            t => PacketType::Other(t),
-        }
-    }
-}
-
 /// Counters the kernel keeps per packet socket (`PACKET_STATISTICS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SocketStats {
@@ -224,17 +174,6 @@ pub struct PacketSocket {
     ifindex: u32,
     iface: String,
     vnet_hdr: bool,
-}
-
-/// `setsockopt` for plain-old-data option values.
-pub(crate) fn setsockopt<T: Copy>(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
-    // SAFETY: `v` points to a live, initialised `T` of the given size; every
-    // caller passes the type the option expects (int, packet_mreq,
-    // tpacket_req).
-    let r = unsafe {
-        libc::setsockopt(fd.as_raw_fd(), level, name, (v as *const T).cast(), size_of::<T>() as libc::socklen_t)
-    };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 impl PacketSocket {
@@ -368,20 +307,14 @@ impl PacketSocket {
     /// allows. Returns how many were sent: fewer than `frames.len()` means
     /// the send buffer filled (wait until writable, resend the rest).
     pub fn send_batch<F: TxFrame>(&self, batch: &mut TxBatch, frames: &[F]) -> Result<usize, SendError> {
+        let mut q = self.queue(batch);
+        let mut frames = frames.iter().map(|f| (f.meta(), f.frame()));
         let mut sent = 0;
-        while sent < frames.len() {
-            let chunk = &frames[sent..frames.len().min(sent + batch.capacity())];
-            batch.load(self.vnet_hdr, chunk);
-            match sendmmsg(self.fd.as_fd(), &mut batch.msgs[..chunk.len()]) {
-                Ok(n) => {
-                    sent += n;
-                    if n < chunk.len() {
-                        // The next call reports why frame `sent` failed.
-                        continue;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(sent),
-                Err(source) => return Err(SendError::Refused { sent, source }),
+        while q.fill(&mut frames) > 0 {
+            match q.send() {
+                Ok(n) => sent += n,
+                Err(SendError::WouldBlock) => return Ok(sent),
+                Err(SendError::Refused { source, .. }) => return Err(SendError::Refused { sent, source }),
             }
         }
         Ok(sent)
@@ -397,40 +330,31 @@ impl PacketSocket {
         I: IntoIterator<Item = (PacketMeta, &'a [u8])>,
     {
         let mut out = SendOutcome::default();
-        let mut it = frames.into_iter();
+        let mut frames = frames.into_iter();
+        let mut q = self.queue(batch);
         let mut blocked = false;
-        loop {
-            let mut n = 0;
-            for (meta, frame) in it.by_ref().take(batch.capacity()) {
-                batch.load_one(n, self.vnet_hdr, &meta, frame);
-                n += 1;
-            }
-            if n == 0 {
-                return out;
-            }
+        while q.fill(&mut frames) > 0 {
             if blocked {
-                out.would_block += n;
+                out.would_block += q.clear();
                 continue;
             }
-            let mut at = 0;
-            while at < n {
-                match sendmmsg(self.fd.as_fd(), &mut batch.msgs[at..n]) {
-                    Ok(k) => {
-                        out.sent += k;
-                        at += k;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        out.would_block += n - at;
-                        blocked = true;
-                        break;
-                    }
-                    Err(_) => {
-                        out.refused += 1;
-                        at += 1;
-                    }
+            match q.send() {
+                Ok(n) => out.sent += n,
+                Err(SendError::WouldBlock) => {
+                    out.would_block += q.clear();
+                    blocked = true;
                 }
+                Err(SendError::Refused { .. }) => out.refused += 1,
             }
         }
+        out
+    }
+
+    /// An empty send queue on this socket, using `batch` as its scratch:
+    /// push frames in the order they must leave, then send (see
+    /// [`TxQueue`]).
+    pub fn queue<'a>(&'a self, batch: &'a mut TxBatch) -> TxQueue<'a> {
+        TxQueue { sock: self, batch, queued: 0, sent: 0 }
     }
 
     /// Reads and resets the kernel's per-socket counters.
@@ -504,8 +428,8 @@ fn recvmmsg(fd: BorrowedFd<'_>, msgs: &mut [libc::mmsghdr]) -> io::Result<usize>
 
 fn sendmmsg(fd: BorrowedFd<'_>, msgs: &mut [libc::mmsghdr]) -> io::Result<usize> {
     // SAFETY: every mmsghdr points to the TxBatch's own headers and to frames
-    // loaded by `TxBatch::load_one` from slices that outlive the calling
-    // `send_batch`/`send_iter`; the kernel only reads them and writes `msg_len`.
+    // loaded by `TxQueue::push` from slices that outlive the queue (its
+    // lifetime bounds them); the kernel only reads them and writes `msg_len`.
     let r = unsafe { libc::sendmmsg(fd.as_raw_fd(), msgs.as_mut_ptr(), msgs.len() as u32, libc::MSG_DONTWAIT) };
     if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
 }
@@ -521,17 +445,6 @@ fn point(m: &mut libc::mmsghdr, name: *mut libc::c_void, namelen: usize, iov: &m
     m.msg_hdr.msg_controllen = 0;
     m.msg_hdr.msg_flags = 0;
     m.msg_len = 0;
-}
-
-/// A received frame, borrowed from its [`RxBatch`] slot.
-#[derive(Debug, Clone, Copy)]
-pub struct RxPacket<'a> {
-    /// GRO/checksum metadata ([`PacketMeta::PLAIN`] without vnet header).
-    pub meta: PacketMeta,
-    /// The frame from the Ethernet header on.
-    pub frame: &'a [u8],
-    /// How the frame was addressed.
-    pub pkt_type: PacketType,
 }
 
 /// Preallocated receive slots for [`PacketSocket::recv_batch`]; reused for
@@ -562,7 +475,7 @@ impl std::fmt::Debug for RxBatch {
 }
 
 impl RxBatch {
-    /// `capacity` slots of `slot` bytes each ([`MAX_FRAME`] holds any GRO
+    /// `capacity` slots of `slot` bytes each ([`crate::MAX_FRAME`] holds any GRO
     /// super-packet; a smaller slot reports larger frames as truncated).
     pub fn new(capacity: usize, slot: usize) -> RxBatch {
         let capacity = capacity.max(1);
@@ -657,10 +570,23 @@ impl RxBatch {
     }
 }
 
+impl RxFrames for RxBatch {
+    fn len(&self) -> usize {
+        RxBatch::len(self)
+    }
+    fn get(&self, i: usize) -> Result<RxPacket<'_>, RxError> {
+        RxBatch::get(self, i)
+    }
+    fn get_mut(&mut self, i: usize) -> Result<(PacketMeta, &mut [u8]), RxError> {
+        RxBatch::get_mut(self, i)
+    }
+}
+
 /// Something that can be sent: metadata plus the frame bytes. Implemented
 /// for `(PacketMeta, &[u8])`, `(PacketMeta, Vec<u8>)` and [`RxPacket`]
-/// (forward a received frame without copying); the engine's output type can
-/// implement it too.
+/// (forward a received frame without copying), for
+/// [`PacketSocket::send_batch`]; frames of mixed origin go through a
+/// [`TxQueue`] instead.
 pub trait TxFrame {
     /// GSO/checksum request (ignored on sockets without vnet header).
     fn meta(&self) -> PacketMeta;
@@ -730,18 +656,102 @@ impl TxBatch {
         self.msgs.len()
     }
 
-    fn load<F: TxFrame>(&mut self, vnet: bool, frames: &[F]) {
-        for (i, f) in frames.iter().enumerate() {
-            self.load_one(i, vnet, &f.meta(), f.frame());
-        }
-    }
-
     /// Points message `i` at `frame` (which must stay alive until sent).
     fn load_one(&mut self, i: usize, vnet: bool, meta: &PacketMeta, frame: &[u8]) {
         let hlen = if vnet { VNET_HDR_LEN } else { 0 };
         self.hdrs[i] = meta.to_bytes();
         self.iovs[i] = [libc::iovec { iov_base: self.hdrs[i].as_mut_ptr().cast(), iov_len: hlen }, iovec(frame)];
         point(&mut self.msgs[i], std::ptr::null_mut(), 0, &mut self.iovs[i]);
+    }
+}
+
+/// Frames queued in order for one socket's next `sendmmsg`, borrowed (not
+/// copied) until sent: engine buffers and received slots alike, each given
+/// as metadata plus bytes. Filled incrementally with [`TxQueue::push`] (or
+/// [`TxQueue::fill`]) up to the [`TxBatch`]'s capacity and handed to the
+/// kernel with [`TxQueue::send`]; nothing allocates. Frames leave in the
+/// order they were pushed; a frame the kernel refuses is dropped from the
+/// queue (reported once), so the frames behind it are not held up.
+#[derive(Debug)]
+pub struct TxQueue<'a> {
+    sock: &'a PacketSocket,
+    batch: &'a mut TxBatch,
+    /// Messages loaded, `0..queued`.
+    queued: usize,
+    /// Of them, handed to the kernel (or refused), `0..sent`.
+    sent: usize,
+}
+
+impl<'a> TxQueue<'a> {
+    /// Appends a frame, which must stay alive until sent; `false` (and
+    /// nothing queued) when the queue is full: send first.
+    pub fn push(&mut self, meta: &PacketMeta, frame: &'a [u8]) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        self.batch.load_one(self.queued, self.sock.vnet_hdr, meta, frame);
+        self.queued += 1;
+        true
+    }
+
+    /// Pushes frames from `frames` until the queue is full or they run
+    /// out; returns how many frames are now waiting to be sent.
+    pub fn fill<'f: 'a, I: Iterator<Item = (PacketMeta, &'f [u8])>>(&mut self, frames: &mut I) -> usize {
+        while !self.is_full() {
+            let Some((meta, frame)) = frames.next() else { break };
+            self.push(&meta, frame);
+        }
+        self.pending()
+    }
+
+    /// Frames pushed and not sent yet.
+    pub fn pending(&self) -> usize {
+        self.queued - self.sent
+    }
+
+    /// True if no frame waits.
+    pub fn is_empty(&self) -> bool {
+        self.pending() == 0
+    }
+
+    /// True if [`TxQueue::push`] would refuse: send first. (Slots free up
+    /// only once everything queued has left.)
+    pub fn is_full(&self) -> bool {
+        self.queued == self.batch.capacity()
+    }
+
+    /// Forgets the frames not sent yet; returns how many.
+    pub fn clear(&mut self) -> usize {
+        let n = self.pending();
+        (self.queued, self.sent) = (0, 0);
+        n
+    }
+
+    /// One `sendmmsg` of the waiting frames. `Ok(n)`: the kernel took the
+    /// first `n` (fewer than waiting: call again, the next call says why);
+    /// `Ok(0)` when nothing waits. [`SendError::WouldBlock`]: the send
+    /// buffer is full and nothing left; retry when writable.
+    /// [`SendError::Refused`] (with `sent: 0`): the kernel refused the
+    /// first waiting frame, which is dropped from the queue.
+    pub fn send(&mut self) -> Result<usize, SendError> {
+        if self.is_empty() {
+            return Ok(0);
+        }
+        let r = match sendmmsg(self.sock.fd.as_fd(), &mut self.batch.msgs[self.sent..self.queued]) {
+            Ok(n) => {
+                self.sent += n;
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(SendError::WouldBlock),
+            Err(source) => {
+                self.sent += 1;
+                Err(SendError::Refused { sent: 0, source })
+            }
+        };
+        if self.is_empty() {
+            self.clear();
+        }
+        r
     }
 }
 
@@ -801,14 +811,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn packet_types() {
-        assert_eq!(PacketType::from(0), PacketType::Host);
-        assert_eq!(PacketType::from(3), PacketType::OtherHost);
-        assert_eq!(PacketType::from(4), PacketType::Outgoing);
-        assert_eq!(PacketType::from(9), PacketType::Other(9));
-    }
-
-    #[test]
     fn empty_batch_reports_index_errors() {
         let b = RxBatch::new(4, 2048);
         assert_eq!(b.capacity(), 4);
@@ -821,11 +823,12 @@ mod tests {
     fn tx_load_points_at_caller_frames() {
         let frames = [(PacketMeta::PLAIN, &[1u8, 2, 3][..]), (PacketMeta::PLAIN, &[4u8; 60][..])];
         let mut t = TxBatch::new(8);
-        t.load(true, &frames);
+        let load = |t: &mut TxBatch, vnet| frames.iter().enumerate().for_each(|(i, f)| t.load_one(i, vnet, &f.0, f.1));
+        load(&mut t, true);
         assert_eq!(t.iovs[1][1].iov_len, 60);
         assert_eq!(t.iovs[0][0].iov_len, VNET_HDR_LEN);
         assert_eq!(t.iovs[0][1].iov_base as *const u8, frames[0].1.as_ptr());
-        t.load(false, &frames);
+        load(&mut t, false);
         assert_eq!(t.iovs[0][0].iov_len, 0);
     }
 

@@ -6,8 +6,12 @@
 //!   batched non-blocking `recvmmsg`/`sendmmsg` into preallocated buffers,
 //!   and a [`Poller`] for timer-driven loops.
 //! - [`ring`]: [`RxRing`], the memory-mapped `TPACKET_V2` receive ring.
-//! - [`vnet`]: [`PacketMeta`], the typed virtio-net header (GSO kind and
-//!   size, partial/valid checksum), and [`vnet::finish_checksum`].
+//! - [`rx`]: what either receive path hands over ([`RxPacket`], [`RxError`])
+//!   and [`RxFrames`], the interface of both kinds of received batch.
+//! - [`vnet`]: the virtio-net header encoding ([`VnetHeader`]) of
+//!   [`PacketMeta`] (GSO kind and size, partial/valid checksum; the type is
+//!   `px_wire::offload`'s, shared with the engine), and
+//!   [`vnet::finish_checksum`].
 //! - [`iface`]: index, MTU, flags, offloads, and [`IfaceGuard`], which
 //!   restores a port on drop.
 //! - [`fanout`]: keeping both directions of a flow on one worker
@@ -41,9 +45,13 @@
 //! (An earlier run at load 2.4–2.9 gave the same order, with wider spread.)
 //! The ring takes the copy out of the receiving thread (the kernel copies in
 //! softirq context) and, for super-packets, does not drop where an 8 MB
-//! receive buffer overflows. So a gateway port uses the ring
-//! ([`SocketConfig::gateway_port`]); `recvmmsg` stays the plain default
-//! (no 70 MB mapping per socket, fine for observers and small frames).
+//! receive buffer overflows; [`SocketConfig::gateway_port`] therefore
+//! comes with a ring. Through the whole gateway, though, `recvmmsg`
+//! carried more (`px lab demo`, 4 rounds twice: 8.3–9.7 against 6.4–7.2
+//! Gbps; see the README), so `px gateway` receives with `recvmmsg` by
+//! default and opens the ring only when asked (`rx_ring`, `--rx-ring`).
+//! `recvmmsg` is also the plain [`SocketConfig::default`] (no 70 MB mapping
+//! per socket, fine for observers and small frames).
 //!
 //! Everything here needs `CAP_NET_RAW` (sockets) or `CAP_NET_ADMIN`
 //! (MTU, offloads) except the pure parsing in [`vnet`] and [`fanout`].
@@ -54,17 +62,20 @@ pub mod frag_capture;
 pub mod iface;
 pub mod ifaddr;
 pub mod ring;
+pub mod rx;
+mod sys;
 pub mod udp;
 pub mod vnet;
 
 pub use af_packet::{
-    MAX_FRAME, OpenError, PacketSocket, PacketType, Poller, RecvError, RxBatch, RxError, RxPacket, SendError,
-    SendOutcome, SocketConfig, SocketStats, TxBatch, TxFrame,
+    OpenError, PacketSocket, Poller, RecvError, RxBatch, SendError, SendOutcome, SocketConfig, SocketStats, TxBatch,
+    TxFrame, TxQueue,
 };
 pub use fanout::{Fanout, symmetric_flow_hash, worker_for};
 pub use frag_capture::FragmentCapture;
 pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState};
 pub use ifaddr::{ifindex_mtu, interface_mtu_of};
 pub use ring::{RingBatch, RingError, RingGeometry, RxRing};
+pub use rx::{MAX_FRAME, PacketType, RxError, RxFrames, RxPacket};
 pub use udp::{DfMode, QueuedError, RecvBatch, RecvMeta, UdpSocket, random_u64};
-pub use vnet::{Checksum, Gso, GsoKind, PacketMeta, VnetError};
+pub use vnet::{Checksum, Gso, GsoKind, PacketMeta, VnetError, VnetHeader};

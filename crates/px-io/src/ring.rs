@@ -23,8 +23,9 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::af_packet::{PacketType, RxError, RxPacket, setsockopt};
-use crate::vnet::{PacketMeta, VNET_HDR_LEN};
+use crate::rx::{MAX_FRAME, PacketType, RxError, RxFrames, RxPacket};
+use crate::sys::setsockopt;
+use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetHeader};
 
 /// Why a ring could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +55,7 @@ pub struct RingGeometry {
 
 impl RingGeometry {
     /// 1024 slots that each hold a 64 KB super-packet (about 70 MB).
-    pub const SUPER_PACKETS: RingGeometry = RingGeometry { slots: 1024, slot_size: crate::MAX_FRAME + 128 };
+    pub const SUPER_PACKETS: RingGeometry = RingGeometry { slots: 1024, slot_size: MAX_FRAME + 128 };
 }
 
 /// The receive ring of one [`crate::PacketSocket`]; unmapped on drop.
@@ -255,6 +256,18 @@ impl RingBatch<'_> {
     /// All frames of the batch, in arrival order.
     pub fn iter(&self) -> impl Iterator<Item = Result<RxPacket<'_>, RxError>> {
         (0..self.count).map(|k| self.get(k))
+    }
+}
+
+impl RxFrames for RingBatch<'_> {
+    fn len(&self) -> usize {
+        RingBatch::len(self)
+    }
+    fn get(&self, k: usize) -> Result<RxPacket<'_>, RxError> {
+        RingBatch::get(self, k)
+    }
+    fn get_mut(&mut self, k: usize) -> Result<(PacketMeta, &mut [u8]), RxError> {
+        RingBatch::get_mut(self, k)
     }
 }
 

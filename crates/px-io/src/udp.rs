@@ -24,7 +24,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use crate::af_packet::{Poller, setsockopt};
+use crate::af_packet::Poller;
+use crate::sys::setsockopt;
 
 /// How the kernel treats DF and cached path MTUs for a socket's datagrams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

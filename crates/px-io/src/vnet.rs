@@ -10,10 +10,13 @@
 //! `<linux/virtio_net.h>`, 10 bytes, in host byte order (AF_PACKET uses
 //! the legacy, native-endian virtio format).
 //!
-//! [`PacketMeta::parse`] accepts only what the kernel defines; anything
-//! else is a [`VnetError`], never a panic.
+//! The metadata types themselves ([`PacketMeta`], [`Gso`], [`Checksum`])
+//! are `px_wire::offload`'s, shared with the engine; this module encodes
+//! and decodes them ([`VnetHeader`]). [`VnetHeader::parse`] accepts only
+//! what the kernel defines; anything else is a [`VnetError`], never a panic.
 
 use px_wire::checksum;
+pub use px_wire::offload::{Checksum, Gso, GsoKind, PacketMeta};
 
 /// Size of `struct virtio_net_hdr`.
 pub const VNET_HDR_LEN: usize = 10;
@@ -41,78 +44,17 @@ pub enum VnetError {
     Flags(u8),
 }
 
-/// What a GSO super-packet is cut into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GsoKind {
-    /// TCP over IPv4 (`VIRTIO_NET_HDR_GSO_TCPV4`).
-    TcpV4,
-    /// TCP over IPv6 (`VIRTIO_NET_HDR_GSO_TCPV6`).
-    TcpV6,
-    /// UDP segmentation, one datagram per segment (`VIRTIO_NET_HDR_GSO_UDP_L4`).
-    UdpL4,
-}
-
-/// Segmentation metadata of a super-packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Gso {
-    /// Protocol the segments carry.
-    pub kind: GsoKind,
-    /// Payload bytes per segment (the MSS for TCP); the last may be shorter.
-    pub size: u16,
-    /// TCP ECN: the flow uses ECN and CWR must appear on the first segment
-    /// only (`VIRTIO_NET_HDR_GSO_ECN`).
-    pub ecn: bool,
-}
-
-/// State of the transport checksum of a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Checksum {
-    /// Nothing known: the checksum field holds whatever the sender wrote.
-    /// On TX: the frame's checksums are complete, the kernel leaves them.
-    Unknown,
-    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the field at `start + offset` holds
-    /// only the pseudo-header sum; the one's complement sum from `start` to
-    /// the end of the frame must still be folded in ([`finish_checksum`]).
-    Partial {
-        /// Offset from the frame start where summing begins (the L4 header).
-        start: u16,
-        /// Offset of the checksum field from `start` (16 TCP, 6 UDP).
-        offset: u16,
-    },
-    /// `VIRTIO_NET_HDR_F_DATA_VALID`: the kernel already verified it.
-    Valid,
-}
-
-/// Everything the virtio-net header says about one frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PacketMeta {
-    /// `Some` for a super-packet (RX: built by GRO; TX: to be cut).
-    pub gso: Option<Gso>,
-    /// Checksum state.
-    pub csum: Checksum,
-    /// Length of the L2+L3+L4 headers (a hint; 0 if unknown).
-    pub hdr_len: u16,
-}
-
-impl PacketMeta {
-    /// An ordinary frame: no GSO, complete checksums.
-    pub const PLAIN: PacketMeta = PacketMeta { gso: None, csum: Checksum::Unknown, hdr_len: 0 };
-
-    /// TX metadata for a TCP super-packet the kernel should cut into `mss`
-    /// payload bytes per segment. `l4_offset` is where the TCP header starts
-    /// and `hdr_len` the length of all headers. The frame's TCP checksum
-    /// field must hold the pseudo-header sum (as a NIC driver would set it
-    /// for TSO); the kernel computes each segment's checksum.
-    pub fn tcp_gso(ipv6: bool, mss: u16, l4_offset: u16, hdr_len: u16) -> PacketMeta {
-        PacketMeta {
-            gso: Some(Gso { kind: if ipv6 { GsoKind::TcpV6 } else { GsoKind::TcpV4 }, size: mss, ecn: false }),
-            csum: Checksum::Partial { start: l4_offset, offset: 16 },
-            hdr_len,
-        }
-    }
-
+/// The virtio-net encoding of [`PacketMeta`] (a trait because the type
+/// lives in `px-wire`, which knows no I/O).
+pub trait VnetHeader: Sized {
     /// Decodes a header as the kernel wrote it.
-    pub fn parse(b: &[u8; VNET_HDR_LEN]) -> Result<PacketMeta, VnetError> {
+    fn parse(b: &[u8; VNET_HDR_LEN]) -> Result<Self, VnetError>;
+    /// Encodes for TX (or for a test's RX fixture).
+    fn to_bytes(&self) -> [u8; VNET_HDR_LEN];
+}
+
+impl VnetHeader for PacketMeta {
+    fn parse(b: &[u8; VNET_HDR_LEN]) -> Result<PacketMeta, VnetError> {
         let flags = b[0];
         let gso_type = b[1];
         let hdr_len = u16::from_ne_bytes([b[2], b[3]]);
@@ -144,8 +86,7 @@ impl PacketMeta {
         Ok(PacketMeta { gso, csum, hdr_len })
     }
 
-    /// Encodes for TX (or for a test's RX fixture).
-    pub fn to_bytes(&self) -> [u8; VNET_HDR_LEN] {
+    fn to_bytes(&self) -> [u8; VNET_HDR_LEN] {
         let (flags, start, offset) = match self.csum {
             Checksum::Unknown => (0, 0, 0),
             Checksum::Partial { start, offset } => (F_NEEDS_CSUM, start, offset),

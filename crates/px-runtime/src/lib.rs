@@ -7,4 +7,5 @@
 //! The `px` command line is a thin shell over it.
 
 pub mod caravan;
+pub mod gateway;
 pub mod pmtud;

@@ -8,12 +8,14 @@
 //! Checksums are full ([`checksum::Sum`]) or incremental (RFC 1624).
 //! Nothing here allocates or performs I/O.
 
+pub mod caravan;
 pub mod checksum;
 pub mod error;
 pub mod ethernet;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
+pub mod offload;
 pub mod packet;
 pub mod tcp;
 pub mod udp;

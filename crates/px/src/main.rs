@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
-mod gateway;
 mod signals;
 
 /// PacketExpress: let a network run 9000-byte packets inside while its

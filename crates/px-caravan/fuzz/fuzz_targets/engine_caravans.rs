@@ -13,7 +13,8 @@
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use px_gateway::{Config, Engine, Port, RxCsum, RxMeta};
+use px_gateway::{Config, Engine, Port};
+use px_wire::offload::{Checksum, PacketMeta};
 
 fuzz_target!(|data: &[u8]| {
     let cfg = Config {
@@ -32,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
             let f = t.frame();
             // Frames may carry a 14-byte Ethernet header (and VLAN tags).
             let mtu = if t.port == Port::Inner { imtu } else { emtu };
-            assert!(t.gso.is_some() || f.len() <= mtu + 22, "{} bytes out of {:?}", f.len(), t.port);
+            assert!(t.meta.gso.is_some() || f.len() <= mtu + 22, "{} bytes out of {:?}", f.len(), t.port);
             let buf = t.buf;
             eng.recycle(buf);
         }
@@ -44,11 +45,11 @@ fuzz_target!(|data: &[u8]| {
         rest = &r[len..];
         let port = if ctl & 1 == 0 { Port::Outer } else { Port::Inner };
         let csum = match (ctl >> 1) & 3 {
-            0 => RxCsum::Unverified,
-            1 => RxCsum::Verified,
-            _ => RxCsum::Partial,
+            0 => Checksum::Unknown,
+            1 => Checksum::Valid,
+            _ => Checksum::Partial { start: 0, offset: 0 },
         };
-        let _ = eng.handle_packet(now, port, &mut frame, RxMeta { csum, gso_size: None });
+        let _ = eng.handle_packet(now, port, &mut frame, PacketMeta { csum, ..PacketMeta::PLAIN });
         check(&mut eng);
         now += Duration::from_micros(64 * (ctl >> 4) as u64);
         if eng.poll_timeout().is_some_and(|t| t <= now) {

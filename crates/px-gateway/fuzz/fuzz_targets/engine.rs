@@ -12,7 +12,8 @@
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use px_gateway::{Config, Engine, Port, RxCsum, RxMeta};
+use px_gateway::{Config, Engine, Port};
+use px_wire::offload::{Checksum, Gso, GsoKind, PacketMeta};
 
 fuzz_target!(|data: &[u8]| {
     let cfg = Config {
@@ -41,11 +42,17 @@ fuzz_target!(|data: &[u8]| {
         rest = &r[len..];
         let port = if ctl & 1 == 0 { Port::Outer } else { Port::Inner };
         let csum = match (ctl >> 1) & 3 {
-            0 => RxCsum::Unverified,
-            1 => RxCsum::Verified,
-            _ => RxCsum::Partial,
+            0 => Checksum::Unknown,
+            1 => Checksum::Valid,
+            _ => Checksum::Partial { start: 0, offset: 0 },
         };
-        let _ = eng.handle_packet(now, port, &mut frame, RxMeta { csum, gso_size });
+        // The kind follows from the size, so that UDP batches are covered too.
+        let gso = gso_size.map(|size| Gso {
+            kind: [GsoKind::TcpV4, GsoKind::TcpV6, GsoKind::UdpL4][usize::from(size % 3)],
+            size,
+            ecn: false,
+        });
+        let _ = eng.handle_packet(now, port, &mut frame, PacketMeta { gso, csum, hdr_len: 0 });
         while let Some(t) = eng.poll_transmit() {
             let _ = t.frame();
             eng.recycle(t.buf);

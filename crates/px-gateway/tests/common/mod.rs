@@ -22,7 +22,8 @@ use etherparse::{
     IpDscp, IpEcn, IpHeaders, IpNumber, Ipv4Header, Ipv6FlowLabel, Ipv6Header, NetHeaders, PacketBuilder,
     PacketHeaders, TcpHeader, TcpOptionElement, TransportHeader,
 };
-use px_gateway::{Config, Engine, Gso, Port, RxMeta, Verdict};
+use px_gateway::{Config, Engine, Port, Verdict};
+pub use px_wire::offload::{Checksum, Gso, GsoKind, PacketMeta};
 
 pub const MAC_OUTER: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 pub const MAC_INNER: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
@@ -399,18 +400,21 @@ pub fn check_wire_frame(frame: &[u8]) -> Result<Wire, String> {
 }
 
 /// Cuts a frame carrying GSO metadata the way virtio-net / Linux GSO does
-/// (`tcp_gso_segment`): headers copied, payload cut at `segment_size`, TCP
+/// (`tcp_gso_segment`): headers copied, payload cut at `gso.size`, TCP
 /// sequence advanced, IPv4 ID incremented per segment, IP lengths set, CWR
 /// kept on the first segment only, FIN/PSH on the last only, and each
 /// segment's checksum completed from the partial (pseudo-header) sum the
 /// engine left in the field, adjusted for the segment's length. The results
 /// are then checked like any other frame, so a wrong partial sum shows.
-pub fn soft_gso(frame: &[u8], g: &Gso) -> Result<Vec<Vec<u8>>, String> {
-    let hl = g.header_len as usize;
-    let cs = g.csum_start as usize;
-    let co = g.csum_offset as usize;
-    let mss = g.segment_size as usize;
-    if mss == 0 || hl > frame.len() || cs + 20 > hl || co != 16 {
+pub fn soft_gso(frame: &[u8], g: &PacketMeta) -> Result<Vec<Vec<u8>>, String> {
+    let (Some(gso), Checksum::Partial { start, offset }) = (g.gso, g.csum) else {
+        return Err(format!("bad GSO metadata {g:?}: no segment size or no partial checksum"));
+    };
+    let hl = g.hdr_len as usize;
+    let cs = start as usize;
+    let co = offset as usize;
+    let mss = gso.size as usize;
+    if mss == 0 || hl > frame.len() || cs + 20 > hl || co != 16 || gso.kind == GsoKind::UdpL4 {
         return Err(format!("bad GSO metadata {g:?} for a {}-byte frame", frame.len()));
     }
     // The network header: Ethernet (+VLAN) before csum_start.
@@ -524,6 +528,20 @@ pub fn make_partial(frame: &mut [u8]) {
     frame[cs + 16..cs + 18].copy_from_slice(&folded.to_be_bytes());
 }
 
+/// A partial checksum as kernel GRO reports it. The engine finds the
+/// checksum field from the frame's own headers, so the offsets are not read.
+pub const PARTIAL: Checksum = Checksum::Partial { start: 0, offset: 0 };
+
+/// Receive metadata with this checksum state, no GSO.
+pub fn rx_meta(csum: Checksum) -> PacketMeta {
+    PacketMeta { csum, ..PacketMeta::PLAIN }
+}
+
+/// Receive metadata of a TCP GRO super-packet made of `size`-byte segments.
+pub fn gro_meta(csum: Checksum, size: u16) -> PacketMeta {
+    PacketMeta { gso: Some(Gso { kind: GsoKind::TcpV4, size, ecn: false }), csum, hdr_len: 0 }
+}
+
 // ---- the harness -------------------------------------------------------------
 
 /// One frame the engine made leave, as the I/O layer would send it.
@@ -531,7 +549,9 @@ pub fn make_partial(frame: &mut [u8]) {
 pub struct Out {
     pub port: Port,
     pub frame: Vec<u8>,
-    pub gso: Option<Gso>,
+    /// Offload metadata it leaves with (a GSO super-packet is cut by
+    /// [`soft_gso`] before it is checked).
+    pub meta: PacketMeta,
     pub at: Instant,
     /// The input frame itself (a `Forward` verdict), not a queued transmit.
     pub forwarded: bool,
@@ -584,22 +604,28 @@ impl Harness {
 
     fn drain(&mut self) {
         while let Some(t) = self.eng.poll_transmit() {
-            self.out.push(Out { port: t.port, frame: t.frame().to_vec(), gso: t.gso, at: self.now, forwarded: false });
+            self.out.push(Out {
+                port: t.port,
+                frame: t.frame().to_vec(),
+                meta: t.meta,
+                at: self.now,
+                forwarded: false,
+            });
             self.eng.recycle(t.buf);
         }
     }
 
     /// Feeds one frame at the current time; drains what the engine queued,
     /// then applies the verdict.
-    pub fn feed(&mut self, from: Port, mut frame: Vec<u8>, meta: RxMeta) -> Verdict {
-        self.oracle.record_in(from, &frame, meta.csum == px_gateway::RxCsum::Partial);
+    pub fn feed(&mut self, from: Port, mut frame: Vec<u8>, meta: PacketMeta) -> Verdict {
+        self.oracle.record_in(from, &frame, matches!(meta.csum, Checksum::Partial { .. }));
         self.tally.fed += 1;
         let v = self.eng.handle_packet(self.now, from, &mut frame, meta);
         self.drain();
         match v {
-            Verdict::Forward { gso } => {
+            Verdict::Forward { meta } => {
                 self.tally.forward += 1;
-                self.out.push(Out { port: from.other(), frame, gso, at: self.now, forwarded: true });
+                self.out.push(Out { port: from.other(), frame, meta, at: self.now, forwarded: true });
             }
             Verdict::Consumed => self.tally.consumed += 1,
             Verdict::Dropped(_) => self.tally.dropped += 1,
@@ -608,7 +634,7 @@ impl Harness {
     }
 
     pub fn feed_tcp(&mut self, from: Port, s: &TcpSpec) -> Verdict {
-        self.feed(from, s.build(), RxMeta::default())
+        self.feed(from, s.build(), PacketMeta::PLAIN)
     }
 
     /// Moves time to `t`, waking the engine exactly at each deadline on the
@@ -678,8 +704,8 @@ impl Harness {
     fn check(&mut self, outs: &[Out]) -> Result<Vec<(Port, Instant, Wire)>, String> {
         let mut wires = Vec::new();
         for (i, o) in outs.iter().enumerate() {
-            let frames = match &o.gso {
-                Some(g) => soft_gso(&o.frame, g).map_err(|e| format!("output {i}: {e}"))?,
+            let frames = match o.meta.gso {
+                Some(_) => soft_gso(&o.frame, &o.meta).map_err(|e| format!("output {i}: {e}"))?,
                 None => vec![o.frame.clone()],
             };
             for f in frames {

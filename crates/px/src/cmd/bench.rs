@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use px_bench::{BenchConfig, RunResult, TraceConfig, run_once};
-use px_gateway::{Config, RxCsum};
+use px_gateway::Config;
+use px_wire::offload::Checksum;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -133,8 +134,8 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
         inbound_packets: a.packets as usize,
         outbound_packets: a.split_packets as usize,
         rx_csum: match a.rx_csum {
-            CsumArg::Verified => RxCsum::Verified,
-            CsumArg::Unverified => RxCsum::Unverified,
+            CsumArg::Verified => Checksum::Valid,
+            CsumArg::Unverified => Checksum::Unknown,
         },
         engine,
         chunk_bytes: a.chunk_kib as usize * 1024,

@@ -3,12 +3,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
-use crate::gateway::{self, GatewayConfig};
+use px_runtime::gateway::{self, GatewayConfig};
 
 /// Bump-in-the-wire between an inner (large-MTU) and an outer (legacy) port.
 ///
@@ -100,7 +98,7 @@ impl GatewayArgs {
             c.log_interval_s = v;
         }
         if let Some(v) = self.merge_timeout_us {
-            c.engine.merge_timeout_us = v;
+            c.engine.merge_timeout = std::time::Duration::from_micros(v);
         }
         if self.icmp_source_v4.is_some() {
             c.engine.icmp_source_v4 = self.icmp_source_v4;
@@ -130,8 +128,7 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
         print!("{}", toml::to_string(&cfg).map_err(|e| e.to_string())?);
         return Ok(ExitCode::SUCCESS);
     }
-    crate::signals::install();
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = crate::signals::install();
     let total = gateway::run(&cfg, stop, &mut |line| eprintln!("{line}")).map_err(|e| e.to_string())?;
     if let Some(path) = &args.stats_file {
         let json = serde_json::json!({

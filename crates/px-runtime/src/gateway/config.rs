@@ -1,9 +1,10 @@
-//! `px gateway` configuration: a TOML file with every option, overridden by
-//! command-line flags. Every refusal names the field and what is allowed.
+//! The gateway's configuration: a TOML file with every option (the `px`
+//! command line overrides some with flags). The `[engine]` table is the
+//! engine's own [`px_gateway::Config`], read as it is. Every refusal names
+//! the field and what is allowed.
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -39,55 +40,10 @@ pub struct GatewayConfig {
     /// Put the ports in promiscuous mode (a bump in the wire sees frames
     /// addressed to the hosts behind it).
     pub promiscuous: bool,
-    /// The translation engine's options.
-    pub engine: EngineSection,
-}
-
-/// The engine's options as written in the file (durations in µs or s).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct EngineSection {
-    pub merge_timeout_us: u64,
-    pub max_flows: usize,
-    pub max_held_bytes: usize,
-    pub flow_idle_timeout_s: u64,
-    pub bulk_after: u16,
-    pub pmtu_cache_size: usize,
-    pub pmtu_lifetime_s: u64,
-    pub icmp_source_v4: Option<std::net::Ipv4Addr>,
-    pub icmp_source_v6: Option<std::net::Ipv6Addr>,
-    pub icmp_rate_per_sec: u32,
-    pub verify_checksums: bool,
-    /// Caravan-capable inner hosts (`docs/caravan.md`); empty: no caravans.
-    pub caravan_prefixes: Vec<px_gateway::Prefix>,
-    /// Their UDP ports (empty: any).
-    pub caravan_ports: Vec<u16>,
-    pub caravan_dscp: u8,
-    /// "flush" (default) or "hold": see examples/gateway.toml.
-    pub psh: px_gateway::PshPolicy,
-}
-
-impl Default for EngineSection {
-    fn default() -> Self {
-        let d = px_gateway::Config::default();
-        EngineSection {
-            merge_timeout_us: d.merge_timeout.as_micros() as u64,
-            max_flows: d.max_flows,
-            max_held_bytes: d.max_held_bytes,
-            flow_idle_timeout_s: d.flow_idle_timeout.as_secs(),
-            bulk_after: d.bulk_after,
-            pmtu_cache_size: d.pmtu_cache_size,
-            pmtu_lifetime_s: d.pmtu_lifetime.as_secs(),
-            icmp_source_v4: d.icmp_source_v4,
-            icmp_source_v6: d.icmp_source_v6,
-            icmp_rate_per_sec: d.icmp_rate_per_sec,
-            verify_checksums: d.verify_checksums,
-            psh: d.psh,
-            caravan_prefixes: d.caravan_prefixes,
-            caravan_ports: d.caravan_ports,
-            caravan_dscp: d.caravan_dscp,
-        }
-    }
+    /// The translation engine's options (the `[engine]` table; what the
+    /// gateway decides itself, MTUs, GSO and hash seed, is set by
+    /// [`GatewayConfig::engine_config`]).
+    pub engine: px_gateway::Config,
 }
 
 impl Default for GatewayConfig {
@@ -104,7 +60,7 @@ impl Default for GatewayConfig {
             offload: true,
             rx_ring: false,
             promiscuous: true,
-            engine: EngineSection::default(),
+            engine: px_gateway::Config::default(),
         }
     }
 }
@@ -160,28 +116,13 @@ impl GatewayConfig {
 
     /// The engine configuration, with the MTUs resolved.
     pub fn engine_config(&self, imtu: u16, emtu: u16, seed: u64) -> Result<px_gateway::Config, ConfigError> {
-        let e = &self.engine;
         let c = px_gateway::Config {
             imtu,
             emtu,
-            merge_timeout: Duration::from_micros(e.merge_timeout_us),
-            max_flows: e.max_flows,
-            max_held_bytes: e.max_held_bytes,
-            flow_idle_timeout: Duration::from_secs(e.flow_idle_timeout_s),
-            bulk_after: e.bulk_after,
-            pmtu_cache_size: e.pmtu_cache_size,
-            pmtu_lifetime: Duration::from_secs(e.pmtu_lifetime_s),
-            icmp_source_v4: e.icmp_source_v4,
-            icmp_source_v6: e.icmp_source_v6,
-            icmp_rate_per_sec: e.icmp_rate_per_sec,
             inner_gso: self.offload,
             outer_gso: self.offload,
-            verify_checksums: e.verify_checksums,
-            psh: e.psh,
             hash_seed: seed,
-            caravan_prefixes: e.caravan_prefixes.clone(),
-            caravan_ports: e.caravan_ports.clone(),
-            caravan_dscp: e.caravan_dscp,
+            ..self.engine.clone()
         };
         c.validate()?;
         Ok(c)
@@ -223,5 +164,38 @@ mod tests {
         assert!(e.contains("merge_timeout"), "{e}");
         let e = GatewayConfig::from_toml("inner = 5\n").unwrap_err();
         assert!(e.contains("inner"), "{e}");
+    }
+
+    #[test]
+    fn engine_table_keys_keep_their_units() {
+        let t = "inner = \"a\"\nouter = \"b\"\n[engine]\nmerge_timeout_us = 300\nflow_idle_timeout_s = 7\npmtu_lifetime_s = 9\npsh = \"hold\"\n";
+        let e = GatewayConfig::from_toml(t).unwrap().engine_config(9000, 1500, 0).unwrap();
+        assert_eq!(e.merge_timeout, std::time::Duration::from_micros(300));
+        assert_eq!(e.flow_idle_timeout, std::time::Duration::from_secs(7));
+        assert_eq!(e.pmtu_lifetime, std::time::Duration::from_secs(9));
+        assert_eq!(e.psh, px_gateway::PshPolicy::Hold);
+        // Keys missing from the table keep the engine's defaults.
+        assert_eq!(e.max_flows, px_gateway::Config::default().max_flows);
+    }
+
+    #[test]
+    fn what_the_gateway_decides_is_not_an_engine_key() {
+        for key in ["imtu = 9000", "emtu = 1500", "inner_gso = true", "hash_seed = 1", "merge_timeout = 5"] {
+            let e = GatewayConfig::from_toml(&format!("inner = \"a\"\nouter = \"b\"\n[engine]\n{key}\n")).unwrap_err();
+            assert!(e.contains("unknown field"), "{key}: {e}");
+        }
+        let c = GatewayConfig { offload: false, ..GatewayConfig::default() };
+        let e = c.engine_config(9000, 1400, 42).unwrap();
+        assert_eq!((e.imtu, e.emtu, e.inner_gso, e.outer_gso, e.hash_seed), (9000, 1400, false, false, 42));
+    }
+
+    #[test]
+    fn printed_config_reads_back_the_same() {
+        let text = include_str!("../../../../examples/gateway.toml");
+        let c = GatewayConfig::from_toml(text).unwrap();
+        let printed = toml::to_string(&c).unwrap();
+        assert_eq!(GatewayConfig::from_toml(&printed).unwrap(), c);
+        assert!(printed.contains("\n[engine]\nmerge_timeout_us = 500\n"), "{printed}");
+        assert!(printed.contains("flow_idle_timeout_s = 30\n") && printed.contains("pmtu_lifetime_s = 600\n"));
     }
 }

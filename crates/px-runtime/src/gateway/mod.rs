@@ -1,13 +1,19 @@
-//! `px gateway`: the engine between two real ports.
+//! The gateway runtime: the engine between two real ports (`px gateway` is
+//! a thin shell over [`run`]).
 //!
 //! Sets the ports up (GRO on for receive, promiscuous membership while the
 //! sockets are open), runs one worker per thread, serves metrics, logs a
-//! summary line at an interval, and on SIGINT/SIGTERM flushes everything
-//! held, restores the ports as it found them and returns.
+//! summary line at an interval, and when told to stop (the caller's flag,
+//! which `px` sets on SIGINT/SIGTERM) flushes everything held, restores the
+//! ports as it found them and returns.
+//!
+//! Receive path: `recvmmsg` into preallocated buffers by default; the
+//! memory-mapped `TPACKET_V2` ring only when configured
+//! ([`GatewayConfig::rx_ring`]).
 
 pub mod config;
 pub mod metrics;
-pub mod worker;
+mod worker;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +24,7 @@ use px_io::{Fanout, IfaceGuard, Offload, PacketSocket, SocketConfig};
 
 pub use config::{ConfigError, GatewayConfig};
 use metrics::Shared;
+pub use metrics::WorkerSnapshot;
 use worker::Worker;
 
 /// Why the gateway could not run.
@@ -45,12 +52,15 @@ fn port_mtu(name: &str, configured: u16) -> Result<u16, GatewayError> {
     u16::try_from(mtu).ok().filter(|m| *m >= 576).ok_or(GatewayError::Mtu { port: name.into(), mtu })
 }
 
-/// Runs the gateway until `stop` is set (the CLI sets it on SIGINT/SIGTERM).
+/// Runs the gateway until `stop` is set (`px` sets it from its
+/// SIGINT/SIGTERM handler; it is looked at every 5 ms), then flushes what
+/// the engines hold and returns the final counters of all workers. `log`
+/// gets the start line, the periodic summaries and the stop line.
 pub fn run(
     cfg: &GatewayConfig,
     stop: Arc<AtomicBool>,
     log: &mut dyn FnMut(&str),
-) -> Result<metrics::WorkerSnapshot, GatewayError> {
+) -> Result<WorkerSnapshot, GatewayError> {
     cfg.validate()?;
     let imtu = port_mtu(&cfg.inner, cfg.imtu)?;
     let emtu = port_mtu(&cfg.outer, cfg.emtu)?;
@@ -122,10 +132,6 @@ pub fn run(
     }
     let mut last_log = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        if crate::signals::stopped() {
-            stop.store(true, Ordering::Relaxed);
-            break;
-        }
         // Short, so a SIGTERM reaches the workers well within a merge
         // timeout and finds held data still held.
         std::thread::sleep(Duration::from_millis(5));

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use px_gateway::{Counters, DropReason, FlushReason};
+use px_gateway::{Counters, DropReason, FlushReason, PortCounters};
 
 /// One worker's published state.
 #[derive(Debug, Clone, Default)]
@@ -72,22 +72,30 @@ pub fn render(shared: &Shared) -> String {
     let per_worker = |f: &dyn Fn(&WorkerSnapshot) -> f64| -> Vec<(String, f64)> {
         snaps.iter().enumerate().map(|(i, s)| (format!("{{worker=\"{i}\"}}"), f(s))).collect()
     };
-    let mut rows = Vec::new();
-    for (i, s) in snaps.iter().enumerate() {
-        for (port, pc) in [("inner", &s.counters.inner), ("outer", &s.counters.outer)] {
-            rows.push((format!("{{worker=\"{i}\",port=\"{port}\",dir=\"rx\"}}"), pc.rx_packets as f64));
-            rows.push((format!("{{worker=\"{i}\",port=\"{port}\",dir=\"tx\"}}"), pc.tx_packets as f64));
+    // Rows per worker, port and direction from a port's (rx, tx) pair.
+    let per_port = |f: fn(&PortCounters) -> (u64, u64)| -> Vec<(String, f64)> {
+        let mut rows = Vec::new();
+        for (i, s) in snaps.iter().enumerate() {
+            for (port, pc) in [("inner", &s.counters.inner), ("outer", &s.counters.outer)] {
+                let (rx, tx) = f(pc);
+                rows.push((format!("{{worker=\"{i}\",port=\"{port}\",dir=\"rx\"}}"), rx as f64));
+                rows.push((format!("{{worker=\"{i}\",port=\"{port}\",dir=\"tx\"}}"), tx as f64));
+            }
         }
-    }
-    metric("px_gateway_packets_total", "counter", "Frames received and sent, per worker and port.", rows);
-    let mut rows = Vec::new();
-    for (i, s) in snaps.iter().enumerate() {
-        for (port, pc) in [("inner", &s.counters.inner), ("outer", &s.counters.outer)] {
-            rows.push((format!("{{worker=\"{i}\",port=\"{port}\",dir=\"rx\"}}"), pc.rx_bytes as f64));
-            rows.push((format!("{{worker=\"{i}\",port=\"{port}\",dir=\"tx\"}}"), pc.tx_bytes as f64));
-        }
-    }
-    metric("px_gateway_bytes_total", "counter", "Bytes received and sent, per worker and port.", rows);
+        rows
+    };
+    metric(
+        "px_gateway_packets_total",
+        "counter",
+        "Frames received and sent, per worker and port.",
+        per_port(|pc| (pc.rx_packets, pc.tx_packets)),
+    );
+    metric(
+        "px_gateway_bytes_total",
+        "counter",
+        "Bytes received and sent, per worker and port.",
+        per_port(|pc| (pc.rx_bytes, pc.tx_bytes)),
+    );
     let mut total = Counters::default();
     for s in &snaps {
         total.accumulate(&s.counters);
@@ -154,7 +162,7 @@ pub fn render(shared: &Shared) -> String {
         vec![(String::new(), total.caravan.caravan_yield())],
     );
     let mut rows = Vec::new();
-    for r in px_caravan::Malformed::ALL {
+    for r in px_wire::caravan::Malformed::ALL {
         rows.push((format!("{{reason=\"{}\"}}", r.name()), total.caravan.malformed(r) as f64));
     }
     metric("px_gateway_caravans_malformed_total", "counter", "Outbound caravans dropped whole, by reason.", rows);
@@ -255,10 +263,13 @@ mod tests {
         s.counters.inner_tcp_data_out = 10;
         s.counters.inner_tcp_full_out = 9;
         s.counters.outer.rx_packets = 60;
+        s.counters.inner.tx_bytes = 5000;
         sh.publish(1, s);
         let text = render(&sh);
         assert!(text.contains("px_gateway_conversion_yield 0.9\n"), "{text}");
         assert!(text.contains("px_gateway_packets_total{worker=\"1\",port=\"outer\",dir=\"rx\"} 60\n"));
+        assert!(text.contains("px_gateway_bytes_total{worker=\"1\",port=\"inner\",dir=\"tx\"} 5000\n"));
+        assert!(text.contains("px_gateway_bytes_total{worker=\"0\",port=\"outer\",dir=\"rx\"} 0\n"));
         assert!(text.contains("px_gateway_flows{worker=\"1\"} 3\n"));
         assert!(text.contains("px_gateway_drops_total{reason=\"too_big_df\"} 0\n"));
         assert!(text.contains("px_gateway_caravans_malformed_total{reason=\"overrun\"} 0\n"));

@@ -1,0 +1,122 @@
+//! Segmentation and checksum offload state of one frame: the metadata the
+//! engine and the I/O layer exchange with every frame.
+//!
+//! On receive it says that a frame is a GRO super-packet (`gso` is the
+//! segment size the sender used) and whether the TCP/UDP checksum is still
+//! *partial* (only the pseudo-header sum is in the checksum field; the
+//! payload has not been summed). On transmit it asks whoever sends the
+//! frame (kernel, NIC, or a software fallback) to cut a super-packet into
+//! `gso.size`-byte segments and to finish the checksum.
+//!
+//! These are plain descriptions, with the semantics of Linux's
+//! `struct virtio_net_hdr`; the encoding to and from that header lives in
+//! the I/O layer (`px_io::vnet`).
+
+/// What a GSO super-packet is cut into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GsoKind {
+    /// TCP over IPv4 (`VIRTIO_NET_HDR_GSO_TCPV4`).
+    TcpV4,
+    /// TCP over IPv6 (`VIRTIO_NET_HDR_GSO_TCPV6`).
+    TcpV6,
+    /// UDP segmentation, one datagram per segment (`VIRTIO_NET_HDR_GSO_UDP_L4`).
+    UdpL4,
+}
+
+/// Segmentation metadata of a super-packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Gso {
+    /// Protocol the segments carry.
+    pub kind: GsoKind,
+    /// Payload bytes per segment (the MSS for TCP); the last may be shorter.
+    pub size: u16,
+    /// TCP ECN: the flow uses ECN and CWR must appear on the first segment
+    /// only (`VIRTIO_NET_HDR_GSO_ECN`).
+    pub ecn: bool,
+}
+
+/// State of the transport checksum of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Checksum {
+    /// Nothing known: the checksum field holds whatever the sender wrote.
+    /// On TX: the frame's checksums are complete, nobody touches them.
+    Unknown,
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM` / `CHECKSUM_PARTIAL`: the field at
+    /// `start + offset` holds only the pseudo-header sum; the one's
+    /// complement sum from `start` to the end of the frame must still be
+    /// folded in. On RX the data was verified on the way in.
+    Partial {
+        /// Offset from the frame start where summing begins (the L4 header).
+        start: u16,
+        /// Offset of the checksum field from `start` (16 TCP, 6 UDP).
+        offset: u16,
+    },
+    /// `VIRTIO_NET_HDR_F_DATA_VALID`: the kernel or NIC already verified it.
+    Valid,
+}
+
+/// Offload metadata of one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PacketMeta {
+    /// `Some` for a super-packet (RX: built by GRO; TX: to be cut).
+    pub gso: Option<Gso>,
+    /// Checksum state.
+    pub csum: Checksum,
+    /// Length of the L2+L3+L4 headers (a hint; 0 if unknown).
+    pub hdr_len: u16,
+}
+
+impl PacketMeta {
+    /// An ordinary frame: no GSO, complete checksums.
+    pub const PLAIN: PacketMeta = PacketMeta { gso: None, csum: Checksum::Unknown, hdr_len: 0 };
+
+    /// TX metadata for a TCP super-packet to be cut into `mss` payload bytes
+    /// per segment. `l4_offset` is where the TCP header starts and `hdr_len`
+    /// the length of all headers. The frame's TCP checksum field must hold
+    /// the pseudo-header sum (as a NIC driver would set it for TSO); each
+    /// segment's checksum is computed when it is cut.
+    #[inline]
+    pub fn tcp_gso(ipv6: bool, mss: u16, l4_offset: u16, hdr_len: u16) -> PacketMeta {
+        PacketMeta {
+            gso: Some(Gso { kind: if ipv6 { GsoKind::TcpV6 } else { GsoKind::TcpV4 }, size: mss, ecn: false }),
+            csum: Checksum::Partial { start: l4_offset, offset: 16 },
+            hdr_len,
+        }
+    }
+
+    /// For a TCP super-packet (a TCP GSO kind): the size of the segments it
+    /// was made of (the wire MSS). `None` for plain frames and UDP batches.
+    #[inline]
+    pub fn tcp_gso_size(&self) -> Option<u16> {
+        match self.gso {
+            Some(Gso { kind: GsoKind::TcpV4 | GsoKind::TcpV6, size, .. }) => Some(size),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcp_gso_describes_a_tso_frame() {
+        let m = PacketMeta::tcp_gso(true, 8928, 54, 86);
+        assert_eq!(m.gso, Some(Gso { kind: GsoKind::TcpV6, size: 8928, ecn: false }));
+        assert_eq!(m.csum, Checksum::Partial { start: 54, offset: 16 });
+        assert_eq!(m.hdr_len, 86);
+        assert_eq!(PacketMeta::tcp_gso(false, 1448, 34, 66).gso.map(|g| g.kind), Some(GsoKind::TcpV4));
+    }
+
+    #[test]
+    fn tcp_gso_size_ignores_udp_batches() {
+        assert_eq!(PacketMeta::tcp_gso(false, 1448, 34, 66).tcp_gso_size(), Some(1448));
+        assert_eq!(PacketMeta::PLAIN.tcp_gso_size(), None);
+        let udp = PacketMeta {
+            gso: Some(Gso { kind: GsoKind::UdpL4, size: 1200, ecn: false }),
+            csum: Checksum::Partial { start: 34, offset: 6 },
+            hdr_len: 42,
+        };
+        assert_eq!(udp.tcp_gso_size(), None);
+    }
+}
