@@ -114,6 +114,20 @@ impl GatewayConfig {
         Ok(())
     }
 
+    /// Everything [`run`](super::run) checks before it touches a port:
+    /// [`GatewayConfig::validate`], then the engine's own checks with the
+    /// MTUs as configured (an MTU of 0, "the interface's", is checked with
+    /// the engine's default in its place; the port's real MTU is checked
+    /// at start).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        self.validate()?;
+        let d = px_gateway::Config::default();
+        let imtu = if self.imtu == 0 { d.imtu.max(self.emtu) } else { self.imtu };
+        let emtu = if self.emtu == 0 { d.emtu.min(imtu) } else { self.emtu };
+        self.engine_config(imtu, emtu, 0)?;
+        Ok(())
+    }
+
     /// The engine configuration, with the MTUs resolved.
     pub fn engine_config(&self, imtu: u16, emtu: u16, seed: u64) -> Result<px_gateway::Config, ConfigError> {
         let c = px_gateway::Config {
@@ -187,6 +201,20 @@ mod tests {
         let c = GatewayConfig { offload: false, ..GatewayConfig::default() };
         let e = c.engine_config(9000, 1400, 42).unwrap();
         assert_eq!((e.imtu, e.emtu, e.inner_gso, e.outer_gso, e.hash_seed), (9000, 1400, false, false, 42));
+    }
+
+    #[test]
+    fn check_runs_the_engine_checks_without_ports() {
+        let c = GatewayConfig::from_toml("inner = \"a\"\nouter = \"b\"\n").unwrap();
+        c.check().unwrap();
+        let c = GatewayConfig { imtu: 1500, ..c };
+        c.check().unwrap();
+        let c = GatewayConfig { emtu: 9001, ..c };
+        let e = c.check().unwrap_err().to_string();
+        assert!(e.contains("`emtu`") && e.contains("at most imtu"), "{e}");
+        let t = "inner = \"a\"\nouter = \"b\"\n[engine]\nmax_held_bytes = 10\n";
+        let e = GatewayConfig::from_toml(t).unwrap().check().unwrap_err().to_string();
+        assert!(e.contains("`max_held_bytes`") && e.contains("65536..="), "{e}");
     }
 
     #[test]

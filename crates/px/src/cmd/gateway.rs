@@ -68,11 +68,17 @@ pub struct GatewayArgs {
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
+    /// Validate this configuration file (with any flags given) as `px
+    /// gateway` would at start, print the effective configuration as TOML
+    /// and exit 0; on an error, name the field and its allowed range and
+    /// exit 2. Touches no interface.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    check_config: Option<PathBuf>,
 }
 
 impl GatewayArgs {
     pub fn to_config(&self) -> Result<GatewayConfig, String> {
-        let mut c = match &self.config {
+        let mut c = match self.config.as_ref().or(self.check_config.as_ref()) {
             Some(p) => GatewayConfig::from_file(p).map_err(|e| e.to_string())?,
             None => GatewayConfig::default(),
         };
@@ -124,6 +130,11 @@ impl GatewayArgs {
 
 pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
     let cfg = args.to_config()?;
+    if args.check_config.is_some() {
+        cfg.check().map_err(|e| e.to_string())?;
+        print!("{}", toml::to_string(&cfg).map_err(|e| e.to_string())?);
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.print_config {
         print!("{}", toml::to_string(&cfg).map_err(|e| e.to_string())?);
         return Ok(ExitCode::SUCCESS);

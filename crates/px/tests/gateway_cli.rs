@@ -1,0 +1,70 @@
+//! `px gateway` without ports: `--check-config` validates a file as the
+//! gateway would at start (no root, no interface touched).
+
+use std::process::{Command, Output};
+
+fn px(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_px")).args(args).output().expect("px runs")
+}
+
+/// A config file in the temp dir, removed on drop.
+struct TempToml(std::path::PathBuf);
+
+impl TempToml {
+    fn new(name: &str, text: &str) -> TempToml {
+        let p = std::env::temp_dir().join(format!("px-check-{}-{name}.toml", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        TempToml(p)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempToml {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn check_config_prints_the_effective_configuration() {
+    let f = TempToml::new("ok", "inner = \"in0\"\nouter = \"out0\"\n[engine]\nmerge_timeout_us = 300\n");
+    // Flags override the file, as when running.
+    let out = px(&["gateway", "--check-config", f.path(), "--workers", "3"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("inner = \"in0\"\n") && stdout.contains("workers = 3\n"), "{stdout}");
+    assert!(stdout.contains("merge_timeout_us = 300\n"), "{stdout}");
+    // Defaults are printed too: what runs is what is shown.
+    assert!(stdout.contains("max_flows = 65536\n") && stdout.contains("log_interval_s = 10\n"), "{stdout}");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/gateway.toml");
+    assert!(px(&["gateway", "--check-config", example]).status.success());
+}
+
+#[test]
+fn check_config_names_the_field_and_range_and_exits_2() {
+    let cases = [
+        ("range", "inner = \"a\"\nouter = \"b\"\nworkers = 0\n", &["`workers`", "1..=64"][..]),
+        (
+            "engine",
+            "inner = \"a\"\nouter = \"b\"\n[engine]\nmerge_timeout_us = 50000\n",
+            &["merge_timeout", "0..=10ms"],
+        ),
+        ("unknown", "inner = \"a\"\nouter = \"b\"\nworkerz = 2\n", &["workerz"]),
+        ("type", "inner = \"a\"\nouter = \"b\"\nbatch = \"many\"\n", &["batch"]),
+        ("mtu", "inner = \"a\"\nouter = \"b\"\nimtu = 1500\nemtu = 9000\n", &["`emtu`", "at most imtu"]),
+    ];
+    for (name, text, needles) in cases {
+        let f = TempToml::new(name, text);
+        let out = px(&["gateway", "--check-config", f.path()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {out:?}");
+        assert!(out.stdout.is_empty(), "{name}: nothing printed on error");
+        for n in needles {
+            assert!(stderr.contains(n), "{name}: {n:?} not in {stderr}");
+        }
+    }
+    let out = px(&["gateway", "--check-config", "/nonexistent/px.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+}
