@@ -104,7 +104,7 @@ fn ipv6_transfers_are_sha256_exact_both_ways() {
     std::thread::sleep(Duration::from_millis(300));
     let text = metrics(&lab, "127.0.0.1:9464");
     for w in ["0", "1"] {
-        let rx = metric(&text, &format!("px_gateway_packets_total{{worker=\"{w}\",port=\"outer\",dir=\"rx\"}}"));
+        let rx = metric(&text, &format!("px_gateway_packets_total{{worker=\"{w}\",port=\"outer\",direction=\"rx\"}}"));
         let raised = metric(&text, &format!("px_gateway_mss_raised_total{{worker=\"{w}\"}}"));
         assert!(rx > 100.0 && raised >= 1.0, "worker {w}: {rx} frames, {raised} SYNs:\n{text}");
     }

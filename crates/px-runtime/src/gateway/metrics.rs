@@ -1,15 +1,25 @@
 //! What the gateway reports: per-worker snapshots of the engine's counters
 //! (published by each worker a few times a second, never per packet),
 //! rendered as Prometheus text and as a one-line log summary.
+//!
+//! Every metric family is a row of [`FAMILIES`]: its name, type, help, the
+//! engine counters it shows, and how its samples are made. The renderer
+//! walks that table, and so do the tests that check that every engine
+//! counter is exported and that the Grafana dashboard
+//! (`contrib/grafana/px-gateway.json`) asks only for exported names.
+//! Names follow Prometheus' conventions: base units in the name
+//! (`_bytes`, `_seconds`, `_ratio`), `_total` on counters, and labels
+//! (`worker`, `port`, `direction`, `reason`, `result`) rather than one
+//! name per variant. The list is in `docs/metrics.md`.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use px_gateway::{Counters, DropReason, FlushReason, PortCounters};
+use px_gateway::{Counters, DropReason, FlushReason, HoldHistogram, PortCounters};
 
 /// One worker's published state.
 #[derive(Debug, Clone, Default)]
@@ -22,17 +32,60 @@ pub struct WorkerSnapshot {
     pub send_errors: u64,
     /// Frames that came in truncated or with a bad vnet header.
     pub rx_errors: u64,
+    /// Capture records given up because the capture queue was full (the
+    /// packets themselves went on).
+    pub capture_dropped: u64,
+    /// The merge timeout the worker's engine runs with now (it changes on
+    /// a reload), in µs.
+    pub merge_timeout_us: u64,
 }
 
-/// Snapshots of all workers.
+/// Counts of the gateway process rather than of a worker.
+#[derive(Debug, Default)]
+pub struct ProcessCounters {
+    /// Capture records written, and those lost to write errors.
+    pub capture_written: AtomicU64,
+    pub capture_write_errors: AtomicU64,
+    /// Configuration reloads, by [`ReloadResult`].
+    pub reloads: [AtomicU64; 3],
+}
+
+/// How a configuration reload (SIGHUP) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadResult {
+    /// The new configuration runs.
+    Applied = 0,
+    /// It changes something that cannot change while running; the old one stays.
+    Refused = 1,
+    /// It could not be read or is invalid; the old one stays.
+    Invalid = 2,
+}
+
+impl ReloadResult {
+    pub const ALL: [ReloadResult; 3] = [ReloadResult::Applied, ReloadResult::Refused, ReloadResult::Invalid];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReloadResult::Applied => "applied",
+            ReloadResult::Refused => "refused",
+            ReloadResult::Invalid => "invalid",
+        }
+    }
+}
+
+/// Snapshots of all workers, and the process' own counts.
 #[derive(Debug, Clone)]
 pub struct Shared {
     pub workers: Arc<Vec<Mutex<WorkerSnapshot>>>,
+    pub process: Arc<ProcessCounters>,
 }
 
 impl Shared {
     pub fn new(n: usize) -> Shared {
-        Shared { workers: Arc::new((0..n).map(|_| Mutex::new(WorkerSnapshot::default())).collect()) }
+        Shared {
+            workers: Arc::new((0..n).map(|_| Mutex::new(WorkerSnapshot::default())).collect()),
+            process: Arc::new(ProcessCounters::default()),
+        }
     }
 
     pub fn publish(&self, i: usize, s: WorkerSnapshot) {
@@ -46,146 +99,543 @@ impl Shared {
     }
 
     pub fn total(&self) -> WorkerSnapshot {
-        let mut t = WorkerSnapshot::default();
-        for s in self.snapshots() {
-            t.counters.accumulate(&s.counters);
-            t.flows += s.flows;
-            t.held_bytes += s.held_bytes;
-            t.socket_drops += s.socket_drops;
-            t.send_errors += s.send_errors;
-            t.rx_errors += s.rx_errors;
+        total(&self.snapshots())
+    }
+
+    /// Everything one scrape shows, read once.
+    pub fn scrape(&self) -> Scrape {
+        let workers = self.snapshots();
+        let p = &self.process;
+        Scrape {
+            total: total(&workers),
+            workers,
+            capture_written: p.capture_written.load(Ordering::Relaxed),
+            capture_write_errors: p.capture_write_errors.load(Ordering::Relaxed),
+            reloads: ReloadResult::ALL.map(|r| p.reloads[r as usize].load(Ordering::Relaxed)),
         }
-        t
     }
 }
 
+/// The sum of the workers' snapshots (the merge timeout: the largest).
+fn total(snaps: &[WorkerSnapshot]) -> WorkerSnapshot {
+    let mut t = WorkerSnapshot::default();
+    for s in snaps {
+        t.counters.accumulate(&s.counters);
+        t.flows += s.flows;
+        t.held_bytes += s.held_bytes;
+        t.socket_drops += s.socket_drops;
+        t.send_errors += s.send_errors;
+        t.rx_errors += s.rx_errors;
+        t.capture_dropped += s.capture_dropped;
+        t.merge_timeout_us = t.merge_timeout_us.max(s.merge_timeout_us);
+    }
+    t
+}
+
+/// What one scrape renders.
+#[derive(Debug, Clone, Default)]
+pub struct Scrape {
+    pub workers: Vec<WorkerSnapshot>,
+    pub total: WorkerSnapshot,
+    pub capture_written: u64,
+    pub capture_write_errors: u64,
+    /// By [`ReloadResult`].
+    pub reloads: [u64; 3],
+}
+
+/// Prometheus metric types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// Samples of one family: (labels without braces, value).
+type Rows = Vec<(String, f64)>;
+
+/// One metric family.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+    /// The engine counters it shows: paths in the serialized
+    /// [`px_gateway::Counters`] (`inner.rx_packets`, `flush`, ...). Empty
+    /// for what is not an engine counter.
+    pub counters: &'static [&'static str],
+    rows: fn(&Scrape) -> Rows,
+}
+
+impl Family {
+    /// The sample names the family writes (a histogram writes three).
+    pub fn sample_names(&self) -> Vec<String> {
+        match self.kind {
+            Kind::Histogram => ["_bucket", "_sum", "_count"].iter().map(|s| format!("{}{s}", self.name)).collect(),
+            _ => vec![self.name.to_string()],
+        }
+    }
+}
+
+/// One row per worker, labelled `worker`.
+fn per_worker(s: &Scrape, f: impl Fn(&WorkerSnapshot) -> u64) -> Rows {
+    s.workers.iter().enumerate().map(|(i, w)| (format!("worker=\"{i}\""), f(w) as f64)).collect()
+}
+
+/// An engine counter per worker.
+fn counter(s: &Scrape, f: fn(&Counters) -> u64) -> Rows {
+    per_worker(s, |w| f(&w.counters))
+}
+
+/// Rows per worker and a label of `label` taking each (name, value) `f` gives.
+fn per_worker_by(s: &Scrape, label: &str, f: impl Fn(&WorkerSnapshot) -> Vec<(&'static str, u64)>) -> Rows {
+    let mut rows = Vec::new();
+    for (i, w) in s.workers.iter().enumerate() {
+        for (name, v) in f(w) {
+            rows.push((format!("worker=\"{i}\",{label}=\"{name}\""), v as f64));
+        }
+    }
+    rows
+}
+
+/// Rows per worker, port and direction from a port's (rx, tx) pair.
+fn per_port(s: &Scrape, f: fn(&PortCounters) -> (u64, u64)) -> Rows {
+    let mut rows = Vec::new();
+    for (i, w) in s.workers.iter().enumerate() {
+        for (port, pc) in [("inner", &w.counters.inner), ("outer", &w.counters.outer)] {
+            let (rx, tx) = f(pc);
+            rows.push((format!("worker=\"{i}\",port=\"{port}\",direction=\"rx\""), rx as f64));
+            rows.push((format!("worker=\"{i}\",port=\"{port}\",direction=\"tx\""), tx as f64));
+        }
+    }
+    rows
+}
+
+fn single(v: f64) -> Rows {
+    vec![(String::new(), v)]
+}
+
+/// Upper bounds (µs) of the hold-time histogram's `le` buckets: powers of
+/// two from 1 µs to 16 ms (the merge timeout is at most 10 ms).
+const HOLD_LE_US: [u64; 15] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384];
+
+/// Cumulative `le` rows of the engine's hold histogram (log-linear, see
+/// [`px_gateway::HoldHistogram`]; each bound above is one of its bucket
+/// edges, so a count is exact for the whole microseconds below its bound).
+/// The engine keeps no sum of hold times: `_sum` is an upper estimate,
+/// each hold counted at the `le` bound above it (twice the last bound
+/// beyond it).
+fn hold_rows(s: &Scrape) -> Rows {
+    // The bucket a value falls in, as the engine files it.
+    let bucket_of = |us: u64| {
+        let mut h = HoldHistogram::default();
+        h.record(us);
+        h.buckets.iter().position(|&c| c > 0).unwrap_or(0)
+    };
+    let mut rows = Vec::new();
+    for (i, w) in s.workers.iter().enumerate() {
+        let b = &w.counters.hold.buckets;
+        let count = w.counters.hold.count();
+        let (mut below, mut sum_us) = (0u64, 0u64);
+        for le in HOLD_LE_US {
+            let n: u64 = b[..=bucket_of(le - 1)].iter().sum();
+            sum_us += (n - below) * le;
+            below = n;
+            rows.push((format!("_bucket|worker=\"{i}\",le=\"{}\"", le as f64 / 1e6), n as f64));
+        }
+        sum_us += (count - below) * 2 * HOLD_LE_US[HOLD_LE_US.len() - 1];
+        rows.push((format!("_bucket|worker=\"{i}\",le=\"+Inf\""), count as f64));
+        rows.push((format!("_sum|worker=\"{i}\""), sum_us as f64 / 1e6));
+        rows.push((format!("_count|worker=\"{i}\""), count as f64));
+    }
+    rows
+}
+
+use Kind::{Counter, Gauge, Histogram};
+
+/// Every family the gateway exports, in the order rendered.
+pub const FAMILIES: &[Family] = &[
+    Family {
+        name: "px_gateway_packets_total",
+        kind: Counter,
+        help: "Frames received (direction rx) and sent (tx), per worker and port.",
+        counters: &["inner.rx_packets", "inner.tx_packets", "outer.rx_packets", "outer.tx_packets"],
+        rows: |s| per_port(s, |pc| (pc.rx_packets, pc.tx_packets)),
+    },
+    Family {
+        name: "px_gateway_bytes_total",
+        kind: Counter,
+        help: "Bytes received (direction rx) and sent (tx), per worker and port.",
+        counters: &["inner.rx_bytes", "inner.tx_bytes", "outer.rx_bytes", "outer.tx_bytes"],
+        rows: |s| per_port(s, |pc| (pc.rx_bytes, pc.tx_bytes)),
+    },
+    Family {
+        name: "px_gateway_forwarded_total",
+        kind: Counter,
+        help: "Input packets passed on as they came (an MSS rewrite aside).",
+        counters: &["forwarded"],
+        rows: |s| counter(s, |c| c.forwarded),
+    },
+    Family {
+        name: "px_gateway_conversion_yield_ratio",
+        kind: Gauge,
+        help: "Share of TCP data packets sent to the inner port that carry exactly the inner MSS (all workers).",
+        counters: &[],
+        rows: |s| single(s.total.counters.conversion_yield()),
+    },
+    Family {
+        name: "px_gateway_merged_in_total",
+        kind: Counter,
+        help: "Input segments merged into held segments.",
+        counters: &["merged_in"],
+        rows: |s| counter(s, |c| c.merged_in),
+    },
+    Family {
+        name: "px_gateway_merged_out_total",
+        kind: Counter,
+        help: "Merged segments sent to the inner port.",
+        counters: &["merged_out"],
+        rows: |s| counter(s, |c| c.merged_out),
+    },
+    Family {
+        name: "px_gateway_inner_tcp_data_out_total",
+        kind: Counter,
+        help: "TCP data packets sent to the inner port (the conversion yield's denominator).",
+        counters: &["inner_tcp_data_out"],
+        rows: |s| counter(s, |c| c.inner_tcp_data_out),
+    },
+    Family {
+        name: "px_gateway_inner_tcp_full_out_total",
+        kind: Counter,
+        help: "TCP data packets sent to the inner port with exactly the inner MSS (the yield's numerator).",
+        counters: &["inner_tcp_full_out"],
+        rows: |s| counter(s, |c| c.inner_tcp_full_out),
+    },
+    Family {
+        name: "px_gateway_split_in_total",
+        kind: Counter,
+        help: "Segments cut in software.",
+        counters: &["split_in"],
+        rows: |s| counter(s, |c| c.split_in),
+    },
+    Family {
+        name: "px_gateway_split_out_total",
+        kind: Counter,
+        help: "Pieces produced by software splits.",
+        counters: &["split_out"],
+        rows: |s| counter(s, |c| c.split_out),
+    },
+    Family {
+        name: "px_gateway_gso_out_total",
+        kind: Counter,
+        help: "Super-packets handed to the kernel with a segment size (GSO).",
+        counters: &["gso_out"],
+        rows: |s| counter(s, |c| c.gso_out),
+    },
+    Family {
+        name: "px_gateway_fragmented_in_total",
+        kind: Counter,
+        help: "IPv4 packets fragmented.",
+        counters: &["fragmented_in"],
+        rows: |s| counter(s, |c| c.fragmented_in),
+    },
+    Family {
+        name: "px_gateway_fragments_out_total",
+        kind: Counter,
+        help: "IPv4 fragments produced.",
+        counters: &["fragments_out"],
+        rows: |s| counter(s, |c| c.fragments_out),
+    },
+    Family {
+        name: "px_gateway_mss_raised_total",
+        kind: Counter,
+        help: "SYN MSS options raised (inbound).",
+        counters: &["mss_raised"],
+        rows: |s| counter(s, |c| c.mss_raised),
+    },
+    Family {
+        name: "px_gateway_mss_clamped_total",
+        kind: Counter,
+        help: "SYN MSS options clamped (outbound).",
+        counters: &["mss_clamped"],
+        rows: |s| counter(s, |c| c.mss_clamped),
+    },
+    Family {
+        name: "px_gateway_syn_without_mss_total",
+        kind: Counter,
+        help: "SYNs without an MSS option (left alone).",
+        counters: &["syn_without_mss"],
+        rows: |s| counter(s, |c| c.syn_without_mss),
+    },
+    Family {
+        name: "px_gateway_pmtu_learned_total",
+        kind: Counter,
+        help: "Path MTUs learned from ICMP.",
+        counters: &["pmtu_learned"],
+        rows: |s| counter(s, |c| c.pmtu_learned),
+    },
+    Family {
+        name: "px_gateway_icmp_errors_total",
+        kind: Counter,
+        help: "ICMP errors the gateway owed: sent, or not sent (rate_limited, no_source address configured).",
+        counters: &["icmp_sent", "icmp_rate_limited", "icmp_no_source"],
+        rows: |s| {
+            per_worker_by(s, "result", |w| {
+                let c = &w.counters;
+                vec![("sent", c.icmp_sent), ("rate_limited", c.icmp_rate_limited), ("no_source", c.icmp_no_source)]
+            })
+        },
+    },
+    Family {
+        name: "px_gateway_bad_checksum_total",
+        kind: Counter,
+        help: "Segments with bad TCP checksums passed unmerged.",
+        counters: &["bad_checksum"],
+        rows: |s| counter(s, |c| c.bad_checksum),
+    },
+    Family {
+        name: "px_gateway_non_ip_total",
+        kind: Counter,
+        help: "Frames that are not IP (ARP, LLDP...), passed on.",
+        counters: &["non_ip"],
+        rows: |s| counter(s, |c| c.non_ip),
+    },
+    Family {
+        name: "px_gateway_flows_created_total",
+        kind: Counter,
+        help: "Flows the engine started tracking.",
+        counters: &["flows_created"],
+        rows: |s| counter(s, |c| c.flows_created),
+    },
+    Family {
+        name: "px_gateway_flows_removed_total",
+        kind: Counter,
+        help: "Flows forgotten (their held data sent), by reason: evicted (table full) or expired (idle).",
+        counters: &["flows_evicted", "flows_expired"],
+        rows: |s| {
+            per_worker_by(s, "reason", |w| {
+                vec![("evicted", w.counters.flows_evicted), ("expired", w.counters.flows_expired)]
+            })
+        },
+    },
+    Family {
+        name: "px_gateway_flushes_total",
+        kind: Counter,
+        help: "Held segments sent before they were full, by reason (shutdown: at exit or on a configuration reload).",
+        counters: &["flush"],
+        rows: |s| per_worker_by(s, "reason", |w| FlushReason::ALL.map(|r| (r.name(), w.counters.flushes(r))).to_vec()),
+    },
+    Family {
+        name: "px_gateway_drops_total",
+        kind: Counter,
+        help: "Packets dropped, by reason (a router's drops only).",
+        counters: &["drop"],
+        rows: |s| per_worker_by(s, "reason", |w| DropReason::ALL.map(|r| (r.name(), w.counters.drops(r))).to_vec()),
+    },
+    Family {
+        name: "px_gateway_hold_seconds",
+        kind: Histogram,
+        help: "How long held data (TCP merges, caravans) waited before it was sent; _sum is an upper estimate.",
+        counters: &["hold.buckets"],
+        rows: hold_rows,
+    },
+    Family {
+        name: "px_gateway_caravan_packed_in_total",
+        kind: Counter,
+        help: "Inbound datagrams packed into caravans (those sent alone included).",
+        counters: &["caravan.packed_in"],
+        rows: |s| counter(s, |c| c.caravan.packed_in),
+    },
+    Family {
+        name: "px_gateway_caravans_built_total",
+        kind: Counter,
+        help: "Caravans (two datagrams or more) sent to the inner port.",
+        counters: &["caravan.built"],
+        rows: |s| counter(s, |c| c.caravan.built),
+    },
+    Family {
+        name: "px_gateway_caravans_built_full_total",
+        kind: Counter,
+        help: "Caravans built full (the caravan yield's numerator).",
+        counters: &["caravan.built_full"],
+        rows: |s| counter(s, |c| c.caravan.built_full),
+    },
+    Family {
+        name: "px_gateway_caravan_datagrams_built_total",
+        kind: Counter,
+        help: "Datagrams in the caravans built.",
+        counters: &["caravan.built_datagrams"],
+        rows: |s| counter(s, |c| c.caravan.built_datagrams),
+    },
+    Family {
+        name: "px_gateway_caravan_singles_total",
+        kind: Counter,
+        help: "Caravan holds that ended with one datagram, sent plain.",
+        counters: &["caravan.singles"],
+        rows: |s| counter(s, |c| c.caravan.singles),
+    },
+    Family {
+        name: "px_gateway_caravan_flushes_total",
+        kind: Counter,
+        help: "Caravan holds sent before they were full, by reason.",
+        counters: &["caravan.timeouts", "caravan.mismatches", "caravan.pressure"],
+        rows: |s| {
+            per_worker_by(s, "reason", |w| {
+                let c = &w.counters.caravan;
+                vec![("timeout", c.timeouts), ("mismatch", c.mismatches), ("pressure", c.pressure)]
+            })
+        },
+    },
+    Family {
+        name: "px_gateway_caravan_remarked_total",
+        kind: Counter,
+        help: "Inbound plain datagrams carrying the caravan DSCP, remarked to 0.",
+        counters: &["caravan.remarked"],
+        rows: |s| counter(s, |c| c.caravan.remarked),
+    },
+    Family {
+        name: "px_gateway_caravans_opened_total",
+        kind: Counter,
+        help: "Outbound caravans unpacked.",
+        counters: &["caravan.opened"],
+        rows: |s| counter(s, |c| c.caravan.opened),
+    },
+    Family {
+        name: "px_gateway_caravan_datagrams_opened_total",
+        kind: Counter,
+        help: "Datagrams from the caravans unpacked.",
+        counters: &["caravan.opened_datagrams"],
+        rows: |s| counter(s, |c| c.caravan.opened_datagrams),
+    },
+    Family {
+        name: "px_gateway_caravan_yield_ratio",
+        kind: Gauge,
+        help: "Share of caravans built that were full (all workers).",
+        counters: &[],
+        rows: |s| single(s.total.counters.caravan.caravan_yield()),
+    },
+    Family {
+        name: "px_gateway_caravans_malformed_total",
+        kind: Counter,
+        help: "Outbound caravans dropped whole, by reason.",
+        counters: &["caravan.malformed"],
+        rows: |s| {
+            per_worker_by(s, "reason", |w| {
+                px_wire::caravan::Malformed::ALL.map(|r| (r.name(), w.counters.caravan.malformed(r))).to_vec()
+            })
+        },
+    },
+    Family {
+        name: "px_gateway_held_bytes",
+        kind: Gauge,
+        help: "Payload bytes held now.",
+        counters: &[],
+        rows: |s| per_worker(s, |w| w.held_bytes as u64),
+    },
+    Family {
+        name: "px_gateway_flows",
+        kind: Gauge,
+        help: "Flows tracked now.",
+        counters: &[],
+        rows: |s| per_worker(s, |w| w.flows as u64),
+    },
+    Family {
+        name: "px_gateway_socket_drops_total",
+        kind: Counter,
+        help: "Frames the kernel dropped on the gateway's sockets.",
+        counters: &[],
+        rows: |s| per_worker(s, |w| w.socket_drops),
+    },
+    Family {
+        name: "px_gateway_send_errors_total",
+        kind: Counter,
+        help: "Frames that could not be sent.",
+        counters: &[],
+        rows: |s| per_worker(s, |w| w.send_errors),
+    },
+    Family {
+        name: "px_gateway_rx_errors_total",
+        kind: Counter,
+        help: "Frames received truncated or with a bad vnet header.",
+        counters: &[],
+        rows: |s| per_worker(s, |w| w.rx_errors),
+    },
+    Family {
+        name: "px_gateway_merge_timeout_seconds",
+        kind: Gauge,
+        help: "The merge timeout each worker's engine runs with now (changes on a reload).",
+        counters: &[],
+        rows: |s| {
+            s.workers
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (format!("worker=\"{i}\""), w.merge_timeout_us as f64 / 1e6))
+                .collect()
+        },
+    },
+    Family {
+        name: "px_gateway_config_reloads_total",
+        kind: Counter,
+        help: "Configuration reloads (SIGHUP), by result: applied, refused (a field that cannot change live), invalid.",
+        counters: &[],
+        rows: |s| {
+            ReloadResult::ALL
+                .iter()
+                .map(|r| (format!("result=\"{}\"", r.name()), s.reloads[*r as usize] as f64))
+                .collect()
+        },
+    },
+    Family {
+        name: "px_capture_records_total",
+        kind: Counter,
+        help: "Packets written to the capture file (--capture).",
+        counters: &[],
+        rows: |s| single(s.capture_written as f64),
+    },
+    Family {
+        name: "px_capture_dropped_total",
+        kind: Counter,
+        help: "Capture records given up (never the packets), by reason: queue_full, write_error.",
+        counters: &[],
+        rows: |s| {
+            vec![
+                ("reason=\"queue_full\"".to_string(), s.total.capture_dropped as f64),
+                ("reason=\"write_error\"".to_string(), s.capture_write_errors as f64),
+            ]
+        },
+    },
+];
+
 /// The Prometheus text exposition of all workers.
 pub fn render(shared: &Shared) -> String {
-    let snaps = shared.snapshots();
+    render_scrape(&shared.scrape())
+}
+
+/// The Prometheus text exposition of one scrape.
+pub fn render_scrape(s: &Scrape) -> String {
     let mut o = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, rows: Vec<(String, f64)>| {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (labels, v) in rows {
-            let _ = writeln!(o, "{name}{labels} {v}");
-        }
-    };
-    let per_worker = |f: &dyn Fn(&WorkerSnapshot) -> f64| -> Vec<(String, f64)> {
-        snaps.iter().enumerate().map(|(i, s)| (format!("{{worker=\"{i}\"}}"), f(s))).collect()
-    };
-    // Rows per worker, port and direction from a port's (rx, tx) pair.
-    let per_port = |f: fn(&PortCounters) -> (u64, u64)| -> Vec<(String, f64)> {
-        let mut rows = Vec::new();
-        for (i, s) in snaps.iter().enumerate() {
-            for (port, pc) in [("inner", &s.counters.inner), ("outer", &s.counters.outer)] {
-                let (rx, tx) = f(pc);
-                rows.push((format!("{{worker=\"{i}\",port=\"{port}\",dir=\"rx\"}}"), rx as f64));
-                rows.push((format!("{{worker=\"{i}\",port=\"{port}\",dir=\"tx\"}}"), tx as f64));
+    for f in FAMILIES {
+        let _ = writeln!(o, "# HELP {} {}\n# TYPE {} {}", f.name, f.help, f.name, f.kind.name());
+        for (labels, v) in (f.rows)(s) {
+            // A histogram's rows name their suffix before a `|`.
+            let (suffix, labels) = labels.split_once('|').unwrap_or(("", &labels));
+            if labels.is_empty() {
+                let _ = writeln!(o, "{}{suffix} {v}", f.name);
+            } else {
+                let _ = writeln!(o, "{}{suffix}{{{labels}}} {v}", f.name);
             }
         }
-        rows
-    };
-    metric(
-        "px_gateway_packets_total",
-        "counter",
-        "Frames received and sent, per worker and port.",
-        per_port(|pc| (pc.rx_packets, pc.tx_packets)),
-    );
-    metric(
-        "px_gateway_bytes_total",
-        "counter",
-        "Bytes received and sent, per worker and port.",
-        per_port(|pc| (pc.rx_bytes, pc.tx_bytes)),
-    );
-    let mut total = Counters::default();
-    for s in &snaps {
-        total.accumulate(&s.counters);
     }
-    metric(
-        "px_gateway_conversion_yield",
-        "gauge",
-        "Share of TCP data packets sent to the inner port that carry exactly the inner MSS.",
-        vec![(String::new(), total.conversion_yield())],
-    );
-    type Family = (&'static str, &'static str, fn(&Counters) -> u64);
-    let simple: [Family; 14] = [
-        ("px_gateway_merged_in_total", "Input segments merged into held segments.", |c| c.merged_in),
-        ("px_gateway_merged_out_total", "Merged segments sent to the inner port.", |c| c.merged_out),
-        ("px_gateway_inner_tcp_data_out_total", "TCP data packets sent to the inner port.", |c| c.inner_tcp_data_out),
-        ("px_gateway_inner_tcp_full_out_total", "... of which carried exactly the inner MSS.", |c| {
-            c.inner_tcp_full_out
-        }),
-        ("px_gateway_split_in_total", "Segments cut in software.", |c| c.split_in),
-        ("px_gateway_split_out_total", "Pieces produced by software splits.", |c| c.split_out),
-        ("px_gateway_gso_out_total", "Super-packets handed to the kernel with a segment size.", |c| c.gso_out),
-        ("px_gateway_mss_raised_total", "SYN MSS options raised (inbound).", |c| c.mss_raised),
-        ("px_gateway_mss_clamped_total", "SYN MSS options clamped (outbound).", |c| c.mss_clamped),
-        ("px_gateway_syn_without_mss_total", "SYNs without an MSS option (left alone).", |c| c.syn_without_mss),
-        ("px_gateway_pmtu_learned_total", "Path MTUs learned from ICMP.", |c| c.pmtu_learned),
-        ("px_gateway_fragments_out_total", "IPv4 fragments produced.", |c| c.fragments_out),
-        ("px_gateway_icmp_sent_total", "ICMP errors sent.", |c| c.icmp_sent),
-        ("px_gateway_bad_checksum_total", "Segments with bad TCP checksums passed unmerged.", |c| c.bad_checksum),
-    ];
-    for (name, help, f) in simple {
-        metric(name, "counter", help, per_worker(&|s| f(&s.counters) as f64));
-    }
-    let mut rows = Vec::new();
-    for r in FlushReason::ALL {
-        rows.push((format!("{{reason=\"{}\"}}", r.name()), total.flushes(r) as f64));
-    }
-    metric("px_gateway_flushes_total", "counter", "Held segments sent before they were full, by reason.", rows);
-    let mut rows = Vec::new();
-    for r in DropReason::ALL {
-        rows.push((format!("{{reason=\"{}\"}}", r.name()), total.drops(r) as f64));
-    }
-    metric("px_gateway_drops_total", "counter", "Packets dropped, by reason.", rows);
-    let cv: [Family; 8] = [
-        ("px_gateway_caravan_packed_in_total", "Inbound datagrams packed into caravans.", |c| c.caravan.packed_in),
-        ("px_gateway_caravans_built_total", "Caravans sent to the inner port.", |c| c.caravan.built),
-        ("px_gateway_caravans_built_full_total", "... of which full (the caravan yield's numerator).", |c| {
-            c.caravan.built_full
-        }),
-        ("px_gateway_caravan_datagrams_built_total", "Datagrams in the caravans built.", |c| c.caravan.built_datagrams),
-        ("px_gateway_caravan_singles_total", "Holds of one datagram, sent plain.", |c| c.caravan.singles),
-        ("px_gateway_caravan_timeouts_total", "Caravans sent at the merge timeout.", |c| c.caravan.timeouts),
-        ("px_gateway_caravans_opened_total", "Outbound caravans unpacked.", |c| c.caravan.opened),
-        ("px_gateway_caravan_datagrams_opened_total", "Datagrams from the caravans unpacked.", |c| {
-            c.caravan.opened_datagrams
-        }),
-    ];
-    for (name, help, f) in cv {
-        metric(name, "counter", help, per_worker(&|s| f(&s.counters) as f64));
-    }
-    metric(
-        "px_gateway_caravan_yield",
-        "gauge",
-        "Share of caravans built that were full.",
-        vec![(String::new(), total.caravan.caravan_yield())],
-    );
-    let mut rows = Vec::new();
-    for r in px_wire::caravan::Malformed::ALL {
-        rows.push((format!("{{reason=\"{}\"}}", r.name()), total.caravan.malformed(r) as f64));
-    }
-    metric("px_gateway_caravans_malformed_total", "counter", "Outbound caravans dropped whole, by reason.", rows);
-    metric("px_gateway_held_bytes", "gauge", "Payload bytes held now.", per_worker(&|s| s.held_bytes as f64));
-    metric("px_gateway_flows", "gauge", "Flows tracked now.", per_worker(&|s| s.flows as f64));
-    metric(
-        "px_gateway_socket_drops_total",
-        "counter",
-        "Frames the kernel dropped on our sockets.",
-        per_worker(&|s| s.socket_drops as f64),
-    );
-    metric(
-        "px_gateway_send_errors_total",
-        "counter",
-        "Frames that could not be sent.",
-        per_worker(&|s| s.send_errors as f64),
-    );
-    metric(
-        "px_gateway_rx_errors_total",
-        "counter",
-        "Frames received truncated or with a bad vnet header.",
-        per_worker(&|s| s.rx_errors as f64),
-    );
     o
 }
 
@@ -256,30 +706,136 @@ pub fn serve(addr: SocketAddr, shared: Shared, stop: Arc<AtomicBool>) -> std::io
 mod tests {
     use super::*;
 
-    #[test]
-    fn render_has_every_family_and_parses_as_lines() {
+    /// Two workers, the second with some traffic.
+    fn sample_scrape() -> Shared {
         let sh = Shared::new(2);
-        let mut s = WorkerSnapshot { flows: 3, ..Default::default() };
+        let mut s = WorkerSnapshot { flows: 3, merge_timeout_us: 500, ..Default::default() };
         s.counters.inner_tcp_data_out = 10;
         s.counters.inner_tcp_full_out = 9;
         s.counters.outer.rx_packets = 60;
         s.counters.inner.tx_bytes = 5000;
+        s.counters.drop[DropReason::TooBigDf as usize] = 2;
+        for us in [0, 3, 100, 400, 900, 20_000] {
+            s.counters.hold.record(us);
+        }
         sh.publish(1, s);
+        sh.process.reloads[ReloadResult::Refused as usize].store(1, Ordering::Relaxed);
+        sh
+    }
+
+    #[test]
+    fn render_has_every_family_and_parses_as_lines() {
+        let sh = sample_scrape();
         let text = render(&sh);
-        assert!(text.contains("px_gateway_conversion_yield 0.9\n"), "{text}");
-        assert!(text.contains("px_gateway_packets_total{worker=\"1\",port=\"outer\",dir=\"rx\"} 60\n"));
-        assert!(text.contains("px_gateway_bytes_total{worker=\"1\",port=\"inner\",dir=\"tx\"} 5000\n"));
-        assert!(text.contains("px_gateway_bytes_total{worker=\"0\",port=\"outer\",dir=\"rx\"} 0\n"));
+        assert!(text.contains("px_gateway_conversion_yield_ratio 0.9\n"), "{text}");
+        assert!(text.contains("px_gateway_packets_total{worker=\"1\",port=\"outer\",direction=\"rx\"} 60\n"));
+        assert!(text.contains("px_gateway_bytes_total{worker=\"1\",port=\"inner\",direction=\"tx\"} 5000\n"));
+        assert!(text.contains("px_gateway_bytes_total{worker=\"0\",port=\"outer\",direction=\"rx\"} 0\n"));
         assert!(text.contains("px_gateway_flows{worker=\"1\"} 3\n"));
-        assert!(text.contains("px_gateway_drops_total{reason=\"too_big_df\"} 0\n"));
-        assert!(text.contains("px_gateway_caravans_malformed_total{reason=\"overrun\"} 0\n"));
-        assert!(text.contains("px_gateway_caravan_yield 0\n"));
+        assert!(text.contains("px_gateway_drops_total{worker=\"1\",reason=\"too_big_df\"} 2\n"));
+        assert!(text.contains("px_gateway_caravans_malformed_total{worker=\"0\",reason=\"overrun\"} 0\n"));
+        assert!(text.contains("px_gateway_caravan_yield_ratio 0\n"));
+        assert!(text.contains("px_gateway_merge_timeout_seconds{worker=\"1\"} 0.0005\n"));
+        assert!(text.contains("px_gateway_config_reloads_total{result=\"refused\"} 1\n"));
+        // The hold histogram: cumulative, exact below each bound.
+        assert!(text.contains("px_gateway_hold_seconds_bucket{worker=\"1\",le=\"0.000004\"} 2\n"), "{text}");
+        assert!(text.contains("px_gateway_hold_seconds_bucket{worker=\"1\",le=\"0.000512\"} 4\n"));
+        assert!(text.contains("px_gateway_hold_seconds_bucket{worker=\"1\",le=\"0.016384\"} 5\n"));
+        assert!(text.contains("px_gateway_hold_seconds_bucket{worker=\"1\",le=\"+Inf\"} 6\n"));
+        assert!(text.contains("px_gateway_hold_seconds_count{worker=\"1\"} 6\n"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name_labels, value) = line.rsplit_once(' ').unwrap();
             assert!(value.parse::<f64>().is_ok(), "{line}");
-            assert!(name_labels.starts_with("px_gateway_"), "{line}");
+            let name = name_labels.split('{').next().unwrap();
+            assert!(FAMILIES.iter().any(|f| f.sample_names().iter().any(|n| n == name)), "{line}");
+        }
+        for f in FAMILIES {
+            assert!(text.contains(&format!("# TYPE {} ", f.name)), "{}", f.name);
         }
         assert_eq!(sh.total().flows, 3);
+    }
+
+    /// Leaf paths of a serialized value (`inner.rx_packets`; an array is a leaf).
+    fn leaves(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    leaves(v, &p, out);
+                }
+            }
+            _ => out.push(prefix.to_string()),
+        }
+    }
+
+    /// Every counter the engine keeps is exported by exactly one family,
+    /// and every family's claim names a real counter (a counter added to
+    /// `px_gateway::Counters` fails here until it has a metric).
+    #[test]
+    fn every_engine_counter_is_exported() {
+        let mut all = Vec::new();
+        leaves(&serde_json::to_value(Counters::default()).unwrap(), "", &mut all);
+        assert!(all.len() > 30, "{all:?}");
+        for path in &all {
+            let by: Vec<_> = FAMILIES.iter().filter(|f| f.counters.contains(&path.as_str())).map(|f| f.name).collect();
+            assert_eq!(by.len(), 1, "engine counter `{path}` exported by {by:?}");
+        }
+        for f in FAMILIES {
+            for c in f.counters {
+                assert!(all.iter().any(|p| p == c), "{} claims `{c}`, which the engine does not have", f.name);
+            }
+        }
+        // Reasons are labels: every reason the engine names appears.
+        let text = render(&sample_scrape());
+        for r in DropReason::ALL {
+            assert!(text.contains(&format!("px_gateway_drops_total{{worker=\"0\",reason=\"{}\"}}", r.name())));
+        }
+        for r in FlushReason::ALL {
+            assert!(text.contains(&format!("px_gateway_flushes_total{{worker=\"0\",reason=\"{}\"}}", r.name())));
+        }
+    }
+
+    /// Names follow the conventions `promtool` does not check by itself.
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let mut seen = std::collections::HashSet::new();
+        for f in FAMILIES {
+            assert!(seen.insert(f.name), "{} twice", f.name);
+            assert!(f.name.starts_with("px_gateway_") || f.name.starts_with("px_capture_"), "{}", f.name);
+            assert!(f.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'), "{}", f.name);
+            assert_eq!(f.kind == Kind::Counter, f.name.ends_with("_total"), "{}: _total on counters only", f.name);
+            assert!(!f.help.is_empty());
+        }
+    }
+
+    #[test]
+    fn docs_list_every_family() {
+        let doc = include_str!("../../../../docs/metrics.md");
+        for f in FAMILIES {
+            assert!(doc.contains(&format!("| `{}` | {} |", f.name, f.kind.name())), "docs/metrics.md lacks {}", f.name);
+        }
+    }
+
+    /// `promtool check metrics` (Debian's `prometheus` package) accepts the
+    /// exposition; skipped with a message where promtool is missing.
+    #[test]
+    fn promtool_accepts_the_exposition() {
+        use std::process::{Command, Stdio};
+        let text = render(&sample_scrape());
+        let child = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let Ok(mut child) = child else {
+            eprintln!("SKIP promtool_accepts_the_exposition: promtool not found (apt-get install prometheus)");
+            return;
+        };
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && report.trim().is_empty(), "promtool check metrics:\n{report}");
     }
 
     #[test]

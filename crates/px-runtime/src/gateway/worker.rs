@@ -269,6 +269,8 @@ fn publish(
             socket_drops: extra.socket_drops,
             send_errors: extra.send_errors,
             rx_errors: extra.rx_errors,
+            capture_dropped: extra.capture_dropped,
+            merge_timeout_us: engine.config().merge_timeout.as_micros() as u64,
         },
     );
 }
