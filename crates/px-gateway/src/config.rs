@@ -182,6 +182,30 @@ impl Config {
     pub fn inner_payload_cap(&self, ip_and_tcp_header_len: usize) -> usize {
         (self.imtu as usize).saturating_sub(ip_and_tcp_header_len)
     }
+
+    /// Whether a running engine can take `new` in place of `self` (see
+    /// [`Engine::set_config`](crate::Engine::set_config)): `new` is valid
+    /// and changes none of the fields that size or seed the engine's state
+    /// at its start. The first such field is named.
+    pub fn live_change(&self, new: &Config) -> Result<(), ConfigError> {
+        new.validate()?;
+        const FIXED: &str = "the running value (set at start; a restart changes it)";
+        let fixed = [
+            ("imtu", self.imtu != new.imtu, new.imtu.to_string()),
+            ("emtu", self.emtu != new.emtu, new.emtu.to_string()),
+            ("inner_gso", self.inner_gso != new.inner_gso, new.inner_gso.to_string()),
+            ("outer_gso", self.outer_gso != new.outer_gso, new.outer_gso.to_string()),
+            ("hash_seed", self.hash_seed != new.hash_seed, new.hash_seed.to_string()),
+            // The flow table and the path-MTU cache are sized at start.
+            ("max_flows", self.max_flows != new.max_flows, new.max_flows.to_string()),
+            ("pmtu_cache_size", self.pmtu_cache_size != new.pmtu_cache_size, new.pmtu_cache_size.to_string()),
+            ("pmtu_lifetime", self.pmtu_lifetime != new.pmtu_lifetime, format!("{:?}", new.pmtu_lifetime)),
+        ];
+        for (field, changed, value) in fixed {
+            check(!changed, field, value, FIXED)?;
+        }
+        Ok(())
+    }
 }
 
 /// Durations whose key ends in `_us` are written as whole microseconds.
@@ -233,5 +257,29 @@ mod tests {
         assert_eq!(c.validate().unwrap_err().field, "merge_timeout");
         let c = Config { max_flows: 0, ..Config::default() };
         assert_eq!(c.validate().unwrap_err().field, "max_flows");
+    }
+
+    #[test]
+    fn live_change_names_what_is_fixed_at_start() {
+        let old = Config::default();
+        let live = Config {
+            merge_timeout: Duration::from_micros(100),
+            max_held_bytes: 1 << 20,
+            flow_idle_timeout: Duration::from_secs(5),
+            psh: PshPolicy::Hold,
+            caravan_prefixes: vec!["203.0.113.0/24".parse().unwrap()],
+            icmp_rate_per_sec: 5,
+            ..Config::default()
+        };
+        old.live_change(&live).unwrap();
+        for (fixed, field) in [
+            (Config { max_flows: 10, ..Config::default() }, "max_flows"),
+            (Config { imtu: 8000, ..Config::default() }, "imtu"),
+            (Config { pmtu_lifetime: Duration::from_secs(1), ..Config::default() }, "pmtu_lifetime"),
+        ] {
+            assert_eq!(old.live_change(&fixed).unwrap_err().field, field);
+        }
+        let bad = Config { merge_timeout: Duration::from_millis(11), ..Config::default() };
+        assert_eq!(old.live_change(&bad).unwrap_err().field, "merge_timeout");
     }
 }

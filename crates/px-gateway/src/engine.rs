@@ -91,6 +91,27 @@ impl Engine {
         &self.cfg
     }
 
+    /// Takes a new configuration while running (a reload), between two
+    /// packets. Refused, with the field named, if it is invalid or changes
+    /// what is fixed at start ([`Config::live_change`]). Otherwise, if
+    /// anything differs, everything held is flushed first (queued for
+    /// [`Engine::poll_transmit`], in order, counted as
+    /// [`FlushReason::Shutdown`]): held data is sent, never dropped or
+    /// reordered, and no hold waits under the old timeout or caravan
+    /// rules. Then the new values apply to the next packet.
+    pub fn set_config(&mut self, now: Instant, new: Config) -> Result<(), ConfigError> {
+        self.cfg.live_change(&new)?;
+        if new == self.cfg {
+            return Ok(());
+        }
+        self.flush_all(now);
+        if new.icmp_rate_per_sec != self.cfg.icmp_rate_per_sec {
+            self.icmp = IcmpLimiter::new(new.icmp_rate_per_sec);
+        }
+        self.cfg = new;
+        Ok(())
+    }
+
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
