@@ -84,6 +84,44 @@ impl GatewayProcess {
         Err(format!("px gateway did not start; its log: {}", std::fs::read_to_string(&g.log).unwrap_or_default()))
     }
 
+    /// Sends `sig` to the running gateway (e.g. `libc::SIGHUP`: reload).
+    pub fn signal(&self, sig: libc::c_int) -> Result<(), String> {
+        if self.child.is_none() {
+            return Err("gateway process already gone".into());
+        }
+        // SAFETY: kill(2) on the PID of the child this process started and
+        // has not reaped yet (its LabChild guard is still alive).
+        if unsafe { libc::kill(self.pid as i32, sig) } != 0 {
+            return Err(format!("signal {sig} to px gateway: {}", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// SIGHUP: the gateway reads its configuration again.
+    pub fn reload(&self) -> Result<(), String> {
+        self.signal(libc::SIGHUP)
+    }
+
+    /// What the gateway has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits (up to `timeout`) until the log contains `text`; returns the log.
+    pub fn wait_log(&self, text: &str, timeout: Duration) -> Result<String, String> {
+        let t0 = Instant::now();
+        loop {
+            let log = self.log();
+            if log.contains(text) {
+                return Ok(log);
+            }
+            if t0.elapsed() > timeout {
+                return Err(format!("px gateway did not log {text:?} within {timeout:?}; its log:\n{log}"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// SIGTERM, then wait (at most 10 s, then SIGKILL and an error) for the
     /// exit, and read the stats.
     pub fn stop(mut self) -> Result<GatewayExit, String> {

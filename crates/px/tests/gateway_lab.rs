@@ -48,30 +48,6 @@ fn check_translated(exit: &GatewayExit) {
     // observers of the MSS test count that; here the bytes are what matter).
 }
 
-/// `GET /metrics` from inside the gateway's namespace.
-fn metrics(lab: &GwLab, addr: &str) -> String {
-    use std::io::{Read, Write};
-    let addr: std::net::SocketAddr = addr.parse().unwrap();
-    lab.ns(lab.gw)
-        .run(|| {
-            let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-            s.set_read_timeout(Some(Duration::from_secs(2)))?;
-            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: px\r\n\r\n")?;
-            let mut body = String::new();
-            s.read_to_string(&mut body)?;
-            Ok::<_, std::io::Error>(body)
-        })
-        .unwrap()
-        .expect("metrics endpoint")
-}
-
-/// The value of the sample `name_and_labels` in Prometheus text.
-fn metric(text: &str, name_and_labels: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no sample {name_and_labels}"))
-}
-
 #[test]
 fn ipv4_transfers_are_sha256_exact_both_ways() {
     if !require_root_or_skip("ipv4_transfers_are_sha256_exact_both_ways") {

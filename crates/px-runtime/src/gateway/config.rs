@@ -78,6 +78,45 @@ pub enum ConfigError {
     Engine(#[from] px_gateway::ConfigError),
 }
 
+/// Top-level keys a reload may change (besides the `[engine]` keys the
+/// engine takes live). Ports, workers, MTUs, batch, offload, the receive
+/// ring, the metrics address and the capture are set up at start.
+pub const LIVE_KEYS: &[&str] = &["log_interval_s"];
+
+/// One key that differs between two configurations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub key: String,
+    pub old: String,
+    pub new: String,
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} -> {}", self.key, self.old, self.new)
+    }
+}
+
+/// Why a reload was not applied (the running configuration stays).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The new configuration is invalid.
+    #[error("{0}")]
+    Invalid(ConfigError),
+    /// It changes a key that is set up at start.
+    #[error("`{}` cannot change while running ({} -> {}); restart the gateway to change it", .0.key, .0.old, .0.new)]
+    Fixed(Change),
+    /// It changes an engine key that is fixed at start.
+    #[error("{0}; restart the gateway to change it")]
+    Engine(ConfigError),
+}
+
+impl From<ConfigError> for ReloadError {
+    fn from(e: ConfigError) -> Self {
+        ReloadError::Invalid(e)
+    }
+}
+
 impl GatewayConfig {
     /// Reads a TOML file.
     pub fn from_file(path: &Path) -> Result<GatewayConfig, ConfigError> {
@@ -126,6 +165,53 @@ impl GatewayConfig {
         let emtu = if self.emtu == 0 { d.emtu.min(imtu) } else { self.emtu };
         self.engine_config(imtu, emtu, 0)?;
         Ok(())
+    }
+
+    /// What differs from `self` in `new`, key by key as the file names
+    /// them (`engine.merge_timeout_us`), sorted by key.
+    pub fn changes(&self, new: &GatewayConfig) -> Vec<Change> {
+        fn walk(prefix: &str, old: Option<&toml::Value>, new: Option<&toml::Value>, out: &mut Vec<Change>) {
+            match (old, new) {
+                (Some(toml::Value::Table(a)), Some(toml::Value::Table(b))) => {
+                    let mut keys: Vec<&String> = a.keys().collect();
+                    keys.extend(b.keys().filter(|k| !a.contains_key(*k)));
+                    for k in keys {
+                        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                        walk(&key, a.get(k), b.get(k), out);
+                    }
+                }
+                (a, b) if a != b => {
+                    let show = |v: Option<&toml::Value>| v.map_or("(none)".to_string(), |v| v.to_string());
+                    out.push(Change { key: prefix.to_string(), old: show(a), new: show(b) });
+                }
+                _ => {}
+            }
+        }
+        let value = |c: &GatewayConfig| toml::Value::try_from(c).ok();
+        let mut out = Vec::new();
+        walk("", value(self).as_ref(), value(new).as_ref(), &mut out);
+        out
+    }
+
+    /// Whether a gateway running `self` (its engines on `running`) can
+    /// take `new` by a reload: `new` passes [`GatewayConfig::check`], and
+    /// changes only keys in [`LIVE_KEYS`] and engine keys that
+    /// [`px_gateway::Config::live_change`] accepts. Returns what changes
+    /// and the engine configuration to hand the workers.
+    pub fn reload(
+        &self,
+        new: &GatewayConfig,
+        running: &px_gateway::Config,
+    ) -> Result<(Vec<Change>, px_gateway::Config), ReloadError> {
+        new.check().map_err(ReloadError::Invalid)?;
+        let changes = self.changes(new);
+        if let Some(c) = changes.iter().find(|c| !c.key.starts_with("engine.") && !LIVE_KEYS.contains(&c.key.as_str()))
+        {
+            return Err(ReloadError::Fixed(c.clone()));
+        }
+        let engine = new.engine_config(running.imtu, running.emtu, running.hash_seed)?;
+        running.live_change(&engine).map_err(|e| ReloadError::Engine(e.into()))?;
+        Ok((changes, engine))
     }
 
     /// The engine configuration, with the MTUs resolved.
@@ -215,6 +301,42 @@ mod tests {
         let t = "inner = \"a\"\nouter = \"b\"\n[engine]\nmax_held_bytes = 10\n";
         let e = GatewayConfig::from_toml(t).unwrap().check().unwrap_err().to_string();
         assert!(e.contains("`max_held_bytes`") && e.contains("65536..="), "{e}");
+    }
+
+    #[test]
+    fn reload_takes_live_keys_and_names_the_fixed_ones() {
+        let old = GatewayConfig::from_toml("inner = \"a\"\nouter = \"b\"\n").unwrap();
+        let running = old.engine_config(9000, 1500, 77).unwrap();
+        let t = "inner = \"a\"\nouter = \"b\"\nlog_interval_s = 1\n[engine]\nmerge_timeout_us = 200\npsh = \"hold\"\ncaravan_prefixes = [\"203.0.113.0/24\"]\n";
+        let new = GatewayConfig::from_toml(t).unwrap();
+        let (changes, engine) = old.reload(&new, &running).unwrap();
+        let shown: Vec<String> = changes.iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "engine.caravan_prefixes [] -> [\"203.0.113.0/24\"]",
+                "engine.merge_timeout_us 500 -> 200",
+                "engine.psh \"flush\" -> \"hold\"",
+                "log_interval_s 10 -> 1",
+            ]
+        );
+        // The engine keeps what the gateway decided at start.
+        assert_eq!((engine.imtu, engine.emtu, engine.hash_seed), (9000, 1500, 77));
+        assert_eq!(engine.merge_timeout, std::time::Duration::from_micros(200));
+        assert!(old.reload(&old, &running).unwrap().0.is_empty());
+        // Refused: a top-level key set up at start, an engine key fixed at
+        // start, an invalid value.
+        let workers = GatewayConfig { workers: 2, ..old.clone() };
+        let e = old.reload(&workers, &running).unwrap_err().to_string();
+        assert_eq!(e, "`workers` cannot change while running (1 -> 2); restart the gateway to change it");
+        let metrics = GatewayConfig { metrics: Some("127.0.0.1:9464".parse().unwrap()), ..old.clone() };
+        assert!(old.reload(&metrics, &running).unwrap_err().to_string().starts_with("`metrics` cannot change"));
+        let mut flows = old.clone();
+        flows.engine.max_flows = 10;
+        let e = old.reload(&flows, &running).unwrap_err().to_string();
+        assert!(e.contains("`max_flows`") && e.contains("restart"), "{e}");
+        let bad = GatewayConfig { workers: 0, ..old.clone() };
+        assert!(matches!(old.reload(&bad, &running), Err(ReloadError::Invalid(_))));
     }
 
     #[test]

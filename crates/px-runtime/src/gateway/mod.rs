@@ -7,6 +7,13 @@
 //! which `px` sets on SIGINT/SIGTERM) flushes everything held, restores the
 //! ports as it found them and returns.
 //!
+//! Reload (`px` asks for one on SIGHUP, see [`Control`]): the configuration
+//! is read anew; if it changes only what can change live
+//! ([`GatewayConfig::reload`]), each worker hands its engine the new
+//! settings between two batches ([`px_gateway::Engine::set_config`]: what
+//! it holds is sent first, in order), otherwise the change is refused in
+//! the log and the running configuration stays.
+//!
 //! Receive path: `recvmmsg` into preallocated buffers by default; the
 //! memory-mapped `TPACKET_V2` ring only when configured
 //! ([`GatewayConfig::rx_ring`]).
@@ -22,10 +29,10 @@ use std::time::{Duration, Instant};
 use px_gateway::Engine;
 use px_io::{Fanout, IfaceGuard, Offload, PacketSocket, SocketConfig};
 
-pub use config::{ConfigError, GatewayConfig};
-use metrics::Shared;
+pub use config::{Change, ConfigError, GatewayConfig, ReloadError};
 pub use metrics::WorkerSnapshot;
-use worker::Worker;
+use metrics::{ReloadResult, Shared};
+use worker::{LiveConfig, Worker};
 
 /// Why the gateway could not run.
 #[derive(Debug, thiserror::Error)]
@@ -52,15 +59,92 @@ fn port_mtu(name: &str, configured: u16) -> Result<u16, GatewayError> {
     u16::try_from(mtu).ok().filter(|m| *m >= 576).ok_or(GatewayError::Mtu { port: name.into(), mtu })
 }
 
-/// Runs the gateway until `stop` is set (`px` sets it from its
-/// SIGINT/SIGTERM handler; it is looked at every 5 ms), then flushes what
-/// the engines hold and returns the final counters of all workers. `log`
-/// gets the start line, the periodic summaries and the stop line.
+/// How the caller steers a running gateway.
+pub struct Control<'a> {
+    /// Set to stop (`px` sets it from its SIGINT/SIGTERM handler; it is
+    /// looked at every 5 ms).
+    pub stop: Arc<AtomicBool>,
+    /// Set to ask for a reload (`px`: SIGHUP); cleared when taken.
+    pub reload: Arc<AtomicBool>,
+    /// Reads the configuration anew for a reload (`px`: the same file and
+    /// flags as at start). None: reload requests are logged and ignored.
+    pub load: Option<Box<dyn FnMut() -> Result<GatewayConfig, String> + 'a>>,
+}
+
+impl Control<'_> {
+    /// Stop only, no reload.
+    pub fn stop_only(stop: Arc<AtomicBool>) -> Control<'static> {
+        Control { stop, reload: Arc::new(AtomicBool::new(false)), load: None }
+    }
+}
+
+/// Runs the gateway until `stop` is set, then flushes what the engines
+/// hold and returns the final counters of all workers (see [`run_with`];
+/// no reload).
 pub fn run(
     cfg: &GatewayConfig,
     stop: Arc<AtomicBool>,
     log: &mut dyn FnMut(&str),
 ) -> Result<WorkerSnapshot, GatewayError> {
+    run_with(cfg, Control::stop_only(stop), log)
+}
+
+/// One reload: read, check, log, hand the workers the engine's part.
+fn reload(
+    ctl: &mut Control<'_>,
+    running: &mut GatewayConfig,
+    running_engine: &mut px_gateway::Config,
+    live: &LiveConfig,
+    log: &mut dyn FnMut(&str),
+) -> ReloadResult {
+    let Some(load) = ctl.load.as_mut() else {
+        log("px gateway: reload requested, but there is no configuration to read again; nothing changed");
+        return ReloadResult::Invalid;
+    };
+    let new = match load() {
+        Ok(new) => new,
+        Err(e) => {
+            log(&format!("px gateway: reload refused: {e}; the running configuration stays"));
+            return ReloadResult::Invalid;
+        }
+    };
+    match running.reload(&new, running_engine) {
+        Ok((changes, _)) if changes.is_empty() => {
+            log("px gateway: reloaded the configuration: nothing changed");
+            ReloadResult::Applied
+        }
+        Ok((changes, engine)) => {
+            let list: Vec<String> = changes.iter().map(|c| c.to_string()).collect();
+            log(&format!("px gateway: reloaded the configuration: {}", list.join(", ")));
+            if engine != *running_engine {
+                live.publish(engine.clone());
+            }
+            *running = new;
+            *running_engine = engine;
+            ReloadResult::Applied
+        }
+        Err(e @ ReloadError::Invalid(_)) => {
+            log(&format!("px gateway: reload refused: {e}; the running configuration stays"));
+            ReloadResult::Invalid
+        }
+        Err(e) => {
+            log(&format!("px gateway: reload refused: {e}; the running configuration stays"));
+            ReloadResult::Refused
+        }
+    }
+}
+
+/// Runs the gateway until `ctl.stop` is set, reloading its configuration
+/// when `ctl.reload` is, then flushes what the engines hold and returns
+/// the final counters of all workers. `log` gets the start line, the
+/// periodic summaries, what reloads changed or why they were refused, and
+/// the stop line.
+pub fn run_with(
+    cfg: &GatewayConfig,
+    mut ctl: Control<'_>,
+    log: &mut dyn FnMut(&str),
+) -> Result<WorkerSnapshot, GatewayError> {
+    let stop = ctl.stop.clone();
     cfg.validate()?;
     let imtu = port_mtu(&cfg.inner, cfg.imtu)?;
     let emtu = port_mtu(&cfg.outer, cfg.emtu)?;
@@ -80,6 +164,7 @@ pub fn run(
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
         ^ (std::process::id() as u64) << 32;
     let ecfg = cfg.engine_config(imtu, emtu, seed)?;
+    let live = Arc::new(LiveConfig::new(ecfg.clone()));
     // One fan-out group per port; worker i joins each as its i-th member.
     let base = (std::process::id() as u16 & 0x3fff) * 2;
     let mut workers = Vec::new();
@@ -102,7 +187,7 @@ pub fn run(
         let outer = open(&cfg.outer, base)?;
         let inner = open(&cfg.inner, base + 1)?;
         let engine = Engine::new(ecfg.clone()).map_err(|e| GatewayError::Config(e.into()))?;
-        workers.push(Worker { index: i, engine, inner, outer, batch: cfg.batch });
+        workers.push(Worker { index: i, engine, inner, outer, batch: cfg.batch, live: live.clone() });
     }
     let shared = Shared::new(cfg.workers);
     let metrics = match cfg.metrics {
@@ -131,10 +216,16 @@ pub fn run(
         handles.push(h);
     }
     let mut last_log = Instant::now();
+    let (mut running, mut running_engine) = (cfg.clone(), ecfg);
     while !stop.load(Ordering::Relaxed) {
         // Short, so a SIGTERM reaches the workers well within a merge
         // timeout and finds held data still held.
         std::thread::sleep(Duration::from_millis(5));
+        if ctl.reload.swap(false, Ordering::Relaxed) {
+            let result = reload(&mut ctl, &mut running, &mut running_engine, &live, log);
+            shared.process.reloads[result as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        let cfg = &running;
         if cfg.log_interval_s > 0 && last_log.elapsed() >= Duration::from_secs(cfg.log_interval_s) {
             last_log = Instant::now();
             log(&metrics::summary(&shared.total()));

@@ -10,8 +10,8 @@
 //! without allocating.
 
 use std::os::fd::AsFd;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use px_gateway::{Engine, Port, Transmit, Verdict};
@@ -35,6 +35,36 @@ pub struct Worker {
     pub inner: PacketSocket,
     pub outer: PacketSocket,
     pub batch: usize,
+    pub live: Arc<LiveConfig>,
+}
+
+/// The engine configuration a reload hands every worker: a generation
+/// number that workers compare once per loop (one relaxed load), and the
+/// configuration behind a lock taken only when the number moved.
+#[derive(Debug)]
+pub struct LiveConfig {
+    generation: AtomicU64,
+    config: Mutex<px_gateway::Config>,
+}
+
+impl LiveConfig {
+    pub fn new(c: px_gateway::Config) -> LiveConfig {
+        LiveConfig { generation: AtomicU64::new(0), config: Mutex::new(c) }
+    }
+
+    /// Makes `c` the configuration every worker takes at its next loop.
+    pub fn publish(&self, c: px_gateway::Config) {
+        *self.config.lock().unwrap_or_else(|p| p.into_inner()) = c;
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn get(&self) -> px_gateway::Config {
+        self.config.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 /// A frame to send on one port: one the engine made (kept until sent, then
@@ -68,7 +98,8 @@ struct Scratch {
 impl Worker {
     /// Runs until `stop` is set, then flushes everything held and returns.
     pub fn run(self, stop: Arc<AtomicBool>, shared: Shared) {
-        let Worker { index, mut engine, mut inner, mut outer, batch } = self;
+        let Worker { index, mut engine, mut inner, mut outer, batch, live } = self;
+        let mut generation = live.generation();
         let mut poller = Poller::new();
         let outer_i = poller.add(outer.as_fd());
         let inner_i = poller.add(inner.as_fd());
@@ -88,6 +119,16 @@ impl Worker {
                 send_engine_frames(&mut engine, &mut sc, &inner, &outer, &rx);
                 publish(index, &engine, &shared, &mut sc.extra, &inner, &outer);
                 return;
+            }
+            if live.generation() != generation {
+                // A reload, between two batches: the engine sends what it
+                // holds (queued here, in order) and takes the new values.
+                generation = live.generation();
+                if engine.set_config(now, live.get()).is_ok() {
+                    drain(&mut engine, &mut sc.out);
+                    send_engine_frames(&mut engine, &mut sc, &inner, &outer, &rx);
+                    publish(index, &engine, &shared, &mut sc.extra, &inner, &outer);
+                }
             }
             let wait = engine.poll_timeout().map_or(IDLE_WAKE, |d| d.saturating_duration_since(now)).min(IDLE_WAKE);
             if poller.wait(Some(wait)).is_err() {

@@ -15,7 +15,11 @@ use px_runtime::gateway::{self, GatewayConfig};
 /// raised inbound and clamped outbound; everything else passes as through a
 /// correct router (fragmented, or dropped with an ICMP error). Needs
 /// CAP_NET_RAW and CAP_NET_ADMIN. SIGINT/SIGTERM: flush, restore the ports,
-/// exit 0. Every option can also be set in a TOML file (--config); flags
+/// exit 0. SIGHUP: read the configuration file again and apply what can
+/// change live (timeouts, limits, caravan prefixes, PSH policy, log
+/// interval); a change to ports, workers, MTUs, offload, the receive ring,
+/// the metrics address or the capture is refused in the log and the
+/// running configuration stays. Every option can also be set in a TOML file (--config); flags
 /// override the file. See examples/gateway.toml for all options.
 #[derive(Debug, Args)]
 pub struct GatewayArgs {
@@ -140,7 +144,9 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     let stop = crate::signals::install();
-    let total = gateway::run(&cfg, stop, &mut |line| eprintln!("{line}")).map_err(|e| e.to_string())?;
+    let reload = crate::signals::install_reload();
+    let ctl = gateway::Control { stop, reload, load: Some(Box::new(|| args.to_config())) };
+    let total = gateway::run_with(&cfg, ctl, &mut |line| eprintln!("{line}")).map_err(|e| e.to_string())?;
     if let Some(path) = &args.stats_file {
         let json = serde_json::json!({
             "yield": total.counters.conversion_yield(),

@@ -139,6 +139,40 @@ impl Gateway {
     pub fn stop(self) -> GatewayExit {
         self.process.stop().unwrap_or_else(|e| panic!("{e}"))
     }
+
+    /// SIGHUP: reload the configuration.
+    pub fn reload(&self) {
+        self.process.reload().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Waits (up to 5 s) for `text` in the log; returns the log.
+    pub fn wait_log(&self, text: &str) -> String {
+        self.process.wait_log(text, Duration::from_secs(5)).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// `GET /metrics` from inside the gateway's namespace.
+pub fn metrics(lab: &GwLab, addr: &str) -> String {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    lab.ns(lab.gw)
+        .run(|| {
+            let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+            s.set_read_timeout(Some(Duration::from_secs(2)))?;
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: px\r\n\r\n")?;
+            let mut body = String::new();
+            s.read_to_string(&mut body)?;
+            Ok::<_, std::io::Error>(body)
+        })
+        .unwrap()
+        .expect("metrics endpoint")
+}
+
+/// The value of the sample `name_and_labels` in Prometheus text.
+pub fn metric(text: &str, name_and_labels: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name_and_labels}"))
 }
 
 /// What the tests check of a gateway's exit.

@@ -1,0 +1,118 @@
+//! Root tests of running `px gateway` as a daemon: SIGHUP reload during a
+//! sha256-checked transfer, and the pcapng capture read back with tshark.
+//! Topology and helpers as in `gateway_lab.rs` (the `common` module); each
+//! test skips with a message when not root.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use px_lab::require_root_or_skip;
+
+/// A file in the temp dir, removed on drop.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(name: &str) -> TempFile {
+        TempFile(std::env::temp_dir().join(format!("px-ops-{}-{name}", std::process::id())))
+    }
+    fn write(&self, text: &str) {
+        std::fs::write(&self.0, text).unwrap();
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+const METRICS: &str = "127.0.0.1:9466";
+
+/// Waits (up to 3 s) until the sample reads `want`.
+fn wait_metric(lab: &GwLab, sample: &str, want: f64) {
+    let t0 = Instant::now();
+    loop {
+        let text = metrics(lab, METRICS);
+        let v = metric(&text, sample);
+        if v == want {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(3), "{sample} = {v}, expected {want}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SIGHUP mid-transfer, both directions, frame by frame (`--no-offload`,
+/// so the engine holds between packets): a live change (merge timeout,
+/// PSH policy) is applied without losing or reordering a byte (SHA-256 at
+/// both ends of every flow), the workers' engines run with the new
+/// timeout (the metrics say so), and the log names what changed. Then a
+/// change of `workers` is refused in the log, the gateway keeps running
+/// and forwarding, and the counts of reloads say one applied, one refused.
+#[test]
+fn sighup_reload_mid_transfer_is_exact_and_refuses_fixed_keys() {
+    if !require_root_or_skip("sighup_reload_mid_transfer_is_exact_and_refuses_fixed_keys") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let cfg = TempFile::new("reload.toml");
+    let base = format!("metrics = \"{METRICS}\"\n");
+    cfg.write(&format!("{base}[engine]\nmerge_timeout_us = 500\n"));
+    let gw = Gateway::start(&lab, &["--config", cfg.path(), "--no-offload"]);
+    lab.ping_both();
+    wait_metric(&lab, "px_gateway_merge_timeout_seconds{worker=\"0\"}", 0.0005);
+    let progress = AtomicU64::new(0);
+    let bytes = 16 << 20;
+    // ~16 MB/s per flow: the reloads happen while data flows.
+    let pace = Pace { chunk: 16 << 10, gap: Duration::from_millis(1) };
+    let inbound = BulkSpec {
+        server: sock(BNET_V4, 5401),
+        flows: 2,
+        bytes_per_flow: bytes,
+        pace,
+        stall_timeout: Duration::from_secs(15),
+        sha256: true,
+    };
+    let outbound = BulkSpec { server: sock(LEGACY_V4, 5402), ..inbound };
+    let (ends_in, ends_out) = std::thread::scope(|s| {
+        let i = s.spawn(|| transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress));
+        let o = s.spawn(|| transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress));
+        let t0 = Instant::now();
+        while progress.load(Ordering::Relaxed) < 8 << 20 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "no progress through the gateway");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        cfg.write(&format!("{base}[engine]\nmerge_timeout_us = 2000\npsh = \"hold\"\n"));
+        gw.reload();
+        let log = gw.wait_log("px gateway: reloaded the configuration:");
+        assert!(log.contains("engine.merge_timeout_us 500 -> 2000"), "{log}");
+        assert!(log.contains("engine.psh \"flush\" -> \"hold\""), "{log}");
+        wait_metric(&lab, "px_gateway_merge_timeout_seconds{worker=\"0\"}", 0.002);
+        let at = progress.load(Ordering::Relaxed);
+        eprintln!("reloaded after {at} bytes");
+        // Then a key that is set up at start.
+        cfg.write(&format!("{base}workers = 2\n[engine]\nmerge_timeout_us = 2000\npsh = \"hold\"\n"));
+        gw.reload();
+        let log = gw.wait_log("px gateway: reload refused:");
+        assert!(log.contains("`workers` cannot change while running (1 -> 2)"), "{log}");
+        assert!(log.contains("the running configuration stays"), "{log}");
+        (i.join().unwrap(), o.join().unwrap())
+    });
+    assert_exact(&ends_in, bytes);
+    assert_exact(&ends_out, bytes);
+    let text = metrics(&lab, METRICS);
+    assert_eq!(metric(&text, "px_gateway_config_reloads_total{result=\"applied\"}"), 1.0, "{text}");
+    assert_eq!(metric(&text, "px_gateway_config_reloads_total{result=\"refused\"}"), 1.0, "{text}");
+    assert_eq!(metric(&text, "px_gateway_merge_timeout_seconds{worker=\"0\"}"), 0.002, "still the applied value");
+    let exit = gw.stop();
+    exit.assert_clean();
+    eprintln!("{}", exit.stats);
+    assert!(exit.counter("merged_out") > 0, "{}", exit.stats);
+}
