@@ -4,7 +4,7 @@
 //! the field and what is allowed.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +40,15 @@ pub struct GatewayConfig {
     /// Put the ports in promiscuous mode (a bump in the wire sees frames
     /// addressed to the hosts behind it).
     pub promiscuous: bool,
+    /// Write what the ports receive and send to this pcapng file (see
+    /// [`capture`](super::capture)); absent: no capture.
+    pub capture: Option<PathBuf>,
+    /// Largest size of one capture file; then it rotates (FILE.1, ...).
+    pub capture_max_bytes: u64,
+    /// Capture files kept, the current one included.
+    pub capture_files: u32,
+    /// Bytes captured of each frame.
+    pub capture_snaplen: u32,
     /// The translation engine's options (the `[engine]` table; what the
     /// gateway decides itself, MTUs, GSO and hash seed, is set by
     /// [`GatewayConfig::engine_config`]).
@@ -60,6 +69,10 @@ impl Default for GatewayConfig {
             offload: true,
             rx_ring: false,
             promiscuous: true,
+            capture: None,
+            capture_max_bytes: 64 << 20,
+            capture_files: 4,
+            capture_snaplen: 262_144,
             engine: px_gateway::Config::default(),
         }
     }
@@ -150,6 +163,15 @@ impl GatewayConfig {
         if self.log_interval_s > 86_400 {
             return invalid("log_interval_s", self.log_interval_s.to_string(), "0..=86400");
         }
+        if !(65_536..=1 << 40).contains(&self.capture_max_bytes) {
+            return invalid("capture_max_bytes", self.capture_max_bytes.to_string(), "65536..=1099511627776");
+        }
+        if !(1..=1000).contains(&self.capture_files) {
+            return invalid("capture_files", self.capture_files.to_string(), "1..=1000");
+        }
+        if !(64..=262_144).contains(&self.capture_snaplen) {
+            return invalid("capture_snaplen", self.capture_snaplen.to_string(), "64..=262144");
+        }
         Ok(())
     }
 
@@ -165,6 +187,18 @@ impl GatewayConfig {
         let emtu = if self.emtu == 0 { d.emtu.min(imtu) } else { self.emtu };
         self.engine_config(imtu, emtu, 0)?;
         Ok(())
+    }
+
+    /// The capture to run, if any.
+    pub fn capture_spec(&self) -> Option<super::capture::CaptureSpec> {
+        Some(super::capture::CaptureSpec {
+            path: self.capture.clone()?,
+            max_bytes: self.capture_max_bytes,
+            files: self.capture_files,
+            snaplen: self.capture_snaplen,
+            inner: self.inner.clone(),
+            outer: self.outer.clone(),
+        })
     }
 
     /// What differs from `self` in `new`, key by key as the file names

@@ -18,6 +18,7 @@
 //! memory-mapped `TPACKET_V2` ring only when configured
 //! ([`GatewayConfig::rx_ring`]).
 
+pub mod capture;
 pub mod config;
 pub mod metrics;
 mod worker;
@@ -47,6 +48,8 @@ pub enum GatewayError {
     Mtu { port: String, mtu: u32 },
     #[error("metrics endpoint {addr}: {source}")]
     Metrics { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("capture file {path}: {source}")]
+    Capture { path: String, source: std::io::Error },
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
 }
@@ -167,8 +170,17 @@ pub fn run_with(
     let live = Arc::new(LiveConfig::new(ecfg.clone()));
     // One fan-out group per port; worker i joins each as its i-th member.
     let base = (std::process::id() as u16 & 0x3fff) * 2;
+    let shared = Shared::new(cfg.workers);
+    let (taps, capture) = match cfg.capture_spec() {
+        Some(spec) => {
+            let (taps, h) = capture::start(&spec, cfg.workers, shared.process.clone())
+                .map_err(|source| GatewayError::Capture { path: spec.path.display().to_string(), source })?;
+            (taps.into_iter().map(Some).collect(), Some((spec, h)))
+        }
+        None => ((0..cfg.workers).map(|_| None).collect::<Vec<_>>(), None),
+    };
     let mut workers = Vec::new();
-    for i in 0..cfg.workers {
+    for (i, tap) in taps.into_iter().enumerate() {
         let open = |name: &str, group: u16| {
             let sc = SocketConfig {
                 // Always: even with offloads off, the virtio-net header is
@@ -187,9 +199,8 @@ pub fn run_with(
         let outer = open(&cfg.outer, base)?;
         let inner = open(&cfg.inner, base + 1)?;
         let engine = Engine::new(ecfg.clone()).map_err(|e| GatewayError::Config(e.into()))?;
-        workers.push(Worker { index: i, engine, inner, outer, batch: cfg.batch, live: live.clone() });
+        workers.push(Worker { index: i, engine, inner, outer, batch: cfg.batch, live: live.clone(), tap });
     }
-    let shared = Shared::new(cfg.workers);
     let metrics = match cfg.metrics {
         Some(addr) => Some(
             metrics::serve(addr, shared.clone(), stop.clone())
@@ -206,6 +217,15 @@ pub fn run_with(
         ecfg.merge_timeout.as_micros(),
         cfg.metrics.map(|a| format!(", metrics on http://{a}/metrics")).unwrap_or_default()
     ));
+    if let Some((spec, _)) = &capture {
+        log(&format!(
+            "px gateway: capturing to {} (pcapng, snap length {} B, {} file(s) of at most {} B)",
+            spec.path.display(),
+            spec.snaplen,
+            spec.files,
+            spec.max_bytes
+        ));
+    }
     let mut handles = Vec::new();
     for w in workers {
         let (stop, shared) = (stop.clone(), shared.clone());
@@ -236,6 +256,18 @@ pub fn run_with(
     }
     if let Some(m) = metrics {
         let _ = m.join();
+    }
+    // The workers' taps are gone: the writer writes what is queued and ends.
+    if let Some((spec, h)) = capture {
+        let _ = h.join();
+        let s = shared.scrape();
+        log(&format!(
+            "px gateway: capture: {} packets written to {}, {} records dropped (queue full), {} write errors",
+            s.capture_written,
+            spec.path.display(),
+            s.total.capture_dropped,
+            s.capture_write_errors
+        ));
     }
     let total = shared.total();
     log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total)));

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use px_gateway::{Engine, Port, Transmit, Verdict};
 use px_io::{PacketMeta, PacketSocket, Poller, RxBatch, RxFrames, SendError, TxBatch, TxQueue};
 
+use super::capture::{Direction, Tap};
 use super::metrics::{Shared, WorkerSnapshot};
 
 /// How often a worker publishes its counters.
@@ -36,6 +37,8 @@ pub struct Worker {
     pub outer: PacketSocket,
     pub batch: usize,
     pub live: Arc<LiveConfig>,
+    /// The capture's end, if one runs.
+    pub tap: Option<Tap>,
 }
 
 /// The engine configuration a reload hands every worker: a generation
@@ -93,12 +96,13 @@ struct Scratch {
     /// What to send, per port (indexed by `Port as usize`), in order.
     out: [Vec<Frame>; 2],
     extra: WorkerSnapshot,
+    tap: Option<Tap>,
 }
 
 impl Worker {
     /// Runs until `stop` is set, then flushes everything held and returns.
     pub fn run(self, stop: Arc<AtomicBool>, shared: Shared) {
-        let Worker { index, mut engine, mut inner, mut outer, batch, live } = self;
+        let Worker { index, mut engine, mut inner, mut outer, batch, live, tap } = self;
         let mut generation = live.generation();
         let mut poller = Poller::new();
         let outer_i = poller.add(outer.as_fd());
@@ -109,6 +113,7 @@ impl Worker {
             txb: TxBatch::new(batch * 4),
             out: [Vec::with_capacity(batch * 8), Vec::with_capacity(batch * 8)],
             extra: WorkerSnapshot::default(),
+            tap,
         };
         let mut last_publish = Instant::now();
         loop {
@@ -134,6 +139,9 @@ impl Worker {
             if poller.wait(Some(wait)).is_err() {
                 // EINTR from a signal: loop to look at `stop`.
                 continue;
+            }
+            if let Some(t) = &mut sc.tap {
+                t.tick();
             }
             for (port, idx) in [(Port::Outer, outer_i), (Port::Inner, inner_i)] {
                 if !poller.is_ready(idx) {
@@ -186,6 +194,12 @@ fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut 
             sc.extra.rx_errors += 1;
             continue;
         };
+        // As received, before the engine rewrites anything in place.
+        if let Some(t) = &mut sc.tap
+            && !t.record(port, Direction::Rx, frame)
+        {
+            sc.extra.capture_dropped += 1;
+        }
         let v = engine.handle_packet(now, port, frame, meta);
         drain(engine, &mut sc.out);
         if let Verdict::Forward { meta } = v {
@@ -213,6 +227,13 @@ fn send_port(engine: &mut Engine, sc: &mut Scratch, port: Port, sock: &PacketSoc
     let list = &mut sc.out[port as usize];
     if list.is_empty() {
         return;
+    }
+    if let Some(t) = &mut sc.tap {
+        for (_, frame) in list.iter().filter_map(|f| f.bytes(rx)) {
+            if !t.record(port, Direction::Tx, frame) {
+                sc.extra.capture_dropped += 1;
+            }
+        }
     }
     let frames = list.iter().filter_map(|f| f.bytes(rx));
     sc.extra.send_errors += send_in_order(&mut sock.queue(&mut sc.txb), frames, || {
@@ -356,7 +377,7 @@ mod tests {
     }
 
     fn scratch() -> Scratch {
-        Scratch { txb: TxBatch::new(4), out: [Vec::new(), Vec::new()], extra: WorkerSnapshot::default() }
+        Scratch { txb: TxBatch::new(4), out: [Vec::new(), Vec::new()], extra: WorkerSnapshot::default(), tap: None }
     }
 
     /// What a port's list holds, in order: `M` an engine-made frame,

@@ -66,6 +66,18 @@ pub struct GatewayArgs {
     /// merged segment, still sent within the merge timeout).
     #[arg(long, value_parser = ["flush", "hold"])]
     psh: Option<String>,
+    /// Write what the ports receive and send to this pcapng file (one
+    /// interface per port, direction in each packet's flags), off the data
+    /// path: when the writer falls behind, capture records are dropped and
+    /// counted, never packets.
+    #[arg(long, value_name = "FILE")]
+    capture: Option<PathBuf>,
+    /// Largest capture file before it rotates to FILE.1, FILE.2, ...
+    #[arg(long, value_name = "BYTES")]
+    capture_max_bytes: Option<u64>,
+    /// Capture files kept, the current one included.
+    #[arg(long, value_name = "N")]
+    capture_files: Option<u32>,
     /// At exit, write the final counters as JSON to this file.
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -115,6 +127,15 @@ impl GatewayArgs {
         }
         if self.icmp_source_v6.is_some() {
             c.engine.icmp_source_v6 = self.icmp_source_v6;
+        }
+        if self.capture.is_some() {
+            c.capture = self.capture.clone();
+        }
+        if let Some(v) = self.capture_max_bytes {
+            c.capture_max_bytes = v;
+        }
+        if let Some(v) = self.capture_files {
+            c.capture_files = v;
         }
         if self.no_offload {
             c.offload = false;
