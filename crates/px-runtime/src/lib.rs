@@ -8,4 +8,5 @@
 
 pub mod caravan;
 pub mod gateway;
+pub mod logging;
 pub mod pmtud;

@@ -78,6 +78,9 @@ pub struct GatewayArgs {
     /// Capture files kept, the current one included.
     #[arg(long, value_name = "N")]
     capture_files: Option<u32>,
+    /// Log lines as text (human, the default) or one JSON object per line.
+    #[arg(long, value_name = "FORMAT", value_parser = ["human", "json"], default_value = "human")]
+    log_format: String,
     /// At exit, write the final counters as JSON to this file.
     #[arg(long)]
     stats_file: Option<PathBuf>,
@@ -164,10 +167,11 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
         print!("{}", toml::to_string(&cfg).map_err(|e| e.to_string())?);
         return Ok(ExitCode::SUCCESS);
     }
+    px_runtime::logging::init(args.log_format.parse()?);
     let stop = crate::signals::install();
     let reload = crate::signals::install_reload();
     let ctl = gateway::Control { stop, reload, load: Some(Box::new(|| args.to_config())) };
-    let total = gateway::run_with(&cfg, ctl, &mut |line| eprintln!("{line}")).map_err(|e| e.to_string())?;
+    let total = gateway::run_with(&cfg, ctl, &mut |line| px_runtime::logging::line(line)).map_err(|e| e.to_string())?;
     if let Some(path) = &args.stats_file {
         let json = serde_json::json!({
             "yield": total.counters.conversion_yield(),

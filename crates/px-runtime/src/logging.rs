@@ -1,0 +1,119 @@
+//! Daemon logs through `tracing`: human-readable lines on stderr by
+//! default (time, level, message), one JSON object per line with
+//! `--log-format json` (for journald or a log shipper). The messages are
+//! the runtime's log lines as they are: `px gateway: inner ...` at start,
+//! the periodic summary, `... stopped; flushed everything held. ...` at
+//! exit, in both formats.
+
+use std::io::IsTerminal;
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// `2026-01-01T00:00:00.000000Z  INFO px gateway: ...`
+    #[default]
+    Human,
+    /// `{"timestamp":"...","level":"INFO","fields":{"message":"px gateway: ..."},"target":"px::gateway"}`
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "human" => Ok(LogFormat::Human),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("unknown log format {other:?} (human or json)")),
+        }
+    }
+}
+
+/// Installs the process' subscriber, writing to stderr (INFO and above).
+/// A second call changes nothing.
+pub fn init(format: LogFormat) {
+    let _ = tracing::dispatcher::set_global_default(dispatch(format, std::io::stderr, std::io::stderr().is_terminal()));
+}
+
+/// The subscriber for `format`, writing through `writer`.
+fn dispatch<W>(format: LogFormat, writer: W, ansi: bool) -> tracing::Dispatch
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let b = tracing_subscriber::fmt().with_writer(writer).with_max_level(tracing::Level::INFO).with_ansi(ansi);
+    match format {
+        LogFormat::Human => b.with_target(false).finish().into(),
+        LogFormat::Json => b.json().with_current_span(false).with_span_list(false).finish().into(),
+    }
+}
+
+/// Logs one of the runtime's lines: refusals and failures as warnings,
+/// the rest as information.
+pub fn line(text: &str) {
+    if is_warning(text) {
+        tracing::warn!(target: "px::gateway", "{text}");
+    } else {
+        tracing::info!(target: "px::gateway", "{text}");
+    }
+}
+
+fn is_warning(text: &str) -> bool {
+    text.contains("refused") || text.contains("px gateway: restoring")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_parse_and_refusals_warn() {
+        assert_eq!("json".parse::<LogFormat>(), Ok(LogFormat::Json));
+        assert_eq!("human".parse::<LogFormat>(), Ok(LogFormat::Human));
+        assert!("xml".parse::<LogFormat>().is_err());
+        assert!(is_warning("px gateway: reload refused: `workers` cannot change"));
+        assert!(!is_warning("px gateway: inner a (iMTU 9000) <-> outer b"));
+    }
+
+    /// What a format writes for two of the gateway's lines.
+    fn written(format: LogFormat) -> String {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let d = dispatch(format, move || buf.clone(), false);
+        tracing::dispatcher::with_default(&d, || {
+            line("px gateway: inner px-gwi (iMTU 9000) <-> outer px-gwo (eMTU 1500), 1 worker(s)");
+            line("px gateway: reload refused: `workers` cannot change while running (1 -> 2)");
+        });
+        String::from_utf8(out.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn human_lines_keep_the_text_the_tests_grep() {
+        let text = written(LogFormat::Human);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].contains(" INFO px gateway: inner px-gwi (iMTU 9000) <-> outer px-gwo"), "{text}");
+        assert!(lines[1].contains(" WARN px gateway: reload refused: `workers`"), "{text}");
+    }
+
+    #[test]
+    fn json_lines_are_objects_with_level_and_message() {
+        let text = written(LogFormat::Json);
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0]["level"], "INFO");
+        assert!(lines[0]["fields"]["message"].as_str().unwrap().starts_with("px gateway: inner px-gwi"), "{text}");
+        assert_eq!(lines[1]["level"], "WARN");
+        assert!(lines[0]["timestamp"].is_string());
+    }
+}
