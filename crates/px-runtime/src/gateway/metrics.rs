@@ -816,6 +816,115 @@ mod tests {
         }
     }
 
+    /// Every PromQL expression of the Grafana dashboard (and of its
+    /// template variables).
+    fn dashboard_queries() -> Vec<String> {
+        fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (k, v) in m {
+                        match (k.as_str(), v) {
+                            ("expr" | "definition", serde_json::Value::String(s)) => out.push(s.clone()),
+                            _ => walk(v, out),
+                        }
+                    }
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+                _ => {}
+            }
+        }
+        let dash: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../contrib/grafana/px-gateway.json")).unwrap();
+        let mut out = Vec::new();
+        walk(&dash, &mut out);
+        out
+    }
+
+    /// Metric names in a PromQL expression: identifiers starting `px_`
+    /// (label names and functions never do).
+    fn metric_names(expr: &str) -> Vec<&str> {
+        let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+        let mut names = Vec::new();
+        let mut rest = expr;
+        while let Some(i) = rest.find(|c: char| is_ident(c)) {
+            let tail = &rest[i..];
+            let end = tail.find(|c: char| !is_ident(c)).unwrap_or(tail.len());
+            let word = &tail[..end];
+            // Not inside a quoted label value: those follow `"`.
+            if word.starts_with("px_") && !rest[..i].ends_with('"') {
+                names.push(word);
+            }
+            rest = &tail[end..];
+        }
+        names
+    }
+
+    #[test]
+    fn dashboard_asks_only_for_exported_metrics() {
+        let exported: Vec<String> = FAMILIES.iter().flat_map(|f| f.sample_names()).collect();
+        let queries = dashboard_queries();
+        assert!(queries.len() > 20, "{queries:?}");
+        let mut used = std::collections::BTreeSet::new();
+        for q in &queries {
+            let names = metric_names(q);
+            assert!(!names.is_empty(), "no px_ metric in {q}");
+            for n in names {
+                assert!(
+                    exported.iter().any(|e| e == n),
+                    "the dashboard asks for {n}, which the gateway does not export: {q}"
+                );
+                used.insert(n.to_string());
+            }
+        }
+        // What the dashboard is for: throughput and packets per port,
+        // yield, held bytes, flows, drops by reason, caravans.
+        for must in [
+            "px_gateway_bytes_total",
+            "px_gateway_packets_total",
+            "px_gateway_inner_tcp_full_out_total",
+            "px_gateway_held_bytes",
+            "px_gateway_flows",
+            "px_gateway_drops_total",
+            "px_gateway_caravans_built_total",
+            "px_gateway_caravans_opened_total",
+        ] {
+            assert!(used.contains(must), "the dashboard has no panel on {must}");
+        }
+        assert_eq!(
+            metric_names("sum by (reason) (rate(px_gateway_drops_total{reason=\"px_x\"}[5m]))"),
+            ["px_gateway_drops_total"]
+        );
+    }
+
+    /// The dashboard's expressions parse as PromQL: each becomes a
+    /// recording rule (Grafana's variables replaced) for `promtool check
+    /// rules`; skipped with a message where promtool is missing.
+    #[test]
+    fn dashboard_queries_parse_as_promql() {
+        let mut rules = String::from("groups:\n  - name: px-gateway-dashboard\n    rules:\n");
+        for (i, q) in dashboard_queries().iter().enumerate() {
+            if q.starts_with("label_values(") {
+                continue;
+            }
+            let q = q.replace("$__rate_interval", "1m").replace("$instance", ".*");
+            let _ = writeln!(rules, "      - record: px:dashboard_{i}\n        expr: '{}'", q.replace('\'', "''"));
+        }
+        let path = std::env::temp_dir().join(format!("px-dashboard-rules-{}.yml", std::process::id()));
+        std::fs::write(&path, rules).unwrap();
+        let out = std::process::Command::new("promtool").args(["check", "rules"]).arg(&path).output();
+        let _ = std::fs::remove_file(&path);
+        let Ok(out) = out else {
+            eprintln!("SKIP dashboard_queries_parse_as_promql: promtool not found (apt-get install prometheus)");
+            return;
+        };
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// `promtool check metrics` (Debian's `prometheus` package) accepts the
     /// exposition; skipped with a message where promtool is missing.
     #[test]
