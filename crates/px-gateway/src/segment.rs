@@ -67,29 +67,6 @@ impl<'a> Seg<'a> {
         })
     }
 
-    /// The connection's flow key, for a segment that arrived on `from`.
-    /// IPv4 keys are read as words straight from the frame.
-    pub fn key(&self, frame: &[u8], from: crate::counters::Port) -> crate::flow::FlowKey {
-        use crate::counters::Port;
-        use crate::flow::FlowKey;
-        let (outer_port, inner_port) = match from {
-            Port::Outer => (self.src_port, self.dst_port),
-            Port::Inner => (self.dst_port, self.src_port),
-        };
-        if self.info.version == IpVersion::V4 {
-            // One bounds check for both addresses.
-            let a = self.info.l3 + 12;
-            let w = frame.get(a..a + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_be_bytes);
-            let (src, dst) = ((w >> 32) as u32, w as u32);
-            let (outer, inner) = if from == Port::Outer { (src, dst) } else { (dst, src) };
-            return FlowKey::from_v4(outer, inner, outer_port, inner_port);
-        }
-        match from {
-            Port::Outer => FlowKey::new(self.info.src, self.info.dst, outer_port, inner_port),
-            Port::Inner => FlowKey::new(self.info.dst, self.info.src, outer_port, inner_port),
-        }
-    }
-
     /// Offset of the TCP payload in the frame.
     pub fn payload_start(&self) -> usize {
         self.info.l4 + self.th
