@@ -291,3 +291,164 @@ fn complete_partial_checksum(frame: &mut [u8], seg: &Seg, csum: Checksum) -> Opt
     frame[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
     Some(payload)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_frames::{L2, Tcp, l4_checksum_ok, udp};
+    use px_wire::checksum;
+
+    const MSS: usize = 1448;
+
+    fn engine(cfg: Config) -> Engine {
+        Engine::new(cfg).unwrap()
+    }
+
+    fn sent(e: &mut Engine) -> Vec<(Port, Vec<u8>)> {
+        let mut v = Vec::new();
+        while let Some(t) = e.poll_transmit() {
+            v.push((t.port, t.frame().to_vec()));
+            e.recycle(t.buf);
+        }
+        v
+    }
+
+    /// Three in-order full segments: the third makes the flow bulk and is held.
+    fn start_a_hold(e: &mut Engine, now: Instant) {
+        for i in 0..3u32 {
+            let mut f = Tcp::data(false, Port::Outer, 1 + i * MSS as u32, MSS).build();
+            let v = e.handle_packet(now, Port::Outer, &mut f, PacketMeta::PLAIN);
+            let want = if i < 2 { Verdict::Forward { meta: PacketMeta::PLAIN } } else { Verdict::Consumed };
+            assert_eq!(v, want, "segment {i}");
+        }
+        assert_eq!(e.held_bytes(), MSS);
+    }
+
+    #[test]
+    fn frames_that_are_not_ip_pass_unless_too_big() {
+        let now = Instant::now();
+        let mut e = engine(Config::default());
+        let mut arp = vec![0u8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(
+            e.handle_packet(now, Port::Outer, &mut arp, PacketMeta::PLAIN),
+            Verdict::Forward { meta: PacketMeta::PLAIN }
+        );
+        let mut big = vec![0u8; L2 + 1501];
+        big[12..14].copy_from_slice(&[0x88, 0xb5]);
+        assert_eq!(
+            e.handle_packet(now, Port::Inner, &mut big, PacketMeta::PLAIN),
+            Verdict::Dropped(DropReason::TooBigUncuttable)
+        );
+        assert_eq!(e.counters().non_ip, 2);
+        assert_eq!(e.counters().port(Port::Outer).rx_packets, 1);
+        assert_eq!(e.counters().port(Port::Inner).tx_packets, 1);
+    }
+
+    #[test]
+    fn a_bad_ipv4_header_checksum_is_malformed() {
+        let mut f = Tcp::data(false, Port::Outer, 1, 100).build();
+        f[L2 + 8] ^= 1; // TTL changed, checksum not
+        let mut e = engine(Config::default());
+        assert_eq!(
+            e.handle_packet(Instant::now(), Port::Outer, &mut f, PacketMeta::PLAIN),
+            Verdict::Dropped(DropReason::Malformed)
+        );
+        assert_eq!(e.counters().drops(DropReason::Malformed), 1);
+    }
+
+    #[test]
+    fn a_partial_tcp_checksum_is_completed_before_the_segment_leaves() {
+        for v6 in [false, true] {
+            let mut f = Tcp::data(v6, Port::Outer, 1, 200).build();
+            let info = FrameInfo::parse(&f).unwrap().unwrap();
+            // CHECKSUM_PARTIAL: the field holds the pseudo-header sum only.
+            let ps = crate::test_frames::pseudo(v6, Port::Outer, 6, info.end - info.l4);
+            f[info.l4 + 16..info.l4 + 18].copy_from_slice(&checksum::fold(ps).to_be_bytes());
+            assert!(!l4_checksum_ok(&f, v6, Port::Outer, 6));
+            let meta =
+                PacketMeta { csum: Checksum::Partial { start: info.l4 as u16, offset: 16 }, ..PacketMeta::PLAIN };
+            let mut e = engine(Config::default());
+            assert_eq!(
+                e.handle_packet(Instant::now(), Port::Outer, &mut f, meta),
+                Verdict::Forward { meta: PacketMeta::PLAIN }
+            );
+            assert!(l4_checksum_ok(&f, v6, Port::Outer, 6), "v6={v6}");
+        }
+    }
+
+    #[test]
+    fn a_hold_leaves_at_its_deadline_not_before() {
+        let now = Instant::now();
+        let cfg = Config::default();
+        let deadline = now + cfg.merge_timeout;
+        let mut e = engine(cfg);
+        start_a_hold(&mut e, now);
+        assert_eq!(sent(&mut e).len(), 0);
+        assert_eq!(e.poll_timeout(), Some(deadline));
+        e.handle_timeout(deadline - Duration::from_micros(1));
+        assert!(sent(&mut e).is_empty());
+        e.handle_timeout(deadline);
+        let out = sent(&mut e);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, Port::Inner);
+        assert_eq!(out[0].1.len(), L2 + 20 + 32 + MSS);
+        assert_eq!(e.counters().flushes(FlushReason::Timeout), 1);
+        assert_eq!(e.held_bytes(), 0);
+        // Only housekeeping is left to wake for (it ran at the timeout).
+        assert_eq!(e.poll_timeout(), Some(deadline + HOUSEKEEPING));
+    }
+
+    #[test]
+    fn holds_and_caravans_share_one_deadline_queue() {
+        let now = Instant::now();
+        let cfg = Config { caravan_prefixes: vec!["203.0.113.0/24".parse().unwrap()], ..Config::default() };
+        let timeout = cfg.merge_timeout;
+        let mut e = engine(cfg);
+        start_a_hold(&mut e, now);
+        let later = now + Duration::from_micros(100);
+        let mut d = udp(false, Port::Outer, b"one");
+        assert_eq!(e.handle_packet(later, Port::Outer, &mut d, PacketMeta::PLAIN), Verdict::Consumed);
+        assert_eq!(e.poll_timeout(), Some(now + timeout));
+        e.handle_timeout(now + timeout);
+        assert_eq!(sent(&mut e).len(), 1, "the hold");
+        assert_eq!(e.poll_timeout(), Some(later + timeout), "then the caravan");
+        e.handle_timeout(later + timeout);
+        let out = sent(&mut e);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].1, d, "a caravan of one datagram leaves as that datagram");
+        assert_eq!(e.counters().caravan.timeouts, 1);
+    }
+
+    #[test]
+    fn flush_all_sends_every_hold_and_caravan() {
+        let now = Instant::now();
+        let cfg = Config { caravan_prefixes: vec!["203.0.113.0/24".parse().unwrap()], ..Config::default() };
+        let mut e = engine(cfg);
+        start_a_hold(&mut e, now);
+        for p in [&b"a"[..], b"b"] {
+            let mut d = udp(false, Port::Outer, p);
+            assert_eq!(e.handle_packet(now, Port::Outer, &mut d, PacketMeta::PLAIN), Verdict::Consumed);
+        }
+        e.flush_all(now);
+        let out = sent(&mut e);
+        assert_eq!(out.len(), 2);
+        assert!(out.iter().all(|(p, _)| *p == Port::Inner));
+        assert_eq!(e.counters().flushes(FlushReason::Shutdown), 1);
+        assert_eq!(e.counters().caravan.built, 1);
+        assert_eq!(e.held_bytes(), 0);
+        assert_eq!(e.poll_timeout(), Some(now + HOUSEKEEPING));
+    }
+
+    #[test]
+    fn udp_from_inside_goes_the_router_path() {
+        let mut e = engine(Config::default());
+        let mut d = udp(true, Port::Inner, &[7u8; 2000]);
+        // IPv6 and larger than the eMTU: dropped (no ICMP source configured).
+        assert_eq!(
+            e.handle_packet(Instant::now(), Port::Inner, &mut d, PacketMeta::PLAIN),
+            Verdict::Dropped(DropReason::TooBigV6)
+        );
+        assert_eq!(e.counters().icmp_no_source, 1);
+    }
+}

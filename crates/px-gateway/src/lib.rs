@@ -36,6 +36,8 @@ mod port;
 mod router;
 mod segment;
 mod split;
+#[cfg(test)]
+mod test_frames;
 mod timer;
 
 pub use buf::{HEADROOM, Transmit, Verdict};

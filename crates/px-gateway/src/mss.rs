@@ -90,6 +90,36 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::port::Port;
+    use crate::test_frames::{Tcp, l4_checksum_ok};
+    use px_wire::FrameInfo;
+    use px_wire::offload::PacketMeta;
+    use px_wire::tcp::flags;
+
+    /// The MSS option of a SYN after the engine saw it, and whether its
+    /// checksum still verifies.
+    fn through(e: &mut crate::Engine, from: Port, mss: u16) -> (u16, bool) {
+        let mut syn = Tcp::data(false, from, 0, 0);
+        syn.flags = flags::SYN;
+        syn.opts = [[2, 4], mss.to_be_bytes()].concat();
+        let mut f = syn.build();
+        let _ = e.handle_packet(Instant::now(), from, &mut f, PacketMeta::PLAIN);
+        let info = FrameInfo::parse(&f).unwrap().unwrap();
+        let m = TcpSegment::new_checked(&f[info.l4..]).unwrap().mss().unwrap().0;
+        (m, l4_checksum_ok(&f, false, from, 6))
+    }
+
+    #[test]
+    fn syns_are_raised_inbound_and_clamped_outbound() {
+        let mut e = crate::Engine::new(Config::default()).unwrap();
+        assert_eq!(through(&mut e, Port::Outer, 1460), (8960, true));
+        assert_eq!(through(&mut e, Port::Inner, 8960), (1460, true));
+        assert_eq!(through(&mut e, Port::Inner, 1200), (1200, true), "never raised outbound");
+        assert_eq!(through(&mut e, Port::Outer, 9000), (9000, true), "never lowered inbound");
+        let c = e.counters();
+        assert_eq!((c.mss_raised, c.mss_clamped, c.syn_without_mss), (1, 1, 0));
+    }
 
     #[test]
     fn mss_follows_the_mtu_and_the_rfcs() {

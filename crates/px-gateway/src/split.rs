@@ -175,3 +175,122 @@ fn prepare_gso(frame: &mut [u8], seg: &Seg, mss: usize) -> PacketMeta {
     frame[l4 + 16..l4 + 18].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
     PacketMeta::tcp_gso(seg.info.version == IpVersion::V6, mss as u16, l4 as u16, seg.payload_start() as u16)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::flow::FlowKey;
+    use crate::test_frames::{L2, Tcp, l4_checksum_ok, pseudo};
+    use px_wire::FrameInfo;
+
+    fn parsed(f: &[u8]) -> FrameInfo {
+        FrameInfo::parse(f).unwrap().unwrap()
+    }
+
+    #[test]
+    fn pieces_are_cut_as_tso_cuts() {
+        for v6 in [false, true] {
+            let mut t = Tcp::data(v6, Port::Inner, 5000, 2500);
+            t.flags = flags::ACK | flags::PSH | flags::FIN | flags::CWR;
+            let f = t.build();
+            let info = parsed(&f);
+            let seg = Seg::parse(&f, &info).unwrap();
+            let hdr = seg.payload_start();
+            let mut off = 0;
+            for i in 0..3 {
+                let n = 1000.min(2500 - off);
+                let mut out = vec![0u8; 2048];
+                let end = write_piece(&f, &seg, i, off, n, off + n == 2500, &mut out);
+                let p = &out[..end];
+                assert_eq!(end, hdr + n);
+                assert_eq!(&p[hdr..], &f[hdr + off..hdr + off + n], "payload of piece {i}");
+                let pi = parsed(p);
+                let ps = Seg::parse(p, &pi).unwrap();
+                assert_eq!(ps.seq, 5000 + off as u32);
+                let want = match i {
+                    0 => flags::ACK | flags::CWR,
+                    1 => flags::ACK,
+                    _ => flags::ACK | flags::PSH | flags::FIN,
+                };
+                assert_eq!(ps.flags, want, "v6={v6} piece {i}");
+                assert!(l4_checksum_ok(p, v6, Port::Inner, 6), "v6={v6} piece {i}");
+                assert_eq!(pi.ip_len(), end - L2);
+                if !v6 {
+                    let ip = Ipv4Packet::new_unchecked(&p[L2..pi.l4]);
+                    assert!(ip.verify_checksum());
+                    assert_eq!(ip.ident(), 100 + i as u16);
+                }
+                off += n;
+            }
+        }
+    }
+
+    #[test]
+    fn gso_hand_off_leaves_the_pseudo_header_sum() {
+        for v6 in [false, true] {
+            let mut f = Tcp::data(v6, Port::Inner, 1, 4000).build();
+            let info = parsed(&f);
+            let seg = Seg::parse(&f, &info).unwrap();
+            let (l4, start) = (info.l4, seg.payload_start());
+            let meta = prepare_gso(&mut f, &seg, 1448);
+            assert_eq!(meta, PacketMeta::tcp_gso(v6, 1448, l4 as u16, start as u16));
+            let want = checksum::fold(pseudo(v6, Port::Inner, 6, f.len() - l4));
+            assert_eq!(u16::from_be_bytes([f[l4 + 16], f[l4 + 17]]), want, "v6={v6}");
+        }
+    }
+
+    #[test]
+    fn segment_limit_is_the_path_and_what_each_host_announced() {
+        let now = Instant::now();
+        let mut e = Engine::new(Config::default()).unwrap();
+        for v6 in [false, true] {
+            let f = Tcp::data(v6, Port::Inner, 1, 10).build();
+            let info = parsed(&f);
+            let seg = Seg::parse(&f, &info).unwrap();
+            // 32 bytes of TCP header with timestamps.
+            let ip = if v6 { 40 } else { 20 };
+            assert_eq!(e.segment_limit(now, Port::Outer, &seg, None), 1500 - ip - 32);
+            assert_eq!(e.segment_limit(now, Port::Inner, &seg, None), 9000 - ip - 32);
+        }
+        // The inner host announces MSS 1000 in its SYN: segments toward it
+        // carry at most 1000 less the 12 bytes of options.
+        let mut syn = Tcp::data(false, Port::Inner, 0, 0);
+        syn.flags = flags::SYN;
+        syn.opts = vec![2, 4, 0x03, 0xe8];
+        let _ = e.handle_packet(now, Port::Inner, &mut syn.build(), PacketMeta::PLAIN);
+        let f = Tcp::data(false, Port::Outer, 1, 10).build();
+        let info = parsed(&f);
+        let seg = Seg::parse(&f, &info).unwrap();
+        let flow = e.flows.peek(&FlowKey::of_segment(&seg, &f, Port::Outer));
+        assert!(flow.is_some());
+        assert_eq!(e.segment_limit(now, Port::Inner, &seg, flow), 1000 - 12);
+    }
+
+    #[test]
+    fn forwarding_cuts_in_software_or_hands_off_to_gso() {
+        let now = Instant::now();
+        for gso in [false, true] {
+            let mut e = Engine::new(Config { outer_gso: gso, ..Config::default() }).unwrap();
+            let mut f = Tcp::data(false, Port::Inner, 1, 3000).build();
+            let info = parsed(&f);
+            let seg = Seg::parse(&f, &info).unwrap();
+            let hdr = seg.payload_start();
+            let v = e.forward_tcp(now, Port::Outer, &mut f, &seg, PacketMeta::PLAIN, None);
+            let mut sizes = Vec::new();
+            while let Some(t) = e.poll_transmit() {
+                assert_eq!(t.port, Port::Outer);
+                sizes.push(t.frame().len() - hdr);
+            }
+            if gso {
+                assert_eq!(v, Verdict::Forward { meta: PacketMeta::tcp_gso(false, 1448, 34, hdr as u16) });
+                assert!(sizes.is_empty());
+                assert_eq!(e.counters.gso_out, 1);
+            } else {
+                assert_eq!(v, Verdict::Consumed);
+                assert_eq!(sizes, [1448, 1448, 104]);
+                assert_eq!((e.counters.split_in, e.counters.split_out), (1, 3));
+            }
+        }
+    }
+}
