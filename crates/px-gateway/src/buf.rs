@@ -5,7 +5,8 @@
 
 use px_wire::offload::PacketMeta;
 
-use crate::counters::{DropReason, Port};
+use crate::counters::DropReason;
+use crate::port::Port;
 
 /// Room reserved in front of held payload for the frame's headers
 /// (Ethernet with two VLAN tags, IPv4/IPv6 without options, TCP with 40

@@ -1,26 +1,10 @@
 //! What the engine counts: every packet in is accounted for as forwarded,
 //! absorbed into a merge, cut into pieces, or dropped for a named reason.
 
+use px_wire::caravan::Malformed;
 use serde::Serialize;
 
-/// The two ports of the gateway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Port {
-    /// Toward the b-network (iMTU).
-    Inner,
-    /// Toward the legacy network (eMTU).
-    Outer,
-}
-
-impl Port {
-    pub fn other(self) -> Port {
-        match self {
-            Port::Inner => Port::Outer,
-            Port::Outer => Port::Inner,
-        }
-    }
-}
+use crate::port::Port;
 
 /// Why the engine dropped a packet. It drops only what a router would.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -228,7 +212,7 @@ pub struct Counters {
     pub drop: [u64; 4],
     pub hold: HoldHistogram,
     /// PX-caravans built and opened (`docs/caravan.md`).
-    pub caravan: crate::CaravanCounters,
+    pub caravan: CaravanCounters,
 }
 
 impl Counters {
@@ -309,6 +293,76 @@ impl Counters {
             *a += b;
         }
         self.caravan.accumulate(&o.caravan);
+    }
+}
+
+/// What the engine counts about caravans.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CaravanCounters {
+    /// Inbound datagrams packed into caravans (those sent alone included).
+    pub packed_in: u64,
+    /// Caravans sent to the inner port (two datagrams or more).
+    pub built: u64,
+    /// ... of which were full: the next datagram of the flow's last size
+    /// would not have fitted the iMTU. The caravan yield's numerator.
+    pub built_full: u64,
+    /// Datagrams in the caravans built (datagrams per caravan = this / built).
+    pub built_datagrams: u64,
+    /// Holds that ended with one datagram, sent plain.
+    pub singles: u64,
+    /// Holds sent because the merge timeout expired.
+    pub timeouts: u64,
+    /// Holds sent early because a datagram's headers did not match (TTL,
+    /// TOS, DF, IPv4 ID out of sequence) or it could not be packed.
+    pub mismatches: u64,
+    /// Holds sent early for memory or table bounds.
+    pub pressure: u64,
+    /// Inbound plain datagrams toward caravan-capable hosts whose DSCP was
+    /// the caravan codepoint, remarked to 0 (RFC 2474 §6: a boundary node
+    /// re-marks codepoints it does not honour).
+    pub remarked: u64,
+    /// Outbound caravans unpacked, and datagrams they gave.
+    pub opened: u64,
+    pub opened_datagrams: u64,
+    /// Outbound caravans dropped whole, by [`Malformed`] reason.
+    pub malformed: [u64; 6],
+}
+
+impl CaravanCounters {
+    /// Share of built caravans that were full (the paper's yield, for UDP).
+    pub fn caravan_yield(&self) -> f64 {
+        if self.built == 0 { 0.0 } else { self.built_full as f64 / self.built as f64 }
+    }
+
+    /// Mean datagrams per caravan built.
+    pub fn datagrams_per_caravan(&self) -> f64 {
+        if self.built == 0 { 0.0 } else { self.built_datagrams as f64 / self.built as f64 }
+    }
+
+    pub fn malformed(&self, r: Malformed) -> u64 {
+        self.malformed[r as usize]
+    }
+
+    pub fn accumulate(&mut self, o: &CaravanCounters) {
+        let pairs: [(&mut u64, u64); 11] = [
+            (&mut self.packed_in, o.packed_in),
+            (&mut self.built, o.built),
+            (&mut self.built_full, o.built_full),
+            (&mut self.built_datagrams, o.built_datagrams),
+            (&mut self.singles, o.singles),
+            (&mut self.timeouts, o.timeouts),
+            (&mut self.mismatches, o.mismatches),
+            (&mut self.pressure, o.pressure),
+            (&mut self.remarked, o.remarked),
+            (&mut self.opened, o.opened),
+            (&mut self.opened_datagrams, o.opened_datagrams),
+        ];
+        for (a, b) in pairs {
+            *a += b;
+        }
+        for (a, b) in self.malformed.iter_mut().zip(o.malformed) {
+            *a += b;
+        }
     }
 }
 

@@ -9,59 +9,51 @@
 //!    and drain `poll_transmit` again.
 //! 5. Give sent buffers back with [`Engine::recycle`].
 
-use core::net::IpAddr;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use px_wire::checksum::Sum;
 use px_wire::ipv4::Ipv4Packet;
 use px_wire::offload::{Checksum, PacketMeta};
-use px_wire::tcp::{TcpSegment, flags};
-use px_wire::udp::UdpDatagram;
-use px_wire::{FrameInfo, IpVersion, Transport};
+use px_wire::tcp::flags;
+use px_wire::{FrameInfo, IpVersion};
 
 use crate::buf::{HEADROOM, Pool, Transmit, Verdict};
-use crate::config::{Config, ConfigError, PshPolicy};
-use crate::counters::{Counters, DropReason, FlushReason, Port};
+use crate::caravan::open::{Caravans, SendReason};
+use crate::config::{Config, ConfigError};
+use crate::counters::{Counters, DropReason, FlushReason};
 use crate::flow::{FlowKey, FlowTable};
-use crate::merge::{Held, holdable, split_sum};
 use crate::pmtu::PmtuCache;
-use crate::router::{self, IcmpLimiter};
+use crate::port::Port;
+use crate::router::limit::IcmpLimiter;
 use crate::segment::Seg;
-use crate::split;
-
-#[path = "caravan.rs"]
-pub(crate) mod caravan;
+use crate::timer::{Deadlines, Timer};
 
 /// How often idle flows are looked for when nothing else wakes the engine.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
-/// Smallest segment that counts as full-sized for bulk detection: the
-/// default MSS every IPv4 host may send (RFC 9293 §3.7.1). A flow of smaller
-/// segments in a row is interactive, not bulk, and is never held.
-const BULK_MIN_PAYLOAD: u32 = 536;
-
-/// The MTU-translating engine for one worker.
+/// The MTU-translating engine for one worker. Its behaviour lives by job in
+/// the modules beside it (`merge`, `split`, `mss`, `caravan`, `router`);
+/// this file holds the dispatch and the poll API.
 #[derive(Debug)]
 pub struct Engine {
-    cfg: Config,
-    flows: FlowTable,
-    pmtu: PmtuCache,
-    icmp: IcmpLimiter,
-    pool: Pool,
+    pub(crate) cfg: Config,
+    pub(crate) flows: FlowTable,
+    pub(crate) pmtu: PmtuCache,
+    pub(crate) icmp: IcmpLimiter,
+    pub(crate) pool: Pool,
     out: VecDeque<Transmit>,
-    /// Hold deadlines in the order holds started (all holds wait the same
-    /// timeout, so this is also deadline order): (deadline, flow, hold id).
-    timers: VecDeque<(Instant, u32, u64)>,
+    /// Deadlines of TCP holds and open caravans, in deadline order.
+    pub(crate) deadlines: Deadlines,
     /// Buffer capacity reserved by live holds, bounded by `max_held_bytes`.
-    held_reserved: usize,
+    pub(crate) held_reserved: usize,
     /// Payload bytes in live holds.
-    held_bytes: usize,
-    next_hold_id: u64,
+    pub(crate) held_bytes: usize,
+    pub(crate) next_hold_id: u64,
     /// When idle flows are next looked for (one comparison per packet).
     next_housekeeping: Option<Instant>,
-    counters: Counters,
-    caravans: caravan::Caravans,
+    pub(crate) counters: Counters,
+    pub(crate) caravans: Caravans,
 }
 
 impl Engine {
@@ -76,13 +68,13 @@ impl Engine {
             icmp: IcmpLimiter::new(cfg.icmp_rate_per_sec),
             pool: Pool::new(buf_size, 4096),
             out: VecDeque::new(),
-            timers: VecDeque::new(),
+            deadlines: Deadlines::default(),
             held_reserved: 0,
             held_bytes: 0,
             next_hold_id: 1,
             next_housekeeping: None,
             counters: Counters::default(),
-            caravans: caravan::Caravans::new(),
+            caravans: Caravans::new(),
             cfg,
         })
     }
@@ -136,11 +128,7 @@ impl Engine {
     /// (a hold that already left), never late.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let hold = self.timers.front().map(|t| t.0);
-        let hold = match (hold, self.caravans.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let hold = self.deadlines.next();
         let house = (self.flows.len() > 0).then_some(self.next_housekeeping).flatten();
         match (hold, house) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -153,21 +141,32 @@ impl Engine {
         self.pool.put(buf);
     }
 
-    /// Flushes holds whose deadline passed and forgets idle flows.
+    /// Sends the holds and caravans whose deadline passed and forgets idle
+    /// flows.
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(&(deadline, idx, id)) = self.timers.front() {
-            if !self.hold_is(idx, id) {
-                self.timers.pop_front();
+        while let Some((deadline, t)) = self.deadlines.front() {
+            if !self.is_live(t) {
+                self.deadlines.pop();
                 continue;
             }
             if deadline > now {
                 break;
             }
-            self.timers.pop_front();
-            self.flush_flow(idx, FlushReason::Timeout, now);
+            self.deadlines.pop();
+            match t {
+                Timer::Hold { flow, .. } => self.flush_flow(flow, FlushReason::Timeout, now),
+                Timer::Caravan { key, .. } => self.send_open(key, SendReason::Timeout, now),
+            }
         }
-        self.caravan_timeout(now);
         self.housekeeping(now);
+    }
+
+    /// Whether a deadline still belongs to a hold or caravan that waits.
+    fn is_live(&self, t: Timer) -> bool {
+        match t {
+            Timer::Hold { flow, id } => self.hold_is(flow, id),
+            Timer::Caravan { key, id } => self.caravan_is(key, id),
+        }
     }
 
     /// Sends everything held (e.g. on shutdown).
@@ -176,8 +175,11 @@ impl Engine {
         for idx in idxs {
             self.flush_flow(idx, FlushReason::Shutdown, now);
         }
-        self.timers.clear();
-        self.caravan_flush_all(now);
+        while let Some((_, t)) = self.deadlines.pop() {
+            if let Timer::Caravan { key, .. } = t {
+                self.send_open(key, SendReason::Shutdown, now);
+            }
+        }
     }
 
     /// Handles one frame received on `from`. See the module docs for the
@@ -220,209 +222,27 @@ impl Engine {
                     Port::Inner => self.outbound_tcp(now, frame, seg, meta),
                 }
             }
-            None => self.other(now, from, frame, info, meta),
+            None => self.route_non_tcp(now, from, frame, info, meta),
         }
     }
 
-    // ---- TCP, outer → inner: merge ------------------------------------
-
-    fn inbound_tcp(
-        &mut self,
-        now: Instant,
-        frame: &mut [u8],
-        seg: &Seg,
-        meta: PacketMeta,
-        known: Option<Sum>,
-    ) -> Verdict {
-        let key = seg.key(frame, Port::Outer);
-        let idx = self.flow_for(key, now);
-        if let Some(f) = self.flows.get_mut(idx) {
-            f.last_seen = now;
-        }
-        if seg.has(flags::SYN) {
-            self.inbound_syn(idx, frame, seg);
-        }
-        let end = seg.seq.wrapping_add(seg.seq_len());
-        let Some(flow) = self.flows.get_mut(idx) else { return self.pass(now, Port::Inner, frame, seg, meta) };
-        let in_order = flow.next_seq == Some(seg.seq);
-        if flow.next_seq.is_none_or(|n| (end.wrapping_sub(n) as i32) > 0) {
-            flow.next_seq = Some(end);
-        }
-        if seg.flags & (flags::SYN | flags::RST | flags::URG | flags::CWR) != 0 {
-            self.flush_flow(idx, FlushReason::ControlFlag, now);
-            return self.pass(now, Port::Inner, frame, seg, meta);
-        }
-        let len = seg.payload_len();
-        if len == 0 {
-            if flow.held.is_some() {
-                self.flush_flow(idx, FlushReason::PureAck, now);
-            }
-            return self.pass(now, Port::Inner, frame, seg, meta);
-        }
-        // Bulk detection: in-order segments of the flow's largest size in a
-        // row (a GRO super-packet counts as the segments it was made of).
-        let unit = meta.tcp_gso_size().map(|g| g as usize).filter(|g| *g > 0).unwrap_or(len).min(len) as u32;
-        if in_order && unit >= flow.max_payload && unit >= BULK_MIN_PAYLOAD {
-            if unit > flow.max_payload {
-                flow.max_payload = unit;
-                flow.full_run = 0;
-            }
-            flow.full_run = flow.full_run.saturating_add((len as u32 / unit).max(1) as u16);
-            if flow.full_run >= self.cfg.bulk_after {
-                flow.bulk = true;
-            }
-        } else if !in_order {
-            flow.full_run = 0;
-        }
-        if !in_order {
-            self.flush_flow(idx, FlushReason::OutOfOrder, now);
-            return self.pass(now, Port::Inner, frame, seg, meta);
-        }
-        if !flow.bulk || !holdable(seg) {
-            self.flush_flow(idx, FlushReason::Unmergeable, now);
-            return self.pass(now, Port::Inner, frame, seg, meta);
-        }
-        let whole = match (known, meta.csum) {
-            (Some(s), _) => s,
-            (None, Checksum::Unknown) if self.cfg.verify_checksums => {
-                if !seg.checksum_ok(frame) {
-                    self.counters.bad_checksum += 1;
-                    self.flush_flow(idx, FlushReason::Unmergeable, now);
-                    return self.pass(now, Port::Inner, frame, seg, meta);
-                }
-                seg.payload_sum_from_checksum(frame)
-            }
-            (None, _) => seg.payload_sum_from_checksum(frame),
+    /// TCP from the inner port: the SYN's MSS clamped, then forwarded (cut
+    /// to the egress if larger).
+    fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: PacketMeta) -> Verdict {
+        let key = FlowKey::of_segment(seg, frame, Port::Inner);
+        let flow = if seg.has(flags::SYN) {
+            let i = self.flow_for(key, now);
+            self.clamp_mss(i, frame, seg, now);
+            Some(i)
+        } else {
+            self.flows.peek(&key)
         };
-        let accepts = self.flows.get(idx).and_then(|f| f.held.as_ref()).is_none_or(|h| h.accepts(frame, seg));
-        if !accepts {
-            self.flush_flow(idx, FlushReason::Unmergeable, now);
-        }
-        let cap = self.merge_cap(idx, seg);
-        if cap < len.min(64) {
-            return self.pass(now, Port::Inner, frame, seg, meta);
-        }
-        self.counters.merged_in += 1;
-        // The flags that end a merge: FIN always, PSH unless configured to ride.
-        let ends = match self.cfg.psh {
-            PshPolicy::Flush => flags::PSH | flags::FIN,
-            PshPolicy::Hold => flags::FIN,
-        };
-        let payload_at = seg.payload_start();
-        let mut off = 0;
-        let mut rest = whole;
-        while off < len {
-            if self.flows.get(idx).is_some_and(|f| f.held.is_none()) {
-                self.start_hold(idx, frame, seg, seg.seq.wrapping_add(off as u32), cap, now);
-            }
-            let Some(h) = self.flows.get_mut(idx).and_then(|f| f.held.as_mut()) else { break };
-            let n = h.room().min(len - off);
-            let piece = &frame[payload_at + off..payload_at + off + n];
-            let (sum, after) = if off + n == len {
-                (rest, Sum(0))
-            } else {
-                split_sum(&frame[payload_at + off..payload_at + len], n, rest)
-            };
-            h.append(piece, sum, seg);
-            h.psh |= ends & flags::PSH == 0 && seg.has(flags::PSH);
-            self.held_bytes += n;
-            rest = after;
-            off += n;
-            if h.room() == 0 {
-                let extra = if off == len { seg.flags & ends } else { 0 };
-                self.emit_hold(idx, extra, None, now);
-            }
-        }
-        if seg.flags & ends != 0 && self.flows.get(idx).is_some_and(|f| f.held.is_some()) {
-            self.emit_hold(idx, seg.flags & ends, Some(FlushReason::PshFin), now);
-        }
-        Verdict::Consumed
+        self.forward_tcp(now, Port::Outer, frame, seg, meta, flow)
     }
 
-    /// Largest payload a merged segment of this flow may carry: the inner
-    /// MSS for this header layout, and no more than the inner host said it
-    /// takes (its MSS less the options, RFC 6691).
-    fn merge_cap(&self, idx: u32, seg: &Seg) -> usize {
-        let mut cap = self.cfg.inner_payload_cap(seg.payload_start() - seg.info.l3);
-        if let Some(m) = self.flows.get(idx).and_then(|f| f.inner_mss) {
-            cap = cap.min((m as usize).saturating_sub(seg.th - px_wire::tcp::MIN_HEADER_LEN));
-        }
-        cap.min(self.pool.size() - HEADROOM)
-    }
+    // ---- flows -------------------------------------------------------------
 
-    fn inbound_syn(&mut self, idx: u32, frame: &mut [u8], seg: &Seg) {
-        let imss = self.cfg.imtu - if seg.info.version == IpVersion::V4 { 40 } else { 60 };
-        let mut tcp = TcpSegment::new_unchecked(&mut frame[seg.info.l4..seg.info.end]);
-        let orig = match tcp.mss() {
-            Some((m, _)) if m < imss => {
-                let _ = tcp.rewrite_mss(imss);
-                self.counters.mss_raised += 1;
-                Some(m)
-            }
-            Some((m, _)) => Some(m),
-            None => {
-                self.counters.syn_without_mss += 1;
-                None
-            }
-        };
-        if let Some(f) = self.flows.get_mut(idx) {
-            // A new handshake resets what was learned about the stream.
-            // RFC 9293 §3.7.1 / RFC 8200 §5: what a peer that said nothing
-            // may send.
-            f.outer_mss = orig.or(Some(if seg.info.version == IpVersion::V4 { 536 } else { 1220 }));
-            f.bulk = false;
-            f.full_run = 0;
-            f.max_payload = 0;
-        }
-    }
-
-    fn start_hold(&mut self, idx: u32, frame: &[u8], seg: &Seg, seq: u32, cap: usize, now: Instant) {
-        while self.held_reserved + cap > self.cfg.max_held_bytes {
-            let Some(&(_, i, id)) = self.timers.front() else { break };
-            self.timers.pop_front();
-            if self.hold_is(i, id) {
-                self.flush_flow(i, FlushReason::MemoryPressure, now);
-            }
-        }
-        let buf = self.pool.get();
-        let id = self.next_hold_id;
-        self.next_hold_id += 1;
-        let held = Held::start(buf, frame, seg, seq, cap, now, id);
-        if let Some(f) = self.flows.get_mut(idx) {
-            f.held = Some(held);
-            self.held_reserved += cap;
-            self.timers.push_back((now + self.cfg.merge_timeout, idx, id));
-        }
-    }
-
-    fn hold_is(&self, idx: u32, id: u64) -> bool {
-        self.flows.get(idx).and_then(|f| f.held.as_ref()).is_some_and(|h| h.id == id)
-    }
-
-    fn flush_flow(&mut self, idx: u32, reason: FlushReason, now: Instant) {
-        if self.flows.get(idx).is_some_and(|f| f.held.is_some()) {
-            self.emit_hold(idx, 0, Some(reason), now);
-        }
-    }
-
-    /// Sends the flow's hold (full, or flushed early for `reason`).
-    fn emit_hold(&mut self, idx: u32, extra: u8, reason: Option<FlushReason>, now: Instant) {
-        let Some(h) = self.flows.get_mut(idx).and_then(|f| f.held.take()) else { return };
-        self.held_reserved -= h.cap;
-        self.held_bytes -= h.len;
-        let full = h.len == h.cap;
-        self.counters.hold.record(now.saturating_duration_since(h.since).as_micros() as u64);
-        if let Some(r) = reason {
-            self.counters.flush[r as usize] += 1;
-        }
-        self.counters.merged_out += 1;
-        self.counters.inner_tcp_data_out += 1;
-        self.counters.inner_tcp_full_out += full as u64;
-        let (buf, start, end) = h.finish(extra);
-        self.queue(Transmit { port: Port::Inner, buf, start, end, meta: PacketMeta::PLAIN });
-    }
-
-    fn flow_for(&mut self, key: FlowKey, now: Instant) -> u32 {
+    pub(crate) fn flow_for(&mut self, key: FlowKey, now: Instant) -> u32 {
         if let Some(i) = self.flows.lookup(&key) {
             return i;
         }
@@ -455,264 +275,16 @@ impl Engine {
         }
     }
 
-    // ---- TCP, inner → outer: split -------------------------------------
-
-    fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: PacketMeta) -> Verdict {
-        let key = seg.key(frame, Port::Inner);
-        if seg.has(flags::SYN) {
-            let i = self.flow_for(key, now);
-            let omss = self.cfg.emtu - if seg.info.version == IpVersion::V4 { 40 } else { 60 };
-            let mut tcp = TcpSegment::new_unchecked(&mut frame[seg.info.l4..seg.info.end]);
-            let orig = match tcp.mss() {
-                Some((m, _)) if m > omss => {
-                    let _ = tcp.rewrite_mss(omss);
-                    self.counters.mss_clamped += 1;
-                    Some(m)
-                }
-                Some((m, _)) => Some(m),
-                None => {
-                    self.counters.syn_without_mss += 1;
-                    None
-                }
-            };
-            // No MSS option: the inner host takes only the default MSS
-            // (RFC 9293 §3.7.1: 536; RFC 8200 §8.3: 1220 for IPv6), and
-            // merged segments must respect it as split ones do outward.
-            let default = if seg.info.version == IpVersion::V4 { 536 } else { 1220 };
-            if let Some(f) = self.flows.get_mut(i) {
-                f.inner_mss = orig.or(Some(default));
-                f.last_seen = now;
-            }
-        }
-        self.pass(now, Port::Outer, frame, seg, meta)
-    }
-
-    // ---- sending TCP on ---------------------------------------------------
-
-    /// Largest TCP payload allowed toward `to` for this segment.
-    fn tcp_limit(&self, now: Instant, to: Port, seg: &Seg) -> usize {
-        match to {
-            // What a merged segment may carry is also the most any segment
-            // toward the inner host may carry.
-            Port::Inner => self.merge_cap_for_pass(seg),
-            Port::Outer => {
-                let mtu = self.egress_mtu(now, Port::Outer, seg.info.dst);
-                let mut cap = (mtu as usize).saturating_sub(seg.payload_start() - seg.info.l3);
-                let k = FlowKey::new(seg.info.dst, seg.info.src, seg.dst_port, seg.src_port);
-                if let Some(m) = self.flows.peek(&k).and_then(|i| self.flows.get(i)).and_then(|f| f.outer_mss) {
-                    cap = cap.min((m as usize).saturating_sub(seg.th - 20));
-                }
-                cap
-            }
-        }
-    }
-
-    /// Passes a TCP segment on toward `to` unchanged, cut to what the egress
-    /// allows (by GSO or in software) if it is larger.
-    fn pass(&mut self, now: Instant, to: Port, frame: &mut [u8], seg: &Seg, meta: PacketMeta) -> Verdict {
-        let len = seg.payload_len();
-        let allowed = self.tcp_limit(now, to, seg);
-        let mut limit = allowed;
-        // A GRO super-packet passed on unchanged goes back to its own sizes.
-        if let Some(g) = meta.tcp_gso_size().filter(|g| *g > 0 && len > *g as usize) {
-            limit = limit.min(g as usize);
-        }
-        let limit = limit.max(8);
-        let pieces = len.div_ceil(limit).max(1);
-        if to == Port::Inner && len > 0 {
-            // Toward the inner port, `allowed` is the inner MSS of this flow.
-            let cap = allowed;
-            self.counters.inner_tcp_data_out += pieces as u64;
-            if len <= limit {
-                self.counters.inner_tcp_full_out += (len == cap) as u64;
-            } else if limit == cap {
-                self.counters.inner_tcp_full_out += (len / limit) as u64;
-            }
-        }
-        if len <= limit {
-            return self.forward(to, seg.info.end, PacketMeta::PLAIN);
-        }
-        let gso_ok = match to {
-            Port::Inner => self.cfg.inner_gso,
-            Port::Outer => self.cfg.outer_gso,
-        };
-        // Each piece's checksum is computed from its own bytes, which would
-        // hide corruption of a segment nobody verified: check it first. A
-        // corrupt segment is cut in software with every piece's checksum
-        // spoiled, so that the receiver drops them all, as it would have
-        // dropped the whole (invariant 1: never deliver corrupted bytes).
-        let corrupt = meta.csum == Checksum::Unknown && self.cfg.verify_checksums && !seg.checksum_ok(frame);
-        if corrupt {
-            self.counters.bad_checksum += 1;
-        }
-        if gso_ok && !corrupt {
-            let g = split::prepare_gso(frame, seg, limit);
-            self.counters.gso_out += 1;
-            return self.forward(to, seg.info.end, g);
-        }
-        self.counters.split_in += 1;
-        let mut off = 0;
-        let mut i = 0;
-        while off < len {
-            let n = limit.min(len - off);
-            let mut buf = self.pool.get();
-            let end = split::write_piece(frame, seg, i, off, n, off + n == len, &mut buf);
-            if corrupt {
-                // Off by one in the sum: can never verify.
-                buf[seg.info.l4 + 17] ^= 1;
-            }
-            self.counters.split_out += 1;
-            self.queue(Transmit { port: to, buf, start: 0, end, meta: PacketMeta::PLAIN });
-            off += n;
-            i += 1;
-        }
-        Verdict::Consumed
-    }
-
-    fn merge_cap_for_pass(&self, seg: &Seg) -> usize {
-        let k = FlowKey::new(seg.info.src, seg.info.dst, seg.src_port, seg.dst_port);
-        match self.flows.peek(&k) {
-            Some(i) => self.merge_cap(i, seg),
-            None => self.cfg.inner_payload_cap(seg.payload_start() - seg.info.l3),
-        }
-    }
-
-    // ---- everything that is not TCP ---------------------------------------
-
-    fn other(&mut self, now: Instant, from: Port, frame: &mut [u8], info: &FrameInfo, meta: PacketMeta) -> Verdict {
-        let to = from.other();
-        if from == Port::Outer && info.transport == Transport::Icmp {
-            self.learn_pmtu(now, frame, info);
-        }
-        if matches!(meta.csum, Checksum::Partial { .. }) {
-            complete_partial_udp(frame, info);
-        }
-        if let Some(v) = self.caravan_udp(now, from, frame, info, meta) {
-            return v;
-        }
-        let mtu = self.egress_mtu(now, to, info.dst) as usize;
-        if info.ip_len() <= mtu {
-            return self.forward(to, info.end, PacketMeta::PLAIN);
-        }
-        match info.version {
-            IpVersion::V4 if !info.dont_frag => self.fragment(to, frame, info, mtu),
-            IpVersion::V4 => {
-                self.too_big(now, from, frame, info, mtu as u16);
-                self.drop(DropReason::TooBigDf)
-            }
-            IpVersion::V6 => {
-                self.too_big(now, from, frame, info, mtu as u16);
-                self.drop(DropReason::TooBigV6)
-            }
-        }
-    }
-
-    /// ICMP "fragmentation needed" / "packet too big" from outside about a
-    /// packet toward `dst` lowers the size the engine cuts to for `dst`.
-    fn learn_pmtu(&mut self, now: Instant, frame: &[u8], info: &FrameInfo) {
-        let Ok(m) = px_wire::icmp::IcmpMessage::new_checked(&frame[info.l4..info.end]) else { return };
-        let (dst, mtu) = match info.version {
-            IpVersion::V4 => match (m.v4_next_hop_mtu(), px_wire::icmp::quoted_v4_dst(m.quoted())) {
-                (Some(mtu), Ok(d)) if m.verify_checksum(Sum(0)) => (IpAddr::V4(d), mtu),
-                _ => return,
-            },
-            IpVersion::V6 => {
-                let pseudo = px_wire::checksum::pseudo_v6(
-                    match info.src {
-                        IpAddr::V6(a) => a,
-                        IpAddr::V4(_) => return,
-                    },
-                    match info.dst {
-                        IpAddr::V6(a) => a,
-                        IpAddr::V4(_) => return,
-                    },
-                    58,
-                    (info.end - info.l4) as u32,
-                );
-                match (m.v6_mtu(), px_wire::icmp::quoted_v6_dst(m.quoted())) {
-                    (Some(mtu), Ok(d)) if m.verify_checksum(pseudo) => (IpAddr::V6(d), mtu.min(65_535) as u16),
-                    _ => return,
-                }
-            }
-        };
-        // RFC 8201 §4 / RFC 1191 §3: ignore values below the minimum link
-        // MTU, and values that would raise the estimate.
-        let floor = if info.version == IpVersion::V4 { 552 } else { 1280 };
-        if mtu >= floor && mtu < self.cfg.emtu && self.pmtu.learn(dst, mtu, now) {
-            self.counters.pmtu_learned += 1;
-        }
-    }
-
-    /// The configured MTU of a port (without learned path MTUs).
-    fn egress_limit(&self, to: Port) -> u16 {
-        match to {
-            Port::Inner => self.cfg.imtu,
-            Port::Outer => self.cfg.emtu,
-        }
-    }
-
-    fn egress_mtu(&self, now: Instant, to: Port, dst: IpAddr) -> u16 {
-        match to {
-            Port::Inner => self.egress_limit(Port::Inner),
-            Port::Outer => self.pmtu.get(dst, now).map_or(self.cfg.emtu, |m| m.min(self.cfg.emtu)),
-        }
-    }
-
-    fn fragment(&mut self, to: Port, frame: &[u8], info: &FrameInfo, mtu: usize) -> Verdict {
-        let mut later = [0u8; 40];
-        let later_len = router::later_options(frame, info, &mut later);
-        let data_len = info.end - info.l4;
-        let first_room = (mtu - info.ip_header_len()) / 8 * 8;
-        let later_room = (mtu - 20 - later_len) / 8 * 8;
-        if first_room == 0 || later_room == 0 {
-            return self.drop(DropReason::TooBigUncuttable);
-        }
-        self.counters.fragmented_in += 1;
-        let mut off = 0;
-        while off < data_len {
-            let room = if off == 0 { first_room } else { later_room };
-            let n = room.min(data_len - off);
-            let mut buf = self.pool.get();
-            let end = router::write_fragment(frame, info, off, n, off + n == data_len, &later[..later_len], &mut buf);
-            self.counters.fragments_out += 1;
-            self.queue(Transmit { port: to, buf, start: 0, end, meta: PacketMeta::PLAIN });
-            off += n;
-        }
-        Verdict::Consumed
-    }
-
-    fn too_big(&mut self, now: Instant, from: Port, frame: &[u8], info: &FrameInfo, mtu: u16) {
-        let have_source = match info.version {
-            IpVersion::V4 => self.cfg.icmp_source_v4.is_some(),
-            IpVersion::V6 => self.cfg.icmp_source_v6.is_some(),
-        };
-        if !have_source {
-            self.counters.icmp_no_source += 1;
-            return;
-        }
-        if !self.icmp.allow(now) {
-            self.counters.icmp_rate_limited += 1;
-            return;
-        }
-        let mut buf = self.pool.get();
-        if let Some(end) =
-            router::write_too_big(frame, info, mtu, self.cfg.icmp_source_v4, self.cfg.icmp_source_v6, &mut buf)
-        {
-            self.counters.icmp_sent += 1;
-            self.queue(Transmit { port: from, buf, start: 0, end, meta: PacketMeta::PLAIN });
-        }
-    }
-
     // ---- bookkeeping ------------------------------------------------------
 
-    fn queue(&mut self, t: Transmit) {
+    pub(crate) fn queue(&mut self, t: Transmit) {
         let pc = self.counters.port_mut(t.port);
         pc.tx_packets += 1;
         pc.tx_bytes += (t.end - t.start) as u64;
         self.out.push_back(t);
     }
 
-    fn forward(&mut self, to: Port, len: usize, meta: PacketMeta) -> Verdict {
+    pub(crate) fn forward(&mut self, to: Port, len: usize, meta: PacketMeta) -> Verdict {
         self.counters.forwarded += 1;
         let pc = self.counters.port_mut(to);
         pc.tx_packets += 1;
@@ -720,7 +292,7 @@ impl Engine {
         Verdict::Forward { meta }
     }
 
-    fn drop(&mut self, r: DropReason) -> Verdict {
+    pub(crate) fn drop(&mut self, r: DropReason) -> Verdict {
         self.counters.drop[r as usize] += 1;
         Verdict::Dropped(r)
     }
@@ -741,17 +313,163 @@ fn complete_partial_checksum(frame: &mut [u8], seg: &Seg, csum: Checksum) -> Opt
     Some(payload)
 }
 
-fn complete_partial_udp(frame: &mut [u8], info: &FrameInfo) {
-    if info.fragment || !matches!(info.transport, Transport::Udp { .. }) {
-        return;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_frames::{L2, Tcp, l4_checksum_ok, udp};
+    use px_wire::checksum;
+
+    const MSS: usize = 1448;
+
+    fn engine(cfg: Config) -> Engine {
+        Engine::new(cfg).unwrap()
     }
-    let l4_len = info.end - info.l4;
-    let pseudo = match (info.src, info.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => px_wire::checksum::pseudo_v4(s, d, 17, l4_len as u16),
-        (IpAddr::V6(s), IpAddr::V6(d)) => px_wire::checksum::pseudo_v6(s, d, 17, l4_len as u32),
-        _ => return,
-    };
-    if let Ok(mut u) = UdpDatagram::new_checked(&mut frame[info.l4..info.end]) {
-        u.fill_checksum(pseudo);
+
+    fn sent(e: &mut Engine) -> Vec<(Port, Vec<u8>)> {
+        let mut v = Vec::new();
+        while let Some(t) = e.poll_transmit() {
+            v.push((t.port, t.frame().to_vec()));
+            e.recycle(t.buf);
+        }
+        v
+    }
+
+    /// Three in-order full segments: the third makes the flow bulk and is held.
+    fn start_a_hold(e: &mut Engine, now: Instant) {
+        for i in 0..3u32 {
+            let mut f = Tcp::data(false, Port::Outer, 1 + i * MSS as u32, MSS).build();
+            let v = e.handle_packet(now, Port::Outer, &mut f, PacketMeta::PLAIN);
+            let want = if i < 2 { Verdict::Forward { meta: PacketMeta::PLAIN } } else { Verdict::Consumed };
+            assert_eq!(v, want, "segment {i}");
+        }
+        assert_eq!(e.held_bytes(), MSS);
+    }
+
+    #[test]
+    fn frames_that_are_not_ip_pass_unless_too_big() {
+        let now = Instant::now();
+        let mut e = engine(Config::default());
+        let mut arp = vec![0u8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(
+            e.handle_packet(now, Port::Outer, &mut arp, PacketMeta::PLAIN),
+            Verdict::Forward { meta: PacketMeta::PLAIN }
+        );
+        let mut big = vec![0u8; L2 + 1501];
+        big[12..14].copy_from_slice(&[0x88, 0xb5]);
+        assert_eq!(
+            e.handle_packet(now, Port::Inner, &mut big, PacketMeta::PLAIN),
+            Verdict::Dropped(DropReason::TooBigUncuttable)
+        );
+        assert_eq!(e.counters().non_ip, 2);
+        assert_eq!(e.counters().port(Port::Outer).rx_packets, 1);
+        assert_eq!(e.counters().port(Port::Inner).tx_packets, 1);
+    }
+
+    #[test]
+    fn a_bad_ipv4_header_checksum_is_malformed() {
+        let mut f = Tcp::data(false, Port::Outer, 1, 100).build();
+        f[L2 + 8] ^= 1; // TTL changed, checksum not
+        let mut e = engine(Config::default());
+        assert_eq!(
+            e.handle_packet(Instant::now(), Port::Outer, &mut f, PacketMeta::PLAIN),
+            Verdict::Dropped(DropReason::Malformed)
+        );
+        assert_eq!(e.counters().drops(DropReason::Malformed), 1);
+    }
+
+    #[test]
+    fn a_partial_tcp_checksum_is_completed_before_the_segment_leaves() {
+        for v6 in [false, true] {
+            let mut f = Tcp::data(v6, Port::Outer, 1, 200).build();
+            let info = FrameInfo::parse(&f).unwrap().unwrap();
+            // CHECKSUM_PARTIAL: the field holds the pseudo-header sum only.
+            let ps = crate::test_frames::pseudo(v6, Port::Outer, 6, info.end - info.l4);
+            f[info.l4 + 16..info.l4 + 18].copy_from_slice(&checksum::fold(ps).to_be_bytes());
+            assert!(!l4_checksum_ok(&f, v6, Port::Outer, 6));
+            let meta =
+                PacketMeta { csum: Checksum::Partial { start: info.l4 as u16, offset: 16 }, ..PacketMeta::PLAIN };
+            let mut e = engine(Config::default());
+            assert_eq!(
+                e.handle_packet(Instant::now(), Port::Outer, &mut f, meta),
+                Verdict::Forward { meta: PacketMeta::PLAIN }
+            );
+            assert!(l4_checksum_ok(&f, v6, Port::Outer, 6), "v6={v6}");
+        }
+    }
+
+    #[test]
+    fn a_hold_leaves_at_its_deadline_not_before() {
+        let now = Instant::now();
+        let cfg = Config::default();
+        let deadline = now + cfg.merge_timeout;
+        let mut e = engine(cfg);
+        start_a_hold(&mut e, now);
+        assert_eq!(sent(&mut e).len(), 0);
+        assert_eq!(e.poll_timeout(), Some(deadline));
+        e.handle_timeout(deadline - Duration::from_micros(1));
+        assert!(sent(&mut e).is_empty());
+        e.handle_timeout(deadline);
+        let out = sent(&mut e);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, Port::Inner);
+        assert_eq!(out[0].1.len(), L2 + 20 + 32 + MSS);
+        assert_eq!(e.counters().flushes(FlushReason::Timeout), 1);
+        assert_eq!(e.held_bytes(), 0);
+        // Only housekeeping is left to wake for (it ran at the timeout).
+        assert_eq!(e.poll_timeout(), Some(deadline + HOUSEKEEPING));
+    }
+
+    #[test]
+    fn holds_and_caravans_share_one_deadline_queue() {
+        let now = Instant::now();
+        let cfg = Config { caravan_prefixes: vec!["203.0.113.0/24".parse().unwrap()], ..Config::default() };
+        let timeout = cfg.merge_timeout;
+        let mut e = engine(cfg);
+        start_a_hold(&mut e, now);
+        let later = now + Duration::from_micros(100);
+        let mut d = udp(false, Port::Outer, b"one");
+        assert_eq!(e.handle_packet(later, Port::Outer, &mut d, PacketMeta::PLAIN), Verdict::Consumed);
+        assert_eq!(e.poll_timeout(), Some(now + timeout));
+        e.handle_timeout(now + timeout);
+        assert_eq!(sent(&mut e).len(), 1, "the hold");
+        assert_eq!(e.poll_timeout(), Some(later + timeout), "then the caravan");
+        e.handle_timeout(later + timeout);
+        let out = sent(&mut e);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].1, d, "a caravan of one datagram leaves as that datagram");
+        assert_eq!(e.counters().caravan.timeouts, 1);
+    }
+
+    #[test]
+    fn flush_all_sends_every_hold_and_caravan() {
+        let now = Instant::now();
+        let cfg = Config { caravan_prefixes: vec!["203.0.113.0/24".parse().unwrap()], ..Config::default() };
+        let mut e = engine(cfg);
+        start_a_hold(&mut e, now);
+        for p in [&b"a"[..], b"b"] {
+            let mut d = udp(false, Port::Outer, p);
+            assert_eq!(e.handle_packet(now, Port::Outer, &mut d, PacketMeta::PLAIN), Verdict::Consumed);
+        }
+        e.flush_all(now);
+        let out = sent(&mut e);
+        assert_eq!(out.len(), 2);
+        assert!(out.iter().all(|(p, _)| *p == Port::Inner));
+        assert_eq!(e.counters().flushes(FlushReason::Shutdown), 1);
+        assert_eq!(e.counters().caravan.built, 1);
+        assert_eq!(e.held_bytes(), 0);
+        assert_eq!(e.poll_timeout(), Some(now + HOUSEKEEPING));
+    }
+
+    #[test]
+    fn udp_from_inside_goes_the_router_path() {
+        let mut e = engine(Config::default());
+        let mut d = udp(true, Port::Inner, &[7u8; 2000]);
+        // IPv6 and larger than the eMTU: dropped (no ICMP source configured).
+        assert_eq!(
+            e.handle_packet(Instant::now(), Port::Inner, &mut d, PacketMeta::PLAIN),
+            Verdict::Dropped(DropReason::TooBigV6)
+        );
+        assert_eq!(e.counters().icmp_no_source, 1);
     }
 }

@@ -10,7 +10,11 @@ use core::net::IpAddr;
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-use crate::merge::Held;
+use px_wire::IpVersion;
+
+use crate::merge::held::Held;
+use crate::port::Port;
+use crate::segment::Seg;
 
 /// A connection as the gateway sees it: (outer host, outer port, inner
 /// host, inner port), packed into words so that comparing and hashing a key
@@ -54,6 +58,27 @@ impl FlowKey {
         FlowKey { words: [(outer_addr as u64) << 32 | inner_addr as u64, ports, 0, 0, 0] }
     }
 
+    /// The connection's flow key, for a segment that arrived on `from`.
+    /// IPv4 keys are read as words straight from the frame.
+    pub(crate) fn of_segment(seg: &Seg, frame: &[u8], from: Port) -> FlowKey {
+        let (outer_port, inner_port) = match from {
+            Port::Outer => (seg.src_port, seg.dst_port),
+            Port::Inner => (seg.dst_port, seg.src_port),
+        };
+        if seg.info.version == IpVersion::V4 {
+            // One bounds check for both addresses.
+            let a = seg.info.l3 + 12;
+            let w = frame.get(a..a + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_be_bytes);
+            let (src, dst) = ((w >> 32) as u32, w as u32);
+            let (outer, inner) = if from == Port::Outer { (src, dst) } else { (dst, src) };
+            return FlowKey::from_v4(outer, inner, outer_port, inner_port);
+        }
+        match from {
+            Port::Outer => FlowKey::new(seg.info.src, seg.info.dst, outer_port, inner_port),
+            Port::Inner => FlowKey::new(seg.info.dst, seg.info.src, outer_port, inner_port),
+        }
+    }
+
     fn is_v6(&self) -> bool {
         self.words[1] & 1 << 32 != 0
     }
@@ -75,7 +100,8 @@ impl core::hash::Hash for FlowKey {
 #[derive(Debug)]
 pub(crate) struct Flow {
     pub key: FlowKey,
-    /// Unique over the engine's life; timer entries refer to it.
+    /// Unique over the table's life: the age order refers to a flow by slot
+    /// and id, so that a reused slot is not taken for the flow it held before.
     pub id: u64,
     pub last_seen: Instant,
     /// Next inbound sequence number expected (end of the last inbound

@@ -10,20 +10,40 @@
 //! else gets a router's treatment. See `DESIGN.md` for the invariants every
 //! test here checks.
 
+//!
+//! Where each job lives:
+//! - [`engine`](Engine): dispatch and the poll API (`engine.rs`).
+//! - TCP inbound: the merge policy (`merge/policy.rs`) and the segment
+//!   being filled (`merge/held.rs`); outbound and forwarding: the segment
+//!   size limit, GSO hand-off and software split (`split.rs`); SYN MSS
+//!   rewriting (`mss.rs`); the parsed segment (`segment.rs`).
+//! - UDP caravans: pack, unpack, the prefix table (`caravan/`).
+//! - Everything else: the router's treatment and path MTUs learned from
+//!   ICMP (`router/`, `pmtu.rs`).
+//! - State: flows (`flow.rs`), the one deadline queue for TCP holds and
+//!   caravans (`timer.rs`), buffers (`buf.rs`), counters (`counters.rs`).
+
 mod buf;
+mod caravan;
 mod config;
 mod counters;
 mod engine;
 mod flow;
 mod merge;
+mod mss;
 mod pmtu;
+mod port;
 mod router;
 mod segment;
 mod split;
+#[cfg(test)]
+mod test_frames;
+mod timer;
 
 pub use buf::{HEADROOM, Transmit, Verdict};
+pub use caravan::prefix::{Prefix, PrefixError};
 pub use config::{Config, ConfigError, DEFAULT_MERGE_TIMEOUT, PshPolicy};
-pub use counters::{Counters, DropReason, FlushReason, HoldHistogram, Port, PortCounters};
+pub use counters::{CaravanCounters, Counters, DropReason, FlushReason, HoldHistogram, PortCounters};
 pub use engine::Engine;
-pub use engine::caravan::{CaravanCounters, Prefix, PrefixError};
 pub use flow::FlowKey;
+pub use port::Port;

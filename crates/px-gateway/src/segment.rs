@@ -67,29 +67,6 @@ impl<'a> Seg<'a> {
         })
     }
 
-    /// The connection's flow key, for a segment that arrived on `from`.
-    /// IPv4 keys are read as words straight from the frame.
-    pub fn key(&self, frame: &[u8], from: crate::counters::Port) -> crate::flow::FlowKey {
-        use crate::counters::Port;
-        use crate::flow::FlowKey;
-        let (outer_port, inner_port) = match from {
-            Port::Outer => (self.src_port, self.dst_port),
-            Port::Inner => (self.dst_port, self.src_port),
-        };
-        if self.info.version == IpVersion::V4 {
-            // One bounds check for both addresses.
-            let a = self.info.l3 + 12;
-            let w = frame.get(a..a + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_be_bytes);
-            let (src, dst) = ((w >> 32) as u32, w as u32);
-            let (outer, inner) = if from == Port::Outer { (src, dst) } else { (dst, src) };
-            return FlowKey::from_v4(outer, inner, outer_port, inner_port);
-        }
-        match from {
-            Port::Outer => FlowKey::new(self.info.src, self.info.dst, outer_port, inner_port),
-            Port::Inner => FlowKey::new(self.info.dst, self.info.src, outer_port, inner_port),
-        }
-    }
-
     /// Offset of the TCP payload in the frame.
     pub fn payload_start(&self) -> usize {
         self.info.l4 + self.th
@@ -152,4 +129,91 @@ impl<'a> Seg<'a> {
 /// as ECT (a CE mark on a piece is carried onto the merged segment).
 pub(crate) fn ecn_compatible(a: u8, b: u8) -> bool {
     a == b || (a != 0 && b != 0 && (a == 3 || b == 3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::port::Port;
+    use crate::test_frames::{L2, TS, Tcp, udp};
+
+    fn parsed(f: &[u8]) -> FrameInfo {
+        FrameInfo::parse(f).unwrap().unwrap()
+    }
+
+    #[test]
+    fn parse_reads_the_fields_the_rules_need() {
+        for v6 in [false, true] {
+            let mut t = Tcp::data(v6, Port::Outer, 1000, 100);
+            t.flags = flags::ACK | flags::PSH | flags::FIN;
+            let f = t.build();
+            let info = parsed(&f);
+            let s = Seg::parse(&f, &info).unwrap();
+            let l4 = L2 + if v6 { 40 } else { 20 };
+            assert_eq!((s.th, s.seq, s.ack, s.window), (32, 1000, 1, 1000));
+            assert_eq!((s.src_port, s.dst_port), (40000, 80));
+            assert_eq!(s.flags, flags::ACK | flags::PSH | flags::FIN);
+            assert_eq!(s.tsval_at, Some(24), "NOP NOP TS: TSval at 20 + 4");
+            assert!(!s.sack_or_bad_options);
+            assert_eq!((s.payload_start(), s.payload_len()), (l4 + 32, 100));
+            assert_eq!(s.seq_len(), 101, "FIN takes one sequence number");
+            assert!(s.has(flags::PSH) && !s.has(flags::SYN));
+        }
+    }
+
+    #[test]
+    fn options_are_walked_when_not_the_usual_layout() {
+        // MSS, then TS at offset 4 (no NOPs), then EOL padding.
+        let mut t = Tcp::data(false, Port::Outer, 1, 10);
+        t.opts = vec![2, 4, 0x05, 0xb4, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0];
+        let f = t.build();
+        let info = parsed(&f);
+        let s = Seg::parse(&f, &info).unwrap();
+        assert_eq!(s.tsval_at, Some(20 + 4 + 2));
+        assert!(!s.sack_or_bad_options);
+        // A SACK block marks the segment.
+        t.opts = [&[1u8, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0, 9][..], &TS].concat();
+        let f = t.build();
+        let info = parsed(&f);
+        assert!(Seg::parse(&f, &info).unwrap().sack_or_bad_options);
+        // So does an option whose length runs past the header.
+        t.opts = vec![1, 1, 8, 40];
+        let f = t.build();
+        let info = parsed(&f);
+        let s = Seg::parse(&f, &info).unwrap();
+        assert!(s.sack_or_bad_options);
+        assert_eq!(s.tsval_at, None);
+    }
+
+    #[test]
+    fn only_tcp_is_a_segment() {
+        let f = udp(false, Port::Outer, b"hello");
+        let info = parsed(&f);
+        assert!(Seg::parse(&f, &info).is_none());
+    }
+
+    #[test]
+    fn checksums_are_verified_and_derived_without_the_payload() {
+        for v6 in [false, true] {
+            let mut f = Tcp::data(v6, Port::Inner, 7, 301).build();
+            let info = parsed(&f);
+            let s = Seg::parse(&f, &info).unwrap();
+            assert!(s.checksum_ok(&f));
+            let payload = Sum::of(&f[s.payload_start()..]);
+            assert_eq!(checksum::fold(s.payload_sum_from_checksum(&f)), checksum::fold(payload), "v6={v6}");
+            let l4_len = info.end - info.l4;
+            let want = crate::test_frames::pseudo(v6, Port::Inner, 6, l4_len);
+            assert_eq!(checksum::fold(s.pseudo(&f, l4_len)), checksum::fold(want));
+            let last = f.len() - 1;
+            f[last] ^= 0x40;
+            assert!(!s.checksum_ok(&f), "v6={v6}: a flipped payload bit must not verify");
+        }
+    }
+
+    #[test]
+    fn ecn_merges_like_with_like_and_ce_with_ect() {
+        assert!(ecn_compatible(0, 0) && ecn_compatible(2, 2) && ecn_compatible(1, 1));
+        assert!(ecn_compatible(3, 2) && ecn_compatible(1, 3) && ecn_compatible(3, 3));
+        assert!(!ecn_compatible(0, 2) && !ecn_compatible(3, 0) && !ecn_compatible(1, 2));
+    }
 }

@@ -1,30 +1,133 @@
-//! Outbound splitting: a TCP segment larger than the egress allows is cut
-//! the way a correct TSO cuts it. Every piece carries a copy of the headers
-//! with its own sequence number, IP length and (IPv4) an IP ID counting up
-//! from the original's; FIN and PSH stay on the last piece only, CWR on the
-//! first only; both checksums are recomputed, the payload's in the same pass
-//! that copies it.
+//! Forwarding TCP, and outbound splitting: a TCP segment larger than the
+//! egress allows (the segment-size limit, `Engine::segment_limit`, computed
+//! here for every TCP path) is handed to segmentation offload or cut in
+//! software the way a correct TSO cuts it. Every piece carries a copy of
+//! the headers with its own sequence number, IP length and (IPv4) an IP ID
+//! counting up from the original's; FIN and PSH stay on the last piece
+//! only, CWR on the first only; both checksums are recomputed, the
+//! payload's in the same pass that copies it.
+
+use std::time::Instant;
 
 use px_wire::IpVersion;
 use px_wire::checksum::{self, Sum};
 use px_wire::ipv4::Ipv4Packet;
 use px_wire::ipv6::Ipv6Packet;
-use px_wire::offload::PacketMeta;
+use px_wire::offload::{Checksum, PacketMeta};
 use px_wire::tcp::{TcpSegment, flags};
 
+use crate::buf::{HEADROOM, Transmit, Verdict};
+use crate::engine::Engine;
+use crate::port::Port;
 use crate::segment::Seg;
+
+impl Engine {
+    /// The most TCP payload one segment of `seg`'s layout may carry toward
+    /// `to`; the one place this is computed, for merges and for forwarding.
+    /// Toward the inner port: the inner MSS for this header layout, and no
+    /// more than the inner host said it takes (its MSS less the options,
+    /// RFC 6691): what a merged segment may carry is also the most any
+    /// segment toward the inner host may carry. Toward the outer port: the
+    /// path MTU toward the destination, and no more than the outer host said
+    /// it takes. `flow` is the segment's flow slot, if it has one.
+    pub(crate) fn segment_limit(&self, now: Instant, to: Port, seg: &Seg, flow: Option<u32>) -> usize {
+        let headers = seg.payload_start() - seg.info.l3;
+        let options = seg.th - px_wire::tcp::MIN_HEADER_LEN;
+        let flow = flow.and_then(|i| self.flows.get(i));
+        match to {
+            Port::Inner => {
+                let mut cap = self.cfg.inner_payload_cap(headers);
+                if let Some(m) = flow.and_then(|f| f.inner_mss) {
+                    cap = cap.min((m as usize).saturating_sub(options));
+                }
+                cap.min(self.pool.size() - HEADROOM)
+            }
+            Port::Outer => {
+                let mtu = self.egress_mtu(now, Port::Outer, seg.info.dst);
+                let mut cap = (mtu as usize).saturating_sub(headers);
+                if let Some(m) = flow.and_then(|f| f.outer_mss) {
+                    cap = cap.min((m as usize).saturating_sub(options));
+                }
+                cap
+            }
+        }
+    }
+
+    /// Forwards a TCP segment toward `to` unchanged, or cut to what the
+    /// egress allows (by GSO or in software) if it is larger. `flow` is the
+    /// segment's flow slot if the caller knows it (it is looked up otherwise).
+    pub(crate) fn forward_tcp(
+        &mut self,
+        now: Instant,
+        to: Port,
+        frame: &mut [u8],
+        seg: &Seg,
+        meta: PacketMeta,
+        flow: Option<u32>,
+    ) -> Verdict {
+        let len = seg.payload_len();
+        let allowed = self.segment_limit(now, to, seg, flow);
+        let mut limit = allowed;
+        // A GRO super-packet passed on unchanged goes back to its own sizes.
+        if let Some(g) = meta.tcp_gso_size().filter(|g| *g > 0 && len > *g as usize) {
+            limit = limit.min(g as usize);
+        }
+        let limit = limit.max(8);
+        let pieces = len.div_ceil(limit).max(1);
+        if to == Port::Inner && len > 0 {
+            // Toward the inner port, `allowed` is the inner MSS of this flow.
+            let cap = allowed;
+            self.counters.inner_tcp_data_out += pieces as u64;
+            if len <= limit {
+                self.counters.inner_tcp_full_out += (len == cap) as u64;
+            } else if limit == cap {
+                self.counters.inner_tcp_full_out += (len / limit) as u64;
+            }
+        }
+        if len <= limit {
+            return self.forward(to, seg.info.end, PacketMeta::PLAIN);
+        }
+        let gso_ok = match to {
+            Port::Inner => self.cfg.inner_gso,
+            Port::Outer => self.cfg.outer_gso,
+        };
+        // Each piece's checksum is computed from its own bytes, which would
+        // hide corruption of a segment nobody verified: check it first. A
+        // corrupt segment is cut in software with every piece's checksum
+        // spoiled, so that the receiver drops them all, as it would have
+        // dropped the whole (invariant 1: never deliver corrupted bytes).
+        let corrupt = meta.csum == Checksum::Unknown && self.cfg.verify_checksums && !seg.checksum_ok(frame);
+        if corrupt {
+            self.counters.bad_checksum += 1;
+        }
+        if gso_ok && !corrupt {
+            let g = prepare_gso(frame, seg, limit);
+            self.counters.gso_out += 1;
+            return self.forward(to, seg.info.end, g);
+        }
+        self.counters.split_in += 1;
+        let mut off = 0;
+        let mut i = 0;
+        while off < len {
+            let n = limit.min(len - off);
+            let mut buf = self.pool.get();
+            let end = write_piece(frame, seg, i, off, n, off + n == len, &mut buf);
+            if corrupt {
+                // Off by one in the sum: can never verify.
+                buf[seg.info.l4 + 17] ^= 1;
+            }
+            self.counters.split_out += 1;
+            self.queue(Transmit { port: to, buf, start: 0, end, meta: PacketMeta::PLAIN });
+            off += n;
+            i += 1;
+        }
+        Verdict::Consumed
+    }
+}
 
 /// Writes piece `i` of `seg` (payload `[off, off + len)`) into `out`,
 /// returning its length. `out` must hold the headers and `len` bytes.
-pub(crate) fn write_piece(
-    frame: &[u8],
-    seg: &Seg,
-    i: usize,
-    off: usize,
-    len: usize,
-    last: bool,
-    out: &mut [u8],
-) -> usize {
+fn write_piece(frame: &[u8], seg: &Seg, i: usize, off: usize, len: usize, last: bool, out: &mut [u8]) -> usize {
     let hdr = seg.payload_start();
     let info = &seg.info;
     out[..hdr].copy_from_slice(&frame[..hdr]);
@@ -65,10 +168,129 @@ pub(crate) fn write_piece(
 /// the folded pseudo-header sum (the `CHECKSUM_PARTIAL` convention).
 /// Returns the transmit metadata: cut into `mss`-byte pieces, checksum to
 /// be completed from the TCP header on.
-pub(crate) fn prepare_gso(frame: &mut [u8], seg: &Seg, mss: usize) -> PacketMeta {
+fn prepare_gso(frame: &mut [u8], seg: &Seg, mss: usize) -> PacketMeta {
     let l4_len = seg.info.end - seg.info.l4;
     let pseudo = seg.pseudo(frame, l4_len);
     let l4 = seg.info.l4;
     frame[l4 + 16..l4 + 18].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
     PacketMeta::tcp_gso(seg.info.version == IpVersion::V6, mss as u16, l4 as u16, seg.payload_start() as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::flow::FlowKey;
+    use crate::test_frames::{L2, Tcp, l4_checksum_ok, pseudo};
+    use px_wire::FrameInfo;
+
+    fn parsed(f: &[u8]) -> FrameInfo {
+        FrameInfo::parse(f).unwrap().unwrap()
+    }
+
+    #[test]
+    fn pieces_are_cut_as_tso_cuts() {
+        for v6 in [false, true] {
+            let mut t = Tcp::data(v6, Port::Inner, 5000, 2500);
+            t.flags = flags::ACK | flags::PSH | flags::FIN | flags::CWR;
+            let f = t.build();
+            let info = parsed(&f);
+            let seg = Seg::parse(&f, &info).unwrap();
+            let hdr = seg.payload_start();
+            let mut off = 0;
+            for i in 0..3 {
+                let n = 1000.min(2500 - off);
+                let mut out = vec![0u8; 2048];
+                let end = write_piece(&f, &seg, i, off, n, off + n == 2500, &mut out);
+                let p = &out[..end];
+                assert_eq!(end, hdr + n);
+                assert_eq!(&p[hdr..], &f[hdr + off..hdr + off + n], "payload of piece {i}");
+                let pi = parsed(p);
+                let ps = Seg::parse(p, &pi).unwrap();
+                assert_eq!(ps.seq, 5000 + off as u32);
+                let want = match i {
+                    0 => flags::ACK | flags::CWR,
+                    1 => flags::ACK,
+                    _ => flags::ACK | flags::PSH | flags::FIN,
+                };
+                assert_eq!(ps.flags, want, "v6={v6} piece {i}");
+                assert!(l4_checksum_ok(p, v6, Port::Inner, 6), "v6={v6} piece {i}");
+                assert_eq!(pi.ip_len(), end - L2);
+                if !v6 {
+                    let ip = Ipv4Packet::new_unchecked(&p[L2..pi.l4]);
+                    assert!(ip.verify_checksum());
+                    assert_eq!(ip.ident(), 100 + i as u16);
+                }
+                off += n;
+            }
+        }
+    }
+
+    #[test]
+    fn gso_hand_off_leaves_the_pseudo_header_sum() {
+        for v6 in [false, true] {
+            let mut f = Tcp::data(v6, Port::Inner, 1, 4000).build();
+            let info = parsed(&f);
+            let seg = Seg::parse(&f, &info).unwrap();
+            let (l4, start) = (info.l4, seg.payload_start());
+            let meta = prepare_gso(&mut f, &seg, 1448);
+            assert_eq!(meta, PacketMeta::tcp_gso(v6, 1448, l4 as u16, start as u16));
+            let want = checksum::fold(pseudo(v6, Port::Inner, 6, f.len() - l4));
+            assert_eq!(u16::from_be_bytes([f[l4 + 16], f[l4 + 17]]), want, "v6={v6}");
+        }
+    }
+
+    #[test]
+    fn segment_limit_is_the_path_and_what_each_host_announced() {
+        let now = Instant::now();
+        let mut e = Engine::new(Config::default()).unwrap();
+        for v6 in [false, true] {
+            let f = Tcp::data(v6, Port::Inner, 1, 10).build();
+            let info = parsed(&f);
+            let seg = Seg::parse(&f, &info).unwrap();
+            // 32 bytes of TCP header with timestamps.
+            let ip = if v6 { 40 } else { 20 };
+            assert_eq!(e.segment_limit(now, Port::Outer, &seg, None), 1500 - ip - 32);
+            assert_eq!(e.segment_limit(now, Port::Inner, &seg, None), 9000 - ip - 32);
+        }
+        // The inner host announces MSS 1000 in its SYN: segments toward it
+        // carry at most 1000 less the 12 bytes of options.
+        let mut syn = Tcp::data(false, Port::Inner, 0, 0);
+        syn.flags = flags::SYN;
+        syn.opts = vec![2, 4, 0x03, 0xe8];
+        let _ = e.handle_packet(now, Port::Inner, &mut syn.build(), PacketMeta::PLAIN);
+        let f = Tcp::data(false, Port::Outer, 1, 10).build();
+        let info = parsed(&f);
+        let seg = Seg::parse(&f, &info).unwrap();
+        let flow = e.flows.peek(&FlowKey::of_segment(&seg, &f, Port::Outer));
+        assert!(flow.is_some());
+        assert_eq!(e.segment_limit(now, Port::Inner, &seg, flow), 1000 - 12);
+    }
+
+    #[test]
+    fn forwarding_cuts_in_software_or_hands_off_to_gso() {
+        let now = Instant::now();
+        for gso in [false, true] {
+            let mut e = Engine::new(Config { outer_gso: gso, ..Config::default() }).unwrap();
+            let mut f = Tcp::data(false, Port::Inner, 1, 3000).build();
+            let info = parsed(&f);
+            let seg = Seg::parse(&f, &info).unwrap();
+            let hdr = seg.payload_start();
+            let v = e.forward_tcp(now, Port::Outer, &mut f, &seg, PacketMeta::PLAIN, None);
+            let mut sizes = Vec::new();
+            while let Some(t) = e.poll_transmit() {
+                assert_eq!(t.port, Port::Outer);
+                sizes.push(t.frame().len() - hdr);
+            }
+            if gso {
+                assert_eq!(v, Verdict::Forward { meta: PacketMeta::tcp_gso(false, 1448, 34, hdr as u16) });
+                assert!(sizes.is_empty());
+                assert_eq!(e.counters.gso_out, 1);
+            } else {
+                assert_eq!(v, Verdict::Consumed);
+                assert_eq!(sizes, [1448, 1448, 104]);
+                assert_eq!((e.counters.split_in, e.counters.split_out), (1, 3));
+            }
+        }
+    }
 }

@@ -51,7 +51,17 @@ fn start_recv(ns: &Netns, args: &[&str], cpu: Option<&str>) -> LabChild {
         }
         None => ns.command(PX),
     };
-    cmd.args(["caravan", "recv", "--json"]).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // A receive buffer that holds a whole run (12 000 datagrams of about
+    // 2.3 KiB of kernel memory each): on a loaded machine the receiving
+    // process may not run for a while, and what this test checks is that
+    // the gateway loses nothing, not how fast the receiver reads. Measured:
+    // with the default 1 MiB, 1 000-3 500 of 12 000 datagrams were dropped
+    // at the receiving socket under load 7-10 while the gateway counted no
+    // socket drop and no send error.
+    cmd.args(["caravan", "recv", "--json", "--rcvbuf", "67108864"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let child = LabChild::spawn(&mut cmd).unwrap();
     // The receiver binds before it prints anything; give it a moment.
     std::thread::sleep(Duration::from_millis(300));

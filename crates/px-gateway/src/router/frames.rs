@@ -1,10 +1,6 @@
-//! Router behaviour for packets the gateway does not translate: IPv4 without
-//! DF is fragmented (RFC 791 §3.2), anything else too big is dropped with an
-//! ICMP error back to its source (RFC 1191 "fragmentation needed" with the
-//! next-hop MTU, RFC 4443 "packet too big"), rate-limited (RFC 1812 §4.3.2.8,
-//! RFC 4443 §2.4(f)).
-
-use std::time::Instant;
+//! The frames a router makes: IPv4 fragments (RFC 791 §3.2) and ICMP
+//! "fragmentation needed" / "packet too big" errors (RFC 1191, RFC 4443),
+//! written into a caller's buffer.
 
 use px_wire::FrameInfo;
 use px_wire::icmp;
@@ -42,39 +38,6 @@ pub(crate) fn write_fragment(
 /// Copied options for non-first fragments.
 pub(crate) fn later_options(frame: &[u8], info: &FrameInfo, out: &mut [u8; 40]) -> usize {
     ipv4::options_for_fragments(&frame[info.l3 + 20..info.l4], out)
-}
-
-/// Token bucket for generated ICMP errors.
-#[derive(Debug)]
-pub(crate) struct IcmpLimiter {
-    rate: f64,
-    burst: f64,
-    tokens: f64,
-    last: Option<Instant>,
-}
-
-impl IcmpLimiter {
-    pub fn new(rate_per_sec: u32) -> IcmpLimiter {
-        let burst = (rate_per_sec / 10 + 1) as f64;
-        IcmpLimiter { rate: rate_per_sec as f64, burst, tokens: burst, last: None }
-    }
-
-    pub fn allow(&mut self, now: Instant) -> bool {
-        if self.rate == 0.0 {
-            return false;
-        }
-        if let Some(last) = self.last {
-            let dt = now.saturating_duration_since(last).as_secs_f64();
-            self.tokens = (self.tokens + dt * self.rate).min(self.burst);
-        }
-        self.last = Some(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
 }
 
 /// Builds, into `out`, the frame of an ICMP "too big" error about the
@@ -119,21 +82,4 @@ pub(crate) fn write_too_big(
         ),
     };
     Some(l3 + n)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn limiter_bursts_then_refills() {
-        let t0 = Instant::now();
-        let mut l = IcmpLimiter::new(100);
-        let burst = (0..100).filter(|_| l.allow(t0)).count();
-        assert_eq!(burst, 11);
-        assert!(!l.allow(t0));
-        assert!(l.allow(t0 + std::time::Duration::from_millis(20)));
-        let mut z = IcmpLimiter::new(0);
-        assert!(!z.allow(t0));
-    }
 }

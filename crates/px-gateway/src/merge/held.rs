@@ -1,5 +1,5 @@
-//! Inbound merging: contiguous in-order segments of a bulk flow become one
-//! segment of up to the inner MSS.
+//! A held segment: one inner segment being filled from contiguous inbound
+//! segments of a bulk flow.
 //!
 //! A [`Held`] is one inner segment being filled. Its buffer is laid out as
 //! the frame it will become: the headers of the segment that contributed its
@@ -154,9 +154,9 @@ impl Held {
     }
 
     /// Finishes the segment in place: lengths, newest ACK and window, ECN,
-    /// `extra` flags (PSH/FIN of the last piece), both checksums. Returns the
+    /// `last_flags` (PSH/FIN of the last piece), both checksums. Returns the
     /// buffer and the frame's range in it.
-    pub fn finish(mut self, extra: u8) -> (Vec<u8>, usize, usize) {
+    pub fn finish(mut self, last_flags: u8) -> (Vec<u8>, usize, usize) {
         let start = HEADROOM - self.hdr_len;
         let end = HEADROOM + self.len;
         let info = self.info;
@@ -185,7 +185,7 @@ impl Held {
         tcp.set_seq(self.seq);
         tcp.set_ack(self.ack);
         tcp.set_window(self.window);
-        tcp.set_flags(self.flags | extra | if self.psh { flags::PSH } else { 0 });
+        tcp.set_flags(self.flags | last_flags | if self.psh { flags::PSH } else { 0 });
         tcp.set_checksum(0);
         let hsum = Sum::of(&frame[info.l4..info.l4 + self.th]);
         let c = pseudo.plus(hsum).plus(self.psum.at_offset(self.th)).checksum();

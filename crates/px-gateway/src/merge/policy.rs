@@ -1,0 +1,193 @@
+//! The merge policy: which inbound segments are held, for how long, and
+//! when a hold is sent. Bulk detection (in-order full-sized segments in a
+//! row), the flags and events that flush (PSH/FIN, control flags, pure ACKs,
+//! reordering, a segment that cannot join), the hold deadline and memory
+//! pressure (the oldest holds go first) are all here; [`super::held`] is
+//! the segment being filled.
+
+use std::time::Instant;
+
+use px_wire::checksum::Sum;
+use px_wire::offload::{Checksum, PacketMeta};
+use px_wire::tcp::flags;
+
+use super::held::{Held, holdable, split_sum};
+use crate::buf::{Transmit, Verdict};
+use crate::config::PshPolicy;
+use crate::counters::FlushReason;
+use crate::engine::Engine;
+use crate::flow::FlowKey;
+use crate::port::Port;
+use crate::segment::Seg;
+use crate::timer::Timer;
+
+/// Smallest segment that counts as full-sized for bulk detection: the
+/// default MSS every IPv4 host may send (RFC 9293 §3.7.1). A flow of smaller
+/// segments in a row is interactive, not bulk, and is never held.
+const BULK_MIN_PAYLOAD: u32 = 536;
+
+impl Engine {
+    /// TCP from the outer port: merged into held inner-MSS segments if the
+    /// flow is bulk and the segment may join, otherwise passed on (after
+    /// whatever the flow holds).
+    pub(crate) fn inbound_tcp(
+        &mut self,
+        now: Instant,
+        frame: &mut [u8],
+        seg: &Seg,
+        meta: PacketMeta,
+        known: Option<Sum>,
+    ) -> Verdict {
+        let key = FlowKey::of_segment(seg, frame, Port::Outer);
+        let idx = self.flow_for(key, now);
+        if let Some(f) = self.flows.get_mut(idx) {
+            f.last_seen = now;
+        }
+        if seg.has(flags::SYN) {
+            self.raise_mss(idx, frame, seg);
+        }
+        let end = seg.seq.wrapping_add(seg.seq_len());
+        let Some(flow) = self.flows.get_mut(idx) else {
+            return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
+        };
+        let in_order = flow.next_seq == Some(seg.seq);
+        if flow.next_seq.is_none_or(|n| (end.wrapping_sub(n) as i32) > 0) {
+            flow.next_seq = Some(end);
+        }
+        if seg.flags & (flags::SYN | flags::RST | flags::URG | flags::CWR) != 0 {
+            self.flush_flow(idx, FlushReason::ControlFlag, now);
+            return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
+        }
+        let len = seg.payload_len();
+        if len == 0 {
+            if flow.held.is_some() {
+                self.flush_flow(idx, FlushReason::PureAck, now);
+            }
+            return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
+        }
+        // Bulk detection: in-order segments of the flow's largest size in a
+        // row (a GRO super-packet counts as the segments it was made of).
+        let unit = meta.tcp_gso_size().map(|g| g as usize).filter(|g| *g > 0).unwrap_or(len).min(len) as u32;
+        if in_order && unit >= flow.max_payload && unit >= BULK_MIN_PAYLOAD {
+            if unit > flow.max_payload {
+                flow.max_payload = unit;
+                flow.full_run = 0;
+            }
+            flow.full_run = flow.full_run.saturating_add((len as u32 / unit).max(1) as u16);
+            if flow.full_run >= self.cfg.bulk_after {
+                flow.bulk = true;
+            }
+        } else if !in_order {
+            flow.full_run = 0;
+        }
+        if !in_order {
+            self.flush_flow(idx, FlushReason::OutOfOrder, now);
+            return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
+        }
+        if !flow.bulk || !holdable(seg) {
+            self.flush_flow(idx, FlushReason::Unmergeable, now);
+            return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
+        }
+        let whole = match (known, meta.csum) {
+            (Some(s), _) => s,
+            (None, Checksum::Unknown) if self.cfg.verify_checksums => {
+                if !seg.checksum_ok(frame) {
+                    self.counters.bad_checksum += 1;
+                    self.flush_flow(idx, FlushReason::Unmergeable, now);
+                    return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
+                }
+                seg.payload_sum_from_checksum(frame)
+            }
+            (None, _) => seg.payload_sum_from_checksum(frame),
+        };
+        let accepts = self.flows.get(idx).and_then(|f| f.held.as_ref()).is_none_or(|h| h.accepts(frame, seg));
+        if !accepts {
+            self.flush_flow(idx, FlushReason::Unmergeable, now);
+        }
+        let cap = self.segment_limit(now, Port::Inner, seg, Some(idx));
+        if cap < len.min(64) {
+            return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
+        }
+        self.counters.merged_in += 1;
+        // The flags that end a merge: FIN always, PSH unless configured to ride.
+        let ends = match self.cfg.psh {
+            PshPolicy::Flush => flags::PSH | flags::FIN,
+            PshPolicy::Hold => flags::FIN,
+        };
+        let payload_at = seg.payload_start();
+        let mut off = 0;
+        let mut rest = whole;
+        while off < len {
+            if self.flows.get(idx).is_some_and(|f| f.held.is_none()) {
+                self.start_hold(idx, frame, seg, seg.seq.wrapping_add(off as u32), cap, now);
+            }
+            let Some(h) = self.flows.get_mut(idx).and_then(|f| f.held.as_mut()) else { break };
+            let n = h.room().min(len - off);
+            let piece = &frame[payload_at + off..payload_at + off + n];
+            let (sum, after) = if off + n == len {
+                (rest, Sum(0))
+            } else {
+                split_sum(&frame[payload_at + off..payload_at + len], n, rest)
+            };
+            h.append(piece, sum, seg);
+            h.psh |= ends & flags::PSH == 0 && seg.has(flags::PSH);
+            self.held_bytes += n;
+            rest = after;
+            off += n;
+            if h.room() == 0 {
+                let last_flags = if off == len { seg.flags & ends } else { 0 };
+                self.emit_hold(idx, last_flags, None, now);
+            }
+        }
+        if seg.flags & ends != 0 && self.flows.get(idx).is_some_and(|f| f.held.is_some()) {
+            self.emit_hold(idx, seg.flags & ends, Some(FlushReason::PshFin), now);
+        }
+        Verdict::Consumed
+    }
+
+    fn start_hold(&mut self, idx: u32, frame: &[u8], seg: &Seg, seq: u32, cap: usize, now: Instant) {
+        while self.held_reserved + cap > self.cfg.max_held_bytes {
+            let Some((i, id)) = self.deadlines.oldest_hold() else { break };
+            if self.hold_is(i, id) {
+                self.flush_flow(i, FlushReason::MemoryPressure, now);
+            }
+        }
+        let buf = self.pool.get();
+        let id = self.next_hold_id;
+        self.next_hold_id += 1;
+        let held = Held::start(buf, frame, seg, seq, cap, now, id);
+        if let Some(f) = self.flows.get_mut(idx) {
+            f.held = Some(held);
+            self.held_reserved += cap;
+            self.deadlines.push(now + self.cfg.merge_timeout, Timer::Hold { flow: idx, id });
+        }
+    }
+
+    pub(crate) fn hold_is(&self, idx: u32, id: u64) -> bool {
+        self.flows.get(idx).and_then(|f| f.held.as_ref()).is_some_and(|h| h.id == id)
+    }
+
+    pub(crate) fn flush_flow(&mut self, idx: u32, reason: FlushReason, now: Instant) {
+        if self.flows.get(idx).is_some_and(|f| f.held.is_some()) {
+            self.emit_hold(idx, 0, Some(reason), now);
+        }
+    }
+
+    /// Sends the flow's hold (full, or flushed early for `reason`), with
+    /// `last_flags` (PSH/FIN of the piece that ended it) set.
+    fn emit_hold(&mut self, idx: u32, last_flags: u8, reason: Option<FlushReason>, now: Instant) {
+        let Some(h) = self.flows.get_mut(idx).and_then(|f| f.held.take()) else { return };
+        self.held_reserved -= h.cap;
+        self.held_bytes -= h.len;
+        let full = h.len == h.cap;
+        self.counters.hold.record(now.saturating_duration_since(h.since).as_micros() as u64);
+        if let Some(r) = reason {
+            self.counters.flush[r as usize] += 1;
+        }
+        self.counters.merged_out += 1;
+        self.counters.inner_tcp_data_out += 1;
+        self.counters.inner_tcp_full_out += full as u64;
+        let (buf, start, end) = h.finish(last_flags);
+        self.queue(Transmit { port: Port::Inner, buf, start, end, meta: PacketMeta::PLAIN });
+    }
+}
