@@ -215,7 +215,7 @@ impl Engine {
             f.max_payload = 0;
         }
         let c = &mut f.conn;
-        c.established = false;
+        c.established &= same_syn;
         c.signed |= seg.signed;
         match from {
             Port::Outer => c.syn_outer = Some(seg.seq),
