@@ -49,6 +49,13 @@ fn outbound(v6: bool, off: u32, len: usize) -> TcpSpec {
     TcpSpec::outbound(v6, 1, 78u32.wrapping_add(off), stream_bytes(2, off, len)).ts(500, 600)
 }
 
+/// The inner host resets flow 1 (IPv4).
+fn reset_from_inside(h: &mut Harness) {
+    let mut r = outbound(false, 0, 0);
+    r.flags = Flags { rst: true, ack: true, ..Flags::default() };
+    let _ = h.feed_tcp(Port::Inner, &r);
+}
+
 /// Payload sizes of the TCP data frames that left on `port`.
 fn sizes(w: &[(Port, Wire)], port: Port) -> Vec<usize> {
     w.iter().filter(|(p, w)| *p == port && !w.payload.is_empty()).map(|(_, w)| w.payload.len()).collect()
@@ -136,9 +143,7 @@ fn a_syn_after_the_connection_ended_starts_a_new_one() {
         handshake(&mut h, false, 8960);
         match end {
             "rst-inside" => {
-                let mut r = outbound(false, 0, 0);
-                r.flags = Flags { rst: true, ack: true, ..Flags::default() };
-                let _ = h.feed_tcp(Port::Inner, &r);
+                reset_from_inside(&mut h);
             }
             "fin-both" => {
                 let mut a = outbound(false, 0, 0);
@@ -173,9 +178,7 @@ fn a_new_connection_resets_the_expected_sequence() {
     for i in 0..8u32 {
         let _ = h.feed_tcp(Port::Outer, &inbound(false, i * 1448, 1448));
     }
-    let mut r = outbound(false, 0, 0);
-    r.flags = Flags { rst: true, ack: true, ..Flags::default() };
-    let _ = h.feed_tcp(Port::Inner, &r);
+    reset_from_inside(&mut h);
     h.flush_all();
     h.check_outputs().unwrap();
     // The new connection's ISN lies just behind the old stream's end.
@@ -206,9 +209,7 @@ fn held_data_is_never_overtaken_whatever_the_mss() {
         let _ = h.feed_tcp(Port::Outer, &inbound(false, i * 1448, 1448));
     }
     assert!(h.eng.held_bytes() > 0);
-    let mut r = outbound(false, 0, 0);
-    r.flags = Flags { rst: true, ack: true, ..Flags::default() };
-    let _ = h.feed_tcp(Port::Inner, &r);
+    reset_from_inside(&mut h);
     let _ = h.feed_tcp(Port::Inner, &syn(false, false, 9_000, 60, false));
     let _ = h.feed_tcp(Port::Outer, &inbound(false, 3 * 1448, 1448));
     h.flush_all();
