@@ -305,6 +305,29 @@ mod tests {
     }
 
     #[test]
+    fn the_mss_memory_is_bounded_and_gives_back_what_it_kept_once() {
+        use crate::flow::FlowKey;
+        use core::net::{IpAddr, Ipv4Addr};
+        let key = |n: u16| {
+            FlowKey::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)), IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1)), n, 80)
+        };
+        let mut m = MssMemory::new(4, 7);
+        assert_eq!(m.slots.len(), 1024, "at least 1 Ki entries");
+        assert_eq!(MssMemory::new(1 << 24, 7).slots.len(), 1 << 20, "at most 1 Mi entries (8 MiB)");
+        m.keep(&key(1), Some(8960), None);
+        assert_eq!(m.recall(&key(2)), None);
+        assert_eq!(m.recall(&key(1)), Some((Some(8960), None)));
+        assert_eq!(m.recall(&key(1)), None, "given back once");
+        // Thousands of keys: every slot is a fixed word, nothing grows.
+        for n in 0..5000 {
+            m.keep(&key(n), Some(1000 + n), Some(1460));
+        }
+        assert_eq!(m.slots.len(), 1024);
+        let back = (4000..5000).filter(|n| m.recall(&key(*n)) == Some((Some(1000 + n), Some(1460)))).count();
+        assert!(back > 500, "recent keys mostly survive: {back}");
+    }
+
+    #[test]
     fn mss_follows_the_mtu_and_the_rfcs() {
         assert_eq!(mss_for(1500, IpVersion::V4), 1460);
         assert_eq!(mss_for(1500, IpVersion::V6), 1440);

@@ -397,11 +397,12 @@ fn a_flow_without_syn_is_never_merged_beyond_the_safe_size() {
 }
 
 /// What the SYN said outlives the flow entry: after the flow expired
-/// (idle) and after it was evicted (table full), merges still respect the
-/// inner host's MSS, and still reach it.
+/// (idle), after it was evicted (table full), and after a flood of spoofed
+/// SYNs evicted it, merges still respect the inner host's MSS, and still
+/// reach it.
 #[test]
 fn the_handshakes_mss_outlives_the_flow_entry() {
-    for how in ["expired", "evicted"] {
+    for how in ["expired", "evicted", "syn-flood"] {
         let cfg = Config { max_flows: 4, flow_idle_timeout: Duration::from_secs(5), ..test_config() };
         let mut h = Harness::new(cfg);
         handshake(&mut h, false, 4000);
@@ -414,6 +415,15 @@ fn the_handshakes_mss_outlives_the_flow_entry() {
         h.check_outputs().unwrap();
         match how {
             "expired" => h.advance(Duration::from_secs(7)),
+            "syn-flood" => {
+                // Spoofed SYNs never establish: they evict, but are not kept.
+                for n in 2..2000u16 {
+                    let mut s = TcpSpec::inbound(false, n, 1, vec![]);
+                    s.sport = n;
+                    s.flags = Flags { syn: true, ..Flags::default() };
+                    let _ = h.feed_tcp(Port::Outer, &s);
+                }
+            }
             _ => {
                 for n in 2..10u16 {
                     let _ = h.feed_tcp(Port::Outer, &TcpSpec::inbound(false, n, 1, vec![1; 10]));
