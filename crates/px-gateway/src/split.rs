@@ -184,7 +184,7 @@ fn write_piece(frame: &[u8], seg: &Seg, i: usize, off: usize, len: usize, last: 
         f &= !(flags::CWR | flags::SYN);
         seq = seq.wrapping_add(seg.has(flags::SYN) as u32);
     }
-    if seg.has(flags::URG) {
+    if seg.has(flags::URG) && i != 0 {
         // The urgent point, as an offset from this piece (module docs).
         let urg = info.l4 + 18..info.l4 + 20;
         let ptr = u16::from_be_bytes([out[urg.start], out[urg.start + 1]]) as usize;
