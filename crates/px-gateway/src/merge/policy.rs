@@ -109,8 +109,11 @@ impl Engine {
             self.flush_flow(idx, FlushReason::Unmergeable, now);
         }
         let cap = self.segment_limit(now, Port::Inner, seg, Some(idx));
-        if cap < len.min(64) {
-            // Never ahead of what the flow holds, whatever the MSS.
+        if cap < len.min(64) || cap <= unit as usize {
+            // Nothing to gain: one segment fills what the flow may receive
+            // (the safe size of a flow whose SYN was not seen, or an inner
+            // MSS no larger than the outer one). Passed on, never ahead of
+            // what the flow holds, whatever the MSS.
             self.flush_flow(idx, FlushReason::Unmergeable, now);
             return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
         }
