@@ -196,6 +196,13 @@ pub struct Counters {
     pub mss_raised: u64,
     pub mss_clamped: u64,
     pub syn_without_mss: u64,
+    /// SYNs on an established connection that had not ended, passed on
+    /// untouched without changing what the flow knows (RFC 5961 §4: the
+    /// end host answers them with a challenge ACK).
+    pub syns_ignored: u64,
+    /// Segments of TCP-MD5 / TCP-AO flows, passed on untouched (or given
+    /// the router's treatment when too big).
+    pub signed_passed: u64,
     pub pmtu_learned: u64,
     pub icmp_sent: u64,
     pub icmp_rate_limited: u64,
@@ -256,7 +263,7 @@ impl Counters {
             a.tx_packets += b.tx_packets;
             a.tx_bytes += b.tx_bytes;
         }
-        let pairs: [(&mut u64, u64); 22] = [
+        let pairs: [(&mut u64, u64); 24] = [
             (&mut self.forwarded, o.forwarded),
             (&mut self.merged_in, o.merged_in),
             (&mut self.merged_out, o.merged_out),
@@ -270,6 +277,8 @@ impl Counters {
             (&mut self.mss_raised, o.mss_raised),
             (&mut self.mss_clamped, o.mss_clamped),
             (&mut self.syn_without_mss, o.syn_without_mss),
+            (&mut self.syns_ignored, o.syns_ignored),
+            (&mut self.signed_passed, o.signed_passed),
             (&mut self.pmtu_learned, o.pmtu_learned),
             (&mut self.icmp_sent, o.icmp_sent),
             (&mut self.icmp_rate_limited, o.icmp_rate_limited),

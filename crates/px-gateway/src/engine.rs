@@ -23,6 +23,7 @@ use crate::caravan::open::{Caravans, SendReason};
 use crate::config::{Config, ConfigError};
 use crate::counters::{Counters, DropReason, FlushReason};
 use crate::flow::{FlowKey, FlowTable};
+use crate::mss::{MssMemory, Track};
 use crate::pmtu::PmtuCache;
 use crate::port::Port;
 use crate::router::limit::IcmpLimiter;
@@ -40,6 +41,8 @@ pub struct Engine {
     pub(crate) cfg: Config,
     pub(crate) flows: FlowTable,
     pub(crate) pmtu: PmtuCache,
+    /// What handshakes said, past their flow entries (`crate::mss`).
+    pub(crate) mss_memory: MssMemory,
     pub(crate) icmp: IcmpLimiter,
     pub(crate) pool: Pool,
     out: VecDeque<Transmit>,
@@ -65,6 +68,7 @@ impl Engine {
         Ok(Engine {
             flows: FlowTable::new(cfg.max_flows, cfg.hash_seed),
             pmtu: PmtuCache::new(cfg.pmtu_cache_size, cfg.pmtu_lifetime),
+            mss_memory: MssMemory::new(cfg.max_flows, cfg.hash_seed),
             icmp: IcmpLimiter::new(cfg.icmp_rate_per_sec),
             pool: Pool::new(buf_size, 4096),
             out: VecDeque::new(),
@@ -227,16 +231,19 @@ impl Engine {
     }
 
     /// TCP from the inner port: the SYN's MSS clamped, then forwarded (cut
-    /// to the egress if larger).
+    /// to the egress if larger). MD5/AO segments and SYNs that start no
+    /// connection pass untouched (`crate::mss`).
     fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: PacketMeta) -> Verdict {
         let key = FlowKey::of_segment(seg, frame, Port::Inner);
-        let flow = if seg.has(flags::SYN) {
-            let i = self.flow_for(key, now);
-            self.clamp_mss(i, frame, seg, now);
-            Some(i)
-        } else {
-            self.flows.peek(&key)
+        let flow = if seg.has(flags::SYN) { Some(self.flow_for(key, now)) } else { self.flows.peek(&key) };
+        let track = match flow {
+            Some(i) => self.track_tcp(i, frame, seg, Port::Inner, now),
+            None if seg.signed => Track::Signed,
+            None => Track::Plain,
         };
+        if track != Track::Plain {
+            return self.route_sized(now, Port::Inner, frame, seg.info);
+        }
         self.forward_tcp(now, Port::Outer, frame, seg, meta, flow)
     }
 
@@ -250,11 +257,13 @@ impl Engine {
             && let Some(old) = self.flows.oldest()
         {
             self.flush_flow(old, FlushReason::Evicted, now);
-            self.flows.remove(old);
+            self.remove_flow(old);
             self.counters.flows_evicted += 1;
         }
         self.counters.flows_created += 1;
-        self.flows.insert(key, now)
+        let idx = self.flows.insert(key, now);
+        self.recall_mss(idx);
+        idx
     }
 
     fn housekeeping(&mut self, now: Instant) {
@@ -267,7 +276,7 @@ impl Engine {
                 .is_some_and(|f| now.saturating_duration_since(f.last_seen) >= self.cfg.flow_idle_timeout);
             if idle {
                 self.flush_flow(idx, FlushReason::Evicted, now);
-                self.flows.remove(idx);
+                self.remove_flow(idx);
                 self.counters.flows_expired += 1;
             } else {
                 self.flows.requeue_oldest();
@@ -334,8 +343,14 @@ mod tests {
         v
     }
 
-    /// Three in-order full segments: the third makes the flow bulk and is held.
+    /// The inner host's SYN-ACK (MSS 8960), then three in-order full
+    /// segments: the third makes the flow bulk and is held.
     fn start_a_hold(e: &mut Engine, now: Instant) {
+        let mut sa = Tcp::data(false, Port::Inner, 0, 0);
+        sa.flags = flags::SYN | flags::ACK;
+        sa.opts = vec![2, 4, 0x23, 0x00];
+        let v = e.handle_packet(now, Port::Inner, &mut sa.build(), PacketMeta::PLAIN);
+        assert_eq!(v, Verdict::Forward { meta: PacketMeta::PLAIN });
         for i in 0..3u32 {
             let mut f = Tcp::data(false, Port::Outer, 1 + i * MSS as u32, MSS).build();
             let v = e.handle_packet(now, Port::Outer, &mut f, PacketMeta::PLAIN);

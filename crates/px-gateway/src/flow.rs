@@ -115,7 +115,39 @@ pub(crate) struct Flow {
     pub inner_mss: Option<u16>,
     /// MSS the outer host advertised (before the gateway raised it).
     pub outer_mss: Option<u16>,
+    /// What the segments' flags and options told about the connection.
+    pub conn: Conn,
     pub held: Option<Held>,
+}
+
+/// What a flow's segments told about its connection: whether a SYN may
+/// still start one (see `crate::mss`), and whether it is signed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Conn {
+    /// A segment without SYN went by (the handshake is over, or the
+    /// gateway joined the connection after it): from now on a SYN is not a
+    /// new connection unless the old one ended.
+    pub established: bool,
+    /// FIN seen from the outer host, and from the inner host.
+    pub fin_outer: bool,
+    pub fin_inner: bool,
+    /// A plausible RST (from the inner host, or from outside at the
+    /// expected sequence).
+    pub reset: bool,
+    /// TCP-MD5 (RFC 2385) or TCP-AO (RFC 5925): passed untouched.
+    pub signed: bool,
+    /// Sequence numbers of the SYNs taken from each side: the same SYN
+    /// again is a retransmission, not a new connection.
+    pub syn_outer: Option<u32>,
+    pub syn_inner: Option<u32>,
+}
+
+impl Conn {
+    /// Whether the connection is over, so that a SYN on its tuple may
+    /// start the next one.
+    pub fn ended(&self) -> bool {
+        self.reset || (self.fin_outer && self.fin_inner)
+    }
 }
 
 /// Seeded multiply-xor hasher: flow keys are attacker-chosen, so the seed
@@ -257,6 +289,7 @@ impl FlowTable {
             bulk: false,
             inner_mss: None,
             outer_mss: None,
+            conn: Conn::default(),
             held: None,
         };
         let idx = match self.free.pop() {

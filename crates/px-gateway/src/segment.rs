@@ -7,6 +7,11 @@ use px_wire::ipv6::next_header;
 use px_wire::tcp::{TcpOption, TcpSegment, flags};
 use px_wire::{FrameInfo, IpVersion};
 
+/// TCP option kinds that sign a segment: TCP-MD5 (RFC 2385) and TCP-AO
+/// (RFC 5925).
+const TCP_MD5: u8 = 19;
+const TCP_AO: u8 = 29;
+
 /// A TCP segment as the engine sees it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Seg<'a> {
@@ -25,6 +30,9 @@ pub(crate) struct Seg<'a> {
     pub tsval_at: Option<usize>,
     /// Options carry SACK blocks, or could not be parsed.
     pub sack_or_bad_options: bool,
+    /// Carries a TCP-MD5 (kind 19) or TCP-AO (kind 29) option: the segment
+    /// is signed, and passes untouched.
+    pub signed: bool,
 }
 
 impl<'a> Seg<'a> {
@@ -36,6 +44,7 @@ impl<'a> Seg<'a> {
         let t = TcpSegment::new_checked(&frame[info.l4..info.end]).ok()?;
         let mut tsval_at = None;
         let mut sack_or_bad_options = false;
+        let mut signed = false;
         match t.options_bytes() {
             // The layout nearly every bulk segment has (Linux, BSD, Windows):
             // NOP NOP TS, or none at all; skip the general walk.
@@ -48,6 +57,7 @@ impl<'a> Seg<'a> {
                             tsval_at = Some(px_wire::tcp::MIN_HEADER_LEN + at + 2)
                         }
                         Ok((_, TcpOption::Sack(_))) | Err(_) => sack_or_bad_options = true,
+                        Ok((_, TcpOption::Unknown { kind: TCP_MD5 | TCP_AO, .. })) => signed = true,
                         Ok(_) => {}
                     }
                 }
@@ -64,6 +74,7 @@ impl<'a> Seg<'a> {
             dst_port: t.dst_port(),
             tsval_at,
             sack_or_bad_options,
+            signed,
         })
     }
 

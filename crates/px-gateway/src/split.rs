@@ -6,6 +6,24 @@
 //! counting up from the original's; FIN and PSH stay on the last piece
 //! only, CWR on the first only; both checksums are recomputed, the
 //! payload's in the same pass that copies it.
+//!
+//! Two rules go beyond what Linux's `tcp_gso_segment` does, because it
+//! never meets such segments (Linux does not TSO a SYN, nor an urgent
+//! send): the pieces are what the sender's TCP would have sent had it
+//! sent them one by one.
+//! - SYN with data (TCP Fast Open): SYN on the first piece only, and its
+//!   sequence slot counts: piece 2 starts at ISN + 1 + the first piece's data.
+//! - URG: the urgent pointer is an offset from each segment's own sequence
+//!   (RFC 9293 §3.8.5): each piece before the urgent point carries URG
+//!   with the pointer less the piece's offset; pieces after it carry
+//!   neither (GSO would copy URG and the pointer unchanged onto every
+//!   piece, moving the urgent point forward by the piece's offset on the
+//!   receiver, which then takes the wrong byte out of the stream).
+//!
+//! Both are cut in software, never handed to GSO. The IPv4 ID counts up by
+//! one per piece as Linux GSO counts it (`inet_gso_segment` without
+//! `SKB_GSO_TCP_FIXEDID`, which virtio headers cannot carry), so a software
+//! cut and a GSO hand-off give the same frames.
 
 use std::time::Instant;
 
@@ -27,7 +45,8 @@ impl Engine {
     /// Toward the inner port: the inner MSS for this header layout, and no
     /// more than the inner host said it takes (its MSS less the options,
     /// RFC 6691): what a merged segment may carry is also the most any
-    /// segment toward the inner host may carry. Toward the outer port: the
+    /// segment toward the inner host may carry; when the inner host's MSS
+    /// is unknown, an outer-sized segment (the safe size). Toward the outer port: the
     /// path MTU toward the destination, and no more than the outer host said
     /// it takes. `flow` is the segment's flow slot, if it has one.
     pub(crate) fn segment_limit(&self, now: Instant, to: Port, seg: &Seg, flow: Option<u32>) -> usize {
@@ -36,10 +55,16 @@ impl Engine {
         let flow = flow.and_then(|i| self.flows.get(i));
         match to {
             Port::Inner => {
-                let mut cap = self.cfg.inner_payload_cap(headers);
-                if let Some(m) = flow.and_then(|f| f.inner_mss) {
-                    cap = cap.min((m as usize).saturating_sub(options));
-                }
+                let cap = match flow.and_then(|f| f.inner_mss) {
+                    Some(m) => self.cfg.inner_payload_cap(headers).min((m as usize).saturating_sub(options)),
+                    // Nothing known of what the inner host takes (its SYN
+                    // was not seen): the safe size, one outer-sized segment,
+                    // which it takes if it takes anything from outside.
+                    // Such connections (older than the gateway, or lost from
+                    // `MssMemory`) pass at the yield of no gateway rather
+                    // than risk segments their receiver drops.
+                    None => (self.cfg.emtu as usize).saturating_sub(headers),
+                };
                 cap.min(self.pool.size() - HEADROOM)
             }
             Port::Outer => {
@@ -100,7 +125,8 @@ impl Engine {
         if corrupt {
             self.counters.bad_checksum += 1;
         }
-        if gso_ok && !corrupt {
+        // SYN and URG pieces need more than GSO does (see the module docs).
+        if gso_ok && !corrupt && seg.flags & (flags::SYN | flags::URG) == 0 {
             let g = prepare_gso(frame, seg, limit);
             self.counters.gso_out += 1;
             return self.forward(to, seg.info.end, g);
@@ -152,11 +178,24 @@ fn write_piece(frame: &[u8], seg: &Seg, i: usize, off: usize, len: usize, last: 
     if !last {
         f &= !(flags::FIN | flags::PSH);
     }
+    // The SYN takes the first sequence number, then the data follows.
+    let mut seq = seg.seq.wrapping_add(off as u32);
     if i != 0 {
-        f &= !flags::CWR;
+        f &= !(flags::CWR | flags::SYN);
+        seq = seq.wrapping_add(seg.has(flags::SYN) as u32);
+    }
+    if seg.has(flags::URG) && i != 0 {
+        // The urgent point, as an offset from this piece (module docs).
+        let urg = info.l4 + 18..info.l4 + 20;
+        let ptr = u16::from_be_bytes([out[urg.start], out[urg.start + 1]]) as usize;
+        let p = ptr.checked_sub(off).filter(|p| *p > 0).unwrap_or(0);
+        if p == 0 {
+            f &= !flags::URG;
+        }
+        out[urg].copy_from_slice(&(p as u16).to_be_bytes());
     }
     let mut tcp = TcpSegment::new_unchecked(&mut out[info.l4..]);
-    tcp.set_seq(seg.seq.wrapping_add(off as u32));
+    tcp.set_seq(seq);
     tcp.set_flags(f);
     tcp.set_checksum(0);
     let c = pseudo.plus(Sum::of(&out[info.l4..hdr])).plus(psum.at_offset(seg.th)).checksum();
@@ -251,7 +290,8 @@ mod tests {
             // 32 bytes of TCP header with timestamps.
             let ip = if v6 { 40 } else { 20 };
             assert_eq!(e.segment_limit(now, Port::Outer, &seg, None), 1500 - ip - 32);
-            assert_eq!(e.segment_limit(now, Port::Inner, &seg, None), 9000 - ip - 32);
+            // No handshake seen: the safe size, an outer-sized segment.
+            assert_eq!(e.segment_limit(now, Port::Inner, &seg, None), 1500 - ip - 32);
         }
         // The inner host announces MSS 1000 in its SYN: segments toward it
         // carry at most 1000 less the 12 bytes of options.

@@ -372,8 +372,13 @@ fn udp_that_fits_passes_intact() {
     h.check_outputs().unwrap();
 }
 
-/// Makes flow `n` bulk and leaves one segment held in it.
+/// Makes flow `n` bulk and leaves one segment held in it (after the inner
+/// host's SYN-ACK: flows whose MSS is unknown merge only to the safe size).
 fn hold_one(h: &mut Harness, n: u16) {
+    let mut sa = TcpSpec::outbound(false, n, 9, vec![]).with_opts(vec![TcpOptionElement::MaximumSegmentSize(8960)]);
+    sa.flags = Flags { syn: true, ack: true, ..Flags::default() };
+    sa.ack = 1;
+    let _ = h.feed_tcp(Port::Inner, &sa);
     for i in 0..3u32 {
         let s = TcpSpec::inbound(false, n, 1 + i * 1448, stream_bytes(n as u32, i * 1448, 1448)).ts(1, 2);
         let _ = h.feed_tcp(Port::Outer, &s);

@@ -17,6 +17,7 @@ use crate::config::PshPolicy;
 use crate::counters::FlushReason;
 use crate::engine::Engine;
 use crate::flow::FlowKey;
+use crate::mss::Track;
 use crate::port::Port;
 use crate::segment::Seg;
 use crate::timer::Timer;
@@ -43,8 +44,11 @@ impl Engine {
         if let Some(f) = self.flows.get_mut(idx) {
             f.last_seen = now;
         }
-        if seg.has(flags::SYN) {
-            self.raise_mss(idx, frame, seg);
+        // SYNs, connection state, MD5/AO (`crate::mss`): what is not ours
+        // to translate passes untouched, after what the flow holds.
+        if self.track_tcp(idx, frame, seg, Port::Outer, now) != Track::Plain {
+            self.flush_flow(idx, FlushReason::ControlFlag, now);
+            return self.route_sized(now, Port::Outer, frame, seg.info);
         }
         let end = seg.seq.wrapping_add(seg.seq_len());
         let Some(flow) = self.flows.get_mut(idx) else {
@@ -105,7 +109,12 @@ impl Engine {
             self.flush_flow(idx, FlushReason::Unmergeable, now);
         }
         let cap = self.segment_limit(now, Port::Inner, seg, Some(idx));
-        if cap < len.min(64) {
+        if cap < len.min(64) || cap <= unit as usize {
+            // Nothing to gain: one segment fills what the flow may receive
+            // (the safe size of a flow whose SYN was not seen, or an inner
+            // MSS no larger than the outer one). Passed on, never ahead of
+            // what the flow holds, whatever the MSS.
+            self.flush_flow(idx, FlushReason::Unmergeable, now);
             return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
         }
         self.counters.merged_in += 1;

@@ -37,7 +37,6 @@ impl Engine {
         info: &FrameInfo,
         meta: PacketMeta,
     ) -> Verdict {
-        let to = from.other();
         if from == Port::Outer && info.transport == Transport::Icmp {
             self.learn_pmtu(now, frame, info);
         }
@@ -47,6 +46,14 @@ impl Engine {
         if let Some(v) = self.caravan_udp(now, from, frame, info, meta) {
             return v;
         }
+        self.route_sized(now, from, frame, info)
+    }
+
+    /// Forwards a packet from `from` as it is if the egress takes it;
+    /// otherwise as a router would: IPv4 without DF fragmented, anything
+    /// else dropped with an ICMP error back to its source.
+    pub(crate) fn route_sized(&mut self, now: Instant, from: Port, frame: &mut [u8], info: &FrameInfo) -> Verdict {
+        let to = from.other();
         let mtu = self.egress_mtu(now, to, info.dst) as usize;
         if info.ip_len() <= mtu {
             return self.forward(to, info.end, PacketMeta::PLAIN);

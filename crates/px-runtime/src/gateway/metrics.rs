@@ -378,6 +378,20 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.syn_without_mss),
     },
     Family {
+        name: "px_gateway_syns_ignored_total",
+        kind: Counter,
+        help: "SYNs on live connections passed untouched (RFC 5961).",
+        counters: &["syns_ignored"],
+        rows: |s| counter(s, |c| c.syns_ignored),
+    },
+    Family {
+        name: "px_gateway_signed_passed_total",
+        kind: Counter,
+        help: "TCP-MD5/AO segments passed untouched.",
+        counters: &["signed_passed"],
+        rows: |s| counter(s, |c| c.signed_passed),
+    },
+    Family {
         name: "px_gateway_pmtu_learned_total",
         kind: Counter,
         help: "Path MTUs learned from ICMP.",
