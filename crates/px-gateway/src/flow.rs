@@ -13,6 +13,7 @@ use std::time::Instant;
 use px_wire::IpVersion;
 
 use crate::merge::held::Held;
+use crate::pmtu::SeqWindow;
 use crate::port::Port;
 use crate::segment::Seg;
 
@@ -116,6 +117,11 @@ pub(crate) struct Flow {
     /// MSS the outer host advertised (before the gateway raised it).
     pub outer_mss: Option<u16>,
     pub held: Option<Held>,
+    /// Sequence space of the data sent toward the outer port (the inner
+    /// host's) and toward the inner port, for validating ICMP errors that
+    /// quote this flow (RFC 5927; `router/validate.rs`).
+    pub seq_out: SeqWindow,
+    pub seq_in: SeqWindow,
 }
 
 /// Seeded multiply-xor hasher: flow keys are attacker-chosen, so the seed
@@ -258,6 +264,8 @@ impl FlowTable {
             inner_mss: None,
             outer_mss: None,
             held: None,
+            seq_out: SeqWindow::default(),
+            seq_in: SeqWindow::default(),
         };
         let idx = match self.free.pop() {
             Some(i) => {

@@ -37,6 +37,10 @@ impl Engine {
         match to {
             Port::Inner => {
                 let mut cap = self.cfg.inner_payload_cap(headers);
+                if let Some(m) = self.pmtu.get(Port::Inner, seg.info.dst, now) {
+                    // A path MTU learned from the b-network's routers.
+                    cap = cap.min((m as usize).saturating_sub(headers));
+                }
                 if let Some(m) = flow.and_then(|f| f.inner_mss) {
                     cap = cap.min((m as usize).saturating_sub(options));
                 }
@@ -145,7 +149,8 @@ fn write_piece(frame: &[u8], seg: &Seg, i: usize, off: usize, len: usize, last: 
         IpVersion::V6 => {
             let mut ip = Ipv6Packet::new_unchecked(&mut out[info.l3..]);
             ip.set_payload_len((info.l4 - info.l3 - px_wire::ipv6::HEADER_LEN + l4_len) as u16);
-            px_wire::checksum::pseudo_v6(ip.src(), ip.dst(), 6, l4_len as u32)
+            // The final destination of a routing header (the addresses are the frame's).
+            info.pseudo_header(frame, 6, l4_len)
         }
     };
     let mut f = seg.flags;

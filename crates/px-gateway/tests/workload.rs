@@ -408,7 +408,7 @@ pub fn run(s: &Shape) -> Result<Stats, String> {
     let mut udp_seen: HashMap<u32, u32> = HashMap::new();
     // (source, IP ID) → (offset, bytes, more fragments).
     let mut frags: HashMap<(IpAddr, u16), Vec<Frag>> = HashMap::new();
-    let mut expected_drops = [0u64; 4];
+    let mut expected_drops = [0u64; DropReason::ALL.len()];
     // (flow, start, end, arrival) of each held (consumed) TCP input.
     let mut consumed: Vec<(FlowId, u32, u32, Instant)> = Vec::new();
     let mut out_ranges: HashMap<FlowId, Vec<(u32, u32, Instant)>> = HashMap::new();
@@ -446,9 +446,14 @@ pub fn run(s: &Shape) -> Result<Stats, String> {
                 }
             }
             Ev::Ptb { frame, dst, mtu } => {
+                // Learned only if it quotes a packet of a live flow's window
+                // (RFC 5927): the sizes are checked against what was learned.
+                let learned = h.eng.counters().pmtu_learned;
                 let _ = h.feed(Port::Outer, frame, PacketMeta::PLAIN);
-                let e = h.pmtu.entry(dst).or_insert(mtu);
-                *e = (*e).min(mtu);
+                if h.eng.counters().pmtu_learned > learned {
+                    let e = h.pmtu.entry(dst).or_insert(mtu);
+                    *e = (*e).min(mtu);
+                }
             }
             Ev::Udp { port, frame, id, df, v6, dst } => {
                 // Too big for the egress, or for the path MTU learned so far.

@@ -43,6 +43,7 @@ impl Engine {
         if let Some(f) = self.flows.get_mut(idx) {
             f.last_seen = now;
         }
+        self.track_seq(idx, Port::Outer, seg);
         if seg.has(flags::SYN) {
             self.raise_mss(idx, frame, seg);
         }

@@ -82,6 +82,9 @@ pub fn run(
     let ecfg = cfg.engine_config(imtu, emtu, seed)?;
     // One fan-out group per port; worker i joins each as its i-th member.
     let base = (std::process::id() as u16 & 0x3fff) * 2;
+    // One path MTU cache for all workers: an ICMP error reaches one of them,
+    // and must apply to the flow on every one.
+    let pmtu = px_gateway::SharedPmtu::new(ecfg.pmtu_cache_size, ecfg.pmtu_lifetime);
     let mut workers = Vec::new();
     for i in 0..cfg.workers {
         let open = |name: &str, group: u16| {
@@ -101,7 +104,8 @@ pub fn run(
         };
         let outer = open(&cfg.outer, base)?;
         let inner = open(&cfg.inner, base + 1)?;
-        let engine = Engine::new(ecfg.clone()).map_err(|e| GatewayError::Config(e.into()))?;
+        let engine =
+            Engine::with_shared_pmtu(ecfg.clone(), pmtu.clone()).map_err(|e| GatewayError::Config(e.into()))?;
         workers.push(Worker { index: i, engine, inner, outer, batch: cfg.batch });
     }
     let shared = Shared::new(cfg.workers);
