@@ -103,7 +103,7 @@ fn spoofed_frag_needed_does_not_shrink_a_live_flow() {
     assert!(left > 4 << 20, "the transfer went on after the attack: {left} bytes");
     assert_eq!(after.rx.max_l3, EMTU as usize, "full-sized segments after the attack: {after:?}");
     // ~1500-byte frames carry what was left (a few smaller ones at most).
-    assert!(after.rx.up_to_1500 as u64 >= left / 1448 / 2, "{after:?}");
+    assert!(after.rx.up_to_1500 >= left / 1448 / 2, "{after:?}");
     let exit = gw.stop();
     exit.assert_clean();
     eprintln!("{}", exit.stats["counters"]);
