@@ -107,7 +107,7 @@ pub fn render(shared: &Shared) -> String {
         vec![(String::new(), total.conversion_yield())],
     );
     type Family = (&'static str, &'static str, fn(&Counters) -> u64);
-    let simple: [Family; 14] = [
+    let simple: [Family; 17] = [
         ("px_gateway_merged_in_total", "Input segments merged into held segments.", |c| c.merged_in),
         ("px_gateway_merged_out_total", "Merged segments sent to the inner port.", |c| c.merged_out),
         ("px_gateway_inner_tcp_data_out_total", "TCP data packets sent to the inner port.", |c| c.inner_tcp_data_out),
@@ -121,6 +121,9 @@ pub fn render(shared: &Shared) -> String {
         ("px_gateway_mss_clamped_total", "SYN MSS options clamped (outbound).", |c| c.mss_clamped),
         ("px_gateway_syn_without_mss_total", "SYNs without an MSS option (left alone).", |c| c.syn_without_mss),
         ("px_gateway_pmtu_learned_total", "Path MTUs learned from ICMP.", |c| c.pmtu_learned),
+        ("px_gateway_pmtu_ignored_total", "ICMP too-big errors not believed (RFC 5927).", |c| c.pmtu_ignored),
+        ("px_gateway_pmtu_passed_on_total", "ICMP too-big errors passed to the other workers.", |c| c.pmtu_passed_on),
+        ("px_gateway_icmp_suppressed_total", "ICMP errors RFC 1812/4443 forbid, not sent.", |c| c.icmp_suppressed),
         ("px_gateway_fragments_out_total", "IPv4 fragments produced.", |c| c.fragments_out),
         ("px_gateway_icmp_sent_total", "ICMP errors sent.", |c| c.icmp_sent),
         ("px_gateway_bad_checksum_total", "Segments with bad TCP checksums passed unmerged.", |c| c.bad_checksum),
