@@ -59,35 +59,6 @@ impl<T: AsRef<[u8]>> IcmpMessage<T> {
     }
 }
 
-/// The destination of a quoted IPv4 header, which may be cut short after
-/// its first 8 payload bytes (RFC 792), so only the fixed header is needed.
-pub fn quoted_v4_dst(quoted: &[u8]) -> Result<Ipv4Addr, ParseError> {
-    need(Layer::Icmpv4, quoted.len(), ipv4::MIN_HEADER_LEN)?;
-    if quoted[0] >> 4 != 4 {
-        return Err(ParseError::Malformed {
-            layer: Layer::Icmpv4,
-            field: "quoted version",
-            value: (quoted[0] >> 4) as u32,
-        });
-    }
-    Ok(Ipv4Addr::new(quoted[16], quoted[17], quoted[18], quoted[19]))
-}
-
-/// The destination of a quoted IPv6 header.
-pub fn quoted_v6_dst(quoted: &[u8]) -> Result<Ipv6Addr, ParseError> {
-    need(Layer::Icmpv6, quoted.len(), ipv6::HEADER_LEN)?;
-    if quoted[0] >> 4 != 6 {
-        return Err(ParseError::Malformed {
-            layer: Layer::Icmpv6,
-            field: "quoted version",
-            value: (quoted[0] >> 4) as u32,
-        });
-    }
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&quoted[24..40]);
-    Ok(Ipv6Addr::from(a))
-}
-
 /// Whether an ICMPv4 type is an error message (RFC 1812 §4.3.2.7: never
 /// answered with another error): destination unreachable, source quench,
 /// redirect, time exceeded, parameter problem.
@@ -260,7 +231,6 @@ mod tests {
         let m = IcmpMessage::new_checked(ip.payload()).unwrap();
         assert_eq!(m.v4_next_hop_mtu(), Some(1500));
         assert!(m.verify_checksum(Sum(0)));
-        assert_eq!(quoted_v4_dst(m.quoted()).unwrap(), Ipv4Addr::new(203, 0, 113, 7));
         let (_, rest) = etherparse::Ipv4Header::from_slice(&out[..n]).unwrap();
         let icmp = etherparse::Icmpv4Slice::from_slice(rest).unwrap();
         assert!(matches!(
