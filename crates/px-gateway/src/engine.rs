@@ -73,12 +73,12 @@ impl Engine {
         // Room for a full inner frame behind the headroom (link headers of
         // up to 22 bytes included).
         let buf_size = HEADROOM + cfg.imtu as usize + 32;
+        let pmtu = PmtuReplica::new(pmtu);
         Ok(Engine {
             flows: FlowTable::new(cfg.max_flows, cfg.hash_seed),
-            pmtu: PmtuReplica::new(pmtu),
+            icmp_ident: crate::router::first_icmp_ident(cfg.hash_seed, pmtu.engine),
+            pmtu,
             icmp: IcmpLimiter::new(cfg.icmp_rate_per_sec),
-            // Non-zero, and not the same on every engine.
-            icmp_ident: (cfg.hash_seed as u16) | 1,
             pool: Pool::new(buf_size, 4096),
             out: VecDeque::new(),
             deadlines: Deadlines::default(),

@@ -119,7 +119,7 @@ pub(crate) struct Flow {
     pub held: Option<Held>,
     /// Sequence space of the data sent toward the outer port (the inner
     /// host's) and toward the inner port, for validating ICMP errors that
-    /// quote this flow (RFC 5927; `router/validate.rs`).
+    /// quote this flow (RFC 5927; `router/learn.rs`).
     pub seq_out: SeqWindow,
     pub seq_in: SeqWindow,
 }

@@ -133,6 +133,8 @@ pub struct SharedPmtu {
     learned: Mutex<Learned>,
     /// Bumped after every change, read by replicas on every packet.
     generation: AtomicU64,
+    /// Replicas made so far: numbers the engines of a gateway.
+    replicas: AtomicU64,
 }
 
 impl SharedPmtu {
@@ -142,6 +144,7 @@ impl SharedPmtu {
         Arc::new(SharedPmtu {
             learned: Mutex::new(Learned { caches: [cache.clone(), cache], log: VecDeque::new() }),
             generation: AtomicU64::new(0),
+            replicas: AtomicU64::new(0),
         })
     }
 
@@ -184,6 +187,8 @@ pub(crate) struct PmtuReplica {
     shared: Arc<SharedPmtu>,
     caches: Caches,
     generation: u64,
+    /// This engine's number among those sharing the cache (0, 1, ...).
+    pub engine: u64,
     /// Scratch for the candidates of one catch-up (no allocation after the first).
     pub candidates: Vec<Candidate>,
     /// Bounds the candidates this engine hands to the others, so that a
@@ -196,6 +201,7 @@ impl PmtuReplica {
         let caches = shared.lock().caches.clone();
         PmtuReplica {
             generation: shared.generation.load(Ordering::Acquire),
+            engine: shared.replicas.fetch_add(1, Ordering::Relaxed),
             shared,
             caches,
             candidates: Vec::new(),

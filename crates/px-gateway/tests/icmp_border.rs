@@ -352,6 +352,17 @@ fn errors_count_their_ip_id_up_with_df_clear_and_ttl_64() {
     }
     assert_ne!(ids[0], 0);
     assert_eq!([ids[1], ids[2]], [ids[0].wrapping_add(1), ids[0].wrapping_add(2)], "{ids:?}");
+    // The workers of one gateway (one seed, one source address) start apart.
+    let shared = SharedPmtu::new(16, std::time::Duration::from_secs(600));
+    let firsts: Vec<u16> = (0..2)
+        .map(|_| {
+            let mut h = Harness::new(test_config());
+            h.eng = Engine::with_shared_pmtu(test_config(), shared.clone()).unwrap();
+            let e = errors_for(&mut h, too_big_frame(inner_addr(false, 1), outer_addr(false, 1), MAC_OUTER));
+            u16::from_be_bytes([e[0].frame[14 + 4], e[0].frame[14 + 5]])
+        })
+        .collect();
+    assert!(firsts[0] != firsts[1] && !firsts.contains(&0), "{firsts:?}");
 }
 
 // ---- not bridged -------------------------------------------------------------

@@ -154,6 +154,13 @@ fn complete_partial_udp(frame: &mut [u8], info: &FrameInfo) {
     }
 }
 
+/// Where an engine's ICMPv4 error identifications start: non-zero, and
+/// spread apart between the engines of one gateway (its workers share a
+/// seed and send errors from one source address); `engine` numbers them.
+pub(crate) fn first_icmp_ident(seed: u64, engine: u64) -> u16 {
+    ((seed ^ engine.wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> 16) as u16 | 1
+}
+
 /// An IEEE 802.1D reserved link-local group address, 01:80:C2:00:00:00 to
 /// 01:80:C2:00:00:0F (STP, pause, LACP, 802.1X, LLDP...): a bridge never
 /// forwards these, and the gateway, a bump in the wire, neither: passing
