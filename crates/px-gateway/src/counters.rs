@@ -217,9 +217,9 @@ pub struct Counters {
     /// forbid them (about an ICMP error, a non-first fragment, a multicast
     /// or broadcast destination, a source that is not a unicast host).
     pub icmp_suppressed: u64,
-    /// ICMP "too big" not learned (RFC 5927): no flow of this gateway, a
-    /// sequence number outside the flow's window, or an MTU not below the
-    /// quoted packet's size.
+    /// ICMP "too big" not learned (RFC 5927): a bad checksum, a quote that
+    /// is not TCP, no flow of this gateway, a sequence number outside the
+    /// flow's window, or an MTU not below the quoted packet's size.
     pub pmtu_ignored: u64,
     /// ICMP "too big" quoting a flow this worker does not carry, passed to
     /// the other workers to validate.

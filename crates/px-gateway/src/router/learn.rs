@@ -96,6 +96,7 @@ impl Engine {
             },
         };
         if !checksum_ok {
+            self.counters.pmtu_ignored += 1;
             return;
         }
         let Ok(q) = icmp::parse_quoted(m.quoted()) else {
@@ -106,8 +107,10 @@ impl Engine {
             self.counters.pmtu_ignored += 1;
             return;
         };
+        // Judged on the value reported, then clamped.
+        let refused = (mtu as usize) < q.ip_len;
         let mtu = (mtu.min(u16::MAX as u32) as u16).max(floor);
-        if q.ip_len <= mtu as usize || mtu >= self.egress_limit(from) {
+        if !refused || mtu >= self.egress_limit(from) {
             // Not smaller than what it refused, or nothing to learn.
             self.counters.pmtu_ignored += 1;
             return;
