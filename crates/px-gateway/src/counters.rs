@@ -18,11 +18,22 @@ pub enum DropReason {
     TooBigV6,
     /// Too big for the egress and of a kind the engine cannot cut.
     TooBigUncuttable,
+    /// IEEE 802.1D link-local control frame (01:80:C2:00:00:00-0F: STP,
+    /// LACP, LLDP, pause...), which a bridge never forwards.
+    LinkLocal,
+    /// Addressed to the gateway host's own MAC: the host's stack takes it.
+    ForHost,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 4] =
-        [DropReason::Malformed, DropReason::TooBigDf, DropReason::TooBigV6, DropReason::TooBigUncuttable];
+    pub const ALL: [DropReason; 6] = [
+        DropReason::Malformed,
+        DropReason::TooBigDf,
+        DropReason::TooBigV6,
+        DropReason::TooBigUncuttable,
+        DropReason::LinkLocal,
+        DropReason::ForHost,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -30,6 +41,8 @@ impl DropReason {
             DropReason::TooBigDf => "too_big_df",
             DropReason::TooBigV6 => "too_big_v6",
             DropReason::TooBigUncuttable => "too_big_uncuttable",
+            DropReason::LinkLocal => "link_local",
+            DropReason::ForHost => "for_host",
         }
     }
 }
@@ -207,6 +220,17 @@ pub struct Counters {
     pub icmp_sent: u64,
     pub icmp_rate_limited: u64,
     pub icmp_no_source: u64,
+    /// ICMP errors not sent because RFC 1812 §4.3.2.7 / RFC 4443 §2.4(e)
+    /// forbid them (about an ICMP error, a non-first fragment, a multicast
+    /// or broadcast destination, a source that is not a unicast host).
+    pub icmp_suppressed: u64,
+    /// ICMP "too big" not learned (RFC 5927): a bad checksum, a quote that
+    /// is not TCP, no flow of this gateway, a sequence number outside the
+    /// flow's window, or an MTU not below the quoted packet's size.
+    pub pmtu_ignored: u64,
+    /// ICMP "too big" quoting a flow this worker does not carry, passed to
+    /// the other workers to validate.
+    pub pmtu_passed_on: u64,
     /// Segments with a bad TCP checksum, passed on unmerged (or, if too big
     /// for the egress, cut with every piece's checksum spoiled).
     pub bad_checksum: u64,
@@ -216,7 +240,7 @@ pub struct Counters {
     pub flows_evicted: u64,
     pub flows_expired: u64,
     pub flush: [u64; 9],
-    pub drop: [u64; 4],
+    pub drop: [u64; DropReason::ALL.len()],
     pub hold: HoldHistogram,
     /// PX-caravans built and opened (`docs/caravan.md`).
     pub caravan: CaravanCounters,
@@ -263,7 +287,7 @@ impl Counters {
             a.tx_packets += b.tx_packets;
             a.tx_bytes += b.tx_bytes;
         }
-        let pairs: [(&mut u64, u64); 24] = [
+        let pairs: [(&mut u64, u64); 27] = [
             (&mut self.forwarded, o.forwarded),
             (&mut self.merged_in, o.merged_in),
             (&mut self.merged_out, o.merged_out),
@@ -283,6 +307,9 @@ impl Counters {
             (&mut self.icmp_sent, o.icmp_sent),
             (&mut self.icmp_rate_limited, o.icmp_rate_limited),
             (&mut self.icmp_no_source, o.icmp_no_source),
+            (&mut self.icmp_suppressed, o.icmp_suppressed),
+            (&mut self.pmtu_ignored, o.pmtu_ignored),
+            (&mut self.pmtu_passed_on, o.pmtu_passed_on),
             (&mut self.bad_checksum, o.bad_checksum),
             (&mut self.non_ip, o.non_ip),
             (&mut self.flows_created, o.flows_created),

@@ -10,6 +10,7 @@
 //! 5. Give sent buffers back with [`Engine::recycle`].
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use px_wire::checksum::Sum;
@@ -24,7 +25,7 @@ use crate::config::{Config, ConfigError};
 use crate::counters::{Counters, DropReason, FlushReason};
 use crate::flow::{FlowKey, FlowTable};
 use crate::mss::{MssMemory, Track};
-use crate::pmtu::PmtuCache;
+use crate::pmtu::{PmtuReplica, SharedPmtu};
 use crate::port::Port;
 use crate::router::limit::IcmpLimiter;
 use crate::segment::Seg;
@@ -40,10 +41,12 @@ const HOUSEKEEPING: Duration = Duration::from_secs(1);
 pub struct Engine {
     pub(crate) cfg: Config,
     pub(crate) flows: FlowTable,
-    pub(crate) pmtu: PmtuCache,
+    pub(crate) pmtu: PmtuReplica,
     /// What handshakes said, past their flow entries (`crate::mss`).
     pub(crate) mss_memory: MssMemory,
     pub(crate) icmp: IcmpLimiter,
+    /// IP identification of the next ICMPv4 error the engine sends.
+    pub(crate) icmp_ident: u16,
     pub(crate) pool: Pool,
     out: VecDeque<Transmit>,
     /// Deadlines of TCP holds and open caravans, in deadline order.
@@ -60,15 +63,25 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// An engine with a path MTU cache of its own (one worker).
     pub fn new(cfg: Config) -> Result<Engine, ConfigError> {
+        let pmtu = SharedPmtu::new(cfg.pmtu_cache_size, cfg.pmtu_lifetime);
+        Engine::with_shared_pmtu(cfg, pmtu)
+    }
+
+    /// An engine that learns path MTUs into, and reads them from, a cache
+    /// shared with the other workers of the gateway (see `pmtu.rs`).
+    pub fn with_shared_pmtu(cfg: Config, pmtu: Arc<SharedPmtu>) -> Result<Engine, ConfigError> {
         cfg.validate()?;
         // Room for a full inner frame behind the headroom (link headers of
         // up to 22 bytes included).
         let buf_size = HEADROOM + cfg.imtu as usize + 32;
+        let pmtu = PmtuReplica::new(pmtu);
         Ok(Engine {
             flows: FlowTable::new(cfg.max_flows, cfg.hash_seed),
-            pmtu: PmtuCache::new(cfg.pmtu_cache_size, cfg.pmtu_lifetime),
             mss_memory: MssMemory::new(cfg.max_flows, cfg.hash_seed),
+            icmp_ident: crate::router::first_icmp_ident(cfg.hash_seed, pmtu.engine),
+            pmtu,
             icmp: IcmpLimiter::new(cfg.icmp_rate_per_sec),
             pool: Pool::new(buf_size, 4096),
             out: VecDeque::new(),
@@ -195,6 +208,10 @@ impl Engine {
         if self.next_housekeeping.is_none_or(|t| now >= t) {
             self.housekeeping(now);
         }
+        self.sync_pmtu(now);
+        if crate::router::link_local_control(frame) {
+            return self.drop(DropReason::LinkLocal);
+        }
         let to = from.other();
         // Matched by reference: moving the parse out of the `Result` would
         // read its freshly stored fields straight back (a store-forwarding
@@ -230,6 +247,16 @@ impl Engine {
         }
     }
 
+    /// A frame the I/O layer saw addressed to the gateway host's own MAC
+    /// (`PACKET_HOST` on a port): the host's own stack takes it; a bump in
+    /// the wire does not pass it on. Counted as received and dropped.
+    pub fn handle_for_host(&mut self, from: Port, len: usize) -> Verdict {
+        let pc = self.counters.port_mut(from);
+        pc.rx_packets += 1;
+        pc.rx_bytes += len as u64;
+        self.drop(DropReason::ForHost)
+    }
+
     /// TCP from the inner port: the SYN's MSS clamped, then forwarded (cut
     /// to the egress if larger). MD5/AO segments and SYNs that start no
     /// connection pass untouched (`crate::mss`).
@@ -241,6 +268,9 @@ impl Engine {
             None if seg.signed => Track::Signed,
             None => Track::Plain,
         };
+        if let Some(i) = flow {
+            self.track_seq(i, Port::Inner, seg);
+        }
         if track != Track::Plain {
             return self.route_sized(now, Port::Inner, frame, seg.info);
         }

@@ -13,6 +13,7 @@ use std::time::Instant;
 use px_wire::IpVersion;
 
 use crate::merge::held::Held;
+use crate::pmtu::SeqWindow;
 use crate::port::Port;
 use crate::segment::Seg;
 
@@ -118,6 +119,11 @@ pub(crate) struct Flow {
     /// What the segments' flags and options told about the connection.
     pub conn: Conn,
     pub held: Option<Held>,
+    /// Sequence space of the data sent toward the outer port (the inner
+    /// host's) and toward the inner port, for validating ICMP errors that
+    /// quote this flow (RFC 5927; `router/learn.rs`).
+    pub seq_out: SeqWindow,
+    pub seq_in: SeqWindow,
 }
 
 /// What a flow's segments told about its connection: whether a SYN may
@@ -291,6 +297,8 @@ impl FlowTable {
             outer_mss: None,
             conn: Conn::default(),
             held: None,
+            seq_out: SeqWindow::default(),
+            seq_in: SeqWindow::default(),
         };
         let idx = match self.free.pop() {
             Some(i) => {

@@ -1,13 +1,59 @@
 //! Path MTUs learned from ICMP "fragmentation needed" (RFC 1191) and
-//! "packet too big" (RFC 8201) toward destinations outside: a bounded cache
-//! whose entries expire (RFC 1191 §6.3: after about 10 minutes an estimate
-//! should be raised again, here by forgetting it).
+//! "packet too big" (RFC 8201), per direction: toward destinations outside
+//! (ICMP from the outer port) and toward inner hosts (ICMP from routers of
+//! the b-network, arriving on the inner port). Entries expire (RFC 1191
+//! §6.3: after about 10 minutes an estimate should be raised again, here by
+//! forgetting it) and the cache is bounded.
+//!
+//! One [`SharedPmtu`] serves every worker of a gateway: an ICMP error reaches
+//! whichever worker the fan-out gives it (its hash is the error's addresses,
+//! not the quoted flow's), and must apply to the flow on all of them. Each
+//! engine reads its own replica ([`PmtuReplica`]) without a lock; one atomic
+//! load per packet tells whether the shared cache changed, and then the
+//! replica applies the changes since it last looked (a bounded log), or
+//! copies the whole cache if it fell behind the log. The same log carries
+//! [`Candidate`]s: errors quoting a flow the receiving worker does not
+//! carry, for the worker that does to validate (and learn) when it next
+//! looks, i.e. before it sends the flow's next packet.
+//!
+//! What may be learned is decided in `router` (RFC 5927 validation); this
+//! file only keeps what was learned, and [`SeqWindow`], the per-flow state
+//! that validation needs.
 
 use core::net::IpAddr;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[derive(Debug)]
+use crate::flow::FlowKey;
+use crate::port::Port;
+
+/// Changes kept for replicas to catch up with one by one.
+const LOG_LEN: usize = 256;
+/// Candidates one engine may hand to the others per second.
+const PROPOSALS_PER_SEC: u32 = 1000;
+
+/// A "too big" error that quotes TCP of a flow the worker it reached does
+/// not carry: valid if another worker carries the flow with `seq` in its
+/// window toward `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    pub to: Port,
+    pub key: FlowKey,
+    pub seq: u32,
+    pub dst: IpAddr,
+    /// Already clamped to the floor.
+    pub mtu: u16,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Learned { to: Port, dst: IpAddr, mtu: u16, expiry: Instant },
+    Proposed(Candidate),
+}
+
+#[derive(Debug, Clone)]
 pub(crate) struct PmtuCache {
     /// Destination → (MTU, expiry, insertion number).
     map: HashMap<IpAddr, (u16, Instant, u64)>,
@@ -24,17 +70,29 @@ impl PmtuCache {
         PmtuCache { map: HashMap::new(), order: VecDeque::new(), max, lifetime, next: 0 }
     }
 
-    /// The learned MTU toward `dst`, if any and not expired.
+    /// The learned MTU toward `dst`, if any and not expired. Nothing to
+    /// hash while nothing was learned (the common case on the hot path).
+    #[inline]
     pub fn get(&self, dst: IpAddr, now: Instant) -> Option<u16> {
+        if self.map.is_empty() {
+            return None;
+        }
         self.map.get(&dst).filter(|(_, exp, _)| *exp > now).map(|(m, _, _)| *m)
     }
 
     /// Records `mtu` toward `dst` (only ever lowers a live entry). Returns
-    /// whether anything changed.
-    pub fn learn(&mut self, dst: IpAddr, mtu: u16, now: Instant) -> bool {
+    /// the expiry of the new entry if anything changed.
+    pub fn learn(&mut self, dst: IpAddr, mtu: u16, now: Instant) -> Option<Instant> {
         if self.get(dst, now).is_some_and(|m| m <= mtu) {
-            return false;
+            return None;
         }
+        let expiry = now + self.lifetime;
+        self.set(dst, mtu, expiry);
+        Some(expiry)
+    }
+
+    /// Stores an entry as it is (a replica applying the shared cache's change).
+    fn set(&mut self, dst: IpAddr, mtu: u16, expiry: Instant) {
         while self.map.len() >= self.max && !self.map.contains_key(&dst) {
             let Some((old, n)) = self.order.pop_front() else { break };
             if self.map.get(&old).is_some_and(|e| e.2 == n) {
@@ -43,18 +101,197 @@ impl PmtuCache {
         }
         let n = self.next;
         self.next += 1;
-        self.map.insert(dst, (mtu, now + self.lifetime, n));
+        self.map.insert(dst, (mtu, expiry, n));
         self.order.push_back((dst, n));
         if self.order.len() > 2 * self.max {
             let map = &self.map;
             self.order.retain(|(a, n)| map.get(a).is_some_and(|e| e.2 == *n));
         }
-        true
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.map.len()
+    }
+}
+
+/// The caches of both directions, indexed by the port toward which the
+/// path lies (`Port as usize`).
+type Caches = [PmtuCache; 2];
+
+#[derive(Debug)]
+struct Learned {
+    caches: Caches,
+    /// The latest changes, each with its generation.
+    log: VecDeque<(u64, Change)>,
+}
+
+/// Path MTUs learned by any worker of a gateway: bounded (`max` entries per
+/// direction), behind a mutex taken only to learn and to catch up.
+#[derive(Debug)]
+pub struct SharedPmtu {
+    learned: Mutex<Learned>,
+    /// Bumped after every change, read by replicas on every packet.
+    generation: AtomicU64,
+    /// Replicas made so far: numbers the engines of a gateway.
+    replicas: AtomicU64,
+}
+
+impl SharedPmtu {
+    /// A cache for one gateway, bounded by `max` destinations per direction.
+    pub fn new(max: usize, lifetime: Duration) -> Arc<SharedPmtu> {
+        let cache = PmtuCache::new(max, lifetime);
+        Arc::new(SharedPmtu {
+            learned: Mutex::new(Learned { caches: [cache.clone(), cache], log: VecDeque::new() }),
+            generation: AtomicU64::new(0),
+            replicas: AtomicU64::new(0),
+        })
+    }
+
+    /// Learns `mtu` toward `dst` through `to`; whether it changed anything.
+    pub(crate) fn learn(&self, to: Port, dst: IpAddr, mtu: u16, now: Instant) -> bool {
+        let mut l = self.lock();
+        let Some(expiry) = l.caches[to as usize].learn(dst, mtu, now) else { return false };
+        self.log(&mut l, Change::Learned { to, dst, mtu, expiry });
+        true
+    }
+
+    /// Hands a candidate to the other workers.
+    pub(crate) fn propose(&self, c: Candidate) {
+        let mut l = self.lock();
+        self.log(&mut l, Change::Proposed(c));
+    }
+
+    /// Whether other engines share this cache.
+    pub(crate) fn has_peers(self: &Arc<Self>) -> bool {
+        Arc::strong_count(self) > 1
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Learned> {
+        self.learned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn log(&self, l: &mut Learned, c: Change) {
+        let generation = self.generation.load(Ordering::Relaxed) + 1;
+        if l.log.len() == LOG_LEN {
+            l.log.pop_front();
+        }
+        l.log.push_back((generation, c));
+        self.generation.store(generation, Ordering::Release);
+    }
+}
+
+/// One engine's lock-free view of a [`SharedPmtu`].
+#[derive(Debug)]
+pub(crate) struct PmtuReplica {
+    shared: Arc<SharedPmtu>,
+    caches: Caches,
+    generation: u64,
+    /// This engine's number among those sharing the cache (0, 1, ...).
+    pub engine: u64,
+    /// Scratch for the candidates of one catch-up (no allocation after the first).
+    pub candidates: Vec<Candidate>,
+    /// Bounds the candidates this engine hands to the others, so that a
+    /// flood of spoofed errors costs the other workers little.
+    pub proposals: crate::router::limit::IcmpLimiter,
+}
+
+impl PmtuReplica {
+    pub fn new(shared: Arc<SharedPmtu>) -> PmtuReplica {
+        let caches = shared.lock().caches.clone();
+        PmtuReplica {
+            generation: shared.generation.load(Ordering::Acquire),
+            engine: shared.replicas.fetch_add(1, Ordering::Relaxed),
+            shared,
+            caches,
+            candidates: Vec::new(),
+            proposals: crate::router::limit::IcmpLimiter::new(PROPOSALS_PER_SEC),
+        }
+    }
+
+    /// Whether the shared cache changed since this replica last caught up:
+    /// one atomic load.
+    #[inline]
+    pub fn behind(&self) -> bool {
+        self.shared.generation.load(Ordering::Acquire) != self.generation
+    }
+
+    /// Applies the shared cache's changes; the candidates proposed since
+    /// the last look are added to `candidates` for the engine to validate.
+    #[cold]
+    pub fn catch_up(&mut self, candidates: &mut Vec<Candidate>) {
+        let l = self.shared.lock();
+        let newest = self.shared.generation.load(Ordering::Acquire);
+        match l.log.front() {
+            Some((first, _)) if *first <= self.generation + 1 => {
+                for &(g, c) in &l.log {
+                    match c {
+                        _ if g <= self.generation => {}
+                        Change::Learned { to, dst, mtu, expiry } => self.caches[to as usize].set(dst, mtu, expiry),
+                        Change::Proposed(c) => candidates.push(c),
+                    }
+                }
+            }
+            // Fell behind the log: candidates missed are lost (the router
+            // sends its error again when the sender retransmits).
+            _ => self.caches = l.caches.clone(),
+        }
+        self.generation = newest;
+    }
+
+    /// Learns through the shared cache (and at once in this replica).
+    pub fn learn(&mut self, to: Port, dst: IpAddr, mtu: u16, now: Instant) -> bool {
+        let changed = self.shared.learn(to, dst, mtu, now);
+        if changed {
+            self.caches[to as usize].learn(dst, mtu, now);
+        }
+        changed
+    }
+
+    pub fn shared(&self) -> &Arc<SharedPmtu> {
+        &self.shared
+    }
+
+    #[inline]
+    pub fn get(&self, to: Port, dst: IpAddr, now: Instant) -> Option<u16> {
+        self.caches[to as usize].get(dst, now)
+    }
+}
+
+/// The sequence space a flow's data has covered in one direction, as the
+/// gateway saw it: from the oldest byte not yet acknowledged by the other
+/// side (SND.UNA, from the ACKs going the other way) to the end of the
+/// newest data forwarded (SND.NXT). A TCP sequence number quoted by an ICMP
+/// error must fall in it (RFC 5927 §4.1, as Linux `tcp_v4_err` checks).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SeqWindow {
+    una: u32,
+    nxt: u32,
+    known: bool,
+}
+
+impl SeqWindow {
+    /// Data `[seq, end)` was forwarded in this direction.
+    #[inline]
+    pub fn on_data(&mut self, seq: u32, end: u32) {
+        if !self.known {
+            *self = SeqWindow { una: seq, nxt: end, known: true };
+        } else if (end.wrapping_sub(self.nxt) as i32) > 0 {
+            self.nxt = end;
+        }
+    }
+
+    /// The other side acknowledged up to `ack`.
+    #[inline]
+    pub fn on_ack(&mut self, ack: u32) {
+        if self.known && (ack.wrapping_sub(self.una) as i32) > 0 && (self.nxt.wrapping_sub(ack) as i32) >= 0 {
+            self.una = ack;
+        }
+    }
+
+    /// Whether `seq` lies in `[una, nxt]`.
+    pub fn contains(&self, seq: u32) -> bool {
+        self.known && seq.wrapping_sub(self.una) <= self.nxt.wrapping_sub(self.una)
     }
 }
 
@@ -71,9 +308,9 @@ mod tests {
     fn lowers_only_expires_and_bounds() {
         let t0 = Instant::now();
         let mut c = PmtuCache::new(2, Duration::from_secs(600));
-        assert!(c.learn(a(1), 1400, t0));
-        assert!(!c.learn(a(1), 1450, t0));
-        assert!(c.learn(a(1), 1300, t0));
+        assert!(c.learn(a(1), 1400, t0).is_some());
+        assert!(c.learn(a(1), 1450, t0).is_none());
+        assert!(c.learn(a(1), 1300, t0).is_some());
         assert_eq!(c.get(a(1), t0), Some(1300));
         assert_eq!(c.get(a(1), t0 + Duration::from_secs(601)), None);
         c.learn(a(2), 1280, t0);
@@ -85,5 +322,50 @@ mod tests {
             c.learn(a(3), 1279 - i, t0);
         }
         assert!(c.order.len() <= 4);
+    }
+
+    #[test]
+    fn replicas_see_what_any_of_them_learned_per_direction() {
+        let t0 = Instant::now();
+        let shared = SharedPmtu::new(4, Duration::from_secs(600));
+        let (mut r1, mut r2) = (PmtuReplica::new(shared.clone()), PmtuReplica::new(shared.clone()));
+        let mut cands = Vec::new();
+        assert!(r1.learn(Port::Outer, a(1), 1400, t0));
+        assert_eq!(r2.get(Port::Outer, a(1), t0), None, "not before it looks");
+        assert!(r2.behind());
+        r2.catch_up(&mut cands);
+        assert!(!r2.behind());
+        assert_eq!(r2.get(Port::Outer, a(1), t0), Some(1400));
+        assert_eq!(r2.get(Port::Inner, a(1), t0), None, "the other direction is apart");
+        // A replica that fell behind the log copies the whole cache.
+        let c = Candidate { to: Port::Outer, key: FlowKey::new(a(1), a(2), 1, 2), seq: 7, dst: a(1), mtu: 576 };
+        shared.propose(c);
+        r2.catch_up(&mut cands);
+        assert_eq!(cands, [c]);
+        for i in 0..(LOG_LEN as u16 + 10) {
+            r1.learn(Port::Inner, a((i % 3) as u8 + 10), 9000 - i, t0);
+        }
+        r2.catch_up(&mut cands);
+        for n in 10..13 {
+            assert_eq!(r2.get(Port::Inner, a(n), t0), r1.get(Port::Inner, a(n), t0));
+        }
+        assert!(!r2.learn(Port::Outer, a(1), 1450, t0), "never raised");
+    }
+
+    #[test]
+    fn sequence_window_follows_data_and_acks_across_the_wrap() {
+        let mut w = SeqWindow::default();
+        assert!(!w.contains(0));
+        let isn = u32::MAX - 1000;
+        w.on_data(isn, isn.wrapping_add(1)); // SYN
+        w.on_data(isn.wrapping_add(1), isn.wrapping_add(3001));
+        assert!(w.contains(isn) && w.contains(isn.wrapping_add(3001)) && w.contains(5));
+        assert!(!w.contains(isn.wrapping_add(3002)) && !w.contains(isn - 1));
+        w.on_ack(isn.wrapping_add(2001));
+        assert!(!w.contains(isn.wrapping_add(2000)) && w.contains(isn.wrapping_add(2001)));
+        w.on_ack(isn.wrapping_add(9999)); // acknowledges what was never sent
+        assert!(w.contains(isn.wrapping_add(2001)));
+        w.on_data(isn, isn.wrapping_add(100)); // an old retransmission
+        assert!(w.contains(isn.wrapping_add(3001)));
     }
 }

@@ -99,6 +99,11 @@ impl<'a> Seg<'a> {
     /// Pseudo-header sum for a TCP length of `l4_len`: the address words are
     /// summed straight from the frame (native order, fixed up once).
     pub fn pseudo(&self, frame: &[u8], l4_len: usize) -> Sum {
+        if self.info.version == IpVersion::V6 && self.info.ip_options {
+            // Extension headers: a routing header may name another final
+            // destination (RFC 8200 §8.1).
+            return self.info.pseudo_header(frame, next_header::TCP, l4_len);
+        }
         let at = self.info.l3 + if self.info.version == IpVersion::V4 { 12 } else { 8 };
         let n = if self.info.version == IpVersion::V4 { 8 } else { 32 };
         let addrs = Sum::of(&frame[at..at + n]);

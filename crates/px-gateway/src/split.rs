@@ -55,7 +55,7 @@ impl Engine {
         let flow = flow.and_then(|i| self.flows.get(i));
         match to {
             Port::Inner => {
-                let cap = match flow.and_then(|f| f.inner_mss) {
+                let mut cap = match flow.and_then(|f| f.inner_mss) {
                     Some(m) => self.cfg.inner_payload_cap(headers).min((m as usize).saturating_sub(options)),
                     // Nothing known of what the inner host takes (its SYN
                     // was not seen): the safe size, one outer-sized segment,
@@ -65,6 +65,10 @@ impl Engine {
                     // than risk segments their receiver drops.
                     None => (self.cfg.emtu as usize).saturating_sub(headers),
                 };
+                if let Some(m) = self.pmtu.get(Port::Inner, seg.info.dst, now) {
+                    // A path MTU learned from the b-network's routers.
+                    cap = cap.min((m as usize).saturating_sub(headers));
+                }
                 cap.min(self.pool.size() - HEADROOM)
             }
             Port::Outer => {
@@ -171,7 +175,8 @@ fn write_piece(frame: &[u8], seg: &Seg, i: usize, off: usize, len: usize, last: 
         IpVersion::V6 => {
             let mut ip = Ipv6Packet::new_unchecked(&mut out[info.l3..]);
             ip.set_payload_len((info.l4 - info.l3 - px_wire::ipv6::HEADER_LEN + l4_len) as u16);
-            px_wire::checksum::pseudo_v6(ip.src(), ip.dst(), 6, l4_len as u32)
+            // The final destination of a routing header (the addresses are the frame's).
+            info.pseudo_header(frame, 6, l4_len)
         }
     };
     let mut f = seg.flags;

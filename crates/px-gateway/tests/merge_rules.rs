@@ -19,22 +19,10 @@ fn seg(v6: bool, n: u16, off: u32, len: usize) -> TcpSpec {
     TcpSpec::inbound(v6, n, ISN.wrapping_add(off), stream_bytes(n as u32, off, len)).ts(1_000, 77)
 }
 
-/// The inner host's SYN-ACK of flow `n`, announcing the inner MSS (a flow
-/// whose handshake the gateway did not see is merged only up to the safe
-/// size). Its frame is checked and left out of what the test sees.
-fn handshake(h: &mut Harness, v6: bool, n: u16) {
-    let imss = if v6 { 8940 } else { 8960 };
-    let mut sa = TcpSpec::outbound(v6, n, 9, vec![]).with_opts(vec![TcpOptionElement::MaximumSegmentSize(imss)]);
-    sa.flags = Flags { syn: true, ack: true, ..Flags::default() };
-    sa.ack = ISN;
-    let _ = h.feed_tcp(Port::Inner, &sa);
-    h.check_outputs().unwrap();
-}
-
 /// The inner MSS, then the segments that make the flow bulk (they pass
 /// unchanged); returns the next stream offset.
 fn warm(h: &mut Harness, v6: bool, n: u16) -> u32 {
-    handshake(h, v6, n);
+    announce_inner_mss(h, v6, n, ISN);
     for i in 0..2u32 {
         let v = h.feed_tcp(Port::Outer, &seg(v6, n, i * MSS_TS as u32, MSS_TS));
         assert!(matches!(v, Verdict::Forward { meta: PacketMeta::PLAIN }), "warm-up segment {i} must pass: {v:?}");
@@ -329,7 +317,7 @@ fn first_tsval_kept_newest_ack_and_window_win() {
 fn ce_on_any_piece_survives() {
     for v6 in [false, true] {
         let mut h = Harness::new(test_config());
-        handshake(&mut h, v6, 1);
+        announce_inner_mss(&mut h, v6, 1, ISN);
         let mut off = 0;
         for i in 0..6u32 {
             let mut s = seg(v6, 1, off, MSS_TS);
@@ -415,7 +403,7 @@ fn gro_super_packets_are_merged_or_cut_back() {
     let n = 45usize;
     for v6 in [false, true] {
         let mut h = Harness::new(test_config());
-        handshake(&mut h, v6, 1);
+        announce_inner_mss(&mut h, v6, 1, ISN);
         let meta = gro_meta(Checksum::Valid, MSS_TS as u16);
         let first = seg(v6, 1, 0, n * MSS_TS);
         assert_eq!(h.feed(Port::Outer, first.build(), meta), Verdict::Consumed, "cut in software");

@@ -200,6 +200,11 @@ fn icmp_too_big_from_outside_lowers_the_split_size() {
     for (v6, mtu) in [(false, 1400u16), (true, 1280)] {
         let mut h = Harness::new(test_config());
         let dst = outer_addr(v6, 1);
+        // The quoted packet must be of a flow the gateway carries, inside
+        // its window (RFC 5927): the connection, then the quoted segment.
+        let _ = h.feed_tcp(Port::Outer, &TcpSpec::inbound(v6, 1, 1, Vec::new()));
+        let _ = h.feed_tcp(Port::Inner, &big_out(v6, 1, 1400));
+        h.check_outputs().unwrap();
         let icmp = too_big_from_outside(v6, dst, mtu as u32);
         assert_eq!(h.feed(Port::Outer, icmp, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
         assert_eq!(h.eng.counters().pmtu_learned, 1);

@@ -303,12 +303,20 @@ fn tcp_flow(rng: &mut ChaCha8Rng, s: &Shape, n: u16, v6: bool, inbound: bool) ->
         evs.push(Ev::Frame { port, frame, meta, tcp: Some((id(&spec), s0, s0.wrapping_add(total as u32))) });
         i = j;
     }
-    // Outbound: a too-big message from a router outside, sometimes.
-    if !inbound && rng.gen_bool(0.1) {
+    // Outbound: a too-big message from a router outside, sometimes, quoting
+    // one of the flow's segments after it left (believed only if the flow
+    // is tracked then: RFC 5927), or, once in four, a sequence number the
+    // flow never sent (never believed).
+    if !inbound && !evs.is_empty() && rng.gen_bool(0.1) {
         let dst = outer_addr(v6, n);
-        let mtu = if v6 { rng.gen_range(1280..1500) } else { rng.gen_range(600..1500) };
-        let at = rng.gen_range(0..=evs.len());
-        evs.insert(at, Ev::Ptb { frame: too_big(v6, n, mtu), dst, mtu });
+        let mtu = if v6 { rng.gen_range(1280..1480) } else { rng.gen_range(600..1480) };
+        let k = rng.gen_range(0..evs.len());
+        let seq = match &evs[k] {
+            Ev::Frame { tcp: Some((_, s0, _)), .. } if rng.gen_bool(0.75) => *s0,
+            _ => isn.wrapping_add(1 << 31),
+        };
+        let at = rng.gen_range(k + 1..=evs.len());
+        evs.insert(at, Ev::Ptb { frame: too_big(v6, n, mtu, seq), dst, mtu });
     }
     evs
 }
@@ -319,8 +327,9 @@ fn opts_len(o: &[TcpOptionElement]) -> usize {
     t.header_len() - 20
 }
 
-fn too_big(v6: bool, n: u16, mtu: u16) -> Vec<u8> {
-    let q = TcpSpec::outbound(v6, n, 1, vec![0; 1200]).build();
+fn too_big(v6: bool, n: u16, mtu: u16, seq: u32) -> Vec<u8> {
+    // 1480 bytes of IP packet, above every MTU drawn.
+    let q = TcpSpec::outbound(v6, n, seq, vec![0; if v6 { 1420 } else { 1440 }]).build();
     let mut v = Vec::new();
     let b = PacketBuilder::ethernet2(MAC_OUTER, MAC_INNER);
     match (outer_addr(v6, 200), inner_addr(v6, n)) {
@@ -369,6 +378,7 @@ pub struct Stats {
     pub wires_out: u64,
     pub merged_out: u64,
     pub flows: usize,
+    pub pmtu_learned: u64,
 }
 
 pub fn run(s: &Shape) -> Result<Stats, String> {
@@ -408,7 +418,7 @@ pub fn run(s: &Shape) -> Result<Stats, String> {
     let mut udp_seen: HashMap<u32, u32> = HashMap::new();
     // (source, IP ID) → (offset, bytes, more fragments).
     let mut frags: HashMap<(IpAddr, u16), Vec<Frag>> = HashMap::new();
-    let mut expected_drops = [0u64; 4];
+    let mut expected_drops = [0u64; DropReason::ALL.len()];
     // (flow, start, end, arrival) of each held (consumed) TCP input.
     let mut consumed: Vec<(FlowId, u32, u32, Instant)> = Vec::new();
     let mut out_ranges: HashMap<FlowId, Vec<(u32, u32, Instant)>> = HashMap::new();
@@ -446,9 +456,14 @@ pub fn run(s: &Shape) -> Result<Stats, String> {
                 }
             }
             Ev::Ptb { frame, dst, mtu } => {
+                // Learned only if it quotes a packet of a live flow's window
+                // (RFC 5927): the sizes are checked against what was learned.
+                let learned = h.eng.counters().pmtu_learned;
                 let _ = h.feed(Port::Outer, frame, PacketMeta::PLAIN);
-                let e = h.pmtu.entry(dst).or_insert(mtu);
-                *e = (*e).min(mtu);
+                if h.eng.counters().pmtu_learned > learned {
+                    let e = h.pmtu.entry(dst).or_insert(mtu);
+                    *e = (*e).min(mtu);
+                }
             }
             Ev::Udp { port, frame, id, df, v6, dst } => {
                 // Too big for the egress, or for the path MTU learned so far.
@@ -584,6 +599,7 @@ pub fn run(s: &Shape) -> Result<Stats, String> {
         }
     }
     stats.merged_out = c.merged_out;
+    stats.pmtu_learned = c.pmtu_learned;
     Ok(stats)
 }
 
@@ -656,6 +672,7 @@ fn thousand_flows_fixed_seed() {
     };
     let st = run(&s).unwrap();
     assert!(st.merged_out > 100, "the workload exercises merging: {st:?}");
+    assert!(st.pmtu_learned > 0, "and learned path MTUs: {st:?}");
 }
 
 /// Found by the property test (a test bug then): UDP toward an outer host

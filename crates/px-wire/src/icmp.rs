@@ -2,7 +2,7 @@
 //! (RFC 792, RFC 1191 §4) and ICMPv6 "packet too big" (RFC 4443 §3.2), with
 //! the quoted packet that caused them.
 
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::checksum::{self, Sum};
 use crate::error::{Layer, ParseError, need};
@@ -59,41 +59,88 @@ impl<T: AsRef<[u8]>> IcmpMessage<T> {
     }
 }
 
-/// The destination of a quoted IPv4 header, which may be cut short after
-/// its first 8 payload bytes (RFC 792), so only the fixed header is needed.
-pub fn quoted_v4_dst(quoted: &[u8]) -> Result<Ipv4Addr, ParseError> {
-    need(Layer::Icmpv4, quoted.len(), ipv4::MIN_HEADER_LEN)?;
-    if quoted[0] >> 4 != 4 {
-        return Err(ParseError::Malformed {
-            layer: Layer::Icmpv4,
-            field: "quoted version",
-            value: (quoted[0] >> 4) as u32,
-        });
-    }
-    Ok(Ipv4Addr::new(quoted[16], quoted[17], quoted[18], quoted[19]))
+/// Whether an ICMPv4 type is an error message (RFC 1812 §4.3.2.7: never
+/// answered with another error): destination unreachable, source quench,
+/// redirect, time exceeded, parameter problem.
+pub fn is_v4_error(icmp_type: u8) -> bool {
+    matches!(icmp_type, 3 | 4 | 5 | 11 | 12)
 }
 
-/// The destination of a quoted IPv6 header.
-pub fn quoted_v6_dst(quoted: &[u8]) -> Result<Ipv6Addr, ParseError> {
-    need(Layer::Icmpv6, quoted.len(), ipv6::HEADER_LEN)?;
-    if quoted[0] >> 4 != 6 {
-        return Err(ParseError::Malformed {
-            layer: Layer::Icmpv6,
-            field: "quoted version",
-            value: (quoted[0] >> 4) as u32,
-        });
-    }
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&quoted[24..40]);
-    Ok(Ipv6Addr::from(a))
+/// Whether an ICMPv6 type is an error message (RFC 4443 §2.1: types 0-127).
+pub fn is_v6_error(icmp_type: u8) -> bool {
+    icmp_type < 128
+}
+
+/// What a quoted (invoking) packet tells about the flow it belonged to, as
+/// far as the quote reaches (RFC 792 quotes the IP header and 8 bytes;
+/// RFC 1812 and RFC 4443 quote more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quoted {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// Upper-layer protocol (after IPv6 extension headers in the quote).
+    pub protocol: u8,
+    /// The quoted packet's own length as it was sent: IPv4 total length,
+    /// IPv6 40 + payload length (not how much of it was quoted).
+    pub ip_len: usize,
+    /// Source and destination ports of TCP or UDP, when the quote holds
+    /// them (a first fragment or no fragment, and 4 bytes of transport).
+    pub ports: Option<(u16, u16)>,
+    /// The TCP sequence number, when the quote holds it.
+    pub tcp_seq: Option<u32>,
+}
+
+/// Parses a quoted packet, which may be cut short anywhere after its IP
+/// header: what is missing is `None`.
+pub fn parse_quoted(quoted: &[u8]) -> Result<Quoted, ParseError> {
+    let version = quoted.first().map_or(0, |b| b >> 4);
+    let (src, dst, protocol, ip_len, l4) = match version {
+        4 => {
+            need(Layer::Icmpv4, quoted.len(), ipv4::MIN_HEADER_LEN)?;
+            let ihl = (quoted[0] & 0x0f) as usize * 4;
+            if ihl < ipv4::MIN_HEADER_LEN {
+                return Err(ParseError::Malformed { layer: Layer::Icmpv4, field: "quoted IHL", value: ihl as u32 });
+            }
+            let src = Ipv4Addr::new(quoted[12], quoted[13], quoted[14], quoted[15]);
+            let dst = Ipv4Addr::new(quoted[16], quoted[17], quoted[18], quoted[19]);
+            let frag_off = u16::from_be_bytes([quoted[6], quoted[7]]) & 0x1fff;
+            let total = u16::from_be_bytes([quoted[2], quoted[3]]) as usize;
+            // A non-first fragment quotes no transport header.
+            let l4 = (frag_off == 0).then_some(ihl);
+            (IpAddr::V4(src), IpAddr::V4(dst), quoted[9], total, l4)
+        }
+        6 => {
+            need(Layer::Icmpv6, quoted.len(), ipv6::HEADER_LEN)?;
+            let p = ipv6::Ipv6Packet::new_unchecked(quoted);
+            let ip_len = ipv6::HEADER_LEN + p.payload_len();
+            // The walk stops where the quote does: no transport then.
+            let up = ipv6::walk_extensions(quoted, p.next_header()).ok();
+            let protocol = up.map_or(p.next_header(), |u| u.protocol);
+            let l4 = up.filter(|u| u.fragment.is_none_or(|f| f.offset == 0)).map(|u| u.offset);
+            (IpAddr::V6(p.src()), IpAddr::V6(p.dst()), protocol, ip_len, l4)
+        }
+        v => return Err(ParseError::Malformed { layer: Layer::Icmpv4, field: "quoted version", value: v as u32 }),
+    };
+    let t = l4.and_then(|at| quoted.get(at..));
+    let ports = t.filter(|_| matches!(protocol, ipv6::next_header::TCP | ipv6::next_header::UDP)).and_then(|t| {
+        Some((u16::from_be_bytes([*t.first()?, *t.get(1)?]), u16::from_be_bytes([*t.get(2)?, *t.get(3)?])))
+    });
+    let tcp_seq = t
+        .filter(|_| protocol == ipv6::next_header::TCP)
+        .and_then(|t| t.get(4..8))
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    Ok(Quoted { src, dst, protocol, ip_len, ports, tcp_seq })
 }
 
 /// Builds an IPv4 packet carrying ICMPv4 type/code with `rest` (bytes 4..8)
 /// quoting the start of `offending` (its header plus up to `max_quote`
-/// bytes in all, RFC 1812 §4.3.2.3). Returns the length written to `out`.
+/// bytes in all, RFC 1812 §4.3.2.3). The IP header has identification
+/// `ident`, DF clear and TTL 64 (as Linux sends its ICMP errors). Returns
+/// the length written to `out`.
 #[allow(clippy::too_many_arguments)]
 pub fn emit_v4_error(
     out: &mut [u8],
+    ident: u16,
     icmp_type: u8,
     code: u8,
     rest: [u8; 4],
@@ -105,7 +152,7 @@ pub fn emit_v4_error(
     let room = out.len().saturating_sub(ipv4::MIN_HEADER_LEN + HEADER_LEN);
     let q = offending.len().min(max_quote).min(room);
     let total = ipv4::MIN_HEADER_LEN + HEADER_LEN + q;
-    ipv4::emit_header(out, 0xc0, total as u16, 0, false, 64, 1, src, dst);
+    ipv4::emit_header(out, 0xc0, total as u16, ident, false, 64, 1, src, dst);
     let m = &mut out[ipv4::MIN_HEADER_LEN..total];
     m[0] = icmp_type;
     m[1] = code;
@@ -165,6 +212,7 @@ mod tests {
         let mut out = [0u8; 600];
         let n = emit_v4_error(
             &mut out,
+            0x1234,
             V4_DEST_UNREACH,
             V4_CODE_FRAG_NEEDED,
             [0, 0, 0x05, 0xdc],
@@ -176,10 +224,13 @@ mod tests {
         assert_eq!(n, 576);
         let ip = ipv4::Ipv4Packet::new_checked(&out[..n]).unwrap();
         assert!(ip.verify_checksum());
+        assert_eq!((ip.ident(), ip.dont_frag(), ip.ttl()), (0x1234, false, 64));
+        let q = parse_quoted(IcmpMessage::new_checked(ip.payload()).unwrap().quoted()).unwrap();
+        assert_eq!(q.ip_len, 1500, "the quoted packet's own length");
+        assert_eq!((q.protocol, q.dst), (17, IpAddr::V4(Ipv4Addr::new(203, 0, 113, 7))));
         let m = IcmpMessage::new_checked(ip.payload()).unwrap();
         assert_eq!(m.v4_next_hop_mtu(), Some(1500));
         assert!(m.verify_checksum(Sum(0)));
-        assert_eq!(quoted_v4_dst(m.quoted()).unwrap(), Ipv4Addr::new(203, 0, 113, 7));
         let (_, rest) = etherparse::Ipv4Header::from_slice(&out[..n]).unwrap();
         let icmp = etherparse::Icmpv4Slice::from_slice(rest).unwrap();
         assert!(matches!(
@@ -207,5 +258,43 @@ mod tests {
             Some(etherparse::NetSlice::Ipv6(_)) => {}
             _ => panic!("not ipv6"),
         }
+    }
+
+    #[test]
+    fn quoted_tcp_packets_give_ports_and_sequence_as_far_as_quoted() {
+        let v4 =
+            etherparse::PacketBuilder::ipv4([198, 51, 100, 2], [203, 0, 113, 7], 64).tcp(40000, 80, 0xdead_beef, 9);
+        let mut q = Vec::new();
+        v4.write(&mut q, &[0u8; 1400]).unwrap();
+        let p = parse_quoted(&q[..28]).unwrap();
+        assert_eq!(p.ip_len, 20 + 20 + 1400);
+        assert_eq!((p.protocol, p.ports, p.tcp_seq), (6, Some((40000, 80)), Some(0xdead_beef)));
+        assert_eq!(p.src, IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2)));
+        // Cut inside the TCP header: ports only, then nothing.
+        assert_eq!(parse_quoted(&q[..26]).unwrap().tcp_seq, None);
+        assert_eq!(parse_quoted(&q[..24]).unwrap().ports, Some((40000, 80)));
+        assert_eq!(parse_quoted(&q[..22]).unwrap().ports, None);
+        assert!(parse_quoted(&q[..19]).is_err());
+        // A non-first fragment quotes no transport header.
+        q[6] = 0x00;
+        q[7] = 0xb9;
+        assert_eq!(parse_quoted(&q[..28]).unwrap().ports, None);
+        let a = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1);
+        let b = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 2);
+        let v6 = etherparse::PacketBuilder::ipv6(a.octets(), b.octets(), 64).tcp(443, 50000, 77, 9);
+        let mut q = Vec::new();
+        v6.write(&mut q, &[0u8; 8000]).unwrap();
+        let p = parse_quoted(&q[..1232]).unwrap();
+        assert_eq!(
+            (p.ip_len, p.dst, p.ports, p.tcp_seq),
+            (40 + 20 + 8000, IpAddr::V6(b), Some((443, 50000)), Some(77))
+        );
+        assert!(parse_quoted(&[0x50; 40]).is_err());
+    }
+
+    #[test]
+    fn error_types() {
+        assert!(is_v4_error(3) && is_v4_error(11) && !is_v4_error(0) && !is_v4_error(8));
+        assert!(is_v6_error(2) && !is_v6_error(128) && !is_v6_error(135));
     }
 }

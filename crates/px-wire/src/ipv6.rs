@@ -42,6 +42,9 @@ pub struct UpperLayer {
     pub offset: usize,
     /// The Fragment header, if the packet had one.
     pub fragment: Option<FragmentInfo>,
+    /// The final destination named by a routing header with segments left
+    /// (see [`Ipv6Packet::final_dst`]); `None` without one.
+    pub final_dst: Option<Ipv6Addr>,
 }
 
 /// The fields of an IPv6 Fragment header (RFC 8200 §4.5).
@@ -139,51 +142,22 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Walks the extension headers (hop-by-hop, routing, fragment,
     /// destination options, AH) to the upper-layer header.
     pub fn upper_layer(&self) -> Result<UpperLayer, ParseError> {
-        let b = &self.b()[..self.total_len()];
-        let mut nh = self.next_header();
-        let mut off = HEADER_LEN;
-        let mut fragment = None;
-        // RFC 8200 §4.1 limits the chain in practice; bound the walk anyway.
-        for _ in 0..16 {
-            match nh {
-                next_header::HOP_BY_HOP | next_header::ROUTING | next_header::DEST_OPTS => {
-                    need(Layer::Ipv6Extension, b.len(), off + 8)?;
-                    let len = (b[off + 1] as usize + 1) * 8;
-                    need(Layer::Ipv6Extension, b.len(), off + len)?;
-                    nh = b[off];
-                    off += len;
-                }
-                next_header::AH => {
-                    need(Layer::Ipv6Extension, b.len(), off + 8)?;
-                    let len = (b[off + 1] as usize + 2) * 4;
-                    need(Layer::Ipv6Extension, b.len(), off + len)?;
-                    nh = b[off];
-                    off += len;
-                }
-                next_header::FRAGMENT => {
-                    need(Layer::Ipv6Extension, b.len(), off + 8)?;
-                    let fo = u16::from_be_bytes([b[off + 2], b[off + 3]]);
-                    fragment = Some(FragmentInfo {
-                        header_offset: off,
-                        offset: ((fo >> 3) as usize) * 8,
-                        more: fo & 1 != 0,
-                        ident: u32::from_be_bytes([b[off + 4], b[off + 5], b[off + 6], b[off + 7]]),
-                    });
-                    nh = b[off];
-                    off += 8;
-                    // A non-first fragment carries no upper-layer header.
-                    if fragment.is_some_and(|f| f.offset != 0) {
-                        return Ok(UpperLayer { protocol: nh, offset: off, fragment });
-                    }
-                }
-                _ => return Ok(UpperLayer { protocol: nh, offset: off, fragment }),
-            }
-        }
-        Err(ParseError::Malformed { layer: Layer::Ipv6Extension, field: "chain length", value: 16 })
+        walk_extensions(&self.b()[..self.total_len()], self.next_header())
     }
 
+    /// The destination the upper layer's pseudo-header names (RFC 8200
+    /// §8.1): the last address of a routing header that still has segments
+    /// left, the header's Destination Address otherwise.
+    pub fn final_dst(&self) -> Ipv6Addr {
+        walk_extensions(&self.b()[..self.total_len()], self.next_header())
+            .ok()
+            .and_then(|u| u.final_dst)
+            .unwrap_or_else(|| self.dst())
+    }
+
+    /// Pseudo-header sum for the upper layer (with the final destination).
     pub fn pseudo_sum(&self, next_header: u8, l4_len: u32) -> Sum {
-        checksum::pseudo_v6(self.src(), self.dst(), next_header, l4_len)
+        checksum::pseudo_v6(self.src(), self.final_dst(), next_header, l4_len)
     }
 
     pub fn into_inner(self) -> T {
@@ -216,6 +190,105 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     pub fn set_dst(&mut self, a: Ipv6Addr) {
         self.buffer.as_mut()[24..40].copy_from_slice(&a.octets());
     }
+}
+
+/// Routing header types whose final destination the walk reads (RFC 8200
+/// §4.4 layout: type at byte 2, segments left at byte 3).
+mod routing_type {
+    /// Source route (RFC 5095 deprecates it; the layout is still known).
+    pub const TYPE0: u8 = 0;
+    /// Mobile IPv6 home address (RFC 6275 §6.4).
+    pub const TYPE2: u8 = 2;
+    /// RPL source route, compressed addresses (RFC 6554).
+    pub const RPL: u8 = 3;
+    /// Segment routing header (RFC 8754): the segment list is in reverse.
+    pub const SRH: u8 = 4;
+}
+
+/// The final destination a routing header names, when it has segments
+/// left (`rh` is the whole header; `dst` the IPv6 Destination Address,
+/// whose prefix RPL's compressed addresses share). `None` for a type this
+/// code does not know or a header too short for what it claims.
+fn routing_final_dst(rh: &[u8], dst: &[u8; 16]) -> Option<Ipv6Addr> {
+    let (kind, left) = (*rh.get(2)?, *rh.get(3)?);
+    if left == 0 {
+        return None;
+    }
+    let addr = |at: usize| -> Option<Ipv6Addr> { <[u8; 16]>::try_from(rh.get(at..at + 16)?).ok().map(Ipv6Addr::from) };
+    match kind {
+        // Addresses from byte 8; the last is the final destination.
+        routing_type::TYPE0 | routing_type::TYPE2 => {
+            let n = (rh.len() - 8) / 16;
+            addr(8 + n.checked_sub(1)? * 16)
+        }
+        // Segment List[0], the first in the header, is the last segment.
+        routing_type::SRH => addr(8),
+        routing_type::RPL => {
+            // CmprI (4 bits), CmprE (4 bits), Pad (4 bits): n-1 addresses
+            // of 16-CmprI bytes, then the last of 16-CmprE bytes, each with
+            // the elided prefix taken from the Destination Address.
+            let (cmpr_i, cmpr_e, pad) = ((rh[4] >> 4) as usize, (rh[4] & 0x0f) as usize, (rh[5] >> 4) as usize);
+            let body = rh.len().checked_sub(8 + pad)?;
+            let n_first = body.checked_sub(16 - cmpr_e)? / (16 - cmpr_i);
+            let at = 8 + n_first * (16 - cmpr_i);
+            let mut a = *dst;
+            a[cmpr_e..].copy_from_slice(rh.get(at..at + 16 - cmpr_e)?);
+            Some(Ipv6Addr::from(a))
+        }
+        _ => None,
+    }
+}
+
+/// Walks the extension headers of an IPv6 packet `b` (its header and as
+/// much of the rest as there is: a quoted packet may be cut short) to the
+/// upper-layer header, starting with the header's Next Header `nh`.
+pub(crate) fn walk_extensions(b: &[u8], mut nh: u8) -> Result<UpperLayer, ParseError> {
+    need(Layer::Ipv6, b.len(), HEADER_LEN)?;
+    let mut off = HEADER_LEN;
+    let mut fragment = None;
+    let mut final_dst = None;
+    let mut dst = [0u8; 16];
+    dst.copy_from_slice(&b[24..40]);
+    // RFC 8200 §4.1 limits the chain in practice; bound the walk anyway.
+    for _ in 0..16 {
+        match nh {
+            next_header::HOP_BY_HOP | next_header::ROUTING | next_header::DEST_OPTS => {
+                need(Layer::Ipv6Extension, b.len(), off + 8)?;
+                let len = (b[off + 1] as usize + 1) * 8;
+                need(Layer::Ipv6Extension, b.len(), off + len)?;
+                if nh == next_header::ROUTING {
+                    final_dst = routing_final_dst(&b[off..off + len], &dst).or(final_dst);
+                }
+                nh = b[off];
+                off += len;
+            }
+            next_header::AH => {
+                need(Layer::Ipv6Extension, b.len(), off + 8)?;
+                let len = (b[off + 1] as usize + 2) * 4;
+                need(Layer::Ipv6Extension, b.len(), off + len)?;
+                nh = b[off];
+                off += len;
+            }
+            next_header::FRAGMENT => {
+                need(Layer::Ipv6Extension, b.len(), off + 8)?;
+                let fo = u16::from_be_bytes([b[off + 2], b[off + 3]]);
+                fragment = Some(FragmentInfo {
+                    header_offset: off,
+                    offset: ((fo >> 3) as usize) * 8,
+                    more: fo & 1 != 0,
+                    ident: u32::from_be_bytes([b[off + 4], b[off + 5], b[off + 6], b[off + 7]]),
+                });
+                nh = b[off];
+                off += 8;
+                // A non-first fragment carries no upper-layer header.
+                if fragment.is_some_and(|f| f.offset != 0) {
+                    return Ok(UpperLayer { protocol: nh, offset: off, fragment, final_dst });
+                }
+            }
+            _ => return Ok(UpperLayer { protocol: nh, offset: off, fragment, final_dst }),
+        }
+    }
+    Err(ParseError::Malformed { layer: Layer::Ipv6Extension, field: "chain length", value: 16 })
 }
 
 /// Writes a 40-byte IPv6 header into `buf[..40]`.
@@ -287,5 +360,31 @@ mod tests {
         emit_header(&mut b, 0, 4, next_header::DEST_OPTS, 64, addr(1), addr(2));
         let p = Ipv6Packet::new_checked(&b[..]).unwrap();
         assert!(p.upper_layer().is_err());
+    }
+
+    #[test]
+    fn final_destination_of_type2_and_rpl_routing_headers() {
+        // Type 2 (Mobile IPv6): one address, the home address.
+        let mut b = vec![0u8; 40 + 24 + 8];
+        emit_header(&mut b, 0, 32, next_header::ROUTING, 64, addr(1), addr(2));
+        b[40..44].copy_from_slice(&[next_header::UDP, 2, 2, 1]);
+        b[48..64].copy_from_slice(&addr(9).octets());
+        let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.final_dst(), addr(9));
+        assert_eq!(p.upper_layer().unwrap().offset, 64);
+        assert_eq!(p.pseudo_sum(17, 8), checksum::pseudo_v6(addr(1), addr(9), 17, 8));
+        // RPL (type 3): two addresses sharing 14 bytes with the destination
+        // (CmprI = CmprE = 14), 2 bytes each, padded to 8.
+        let mut b = vec![0u8; 40 + 16 + 8];
+        emit_header(&mut b, 0, 24, next_header::ROUTING, 64, addr(1), addr(2));
+        b[40..46].copy_from_slice(&[next_header::UDP, 1, 3, 2, 0xee, 0x40]);
+        b[48..52].copy_from_slice(&[0, 7, 0, 8]);
+        assert_eq!(Ipv6Packet::new_checked(&b[..]).unwrap().final_dst(), addr(8));
+        // Unknown routing type, or no segments left: the header's destination.
+        b[42] = 200;
+        assert_eq!(Ipv6Packet::new_checked(&b[..]).unwrap().final_dst(), addr(2));
+        b[42] = 3;
+        b[43] = 0;
+        assert_eq!(Ipv6Packet::new_checked(&b[..]).unwrap().final_dst(), addr(2));
     }
 }

@@ -213,6 +213,26 @@ impl FrameInfo {
     pub fn ip_header_len(&self) -> usize {
         self.l4 - self.l3
     }
+
+    /// The upper layer's pseudo-header sum for `l4_len` bytes of `protocol`
+    /// (`frame` is the one this was parsed from). IPv6 names the final
+    /// destination (RFC 8200 §8.1): a routing header with segments left is
+    /// looked into, which only packets with extension headers pay for.
+    pub fn pseudo_header(&self, frame: &[u8], protocol: u8, l4_len: usize) -> crate::checksum::Sum {
+        match (self.src, self.dst) {
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                let d = if self.ip_options {
+                    Ipv6Packet::new_checked(&frame[self.l3..self.end]).map_or(d, |p| p.final_dst())
+                } else {
+                    d
+                };
+                crate::checksum::pseudo_v6(s, d, protocol, l4_len as u32)
+            }
+            (IpAddr::V4(s), IpAddr::V4(d)) => crate::checksum::pseudo_v4(s, d, protocol, l4_len as u16),
+            // Never parsed so.
+            _ => crate::checksum::Sum(0),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -333,5 +353,43 @@ mod tests {
         // A broken IP header stays an error.
         f[14] = 0x55;
         assert!(FrameInfo::parse(&f).is_err());
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// Frames built by scapy (`IPv6ExtHdrSegmentRouting`, `IPv6ExtHdrRouting`),
+    /// whose checksums scapy computes over the final destination
+    /// 2001:db8:2::4, not the header's 2001:db8::2.
+    #[test]
+    fn routing_headers_put_the_final_destination_in_the_pseudo_header() {
+        let srh_tcp = hex(concat!(
+            "02000000000202000000000186dd6000000000642b4020010db800000000000000000000000120010db8",
+            "000000000000000000000002060604020200000020010db800020000000000000000000420010db80001",
+            "0000000000000000000320010db80000000000000000000000029c400050000003e80000000050182000",
+            "180a000068656c6c6f2c2066696e616c2064657374696e6174696f6e"
+        ));
+        let rh0_udp = hex(concat!(
+            "02000000000202000000000186dd60000000003c2b4020010db800000000000000000000000120010db8",
+            "000000000000000000000002110400020000000020010db800010000000000000000000320010db80002",
+            "000000000000000000041388177000146ff974797065203020726f757465"
+        ));
+        let fin: core::net::Ipv6Addr = "2001:db8:2::4".parse().unwrap();
+        for (f, proto) in [(srh_tcp, 6u8), (rh0_udp, 17)] {
+            let i = FrameInfo::parse(&f).unwrap().unwrap();
+            assert_eq!(i.protocol, proto);
+            assert!(i.ip_options);
+            assert_eq!(Ipv6Packet::new_checked(&f[i.l3..i.end]).unwrap().final_dst(), fin);
+            let l4_len = i.end - i.l4;
+            let s = i.pseudo_header(&f, proto, l4_len).plus(crate::checksum::Sum::of(&f[i.l4..i.end]));
+            assert_eq!(crate::checksum::fold(s), 0xffff, "proto {proto}: scapy's checksum verifies");
+            // With segments left 0 the header's destination is the final one.
+            let mut g = f.clone();
+            g[14 + 40 + 3] = 0;
+            let i = FrameInfo::parse(&g).unwrap().unwrap();
+            let s = i.pseudo_header(&g, proto, l4_len).plus(crate::checksum::Sum::of(&g[i.l4..i.end]));
+            assert_ne!(crate::checksum::fold(s), 0xffff);
+        }
     }
 }

@@ -19,8 +19,12 @@ fn exercise(frame: &[u8]) {
             let _ = (p.options(), p.payload(), p.verify_checksum(), p.frag_offset(), p.src(), p.dst());
         }
         if let Ok(p) = Ipv6Packet::new_checked(ip) {
-            let _ = (p.payload(), p.upper_layer(), p.flow_label(), p.traffic_class());
+            let _ = (p.payload(), p.upper_layer(), p.flow_label(), p.traffic_class(), p.final_dst());
         }
+        let _ = info.pseudo_header(frame, info.protocol, l4.len());
+        // Any bytes may be quoted by an ICMP error.
+        let _ = px_wire::icmp::parse_quoted(ip);
+        let _ = px_wire::icmp::parse_quoted(l4);
         match info.transport {
             Transport::Tcp { .. } => {
                 let t = TcpSegment::new_checked(l4).expect("FrameInfo said TCP");
@@ -40,8 +44,7 @@ fn exercise(frame: &[u8]) {
             Transport::Icmp => {
                 if let Ok(m) = IcmpMessage::new_checked(l4) {
                     let _ = (m.v4_next_hop_mtu(), m.v6_mtu(), m.quoted(), m.verify_checksum(Sum(0)));
-                    let _ = px_wire::icmp::quoted_v4_dst(m.quoted());
-                    let _ = px_wire::icmp::quoted_v6_dst(m.quoted());
+                    let _ = px_wire::icmp::parse_quoted(m.quoted());
                 }
             }
             _ => {}

@@ -44,6 +44,7 @@ impl Engine {
         if let Some(f) = self.flows.get_mut(idx) {
             f.last_seen = now;
         }
+        self.track_seq(idx, Port::Outer, seg);
         // SYNs, connection state, MD5/AO (`crate::mss`): what is not ours
         // to translate passes untouched, after what the flow holds.
         if self.track_tcp(idx, frame, seg, Port::Outer, now) != Track::Plain {

@@ -42,11 +42,12 @@ pub(crate) fn later_options(frame: &[u8], info: &FrameInfo, out: &mut [u8; 40]) 
 
 /// Builds, into `out`, the frame of an ICMP "too big" error about the
 /// offending frame, addressed back to its sender through the port it came
-/// from: link header copied with MACs swapped.
+/// from: link header copied with MACs swapped. IPv4 errors carry `ident`.
 pub(crate) fn write_too_big(
     frame: &[u8],
     info: &FrameInfo,
     mtu: u16,
+    ident: u16,
     src4: Option<core::net::Ipv4Addr>,
     src6: Option<core::net::Ipv6Addr>,
     out: &mut [u8],
@@ -61,6 +62,7 @@ pub(crate) fn write_too_big(
             let m = mtu.to_be_bytes();
             icmp::emit_v4_error(
                 &mut out[l3..],
+                ident,
                 icmp::V4_DEST_UNREACH,
                 icmp::V4_CODE_FRAG_NEEDED,
                 [0, 0, m[0], m[1]],

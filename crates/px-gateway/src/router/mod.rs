@@ -3,19 +3,27 @@
 //! fragmented (RFC 791 §3.2), anything else too big is dropped with an ICMP
 //! error back to its source (RFC 1191 "fragmentation needed" with the
 //! next-hop MTU, RFC 4443 "packet too big"), rate-limited (RFC 1812
-//! §4.3.2.8, RFC 4443 §2.4(f)). ICMP errors from outside teach the engine
-//! path MTUs (`learn_pmtu`, kept in `crate::pmtu`).
+//! §4.3.2.8, RFC 4443 §2.4(f)) and only where RFC 1812 §4.3.2.7 / RFC 4443
+//! §2.4(e) allow one. ICMP errors from either side teach the engine path
+//! MTUs once validated (`learn`, kept in `crate::pmtu`).
+//!
+//! IEEE 802.1D link-local control frames are not passed on (see
+//! [`link_local_control`]).
 //!
 //! - [`frames`]: writing fragments and ICMP errors.
+//! - [`answer`]: which packets may be answered with an ICMP error.
+//! - [`learn`]: RFC 5927 validation of "too big" errors, and the per-flow
+//!   sequence windows it needs.
 //! - [`limit`]: the ICMP rate limit.
 
+mod answer;
 mod frames;
+pub(crate) mod learn;
 pub(crate) mod limit;
 
 use core::net::IpAddr;
 use std::time::Instant;
 
-use px_wire::checksum::Sum;
 use px_wire::offload::{Checksum, PacketMeta};
 use px_wire::udp::UdpDatagram;
 use px_wire::{FrameInfo, IpVersion, Transport};
@@ -37,8 +45,8 @@ impl Engine {
         info: &FrameInfo,
         meta: PacketMeta,
     ) -> Verdict {
-        if from == Port::Outer && info.transport == Transport::Icmp {
-            self.learn_pmtu(now, frame, info);
+        if info.transport == Transport::Icmp {
+            self.learn_pmtu(now, from, frame, info);
         }
         if matches!(meta.csum, Checksum::Partial { .. }) {
             complete_partial_udp(frame, info);
@@ -71,42 +79,6 @@ impl Engine {
         }
     }
 
-    /// ICMP "fragmentation needed" / "packet too big" from outside about a
-    /// packet toward `dst` lowers the size the engine cuts to for `dst`.
-    fn learn_pmtu(&mut self, now: Instant, frame: &[u8], info: &FrameInfo) {
-        let Ok(m) = px_wire::icmp::IcmpMessage::new_checked(&frame[info.l4..info.end]) else { return };
-        let (dst, mtu) = match info.version {
-            IpVersion::V4 => match (m.v4_next_hop_mtu(), px_wire::icmp::quoted_v4_dst(m.quoted())) {
-                (Some(mtu), Ok(d)) if m.verify_checksum(Sum(0)) => (IpAddr::V4(d), mtu),
-                _ => return,
-            },
-            IpVersion::V6 => {
-                let pseudo = px_wire::checksum::pseudo_v6(
-                    match info.src {
-                        IpAddr::V6(a) => a,
-                        IpAddr::V4(_) => return,
-                    },
-                    match info.dst {
-                        IpAddr::V6(a) => a,
-                        IpAddr::V4(_) => return,
-                    },
-                    58,
-                    (info.end - info.l4) as u32,
-                );
-                match (m.v6_mtu(), px_wire::icmp::quoted_v6_dst(m.quoted())) {
-                    (Some(mtu), Ok(d)) if m.verify_checksum(pseudo) => (IpAddr::V6(d), mtu.min(65_535) as u16),
-                    _ => return,
-                }
-            }
-        };
-        // RFC 8201 §4 / RFC 1191 §3: ignore values below the minimum link
-        // MTU, and values that would raise the estimate.
-        let floor = if info.version == IpVersion::V4 { 552 } else { 1280 };
-        if mtu >= floor && mtu < self.cfg.emtu && self.pmtu.learn(dst, mtu, now) {
-            self.counters.pmtu_learned += 1;
-        }
-    }
-
     /// The configured MTU of a port (without learned path MTUs).
     pub(crate) fn egress_limit(&self, to: Port) -> u16 {
         match to {
@@ -115,11 +87,12 @@ impl Engine {
         }
     }
 
+    /// The MTU toward `dst` through `to`: the port's, or a smaller path MTU
+    /// learned for that direction.
+    #[inline]
     pub(crate) fn egress_mtu(&self, now: Instant, to: Port, dst: IpAddr) -> u16 {
-        match to {
-            Port::Inner => self.egress_limit(Port::Inner),
-            Port::Outer => self.pmtu.get(dst, now).map_or(self.cfg.emtu, |m| m.min(self.cfg.emtu)),
-        }
+        let limit = self.egress_limit(to);
+        self.pmtu.get(to, dst, now).map_or(limit, |m| m.min(limit))
     }
 
     pub(crate) fn fragment(&mut self, to: Port, frame: &[u8], info: &FrameInfo, mtu: usize) -> Verdict {
@@ -154,14 +127,22 @@ impl Engine {
             self.counters.icmp_no_source += 1;
             return;
         }
+        if !answer::may_answer_too_big(frame, info) {
+            self.counters.icmp_suppressed += 1;
+            return;
+        }
         if !self.icmp.allow(now) {
             self.counters.icmp_rate_limited += 1;
             return;
         }
         let mut buf = self.pool.get();
+        let ident = self.icmp_ident;
         if let Some(end) =
-            frames::write_too_big(frame, info, mtu, self.cfg.icmp_source_v4, self.cfg.icmp_source_v6, &mut buf)
+            frames::write_too_big(frame, info, mtu, ident, self.cfg.icmp_source_v4, self.cfg.icmp_source_v6, &mut buf)
         {
+            // Counting up and never zero (RFC 6864 §4.1: unique while it
+            // may be fragmented, DF being clear).
+            self.icmp_ident = ident.checked_add(1).unwrap_or(1);
             self.counters.icmp_sent += 1;
             self.queue(Transmit { port: from, buf, start: 0, end, meta: PacketMeta::PLAIN });
         }
@@ -174,13 +155,24 @@ fn complete_partial_udp(frame: &mut [u8], info: &FrameInfo) {
     if info.fragment || !matches!(info.transport, Transport::Udp { .. }) {
         return;
     }
-    let l4_len = info.end - info.l4;
-    let pseudo = match (info.src, info.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => px_wire::checksum::pseudo_v4(s, d, 17, l4_len as u16),
-        (IpAddr::V6(s), IpAddr::V6(d)) => px_wire::checksum::pseudo_v6(s, d, 17, l4_len as u32),
-        _ => return,
-    };
+    let pseudo = info.pseudo_header(frame, 17, info.end - info.l4);
     if let Ok(mut u) = UdpDatagram::new_checked(&mut frame[info.l4..info.end]) {
         u.fill_checksum(pseudo);
     }
+}
+
+/// Where an engine's ICMPv4 error identifications start: non-zero, and
+/// spread apart between the engines of one gateway (its workers share a
+/// seed and send errors from one source address); `engine` numbers them.
+pub(crate) fn first_icmp_ident(seed: u64, engine: u64) -> u16 {
+    ((seed ^ engine.wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> 16) as u16 | 1
+}
+
+/// An IEEE 802.1D reserved link-local group address, 01:80:C2:00:00:00 to
+/// 01:80:C2:00:00:0F (STP, pause, LACP, 802.1X, LLDP...): a bridge never
+/// forwards these, and the gateway, a bump in the wire, neither: passing
+/// them would join the spanning trees and link aggregations of two
+/// networks that each expect to talk to their own neighbour.
+pub(crate) fn link_local_control(frame: &[u8]) -> bool {
+    frame.len() >= 6 && frame[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && frame[5] & 0xf0 == 0
 }

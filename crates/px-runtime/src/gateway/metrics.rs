@@ -399,6 +399,27 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.pmtu_learned),
     },
     Family {
+        name: "px_gateway_pmtu_ignored_total",
+        kind: Counter,
+        help: "ICMP too-big errors not believed (RFC 5927).",
+        counters: &["pmtu_ignored"],
+        rows: |s| counter(s, |c| c.pmtu_ignored),
+    },
+    Family {
+        name: "px_gateway_pmtu_passed_on_total",
+        kind: Counter,
+        help: "ICMP too-big errors passed to the other workers.",
+        counters: &["pmtu_passed_on"],
+        rows: |s| counter(s, |c| c.pmtu_passed_on),
+    },
+    Family {
+        name: "px_gateway_icmp_suppressed_total",
+        kind: Counter,
+        help: "ICMP errors RFC 1812/4443 forbid, not sent.",
+        counters: &["icmp_suppressed"],
+        rows: |s| counter(s, |c| c.icmp_suppressed),
+    },
+    Family {
         name: "px_gateway_icmp_errors_total",
         kind: Counter,
         help: "ICMP errors the gateway owed: sent, or not sent (rate_limited, no_source address configured).",

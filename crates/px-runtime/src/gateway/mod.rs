@@ -179,6 +179,9 @@ pub fn run_with(
         }
         None => ((0..cfg.workers).map(|_| None).collect::<Vec<_>>(), None),
     };
+    // One path MTU cache for all workers: an ICMP error reaches one of them,
+    // and must apply to the flow on every one.
+    let pmtu = px_gateway::SharedPmtu::new(ecfg.pmtu_cache_size, ecfg.pmtu_lifetime);
     let mut workers = Vec::new();
     for (i, tap) in taps.into_iter().enumerate() {
         let open = |name: &str, group: u16| {
@@ -198,7 +201,8 @@ pub fn run_with(
         };
         let outer = open(&cfg.outer, base)?;
         let inner = open(&cfg.inner, base + 1)?;
-        let engine = Engine::new(ecfg.clone()).map_err(|e| GatewayError::Config(e.into()))?;
+        let engine =
+            Engine::with_shared_pmtu(ecfg.clone(), pmtu.clone()).map_err(|e| GatewayError::Config(e.into()))?;
         workers.push(Worker { index: i, engine, inner, outer, batch: cfg.batch, live: live.clone(), tap });
     }
     let metrics = match cfg.metrics {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use px_gateway::{Engine, Port, Transmit, Verdict};
-use px_io::{PacketMeta, PacketSocket, Poller, RxBatch, RxFrames, SendError, TxBatch, TxQueue};
+use px_io::{PacketMeta, PacketSocket, PacketType, Poller, RxBatch, RxFrames, SendError, TxBatch, TxQueue};
 
 use super::capture::{Direction, Tap};
 use super::metrics::{Shared, WorkerSnapshot};
@@ -158,7 +158,13 @@ impl Worker {
                     send_port(&mut engine, &mut sc, port.other(), tx_sock, &ring);
                     drop(ring);
                 } else {
-                    let n: usize = rx_sock.recv_batch(&mut rx).unwrap_or_default();
+                    let n = match rx_sock.recv_batch(&mut rx) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            sc.extra.rx_errors += counts_as_rx_error(&e) as u64;
+                            0
+                        }
+                    };
                     if n > 0 {
                         handle_batch(&mut engine, &mut sc, port, &mut rx);
                         send_port(&mut engine, &mut sc, port.other(), tx_sock, &rx);
@@ -190,6 +196,14 @@ impl Worker {
 fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut dyn RxFrames) {
     let now = Instant::now();
     for i in 0..frames.len() {
+        // To this host's own MAC on the port: the host's stack takes it,
+        // the bump in the wire does not pass it on.
+        if let Ok(p) = frames.get(i)
+            && p.pkt_type == PacketType::Host
+        {
+            let _ = engine.handle_for_host(port, p.frame.len());
+            continue;
+        }
         let Ok((meta, frame)) = frames.get_mut(i) else {
             sc.extra.rx_errors += 1;
             continue;
@@ -206,6 +220,11 @@ fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut 
             sc.out[port.other() as usize].push(Frame::Forward { slot: i, meta });
         }
     }
+}
+
+/// A failed receive call is a receive error, except an interrupted one.
+fn counts_as_rx_error(e: &px_io::RecvError) -> bool {
+    !matches!(e, px_io::RecvError::Os(o) if o.kind() == std::io::ErrorKind::Interrupted)
 }
 
 /// Moves the engine's queued frames to their ports' lists, in order.
@@ -462,6 +481,33 @@ mod tests {
         handle_batch(&mut engine, &mut sc, Port::Inner, &mut rx);
         assert_eq!(shape(&sc.out[Port::Outer as usize]), ["F0"]);
         assert_eq!(sc.extra.rx_errors, 1);
+    }
+
+    #[test]
+    fn frames_to_this_host_are_not_bridged_and_receive_errors_count() {
+        struct ToHost(Frames);
+        impl RxFrames for ToHost {
+            fn len(&self) -> usize {
+                self.0.len()
+            }
+            fn get(&self, i: usize) -> Result<RxPacket<'_>, RxError> {
+                let p = self.0.get(i)?;
+                Ok(RxPacket { pkt_type: if i == 0 { PacketType::Host } else { p.pkt_type }, ..p })
+            }
+            fn get_mut(&mut self, i: usize) -> Result<(PacketMeta, &mut [u8]), RxError> {
+                self.0.get_mut(i)
+            }
+        }
+        let mut engine = Engine::new(px_gateway::Config::default()).unwrap();
+        let mut sc = scratch();
+        let mut rx = ToHost(Frames(vec![udp_out(200, true, 1), udp_out(200, true, 2)]));
+        handle_batch(&mut engine, &mut sc, Port::Inner, &mut rx);
+        assert_eq!(shape(&sc.out[Port::Outer as usize]), ["F1"]);
+        assert_eq!(engine.counters().drops(px_gateway::DropReason::ForHost), 1);
+        assert_eq!(engine.counters().port(Port::Inner).rx_packets, 2);
+        let os = |k| px_io::RecvError::Os(std::io::Error::from(k));
+        assert!(counts_as_rx_error(&os(std::io::ErrorKind::InvalidInput)));
+        assert!(!counts_as_rx_error(&os(std::io::ErrorKind::Interrupted)));
     }
 
     /// What the fake kernel does with the next `send`.

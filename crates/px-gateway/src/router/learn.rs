@@ -1,0 +1,171 @@
+//! Learning path MTUs from ICMP "fragmentation needed" / "packet too big",
+//! validated as RFC 5927 advises, since anyone can send one: an error that
+//! lowered the size toward a destination on trust would let one spoofed
+//! packet cut every connection to it to small segments.
+//!
+//! An error is learned only if
+//! - its checksum verifies,
+//! - the packet it quotes is TCP of a flow this gateway carries (4-tuple),
+//!   with a sequence number inside that flow's window in the quoted
+//!   direction, between the oldest unacknowledged byte and the end of the
+//!   newest data forwarded (RFC 5927 §4.1; Linux `tcp_v4_err` checks the
+//!   same, SND.UNA..SND.NXT);
+//! - the reported MTU is below the size of the quoted packet (RFC 5927
+//!   §4.2: a router reports a smaller MTU than the packet it refused).
+//!
+//! An error reaches the worker its own addresses hash to, not necessarily
+//! the one that carries the quoted flow: one that quotes a flow this
+//! engine does not carry is passed to the other workers through the shared
+//! cache (`crate::pmtu`), and the one that carries it validates it.
+//!
+//! Values below the minimum are clamped (Linux `min_pmtu`: 552 for IPv4;
+//! RFC 8201 §4: 1280 for IPv6), never taken.
+//!
+//! Only TCP is learned. The gateway sizes TCP itself (it cuts outbound
+//! segments, merges inbound ones), so it must know the path; UDP, ICMP and
+//! everything else it forwards intact (fragmenting only as a router does),
+//! and the error is forwarded to the sender, whose own stack validates it
+//! against its sockets and sizes its datagrams (RFC 8085 §3.2). A gateway
+//! table of recent UDP 4-tuples would validate little (UDP carries no
+//! sequence number, so any off-path sender who knows a QUIC server's
+//! address and port could still pass it) and would add a table to bound.
+//!
+//! Errors arrive on either port: from the outer side about packets the
+//! gateway sent toward outside (the eMTU path), and from routers of the
+//! b-network about packets toward inner hosts (the iMTU path); each is
+//! learned for that direction.
+
+use std::time::Instant;
+
+use px_wire::checksum::Sum;
+use px_wire::icmp::{self, IcmpMessage};
+use px_wire::ipv6::next_header;
+use px_wire::tcp::flags;
+use px_wire::{FrameInfo, IpVersion};
+
+use crate::engine::Engine;
+use crate::flow::FlowKey;
+use crate::pmtu::Candidate;
+use crate::port::Port;
+use crate::segment::Seg;
+
+/// Linux `net.ipv4.route.min_pmtu`: the smallest IPv4 path MTU believed.
+pub(crate) const MIN_PMTU_V4: u16 = 552;
+/// RFC 8200 §5: every IPv6 link carries 1280 bytes.
+pub(crate) const MIN_PMTU_V6: u16 = 1280;
+
+impl Engine {
+    /// Keeps the flow's sequence windows: `seg` arrived on `from`, so its
+    /// data goes toward the other port and its ACK acknowledges data that
+    /// went toward `from`.
+    #[inline]
+    pub(crate) fn track_seq(&mut self, idx: u32, from: Port, seg: &Seg) {
+        let Some(f) = self.flows.get_mut(idx) else { return };
+        let (data, acked) = match from {
+            Port::Inner => (&mut f.seq_out, &mut f.seq_in),
+            Port::Outer => (&mut f.seq_in, &mut f.seq_out),
+        };
+        let len = seg.seq_len();
+        if len > 0 {
+            if seg.has(flags::SYN) {
+                // A new initial sequence number.
+                *data = Default::default();
+            }
+            data.on_data(seg.seq, seg.seq.wrapping_add(len));
+        }
+        if seg.has(flags::ACK) {
+            acked.on_ack(seg.ack);
+        }
+    }
+
+    /// An ICMP message that arrived on `from`: if it is a valid "too big"
+    /// about a packet of ours toward `from`, the path MTU in that direction.
+    pub(crate) fn learn_pmtu(&mut self, now: Instant, from: Port, frame: &[u8], info: &FrameInfo) {
+        let Ok(m) = IcmpMessage::new_checked(&frame[info.l4..info.end]) else { return };
+        let (mtu, floor, checksum_ok) = match info.version {
+            IpVersion::V4 => match m.v4_next_hop_mtu() {
+                Some(mtu) => (mtu as u32, MIN_PMTU_V4, m.verify_checksum(Sum(0))),
+                None => return,
+            },
+            IpVersion::V6 => match m.v6_mtu() {
+                Some(mtu) => {
+                    let pseudo = info.pseudo_header(frame, next_header::ICMPV6, info.end - info.l4);
+                    (mtu, MIN_PMTU_V6, m.verify_checksum(pseudo))
+                }
+                None => return,
+            },
+        };
+        if !checksum_ok {
+            self.counters.pmtu_ignored += 1;
+            return;
+        }
+        let Ok(q) = icmp::parse_quoted(m.quoted()) else {
+            self.counters.pmtu_ignored += 1;
+            return;
+        };
+        let (Some((sport, dport)), Some(seq), next_header::TCP) = (q.ports, q.tcp_seq, q.protocol) else {
+            self.counters.pmtu_ignored += 1;
+            return;
+        };
+        // Judged on the value reported, then clamped.
+        let refused = (mtu as usize) < q.ip_len;
+        let mtu = (mtu.min(u16::MAX as u32) as u16).max(floor);
+        if !refused || mtu >= self.egress_limit(from) {
+            // Not smaller than what it refused, or nothing to learn.
+            self.counters.pmtu_ignored += 1;
+            return;
+        }
+        let key = match from {
+            Port::Outer => FlowKey::new(q.dst, q.src, dport, sport),
+            Port::Inner => FlowKey::new(q.src, q.dst, sport, dport),
+        };
+        let c = Candidate { to: from, key, seq, dst: q.dst, mtu };
+        match self.in_window(&c) {
+            Some(true) => self.learn_candidate(now, &c),
+            None if self.pmtu.shared().has_peers() && self.pmtu.proposals.allow(now) => {
+                // Perhaps another worker's flow: it validates when it next looks.
+                self.pmtu.shared().propose(c);
+                self.counters.pmtu_passed_on += 1;
+            }
+            _ => self.counters.pmtu_ignored += 1,
+        }
+    }
+
+    /// Whether this engine carries the candidate's flow (`None` if not),
+    /// and if so whether the quoted sequence number lies in its window.
+    fn in_window(&self, c: &Candidate) -> Option<bool> {
+        let f = self.flows.peek(&c.key).and_then(|i| self.flows.get(i))?;
+        Some(match c.to {
+            Port::Outer => f.seq_out.contains(c.seq),
+            Port::Inner => f.seq_in.contains(c.seq),
+        })
+    }
+
+    fn learn_candidate(&mut self, now: Instant, c: &Candidate) {
+        if self.pmtu.learn(c.to, c.dst, c.mtu, now) {
+            self.counters.pmtu_learned += 1;
+        }
+    }
+
+    /// Catches up with what the other workers learned, and validates what
+    /// they passed on: one atomic load when nothing changed.
+    #[inline]
+    pub(crate) fn sync_pmtu(&mut self, now: Instant) {
+        if self.pmtu.behind() {
+            self.catch_up_pmtu(now);
+        }
+    }
+
+    #[cold]
+    fn catch_up_pmtu(&mut self, now: Instant) {
+        let mut cands = std::mem::take(&mut self.pmtu.candidates);
+        self.pmtu.catch_up(&mut cands);
+        for c in &cands {
+            if self.in_window(c) == Some(true) {
+                self.learn_candidate(now, c);
+            }
+        }
+        cands.clear();
+        self.pmtu.candidates = cands;
+    }
+}
