@@ -201,6 +201,8 @@ impl Engine {
                     Port::Inner => self.outbound_tcp(now, frame, seg, meta),
                 }
             }
+            // Tunnel super-packets, inner partial checksums, UDP GRO batches.
+            None if crate::tunnel::is_offloaded(info, &meta) => self.route_offloaded(now, from, frame, info, meta),
             None => self.route_non_tcp(now, from, frame, info, meta),
         }
     }
@@ -260,6 +262,11 @@ impl Engine {
         let pc = self.counters.port_mut(t.port);
         pc.tx_packets += 1;
         pc.tx_bytes += (t.end - t.start) as u64;
+        self.out.push_back(t);
+    }
+
+    /// Queues a frame the engine built and [`Engine::forward`] already counted.
+    pub(crate) fn queue_forwarded(&mut self, t: Transmit) {
         self.out.push_back(t);
     }
 

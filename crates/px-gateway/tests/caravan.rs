@@ -271,15 +271,25 @@ fn a_corrupt_datagram_passes_plain_after_its_flow() {
 
 #[test]
 fn udp_gro_batches_are_not_packed_as_one_record() {
+    // A batch of five 100-byte datagrams under one header: each is its own
+    // record (it used to pass whole, as one 500-byte datagram).
     let mut d = Drive::new(cfg());
     d.meta = PacketMeta {
         gso: Some(Gso { kind: GsoKind::UdpL4, size: 100, ecn: false }),
         csum: Checksum::Valid,
         hdr_len: 0,
     };
-    let g = Dg::new("198.51.100.1", "203.0.113.2", 4000, 443, 1, payload(10, 0, 500));
-    assert!(matches!(d.feed(Port::Outer, g.frame(Port::Outer)), Verdict::Forward { .. }));
-    assert_eq!(d.eng.counters().caravan.packed_in, 0);
+    let data = payload(10, 0, 500);
+    let g = Dg::new("198.51.100.1", "203.0.113.2", 4000, 443, 1, data.clone());
+    assert_eq!(d.feed(Port::Outer, g.frame(Port::Outer)), Verdict::Consumed);
+    assert_eq!(d.eng.counters().caravan.packed_in, 5);
+    d.advance(Duration::from_millis(10));
+    let out = d.take();
+    assert_eq!(out.len(), 1);
+    let (is_caravan, dgs) = read_inner(&out[0].1, DSCP);
+    assert!(is_caravan);
+    let payloads: Vec<&[u8]> = dgs.iter().map(|d| &d[8..]).collect();
+    assert_eq!(payloads, data.chunks(100).collect::<Vec<_>>());
 }
 
 #[test]
