@@ -228,7 +228,7 @@ impl Engine {
             return i;
         }
         if self.flows.is_full()
-            && let Some(old) = self.flows.oldest()
+            && let Some(old) = self.flows.victim()
         {
             self.flush_flow(old, FlushReason::Evicted, now);
             self.flows.remove(old);
@@ -240,8 +240,8 @@ impl Engine {
 
     fn housekeeping(&mut self, now: Instant) {
         self.next_housekeeping = Some(now + HOUSEKEEPING);
-        for _ in 0..64 {
-            let Some(idx) = self.flows.oldest() else { break };
+        for _ in 0..64.min(self.flows.len()) {
+            let Some(idx) = self.flows.next_for_idle_scan() else { break };
             let idle = self
                 .flows
                 .get(idx)
@@ -250,8 +250,6 @@ impl Engine {
                 self.flush_flow(idx, FlushReason::Evicted, now);
                 self.flows.remove(idx);
                 self.counters.flows_expired += 1;
-            } else {
-                self.flows.requeue_oldest();
             }
         }
     }
