@@ -10,6 +10,16 @@
 //! `IPXIP4/6` bits are not representable in a virtio-net header and are
 //! dropped), `gso_size` the inner MSS, `csum_start` at the inner TCP header
 //! and the inner TCP checksum field holding the pseudo-header sum only.
+//! Measured on this kernel (6.18, `crates/px/tests/tunnel_lab.rs`: a real
+//! VXLAN tunnel, outer IPv4, inner TCP with timestamps, across the gateway):
+//! with TSO/GSO on the hosts' links, VXLAN GSO super-packets reach the
+//! gateway's ports as `gso_type` TCPV4, `gso_size` 1398, `NEEDS_CSUM` with
+//! `csum_start` 84 (14 + 20 + 8 + 8 + 14 + 20: the inner TCP header) and
+//! `csum_offset` 16, `hdr_len` 116 (through the inner TCP header), up to
+//! 64424 bytes; with wire-like senders, 1514-byte frames with no GSO and the
+//! same `csum_start` 84 / `csum_offset` 16 (veth checksum offload leaves the
+//! inner TCP checksum partial).
+//!
 //! Handing such a frame back to AF_PACKET with that header does not work:
 //! the kernel would try to cut the outer packet as TCP (or refuse it), so
 //! the engine cuts it in software, as Linux's tunnel GSO does: the inner
