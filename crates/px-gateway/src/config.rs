@@ -75,7 +75,8 @@ pub struct Config {
     /// Verify TCP checksums that the I/O layer did not verify before merging
     /// (segments that fail are passed on unmerged, counted).
     pub verify_checksums: bool,
-    /// Seed of the flow-table hash (randomise in production, fix in tests).
+    /// Key of the flow hashes (SipHash-1-3, see `flow.rs`): `px gateway`
+    /// draws it from the OS random source; tests fix it.
     #[serde(skip)]
     pub hash_seed: u64,
     /// Inner destinations that read PX-caravans (`docs/caravan.md`): UDP

@@ -243,6 +243,8 @@ impl Engine {
                     Port::Inner => self.outbound_tcp(now, frame, seg, meta),
                 }
             }
+            // Tunnel super-packets, inner partial checksums, UDP GRO batches.
+            None if crate::tunnel::is_offloaded(info, &meta) => self.route_offloaded(now, from, frame, info, meta),
             None => self.route_non_tcp(now, from, frame, info, meta),
         }
     }
@@ -284,7 +286,7 @@ impl Engine {
             return i;
         }
         if self.flows.is_full()
-            && let Some(old) = self.flows.oldest()
+            && let Some(old) = self.flows.victim()
         {
             self.flush_flow(old, FlushReason::Evicted, now);
             self.remove_flow(old);
@@ -298,8 +300,8 @@ impl Engine {
 
     fn housekeeping(&mut self, now: Instant) {
         self.next_housekeeping = Some(now + HOUSEKEEPING);
-        for _ in 0..64 {
-            let Some(idx) = self.flows.oldest() else { break };
+        for _ in 0..64.min(self.flows.len()) {
+            let Some(idx) = self.flows.next_for_idle_scan() else { break };
             let idle = self
                 .flows
                 .get(idx)
@@ -308,8 +310,6 @@ impl Engine {
                 self.flush_flow(idx, FlushReason::Evicted, now);
                 self.remove_flow(idx);
                 self.counters.flows_expired += 1;
-            } else {
-                self.flows.requeue_oldest();
             }
         }
     }
@@ -320,6 +320,11 @@ impl Engine {
         let pc = self.counters.port_mut(t.port);
         pc.tx_packets += 1;
         pc.tx_bytes += (t.end - t.start) as u64;
+        self.out.push_back(t);
+    }
+
+    /// Queues a frame the engine built and [`Engine::forward`] already counted.
+    pub(crate) fn queue_forwarded(&mut self, t: Transmit) {
         self.out.push_back(t);
     }
 

@@ -1,5 +1,5 @@
-//! The flow table: O(1) lookup by connection, a hard bound on entries, and
-//! eviction of the oldest entry first.
+//! The flow table: O(1) lookup by connection under a keyed hash, a hard
+//! bound on entries, and eviction of the least recently used (CLOCK).
 //!
 //! One entry per TCP connection, keyed the same way for both directions:
 //! (outer host, outer port, inner host, inner port). It holds the inbound
@@ -7,7 +7,7 @@
 
 use core::hash::{BuildHasher, Hasher};
 use core::net::IpAddr;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::Instant;
 
 use px_wire::IpVersion;
@@ -101,8 +101,8 @@ impl core::hash::Hash for FlowKey {
 #[derive(Debug)]
 pub(crate) struct Flow {
     pub key: FlowKey,
-    /// Unique over the table's life: the age order refers to a flow by slot
-    /// and id, so that a reused slot is not taken for the flow it held before.
+    /// Unique over the table's life (a reused slot holds a new id).
+    #[allow(dead_code)] // identifies a flow in debug output
     pub id: u64,
     pub last_seen: Instant,
     /// Next inbound sequence number expected (end of the last inbound
@@ -156,12 +156,42 @@ impl Conn {
     }
 }
 
-/// Seeded multiply-xor hasher: flow keys are attacker-chosen, so the seed
-/// is random in production; it is fast because keys are short.
+/// Keyed hash of flow keys: SipHash-1-3 (the hash of std's `HashMap`), with
+/// a 128-bit key derived from `Config::hash_seed`, which the runtime draws
+/// from the OS random source. Flow keys are chosen by outside senders; with
+/// an unkeyed or weakly keyed hash they could aim a flood at one bucket
+/// (hash flooding); SipHash is a PRF, so without the key they cannot.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SeededHash(pub u64);
 
-pub(crate) struct KeyHasher(u64);
+/// SipHash-1-3 over the 64-bit words a key writes (keys are short: 2 or 5
+/// words, so this is a handful of rounds per lookup).
+pub(crate) struct KeyHasher {
+    v: [u64; 4],
+    len: u64,
+}
+
+#[inline(always)]
+fn sip_round(v: &mut [u64; 4]) {
+    v[0] = v[0].wrapping_add(v[1]);
+    v[1] = v[1].rotate_left(13) ^ v[0];
+    v[0] = v[0].rotate_left(32);
+    v[2] = v[2].wrapping_add(v[3]);
+    v[3] = v[3].rotate_left(16) ^ v[2];
+    v[0] = v[0].wrapping_add(v[3]);
+    v[3] = v[3].rotate_left(21) ^ v[0];
+    v[2] = v[2].wrapping_add(v[1]);
+    v[1] = v[1].rotate_left(17) ^ v[2];
+    v[2] = v[2].rotate_left(32);
+}
+
+/// SplitMix64: spreads one seed over the two key words.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
 
 impl Hasher for KeyHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -172,9 +202,12 @@ impl Hasher for KeyHasher {
         }
     }
 
-    fn write_u64(&mut self, v: u64) {
-        let m = (self.0 ^ v) as u128 * 0x9e37_79b9_7f4a_7c15u128;
-        self.0 = (m as u64) ^ ((m >> 64) as u64);
+    #[inline]
+    fn write_u64(&mut self, m: u64) {
+        self.v[3] ^= m;
+        sip_round(&mut self.v);
+        self.v[0] ^= m;
+        self.len += 8;
     }
 
     fn write_u16(&mut self, v: u16) {
@@ -193,33 +226,77 @@ impl Hasher for KeyHasher {
         self.write_u64(v as u64);
     }
 
+    #[inline]
     fn finish(&self) -> u64 {
-        let m = self.0 as u128 * 0xff51_afd7_ed55_8ccdu128;
-        (m as u64) ^ ((m >> 64) as u64)
+        let mut v = self.v;
+        let b = (self.len & 0xff) << 56;
+        v[3] ^= b;
+        sip_round(&mut v);
+        v[0] ^= b;
+        v[2] ^= 0xff;
+        sip_round(&mut v);
+        sip_round(&mut v);
+        sip_round(&mut v);
+        v[0] ^ v[1] ^ v[2] ^ v[3]
     }
 }
 
 impl BuildHasher for SeededHash {
     type Hasher = KeyHasher;
+    #[inline]
     fn build_hasher(&self) -> KeyHasher {
-        KeyHasher(self.0)
+        let (k0, k1) = (splitmix(self.0), splitmix(self.0 ^ 0x6a09_e667_f3bc_c908));
+        KeyHasher {
+            v: [
+                k0 ^ 0x736f_6d65_7073_6575,
+                k1 ^ 0x646f_7261_6e64_6f6d,
+                k0 ^ 0x6c79_6765_6e65_7261,
+                k1 ^ 0x7465_6462_7974_6573,
+            ],
+            len: 0,
+        }
     }
 }
 
-/// Bounded table of flows.
+/// Bounded table of flows, with CLOCK (second-chance) eviction: an
+/// approximation of least-recently-used that costs one byte store per
+/// packet.
+///
+/// Every lookup sets the flow's reference mark. When the table is full, the
+/// clock hand sweeps the slots: a marked flow loses its mark and is passed
+/// over, the first unmarked one is the victim, and the hand moves past it.
+/// A flow is evicted only if no packet of it was looked up during a whole
+/// turn of the hand, i.e. while `max` other flows were created: a flood of
+/// spoofed tuples evicts its own entries, not the established flows that
+/// keep sending. New flows start unmarked, so a one-packet flow (a spoofed
+/// SYN) is the first to go.
+///
+/// Why not an exact LRU list: moving a flow to the front of an intrusive
+/// doubly linked list on every packet writes its two neighbours' links
+/// (two more cache lines per packet, on the merge hot path); the mark is
+/// one store next to state the packet touches anyway. Eviction is amortised
+/// O(1): each step of the hand clears a mark that a lookup set, so the
+/// hand moves at most once per lookup plus once per eviction (and at most
+/// one full turn, `2 * max` steps, for a single eviction).
 #[derive(Debug)]
 pub(crate) struct FlowTable {
     map: HashMap<FlowKey, u32, SeededHash>,
     slots: Vec<Option<Flow>>,
     free: Vec<u32>,
-    /// Slots in creation order (with the flow id, to skip reused slots):
-    /// the front is the oldest flow.
-    order: VecDeque<(u32, u64)>,
+    /// Reference marks, by slot (CLOCK).
+    marks: Vec<bool>,
+    /// The clock hand: the next slot eviction looks at.
+    hand: usize,
+    /// The next slot the idle scan looks at.
+    idle_hand: usize,
     max: usize,
     next_id: u64,
+    /// Seed mixed into the front cache's index.
+    seed: u64,
     /// Direct-mapped front cache: slot + 1 by a cheap hash of the key (0:
     /// empty). A hit is checked against the slot's own key, so stale
-    /// entries are harmless; a miss falls back to the hash map.
+    /// entries are harmless; a miss falls back to the hash map (keys aimed
+    /// at one cache entry only make lookups take the keyed map).
     front: Vec<u32>,
 }
 
@@ -229,9 +306,12 @@ impl FlowTable {
             map: HashMap::with_capacity_and_hasher(max.min(1 << 16), SeededHash(seed)),
             slots: Vec::new(),
             free: Vec::new(),
-            order: VecDeque::new(),
+            marks: Vec::new(),
+            hand: 0,
+            idle_hand: 0,
             max,
             next_id: 1,
+            seed: splitmix(seed),
             front: vec![0; (2 * max).next_power_of_two().clamp(64, 1 << 16)],
         }
     }
@@ -239,7 +319,8 @@ impl FlowTable {
     #[inline]
     fn front_index(&self, key: &FlowKey) -> usize {
         let w = key.words;
-        let h = (w[0] ^ w[1].rotate_left(29) ^ w[2] ^ w[3].rotate_left(17) ^ w[4]).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let h = (w[0] ^ w[1].rotate_left(29) ^ w[2] ^ w[3].rotate_left(17) ^ w[4] ^ self.seed)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
         (h >> 40) as usize & (self.front.len() - 1)
     }
 
@@ -247,21 +328,24 @@ impl FlowTable {
         self.map.len()
     }
 
+    /// Finds a flow and marks it used (see the CLOCK note on the type).
     pub fn lookup(&mut self, key: &FlowKey) -> Option<u32> {
         let f = self.front_index(key);
         if let Some(i) = self.front[f].checked_sub(1)
             && self.get(i).is_some_and(|fl| fl.key == *key)
         {
+            self.marks[i as usize] = true;
             return Some(i);
         }
         let i = self.map.get(key).copied();
         if let Some(i) = i {
             self.front[f] = i + 1;
+            self.marks[i as usize] = true;
         }
         i
     }
 
-    /// Lookup without updating the front cache.
+    /// Lookup without updating the front cache or the mark.
     pub fn peek(&self, key: &FlowKey) -> Option<u32> {
         match self.front[self.front_index(key)].checked_sub(1) {
             Some(i) if self.get(i).is_some_and(|fl| fl.key == *key) => Some(i),
@@ -281,7 +365,8 @@ impl FlowTable {
         self.map.len() >= self.max
     }
 
-    /// Inserts a new flow; the caller makes room first (see [`Self::oldest`]).
+    /// Inserts a new flow, unmarked; the caller makes room first (see
+    /// [`Self::victim`]).
     pub fn insert(&mut self, key: FlowKey, now: Instant) -> u32 {
         let id = self.next_id;
         self.next_id += 1;
@@ -303,34 +388,54 @@ impl FlowTable {
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = Some(flow);
+                self.marks[i as usize] = false;
                 i
             }
             None => {
                 self.slots.push(Some(flow));
+                self.marks.push(false);
                 (self.slots.len() - 1) as u32
             }
         };
         self.map.insert(key, idx);
-        self.order.push_back((idx, id));
         idx
     }
 
-    /// The oldest live flow, dropping stale order entries on the way.
-    pub fn oldest(&mut self) -> Option<u32> {
-        while let Some(&(idx, id)) = self.order.front() {
-            if self.get(idx).is_some_and(|f| f.id == id) {
-                return Some(idx);
+    /// The flow to evict to make room (CLOCK: the first unmarked flow from
+    /// the hand on, clearing marks on the way); the hand moves past it.
+    pub fn victim(&mut self) -> Option<u32> {
+        let n = self.slots.len();
+        if self.map.is_empty() {
+            return None;
+        }
+        // Two turns at most: after one, every mark is clear.
+        for _ in 0..2 * n + 1 {
+            let i = self.hand % n;
+            self.hand = (i + 1) % n;
+            if self.slots[i].is_none() {
+                continue;
             }
-            self.order.pop_front();
+            if self.marks[i] {
+                self.marks[i] = false;
+            } else {
+                return Some(i as u32);
+            }
         }
         None
     }
 
-    /// Moves the oldest flow to the back (it was seen recently: second chance).
-    pub fn requeue_oldest(&mut self) {
-        if let Some(e) = self.order.pop_front() {
-            self.order.push_back(e);
+    /// The next live flow for the idle scan (round robin over the slots,
+    /// at most one turn per call).
+    pub fn next_for_idle_scan(&mut self) -> Option<u32> {
+        let n = self.slots.len();
+        for _ in 0..n {
+            let i = self.idle_hand % n;
+            self.idle_hand = (i + 1) % n;
+            if self.slots[i].is_some() {
+                return Some(i as u32);
+            }
         }
+        None
     }
 
     /// Removes a flow and returns it (its held data is the caller's to flush).
@@ -378,15 +483,58 @@ mod tests {
         let b = t.insert(key(2), now);
         assert!(t.is_full());
         assert_eq!(t.lookup(&key(1)), Some(a));
-        assert_eq!(t.oldest(), Some(a));
+        // `a` was used since it was created, `b` was not.
+        assert_eq!(t.victim(), Some(b));
         t.remove(a).unwrap();
         assert_eq!(t.lookup(&key(1)), None);
-        assert_eq!(t.oldest(), Some(b));
         let c = t.insert(key(3), now);
         assert_eq!(c, a, "slot reused");
+        assert_eq!(t.lookup(&key(3)), Some(c));
         t.remove(b);
-        assert_eq!(t.oldest(), Some(c));
+        assert_eq!(t.victim(), Some(c), "the only flow, marked or not");
         assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn a_flood_of_new_flows_evicts_itself_not_the_flows_in_use() {
+        let now = Instant::now();
+        let max = 1000;
+        let mut t = FlowTable::new(max, 99);
+        let live: Vec<FlowKey> = (0..10).map(key).collect();
+        for k in &live {
+            t.insert(*k, now);
+        }
+        // 100 000 one-packet flows; each live flow sends once per 500 of them.
+        for n in 0..100_000u32 {
+            let k = FlowKey::from_v4(0xc633_6400 | (n >> 16), 0xcb00_7100 | (n & 0xff), n as u16, 443);
+            if t.is_full() {
+                let v = t.victim().unwrap();
+                t.remove(v);
+            }
+            t.insert(k, now);
+            if n % 50 == 0 {
+                let k = live[(n / 50) as usize % live.len()];
+                assert!(t.lookup(&k).is_some(), "live flow {k:?} evicted after {n} new flows");
+            }
+            assert!(t.len() <= max);
+        }
+        assert!(t.slots.len() <= max && t.marks.len() <= max);
+    }
+
+    #[test]
+    fn victims_are_found_in_bounded_steps_when_every_flow_is_marked() {
+        let now = Instant::now();
+        let mut t = FlowTable::new(64, 1);
+        for n in 0..64 {
+            let i = t.insert(key(n), now);
+            assert_eq!(t.lookup(&key(n)), Some(i));
+        }
+        assert!(t.victim().is_some());
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..64 {
+            seen.insert(t.next_for_idle_scan().unwrap());
+        }
+        assert_eq!(seen.len(), 64, "the idle scan visits every flow in one turn");
     }
 
     #[test]
@@ -394,5 +542,39 @@ mod tests {
         let h = |seed, k: &FlowKey| SeededHash(seed).hash_one(k);
         assert_ne!(h(1, &key(1)), h(1, &key(2)));
         assert_ne!(h(1, &key(1)), h(2, &key(1)));
+    }
+
+    /// SipHash-c-d of one 8-byte word by the rounds and constants used here.
+    fn sip(c: usize, d: usize, k0: u64, k1: u64, m: u64) -> u64 {
+        let mut v = [
+            k0 ^ 0x736f_6d65_7073_6575,
+            k1 ^ 0x646f_7261_6e64_6f6d,
+            k0 ^ 0x6c79_6765_6e65_7261,
+            k1 ^ 0x7465_6462_7974_6573,
+        ];
+        for (w, rounds) in [(m, c), (8u64 << 56, c)] {
+            v[3] ^= w;
+            (0..rounds).for_each(|_| sip_round(&mut v));
+            v[0] ^= w;
+        }
+        v[2] ^= 0xff;
+        (0..d).for_each(|_| sip_round(&mut v));
+        v[0] ^ v[1] ^ v[2] ^ v[3]
+    }
+
+    #[test]
+    fn the_hash_is_siphash() {
+        // The round function and constants give std's SipHash-2-4 (the one
+        // std exposes with explicit keys) with 2 and 4 rounds ...
+        let (k0, k1, m) = (0x0706_0504_0302_0100u64, 0x0f0e_0d0c_0b0a_0908u64, 0x1122_3344_5566_7788u64);
+        #[allow(deprecated)]
+        let mut std24 = std::hash::SipHasher::new_with_keys(k0, k1);
+        std24.write_u64(m);
+        assert_eq!(sip(2, 4, k0, k1, m), std24.finish());
+        // ... and the hasher is the same construction with 1 and 3.
+        let mut h = SeededHash(5).build_hasher();
+        let (hk0, hk1) = (splitmix(5), splitmix(5 ^ 0x6a09_e667_f3bc_c908));
+        h.write_u64(m);
+        assert_eq!(h.finish(), sip(1, 3, hk0, hk1, m));
     }
 }

@@ -19,7 +19,9 @@
 //!   rewriting (`mss.rs`); the parsed segment (`segment.rs`).
 //! - UDP caravans: pack, unpack, the prefix table (`caravan/`).
 //! - Everything else: the router's treatment and path MTUs learned from
-//!   ICMP (`router/`, `pmtu.rs`).
+//!   ICMP (`router/`, `pmtu.rs`); tunnel super-packets, inner partial
+//!   checksums and UDP GRO batches are first cut back into the frames they
+//!   were made of (`tunnel.rs`).
 //! - State: flows (`flow.rs`), the one deadline queue for TCP holds and
 //!   caravans (`timer.rs`), buffers (`buf.rs`), counters (`counters.rs`).
 
@@ -39,6 +41,7 @@ mod split;
 #[cfg(test)]
 mod test_frames;
 mod timer;
+mod tunnel;
 
 pub use buf::{HEADROOM, Transmit, Verdict};
 pub use caravan::prefix::{Prefix, PrefixError};

@@ -271,15 +271,25 @@ fn a_corrupt_datagram_passes_plain_after_its_flow() {
 
 #[test]
 fn udp_gro_batches_are_not_packed_as_one_record() {
+    // A batch of five 100-byte datagrams under one header: each is its own
+    // record (it used to pass whole, as one 500-byte datagram).
     let mut d = Drive::new(cfg());
     d.meta = PacketMeta {
         gso: Some(Gso { kind: GsoKind::UdpL4, size: 100, ecn: false }),
         csum: Checksum::Valid,
         hdr_len: 0,
     };
-    let g = Dg::new("198.51.100.1", "203.0.113.2", 4000, 443, 1, payload(10, 0, 500));
-    assert!(matches!(d.feed(Port::Outer, g.frame(Port::Outer)), Verdict::Forward { .. }));
-    assert_eq!(d.eng.counters().caravan.packed_in, 0);
+    let data = payload(10, 0, 500);
+    let g = Dg::new("198.51.100.1", "203.0.113.2", 4000, 443, 1, data.clone());
+    assert_eq!(d.feed(Port::Outer, g.frame(Port::Outer)), Verdict::Consumed);
+    assert_eq!(d.eng.counters().caravan.packed_in, 5);
+    d.advance(Duration::from_millis(10));
+    let out = d.take();
+    assert_eq!(out.len(), 1);
+    let (is_caravan, dgs) = read_inner(&out[0].1, DSCP);
+    assert!(is_caravan);
+    let payloads: Vec<&[u8]> = dgs.iter().map(|d| &d[8..]).collect();
+    assert_eq!(payloads, data.chunks(100).collect::<Vec<_>>());
 }
 
 #[test]
@@ -308,6 +318,63 @@ fn plain_datagram_with_the_codepoint_is_remarked_inbound() {
     assert!(!is_caravan);
     assert_eq!(dgs[0], g.udp_bytes());
     assert_eq!(d.eng.counters().caravan.remarked, 1);
+}
+
+/// No outside packet may pose as a caravan: UDP from outside with the
+/// codepoint is remarked (RFC 2474: DSCP 0, IPv4 checksum fixed) whatever
+/// its destination, fragments included, not only toward caravan readers.
+#[test]
+fn outside_udp_with_the_codepoint_is_remarked_for_every_destination() {
+    for dst in ["198.51.100.200", "2001:db8:3::1", "203.0.113.2"] {
+        let mut d = Drive::new(cfg());
+        let src = if dst.contains(':') { "2001:db8:1::1" } else { "198.51.100.1" };
+        let mut g = Dg::new(src, dst, 4000, 443, 5, payload(12, 0, 8000));
+        g.dscp = DSCP;
+        let _ = d.feed(Port::Outer, g.frame(Port::Outer));
+        d.advance(Duration::from_millis(1));
+        let out = d.take();
+        assert!(!out.is_empty(), "{dst}");
+        for (port, f) in &out {
+            assert_eq!(*port, Port::Inner);
+            let w = check_wire_frame(f).unwrap();
+            let dscp = match &w.net {
+                NetHeaders::Ipv4(h, _) => h.dscp.value(),
+                NetHeaders::Ipv6(h, _) => h.traffic_class >> 2,
+                NetHeaders::Arp(_) => unreachable!(),
+            };
+            assert_eq!(dscp, 0, "{dst}: the codepoint left the gateway toward the inside");
+        }
+        assert!(d.eng.counters().caravan.remarked >= 1, "{dst}");
+    }
+    // A non-first fragment carries no UDP header; it is UDP all the same.
+    let mut d = Drive::new(cfg());
+    let mut g = Dg::new("198.51.100.1", "203.0.113.2", 4000, 443, 5, payload(12, 0, 100));
+    g.dscp = DSCP;
+    let mut f = g.frame(Port::Outer);
+    f[20..22].copy_from_slice(&0x0010u16.to_be_bytes()); // offset 128 bytes
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = !common::ones_complement(&f[14..34], 0);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let _ = d.feed(Port::Outer, f);
+    let out = d.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1[15] >> 2, 0, "fragment remarked");
+    assert_eq!(common::ones_complement(&out[0].1[14..34], 0), 0xffff, "IPv4 header checksum fixed");
+}
+
+/// A caravan larger than the iMTU (reassembled by fan-out defragmentation,
+/// or an `imtu` set below the link MTU) whose record does not fit a pool
+/// buffer used to panic the worker. It is dropped whole and counted.
+#[test]
+fn a_record_larger_than_a_buffer_is_dropped_not_a_panic() {
+    for imtu in [9000u16, 1500] {
+        let mut d = Drive::new(Config { imtu, ..cfg() });
+        let ps = vec![payload(13, 0, 100), payload(13, 1, 12_000), payload(13, 2, 100)];
+        let f = caravan_frame("203.0.113.2", "198.51.100.1", 443, 4000, &ps, false);
+        let v = d.feed(Port::Inner, f);
+        assert_eq!(v, Verdict::Dropped(DropReason::TooBigUncuttable), "imtu {imtu}");
+        assert!(d.take().is_empty(), "never forwarded in part");
+    }
 }
 
 /// An outbound caravan frame from an inner host, built with the library.

@@ -35,7 +35,9 @@ use std::time::Duration;
 use crate::fanout::Fanout;
 use crate::iface::{self, IfaceError};
 use crate::ring::{RingBatch, RingError, RingGeometry, RxRing};
-use crate::rx::{PacketType, RxError, RxFrames, RxPacket};
+use crate::rx::{
+    PacketType, RxError, RxFrames, RxPacket, TP_STATUS_VLAN_VALID, VLAN_ROOM, insert_vlan_tag, shift_vnet_for_tag,
+};
 use crate::sys::setsockopt;
 use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetHeader};
 
@@ -202,6 +204,9 @@ impl PacketSocket {
         if cfg.ignore_outgoing {
             setsockopt(&fd, sol, libc::PACKET_IGNORE_OUTGOING, &one).map_err(err("PACKET_IGNORE_OUTGOING"))?;
         }
+        // VLAN tags the kernel takes out of received frames come back as a
+        // control message (`recvmmsg`; the ring has them in its slot header).
+        setsockopt(&fd, sol, libc::PACKET_AUXDATA, &one).map_err(err("PACKET_AUXDATA"))?;
         if cfg.qdisc_bypass {
             setsockopt(&fd, sol, libc::PACKET_QDISC_BYPASS, &one).map_err(err("PACKET_QDISC_BYPASS"))?;
         }
@@ -247,6 +252,7 @@ impl PacketSocket {
         match n {
             Ok(n) => {
                 batch.count = n;
+                batch.restore_tags();
                 Ok(n)
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -412,6 +418,28 @@ fn bind(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
     if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
+/// The `PACKET_AUXDATA` control message of a received message, if any.
+fn auxdata(m: &libc::msghdr) -> Option<libc::tpacket_auxdata> {
+    if m.msg_control.is_null() || m.msg_controllen < size_of::<libc::cmsghdr>() {
+        return None;
+    }
+    // SAFETY: the kernel wrote `msg_controllen` bytes of well-formed control
+    // messages into the buffer `msg_control` points to (the RxBatch's own,
+    // alive); CMSG_FIRSTHDR/NXTHDR stay within it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(m);
+        while !c.is_null() {
+            let h = &*c;
+            let need = libc::CMSG_LEN(size_of::<libc::tpacket_auxdata>() as u32) as usize;
+            if h.cmsg_level == libc::SOL_PACKET && h.cmsg_type == libc::PACKET_AUXDATA && h.cmsg_len as usize >= need {
+                return Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::tpacket_auxdata>()));
+            }
+            c = libc::CMSG_NXTHDR(m, c);
+        }
+    }
+    None
+}
+
 fn iovec(b: &[u8]) -> libc::iovec {
     libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() }
 }
@@ -453,6 +481,11 @@ pub struct RxBatch {
     slot: usize,
     bufs: Vec<u8>,
     hdrs: Vec<[u8; VNET_HDR_LEN]>,
+    /// Control messages (`PACKET_AUXDATA`), 8-byte aligned.
+    ctrls: Vec<[u64; 8]>,
+    /// Whether frame `i` got its VLAN tag back (it then starts at the slot
+    /// start; otherwise `VLAN_ROOM` bytes in).
+    tagged: Vec<bool>,
     addrs: Vec<libc::sockaddr_ll>,
     iovs: Vec<[libc::iovec; 2]>,
     msgs: Vec<libc::mmsghdr>,
@@ -476,13 +509,16 @@ impl std::fmt::Debug for RxBatch {
 
 impl RxBatch {
     /// `capacity` slots of `slot` bytes each ([`crate::MAX_FRAME`] holds any GRO
-    /// super-packet; a smaller slot reports larger frames as truncated).
+    /// super-packet; a smaller slot reports larger frames as truncated). The
+    /// first 4 bytes of a slot are kept for a VLAN tag the kernel took out.
     pub fn new(capacity: usize, slot: usize) -> RxBatch {
         let capacity = capacity.max(1);
         RxBatch {
             slot,
             bufs: vec![0; capacity * slot],
             hdrs: vec![[0; VNET_HDR_LEN]; capacity],
+            ctrls: vec![[0; 8]; capacity],
+            tagged: vec![false; capacity],
             // SAFETY: these C structs are plain old data; zero is valid.
             addrs: vec![unsafe { zeroed() }; capacity],
             iovs: vec![[iovec(&[]), iovec(&[])]; capacity],
@@ -518,12 +554,45 @@ impl RxBatch {
         for i in 0..self.msgs.len() {
             self.iovs[i] = [
                 libc::iovec { iov_base: self.hdrs[i].as_mut_ptr().cast(), iov_len: hlen },
-                // SAFETY: slot i lies inside `bufs` (capacity * slot bytes).
-                libc::iovec { iov_base: unsafe { bufs.add(i * self.slot) }.cast(), iov_len: self.slot },
+                // SAFETY: slot i lies inside `bufs` (capacity * slot bytes);
+                // the frame goes VLAN_ROOM bytes in (a slot is at least that).
+                libc::iovec {
+                    iov_base: unsafe { bufs.add(i * self.slot + VLAN_ROOM.min(self.slot)) }.cast(),
+                    iov_len: self.slot.saturating_sub(VLAN_ROOM),
+                },
             ];
             let name = (&raw mut self.addrs[i]).cast();
             point(&mut self.msgs[i], name, size_of::<libc::sockaddr_ll>(), &mut self.iovs[i]);
+            self.msgs[i].msg_hdr.msg_control = self.ctrls[i].as_mut_ptr().cast();
+            self.msgs[i].msg_hdr.msg_controllen = size_of::<[u64; 8]>() as _;
+            self.tagged[i] = false;
         }
+    }
+
+    /// Puts back the VLAN tags the kernel took out of the received frames
+    /// (reported in `PACKET_AUXDATA`), moving the virtio-net offsets with
+    /// them, so each frame reads and forwards as it was on the wire.
+    fn restore_tags(&mut self) {
+        let hlen = if self.vnet { VNET_HDR_LEN } else { 0 };
+        for i in 0..self.count {
+            let Some(aux) = auxdata(&self.msgs[i].msg_hdr) else { continue };
+            if aux.tp_status & TP_STATUS_VLAN_VALID == 0 || self.msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                continue;
+            }
+            let Some(len) = (self.msgs[i].msg_len as usize).checked_sub(hlen) else { continue };
+            let slot = &mut self.bufs[i * self.slot..(i + 1) * self.slot];
+            if insert_vlan_tag(slot, 0, len, aux.tp_status, aux.tp_vlan_tci, aux.tp_vlan_tpid) {
+                self.tagged[i] = true;
+                if self.vnet {
+                    shift_vnet_for_tag(&mut self.hdrs[i]);
+                }
+            }
+        }
+    }
+
+    /// Where frame `i` starts in `bufs`.
+    fn start(&self, i: usize) -> usize {
+        i * self.slot + if self.tagged[i] { 0 } else { VLAN_ROOM.min(self.slot) }
     }
 
     /// Frame length (without vnet header) and validity of frame `i`.
@@ -534,10 +603,11 @@ impl RxBatch {
         let total = self.msgs[i].msg_len as usize;
         let hlen = if self.vnet { VNET_HDR_LEN } else { 0 };
         let len = total.checked_sub(hlen).ok_or(RxError::Short(total))?;
-        if len > self.slot || self.msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-            return Err(RxError::Truncated { len, cap: self.slot });
+        let cap = self.slot.saturating_sub(VLAN_ROOM);
+        if len > cap || self.msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            return Err(RxError::Truncated { len, cap });
         }
-        Ok(len)
+        Ok(len + if self.tagged[i] { VLAN_ROOM } else { 0 })
     }
 
     fn meta(&self, i: usize) -> Result<PacketMeta, RxError> {
@@ -548,7 +618,7 @@ impl RxBatch {
     pub fn get(&self, i: usize) -> Result<RxPacket<'_>, RxError> {
         let len = self.frame_len(i)?;
         let meta = self.meta(i)?;
-        let start = i * self.slot;
+        let start = self.start(i);
         Ok(RxPacket {
             meta,
             frame: &self.bufs[start..start + len],
@@ -560,7 +630,7 @@ impl RxBatch {
     pub fn get_mut(&mut self, i: usize) -> Result<(PacketMeta, &mut [u8]), RxError> {
         let len = self.frame_len(i)?;
         let meta = self.meta(i)?;
-        let start = i * self.slot;
+        let start = self.start(i);
         Ok((meta, &mut self.bufs[start..start + len]))
     }
 

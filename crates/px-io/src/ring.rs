@@ -23,7 +23,10 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::rx::{MAX_FRAME, PacketType, RxError, RxFrames, RxPacket};
+use crate::rx::{
+    MAX_FRAME, PacketType, RxError, RxFrames, RxPacket, TP_STATUS_VLAN_VALID, VLAN_ROOM, insert_vlan_tag,
+    shift_vnet_for_tag,
+};
 use crate::sys::setsockopt;
 use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetHeader};
 
@@ -175,9 +178,57 @@ impl RxRing {
             if self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
                 break;
             }
+            self.restore_tag(i);
             count += 1;
         }
         RingBatch { ring: self, count }
+    }
+
+    /// Puts back the VLAN tag the kernel took out of slot `i`'s frame
+    /// (`tp_vlan_tci`/`tp_vlan_tpid` with `TP_STATUS_VLAN_VALID`): the frame
+    /// (and its virtio-net header, offsets moved) starts `VLAN_ROOM` bytes
+    /// earlier, `tp_mac`/`tp_len`/`tp_snaplen` say so, and the status bit is
+    /// cleared, so this happens once per frame. Slots whose layout leaves no
+    /// room (never the kernel's) are left as they are.
+    fn restore_tag(&mut self, i: usize) {
+        let st = self.status(i).load(Ordering::Acquire);
+        if st & TP_STATUS_VLAN_VALID == 0 {
+            return;
+        }
+        // The slot after tp_status: `at(x)` is the slot offset x in it.
+        const H: usize = 4;
+        let at = |x: usize| x - H;
+        // SAFETY: user space owns slot i (TP_STATUS_USER, checked by the
+        // caller), a frame_size-byte region of the live mapping; the kernel
+        // does not touch it until it is handed back. The slice leaves out
+        // tp_status (bytes 0..4), which is only accessed atomically.
+        let slot = unsafe { std::slice::from_raw_parts_mut(self.slot(i).add(H), self.frame_size - H) };
+        let u32_at = |s: &[u8], x: usize| u32::from_ne_bytes([s[x], s[x + 1], s[x + 2], s[x + 3]]) as usize;
+        let u16_at = |s: &[u8], x: usize| u16::from_ne_bytes([s[x], s[x + 1]]);
+        let (len, snaplen, mac) = (u32_at(slot, at(4)), u32_at(slot, at(8)), usize::from(u16_at(slot, at(12))));
+        let (tci, tpid) = (u16_at(slot, at(24)), u16_at(slot, at(26)));
+        let hlen = if self.vnet { VNET_HDR_LEN } else { 0 };
+        let floor = SLL_OFFSET + std::mem::size_of::<libc::sockaddr_ll>();
+        if mac < floor + VLAN_ROOM + hlen || snaplen < len || mac + snaplen > self.frame_size {
+            return;
+        }
+        let new = mac - VLAN_ROOM;
+        if self.vnet {
+            slot.copy_within(at(mac - hlen)..at(mac), at(new - hlen));
+        }
+        if !insert_vlan_tag(slot, at(new), snaplen, st, tci, tpid) {
+            return;
+        }
+        if self.vnet {
+            let mut h = [0u8; VNET_HDR_LEN];
+            h.copy_from_slice(&slot[at(new - hlen)..at(new)]);
+            shift_vnet_for_tag(&mut h);
+            slot[at(new - hlen)..at(new)].copy_from_slice(&h);
+        }
+        slot[at(4)..at(8)].copy_from_slice(&((len + VLAN_ROOM) as u32).to_ne_bytes());
+        slot[at(8)..at(12)].copy_from_slice(&((snaplen + VLAN_ROOM) as u32).to_ne_bytes());
+        slot[at(12)..at(14)].copy_from_slice(&(new as u16).to_ne_bytes());
+        self.status(i).store(st & !TP_STATUS_VLAN_VALID, Ordering::Release);
     }
 
     /// Where frame `i` (owned by user space) lies in its slot, and what its

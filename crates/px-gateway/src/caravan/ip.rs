@@ -1,4 +1,4 @@
-//! The IP-header work caravans need: reading and setting the DSCP, lengths
+//! The IP-header work caravans need: setting the DSCP, lengths
 //! and IPv4 ID of a datagram's or caravan's IP header, and UDP
 //! pseudo-header sums.
 
@@ -7,11 +7,6 @@ use core::net::IpAddr;
 use px_wire::FrameInfo;
 use px_wire::checksum::{self, Sum};
 use px_wire::ipv4::Ipv4Packet;
-
-/// DSCP of the IP header `ip`.
-pub(crate) fn dscp_of(ip: &[u8]) -> u8 {
-    if ip[0] >> 4 == 4 { ip[1] >> 2 } else { ((ip[0] & 0x0f) << 2) | (ip[1] >> 6) }
-}
 
 /// Rewrites the IP header `ip` (the whole header: IPv4 options or IPv6
 /// extension headers included) of a packet of `ip_len` bytes: DSCP (ECN

@@ -17,6 +17,11 @@
 //! open caravan and starts the next. A caravan that ends up with a single
 //! datagram leaves as that plain datagram.
 //!
+//! Inbound UDP that carries the caravan DSCP is remarked to DSCP 0 at the
+//! boundary (RFC 2474 §2, the header checksum fixed), whatever its
+//! destination, fragments included, whether or not caravans are configured:
+//! no outside packet can pose as a caravan to a host that reads them.
+//!
 //! Outbound (inner → outer), UDP marked with the caravan DSCP: the caravan is
 //! validated whole, then unpacked into its datagrams with IP headers rebuilt
 //! (length, DSCP 0, a fresh IPv4 ID, header checksum) and the records' own
@@ -59,6 +64,13 @@ impl Engine {
         info: &FrameInfo,
         meta: PacketMeta,
     ) -> Option<Verdict> {
+        if from == Port::Outer && info.protocol == px_wire::ipv6::next_header::UDP && info.dscp == self.cfg.caravan_dscp
+        {
+            // At the boundary, for every destination (fragments too): no
+            // outside packet may pose as a caravan.
+            set_ip_header(&mut frame[info.l3..info.l4], 0, info.ip_len(), None);
+            self.counters.caravan.remarked += 1;
+        }
         if self.cfg.caravan_prefixes.is_empty() {
             return None;
         }
@@ -72,10 +84,6 @@ impl Engine {
                 }
                 // Passing plain: whatever the flow holds goes first.
                 self.send_open(key, SendReason::Mismatch, now);
-                if info.dscp == self.cfg.caravan_dscp {
-                    set_ip_header(&mut frame[info.l3..info.l4], 0, info.ip_len(), None);
-                    self.counters.caravan.remarked += 1;
-                }
                 None
             }
             Port::Inner if info.dscp == self.cfg.caravan_dscp && !info.fragment => {

@@ -10,7 +10,7 @@ use px_wire::offload::{Checksum, PacketMeta};
 use px_wire::udp;
 use px_wire::{FrameInfo, IpVersion};
 
-use super::ip::{dscp_of, pseudo, pseudo_of, set_ip_header};
+use super::ip::{pseudo, pseudo_of, set_ip_header};
 use super::open::{Open, SendReason, append, same_headers};
 use crate::buf::{Transmit, Verdict};
 use crate::engine::Engine;
@@ -120,14 +120,10 @@ impl Engine {
         }
         let (l3, l4) = (o.l3, o.l4);
         let end = if o.count == 1 {
-            // One datagram: it leaves as it came (headers untouched), but
-            // never with the codepoint, which would make it a caravan.
+            // One datagram: it leaves as it came (headers untouched; a
+            // codepoint was already remarked on arrival, see `caravan_udp`).
             c.singles += 1;
             o.buf.copy_within(l4 + udp::HEADER_LEN..o.end, l4);
-            if dscp_of(&o.buf[l3..l4]) == self.cfg.caravan_dscp {
-                set_ip_header(&mut o.buf[l3..l4], 0, o.end - udp::HEADER_LEN - l3, None);
-                c.remarked += 1;
-            }
             o.end - udp::HEADER_LEN
         } else {
             c.built += 1;

@@ -41,9 +41,16 @@ impl Engine {
             Ok(c) => c,
             Err(e) => return self.malformed(e.reason()),
         };
+        let (l3, l4) = (info.l3, info.l4);
+        // A record that a pool buffer cannot hold (a caravan larger than the
+        // iMTU: reassembled by fan-out defragmentation, or `imtu` below the
+        // link MTU) is larger than any caravan may carry: dropped whole,
+        // before anything leaves, never a panic.
+        if caravan.iter().any(|r| l4 + r.datagram().len() > self.pool.size()) {
+            return self.drop(DropReason::TooBigUncuttable);
+        }
         self.counters.caravan.opened += 1;
         self.counters.caravan.opened_datagrams += caravan.len() as u64;
-        let (l3, l4) = (info.l3, info.l4);
         for rec in caravan.iter() {
             let d = rec.datagram();
             let mut buf = self.pool.get();

@@ -164,9 +164,7 @@ pub fn run_with(
         }
         guards.push(g);
     }
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-        ^ (std::process::id() as u64) << 32;
-    let ecfg = cfg.engine_config(imtu, emtu, seed)?;
+    let ecfg = cfg.engine_config(imtu, emtu, os_random_seed())?;
     let live = Arc::new(LiveConfig::new(ecfg.clone()));
     // One fan-out group per port; worker i joins each as its i-th member.
     let base = (std::process::id() as u16 & 0x3fff) * 2;
@@ -281,4 +279,19 @@ pub fn run_with(
         }
     }
     Ok(total)
+}
+
+/// The key of the engine's flow hashes, from the OS random source
+/// (`getrandom(2)`; std's `RandomState`, itself seeded from the OS, if that
+/// fails): outside senders choose flow keys, so they must not be able to
+/// predict the hash (time and PID were guessable).
+fn os_random_seed() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == b.len() as isize {
+        return u64::from_ne_bytes(b);
+    }
+    use std::hash::BuildHasher;
+    std::hash::RandomState::new().hash_one(std::process::id())
 }

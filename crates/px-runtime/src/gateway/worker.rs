@@ -451,6 +451,20 @@ mod tests {
         let cfg = px_gateway::Config { bulk_after: 0, ..px_gateway::Config::default() };
         let mut engine = Engine::new(cfg).unwrap();
         let mut sc = scratch();
+        // The inner host's SYN-ACK announces its MSS (without a handshake
+        // the engine merges only up to the safe size: docs/gateway-tcp.md).
+        let mut syn_ack = Vec::new();
+        PacketBuilder::ethernet2([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
+            .ipv4([203, 0, 113, 1], [198, 51, 100, 1], 64)
+            .tcp(80, 5000, 6, 1000)
+            .syn()
+            .ack(1)
+            .options(&[etherparse::TcpOptionElement::MaximumSegmentSize(8960)])
+            .unwrap()
+            .write(&mut syn_ack, &[])
+            .unwrap();
+        handle_batch(&mut engine, &mut sc, Port::Inner, &mut Frames(vec![syn_ack]));
+        sc.out.iter_mut().for_each(Vec::clear);
         // 0 passes (it starts the flow), 1 and 2 are held and merged, the
         // pure ACK 3 flushes them: the merged segment leaves before it.
         let mut rx = Frames(vec![tcp_in(1, 1460), tcp_in(1461, 1460), tcp_in(2921, 1460), tcp_in(4381, 0)]);
