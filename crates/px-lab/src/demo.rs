@@ -173,7 +173,7 @@ fn iperf(lab: &Line, from: NsId, to: NsId, to_addr: &str, port: u16, seconds: u6
 
 /// Received throughput (Gbps), sender retransmits and the sender's MSS from
 /// `iperf3 -J` output.
-fn parse_iperf3(json: &str) -> Option<(f64, u64, Option<u32>)> {
+pub(crate) fn parse_iperf3(json: &str) -> Option<(f64, u64, Option<u32>)> {
     let v: serde_json::Value = serde_json::from_str(json).ok()?;
     let bps = v["end"]["sum_received"]["bits_per_second"].as_f64()?;
     let retr = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);

@@ -1,11 +1,12 @@
 //! `px lab …`: the namespace lab (root). The demo and its hands-on variant
-//! live in `lab_demo`, the path-MTU comparison in `lab_pmtud`.
+//! live in `lab_demo`, the path-MTU comparison in `lab_pmtud`, the paper's
+//! end-host experiments in `lab_exp`.
 
 use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::cmd::{lab_demo, lab_pmtud};
+use crate::cmd::{lab_demo, lab_exp, lab_pmtud};
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -19,6 +20,10 @@ pub enum LabCommand {
     Down(lab_demo::DownArgs),
     /// Compare path MTU discovery tools on lab paths (needs root).
     Pmtud(lab_pmtud::LabPmtudArgs),
+    /// Paper Fig. 5c: 100 TCP flows into one b-network receiver confined to
+    /// one core, via a router (1500) and via px gateway (9000), GRO off/on;
+    /// UDP plain vs caravans (needs root; about 1.5 minutes).
+    Receiver(lab_exp::ReceiverArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -27,5 +32,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Up(a) => lab_demo::up(a),
         LabCommand::Down(a) => lab_demo::down(a),
         LabCommand::Pmtud(a) => lab_pmtud::pmtud(a),
+        LabCommand::Receiver(a) => lab_exp::receiver(a),
     }
 }

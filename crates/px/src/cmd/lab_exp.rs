@@ -1,0 +1,81 @@
+//! `px lab receiver|wan|gro|parallel|middlebox|report`: the paper's
+//! end-host experiments (px-lab's [`px_lab::exp`]); this module parses the
+//! flags and prints what each result renders: a table (or `--json`), an
+//! SVG plot with `--svg FILE`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Args;
+use px_lab::exp::{self, Report};
+
+/// Flags every experiment has.
+#[derive(Debug, Args)]
+pub struct Output {
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the plot to this SVG file.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    /// TCP congestion control of the hosts (the paper's runs used Linux's default, cubic).
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiverArgs {
+    /// Seconds per TCP run (four runs).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
+    seconds: u64,
+    /// TCP flows.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=128))]
+    flows: u64,
+    /// Seconds per UDP run (two runs); 0 skips UDP.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=600))]
+    udp_seconds: u64,
+    #[command(flatten)]
+    out: Output,
+}
+
+fn px_exe() -> Result<PathBuf, String> {
+    std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
+}
+
+/// Progress on stderr unless JSON was asked for.
+fn progress(json: bool) -> impl Fn(&str) {
+    move |s: &str| {
+        if !json {
+            eprintln!("{s}");
+        }
+    }
+}
+
+/// Prints the result as a table or JSON and writes its SVG.
+fn emit(res: &dyn Report, out: &Output, what: &str, t0: Instant) -> Result<ExitCode, String> {
+    if let Some(p) = &out.svg {
+        std::fs::write(p, res.svg()).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if out.json {
+        println!("{}", res.json());
+    } else {
+        print!("{}", res.table());
+        eprintln!("{what}: done in {:.0} s; namespaces removed.", t0.elapsed().as_secs_f64());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn receiver(a: ReceiverArgs) -> Result<ExitCode, String> {
+    exp::check_prerequisites("px lab receiver", &["iperf3", "taskset", "ethtool"])?;
+    let t0 = Instant::now();
+    let o = exp::receiver::ReceiverOptions {
+        seconds: a.seconds,
+        flows: a.flows,
+        udp_seconds: a.udp_seconds,
+        cc: a.out.cc.clone(),
+        ..exp::receiver::ReceiverOptions::new(px_exe()?)
+    };
+    let res = exp::receiver::run(&o, &progress(a.out.json))?;
+    emit(&res, &a.out, "px lab receiver", t0)
+}
