@@ -24,6 +24,10 @@ pub enum LabCommand {
     /// one core, via a router (1500) and via px gateway (9000), GRO off/on;
     /// UDP plain vs caravans (needs root; about 1.5 minutes).
     Receiver(lab_exp::ReceiverArgs),
+    /// Paper §5.2/Fig. 1d: one TCP flow from the b-network to a legacy host
+    /// over 10 ms each way and 0.01 % loss, via a router, via px gateway and
+    /// with 9000 end to end (needs root; 3 × 60 s, `--seconds`).
+    Wan(lab_exp::WanArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -33,5 +37,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Down(a) => lab_demo::down(a),
         LabCommand::Pmtud(a) => lab_pmtud::pmtud(a),
         LabCommand::Receiver(a) => lab_exp::receiver(a),
+        LabCommand::Wan(a) => lab_exp::wan(a),
     }
 }

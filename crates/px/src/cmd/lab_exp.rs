@@ -39,6 +39,21 @@ pub struct ReceiverArgs {
     out: Output,
 }
 
+#[derive(Debug, Args)]
+pub struct WanArgs {
+    /// Seconds per run (three runs; the paper ran a minute).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    seconds: u64,
+    /// One-way delay of the WAN path, each direction (ms).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    delay_ms: u64,
+    /// Frame loss of the WAN path, each direction, in percent.
+    #[arg(long, default_value_t = 0.01)]
+    loss_percent: f64,
+    #[command(flatten)]
+    out: Output,
+}
+
 fn px_exe() -> Result<PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
 }
@@ -78,4 +93,21 @@ pub fn receiver(a: ReceiverArgs) -> Result<ExitCode, String> {
     };
     let res = exp::receiver::run(&o, &progress(a.out.json))?;
     emit(&res, &a.out, "px lab receiver", t0)
+}
+
+pub fn wan(a: WanArgs) -> Result<ExitCode, String> {
+    exp::check_prerequisites("px lab wan", &["iperf3", "ethtool"])?;
+    if !(0.0..=100.0).contains(&a.loss_percent) {
+        return Err(format!("--loss-percent {} is not a percentage", a.loss_percent));
+    }
+    let t0 = Instant::now();
+    let o = exp::wan::WanOptions {
+        seconds: a.seconds,
+        delay_ms: a.delay_ms,
+        loss: a.loss_percent / 100.0,
+        cc: a.out.cc.clone(),
+        ..exp::wan::WanOptions::new(px_exe()?)
+    };
+    let res = exp::wan::run(&o, &progress(a.out.json))?;
+    emit(&res, &a.out, "px lab wan", t0)
 }
