@@ -28,6 +28,9 @@ pub enum LabCommand {
     /// over 10 ms each way and 0.01 % loss, via a router, via px gateway and
     /// with 9000 end to end (needs root; 3 × 60 s, `--seconds`).
     Wan(lab_exp::WanArgs),
+    /// Paper Fig. 1b/1c: 1, 2, 4, 8 concurrent flows at MTU 1500 and 9000,
+    /// receiver GRO off/on, receiver on one core (needs root; about 1.5 minutes).
+    Gro(lab_exp::GroArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -38,5 +41,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Pmtud(a) => lab_pmtud::pmtud(a),
         LabCommand::Receiver(a) => lab_exp::receiver(a),
         LabCommand::Wan(a) => lab_exp::wan(a),
+        LabCommand::Gro(a) => lab_exp::gro(a),
     }
 }

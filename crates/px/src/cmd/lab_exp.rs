@@ -54,6 +54,21 @@ pub struct WanArgs {
     out: Output,
 }
 
+#[derive(Debug, Args)]
+pub struct GroArgs {
+    /// Seconds per run (16 runs by default).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
+    seconds: u64,
+    /// Concurrent flow counts (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 2, 4, 8])]
+    flows: Vec<u64>,
+    /// MTUs (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1500u32, 9000])]
+    mtus: Vec<u32>,
+    #[command(flatten)]
+    out: Output,
+}
+
 fn px_exe() -> Result<PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
 }
@@ -110,4 +125,15 @@ pub fn wan(a: WanArgs) -> Result<ExitCode, String> {
     };
     let res = exp::wan::run(&o, &progress(a.out.json))?;
     emit(&res, &a.out, "px lab wan", t0)
+}
+
+pub fn gro(a: GroArgs) -> Result<ExitCode, String> {
+    exp::check_prerequisites("px lab gro", &["iperf3", "taskset", "ethtool"])?;
+    if a.flows.iter().any(|&f| !(1..=128).contains(&f)) || a.mtus.iter().any(|&m| !(1280..=65000).contains(&m)) {
+        return Err("--flows must be 1..=128 and --mtus 1280..=65000".into());
+    }
+    let t0 = Instant::now();
+    let o = exp::gro::GroOptions { seconds: a.seconds, flows: a.flows, mtus: a.mtus, cc: a.out.cc.clone() };
+    let res = exp::gro::run(&o, &progress(a.out.json))?;
+    emit(&res, &a.out, "px lab gro", t0)
 }
