@@ -31,6 +31,9 @@ pub enum LabCommand {
     /// Paper Fig. 1b/1c: 1, 2, 4, 8 concurrent flows at MTU 1500 and 9000,
     /// receiver GRO off/on, receiver on one core (needs root; about 1.5 minutes).
     Gro(lab_exp::GroArgs),
+    /// Paper Fig. 1a: a header-only middle box (router + nftables rules) on
+    /// one core, bulk TCP at MTU 1500/3000/6000/9000 (needs root; under a minute).
+    Middlebox(lab_exp::MiddleboxArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -42,5 +45,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Receiver(a) => lab_exp::receiver(a),
         LabCommand::Wan(a) => lab_exp::wan(a),
         LabCommand::Gro(a) => lab_exp::gro(a),
+        LabCommand::Middlebox(a) => lab_exp::middlebox(a),
     }
 }

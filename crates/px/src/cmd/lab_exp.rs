@@ -69,6 +69,24 @@ pub struct GroArgs {
     out: Output,
 }
 
+#[derive(Debug, Args)]
+pub struct MiddleboxArgs {
+    /// Seconds per MTU.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
+    seconds: u64,
+    /// MTUs of both links (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1500u32, 3000, 6000, 9000])]
+    mtus: Vec<u32>,
+    /// nftables rules in the middle box's forward chain.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(0..=20000))]
+    rules: u32,
+    /// TCP flows.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=128))]
+    flows: u64,
+    #[command(flatten)]
+    out: Output,
+}
+
 fn px_exe() -> Result<PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
 }
@@ -136,4 +154,21 @@ pub fn gro(a: GroArgs) -> Result<ExitCode, String> {
     let o = exp::gro::GroOptions { seconds: a.seconds, flows: a.flows, mtus: a.mtus, cc: a.out.cc.clone() };
     let res = exp::gro::run(&o, &progress(a.out.json))?;
     emit(&res, &a.out, "px lab gro", t0)
+}
+
+pub fn middlebox(a: MiddleboxArgs) -> Result<ExitCode, String> {
+    exp::check_prerequisites("px lab middlebox", &["iperf3", "taskset", "ethtool", "nft"])?;
+    if a.mtus.iter().any(|&m| !(1280..=65000).contains(&m)) {
+        return Err("--mtus must be 1280..=65000".into());
+    }
+    let t0 = Instant::now();
+    let o = exp::middlebox::MiddleboxOptions {
+        seconds: a.seconds,
+        mtus: a.mtus,
+        rules: a.rules,
+        flows: a.flows,
+        cc: a.out.cc.clone(),
+    };
+    let res = exp::middlebox::run(&o, &progress(a.out.json))?;
+    emit(&res, &a.out, "px lab middlebox", t0)
 }
