@@ -22,6 +22,7 @@
 
 pub mod cpu;
 pub mod gro;
+pub mod http;
 pub mod iperf;
 pub mod middlebox;
 pub mod parallel;

@@ -34,6 +34,9 @@ pub enum LabCommand {
     /// Paper Fig. 1a: a header-only middle box (router + nftables rules) on
     /// one core, bulk TCP at MTU 1500/3000/6000/9000 (needs root; under a minute).
     Middlebox(lab_exp::MiddleboxArgs),
+    /// Paper Table 1: server CPU for N sessions of one connection at 9000
+    /// vs six parallel connections at 1500 (axel), same file (needs root).
+    Parallel(lab_exp::ParallelArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -46,5 +49,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Wan(a) => lab_exp::wan(a),
         LabCommand::Gro(a) => lab_exp::gro(a),
         LabCommand::Middlebox(a) => lab_exp::middlebox(a),
+        LabCommand::Parallel(a) => lab_exp::parallel(a),
     }
 }

@@ -87,6 +87,22 @@ pub struct MiddleboxArgs {
     out: Output,
 }
 
+#[derive(Debug, Args)]
+pub struct ParallelArgs {
+    /// Concurrent download sessions (comma-separated; the paper's 1, 10,
+    /// 100 scaled to a 2-core machine).
+    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 4, 16])]
+    sessions: Vec<u64>,
+    /// Size of the file each session downloads (MB).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    file_mb: u64,
+    /// Connections of a parallel session (axel -n).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(2..=32))]
+    connections: u64,
+    #[command(flatten)]
+    out: Output,
+}
+
 fn px_exe() -> Result<PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
 }
@@ -171,4 +187,20 @@ pub fn middlebox(a: MiddleboxArgs) -> Result<ExitCode, String> {
     };
     let res = exp::middlebox::run(&o, &progress(a.out.json))?;
     emit(&res, &a.out, "px lab middlebox", t0)
+}
+
+pub fn parallel(a: ParallelArgs) -> Result<ExitCode, String> {
+    exp::check_prerequisites("px lab parallel", &["axel", "taskset", "ethtool"])?;
+    if a.sessions.iter().any(|&n| !(1..=256).contains(&n)) {
+        return Err("--sessions must be 1..=256".into());
+    }
+    let t0 = Instant::now();
+    let o = exp::parallel::ParallelOptions {
+        sessions: a.sessions,
+        file_mb: a.file_mb,
+        connections: a.connections,
+        cc: a.out.cc.clone(),
+    };
+    let res = exp::parallel::run(&o, &progress(a.out.json))?;
+    emit(&res, &a.out, "px lab parallel", t0)
 }
