@@ -37,6 +37,9 @@ pub enum LabCommand {
     /// Paper Table 1: server CPU for N sessions of one connection at 9000
     /// vs six parallel connections at 1500 (axel), same file (needs root).
     Parallel(lab_exp::ParallelArgs),
+    /// All of the above plus `demo` and `pmtud`, written to DIR/report.md
+    /// with the SVG plots beside it (needs root; about 15 minutes).
+    Report(lab_exp::ReportArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -50,5 +53,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Gro(a) => lab_exp::gro(a),
         LabCommand::Middlebox(a) => lab_exp::middlebox(a),
         LabCommand::Parallel(a) => lab_exp::parallel(a),
+        LabCommand::Report(a) => lab_exp::report(a),
     }
 }

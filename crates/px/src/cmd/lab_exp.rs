@@ -103,6 +103,26 @@ pub struct ParallelArgs {
     out: Output,
 }
 
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Directory for report.md, report.json and the SVG plots.
+    #[arg(long)]
+    out: PathBuf,
+    /// Parts to skip (comma-separated): receiver, wan, gro, middlebox,
+    /// parallel, demo, pmtud.
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<String>,
+    /// Every part at its shortest: checks the report works, measures nothing.
+    #[arg(long)]
+    quick: bool,
+    /// Seconds per run of `wan` (three runs; the paper ran a minute).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    wan_seconds: u64,
+    /// TCP congestion control of the hosts.
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+}
+
 fn px_exe() -> Result<PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
 }
@@ -203,4 +223,24 @@ pub fn parallel(a: ParallelArgs) -> Result<ExitCode, String> {
     };
     let res = exp::parallel::run(&o, &progress(a.out.json))?;
     emit(&res, &a.out, "px lab parallel", t0)
+}
+
+pub fn report(a: ReportArgs) -> Result<ExitCode, String> {
+    exp::check_prerequisites("px lab report", &["iperf3", "taskset", "ethtool", "nft", "axel"])?;
+    let t0 = Instant::now();
+    let o = exp::report::ReportOptions {
+        exe: px_exe()?,
+        out: a.out,
+        skip: a.skip,
+        quick: a.quick,
+        cc: a.cc,
+        wan_seconds: a.wan_seconds,
+    };
+    let r = exp::report::run(&o, &progress(false))?;
+    println!("{}", r.path.display());
+    for (name, err) in &r.failed {
+        eprintln!("px lab report: {name} failed: {err}");
+    }
+    eprintln!("px lab report: {} part(s) in {:.0} s; namespaces removed.", r.ran.len(), t0.elapsed().as_secs_f64());
+    Ok(if r.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
