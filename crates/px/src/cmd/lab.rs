@@ -12,7 +12,7 @@ use crate::cmd::{lab_demo, lab_exp, lab_pmtud};
 pub enum LabCommand {
     /// Legacy host — gateway — b-network host in namespaces: bulk TCP both
     /// ways through px gateway and through a plain Linux router, side by side
-    /// (needs root; under two minutes).
+    /// (needs root; about two minutes).
     Demo(lab_demo::DemoArgs),
     /// Leave the demo topology up (gateway running) for hands-on use.
     Up(lab_demo::UpArgs),
