@@ -28,6 +28,7 @@ pub mod middlebox;
 pub mod parallel;
 pub mod receiver;
 pub mod report;
+pub mod udp_gro;
 pub mod wan;
 
 use serde::Serialize;

@@ -16,11 +16,14 @@
 //! paper's LRO bar has no counterpart here.
 //!
 //! UDP: `px caravan send` (4 flows of 1472-byte datagrams, unpaced) into
-//! `px caravan recv` (the end-host library's receiver), plain datagrams
-//! through the router vs caravans packed by the gateway, the receiver's
-//! interface GRO on. `px caravan recv` reads with `recvmmsg` and does not
-//! set the `UDP_GRO` socket option, so plain datagrams reach it one by one
-//! (the kernel would coalesce them only for a socket that asked).
+//! `px caravan recv` (the end-host library's receiver, which checks every
+//! datagram), plain datagrams through the router vs caravans packed by the
+//! gateway, the receiver's interface GRO on. `px caravan recv` reads with
+//! `recvmmsg` and does not set the `UDP_GRO` socket option, so plain
+//! datagrams reach it one by one: `ratio` compares the same receiver
+//! code. The paper's baseline had `UDP_GRO` on, so a third run sends the
+//! plain datagrams to [`udp_gro`]'s receiver (a socket with `UDP_GRO`,
+//! counting only): `ratio_vs_udp_gro`.
 //!
 //! Reported per case: throughput, the receiver core's busy fraction and its
 //! CPU seconds per GB received (the figure that shows the benefit when the
@@ -38,6 +41,7 @@ use crate::netns::{LabChild, Netns, Offloads};
 
 use super::cpu::{self, CpuTimes, REST_CPU};
 use super::iperf::Iperf;
+use super::udp_gro::{self, UdpGroSummary};
 use super::{Machine, Paper, Report, TempFile, ratio};
 
 /// What the paper reports.
@@ -120,6 +124,13 @@ pub struct UdpCase {
     pub received: [u64; 2],
     /// Mean datagrams per caravan at the receiver.
     pub datagrams_per_caravan: f64,
+    /// Payload throughput of plain datagrams via the router into a socket
+    /// with `UDP_GRO` (px-lab's counting receiver, [`udp_gro`]).
+    pub plain_udp_gro_gbps: f64,
+    /// caravan / plain with `UDP_GRO`.
+    pub ratio_vs_udp_gro: f64,
+    /// The `UDP_GRO` receiver's own summary.
+    pub plain_udp_gro: UdpGroSummary,
 }
 
 /// The result of `px lab receiver`.
@@ -215,35 +226,61 @@ fn case(router: &TcpRun, gateway: &TcpRun) -> Case {
     }
 }
 
-/// `px caravan recv` on the receiver's core, `px caravan send` on CPU 0;
-/// returns (sent, receiver summary).
+fn pinned_px(ns: &Netns, cpu: usize, exe: &str) -> std::process::Command {
+    let mut c = ns.command("taskset");
+    c.args(["-c", &cpu.to_string(), exe]);
+    c
+}
+
+/// `px caravan send` on CPU 0 from the legacy host to `to` for the UDP
+/// seconds; returns the datagrams sent.
+fn udp_send(line: &Line, o: &ReceiverOptions, to: &str) -> Result<u64, String> {
+    let mut tx = pinned_px(line.left_ns(), REST_CPU, &o.exe.to_string_lossy());
+    tx.args(["caravan", "send", "--json", "--to", to, "--flows", "4", "--count", "0"])
+        .args(["--duration", &o.udp_seconds.to_string(), "--size", "1472", "--rate", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = LabChild::spawn(&mut tx).and_then(LabChild::wait_with_output).map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("px caravan send: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let sent: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("px caravan send: {e}"))?;
+    Ok(sent["datagrams"].as_u64().unwrap_or(0))
+}
+
+/// `px caravan recv` on the receiver's core; returns (sent, receiver summary).
 fn udp_run(line: &Line, o: &ReceiverOptions, to: &str) -> Result<(u64, serde_json::Value), String> {
-    let exe = o.exe.to_string_lossy();
-    let pinned = |ns: &Netns, cpu: usize| {
-        let mut c = ns.command("taskset");
-        c.args(["-c", &cpu.to_string(), &exe]);
-        c
-    };
-    let secs = o.udp_seconds.to_string();
-    let mut rx = pinned(line.right_ns(), cpu::rx_cpu());
+    let mut rx = pinned_px(line.right_ns(), cpu::rx_cpu(), &o.exe.to_string_lossy());
     rx.args(["caravan", "recv", "--json", "--port", &CARAVAN_PORT.to_string(), "--idle-ms", "1000"])
         .args(["--rcvbuf", "33554432", "--duration", &(o.udp_seconds + 5).to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let rx = LabChild::spawn(&mut rx).map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(300));
-    let mut tx = pinned(line.left_ns(), REST_CPU);
-    tx.args(["caravan", "send", "--json", "--to", to, "--flows", "4", "--count", "0", "--duration", &secs])
-        .args(["--size", "1472", "--rate", "0"]);
-    let out = tx.output().map_err(|e| format!("px caravan send: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("px caravan send: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    let sent: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    let sent = udp_send(line, o, to)?;
     let got = rx.wait_with_output().map_err(|e| e.to_string())?;
     let v: serde_json::Value = serde_json::from_slice(&got.stdout)
         .map_err(|e| format!("px caravan recv: {e}: {}", String::from_utf8_lossy(&got.stderr)))?;
-    Ok((sent["datagrams"].as_u64().unwrap_or(0), v))
+    Ok((sent, v))
+}
+
+/// Plain datagrams into a `UDP_GRO` socket on the receiver's core.
+fn udp_gro_run(line: &Line, o: &ReceiverOptions, to: &str) -> Result<UdpGroSummary, String> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let rx = s.spawn(|| {
+            let limit = Duration::from_secs(o.udp_seconds + 5);
+            udp_gro::receive(line.right_ns(), CARAVAN_PORT, cpu::rx_cpu(), limit, Duration::from_secs(1), move || {
+                let _ = ready_tx.send(());
+            })
+        });
+        if ready_rx.recv_timeout(Duration::from_secs(5)).is_err() {
+            return rx.join().map_err(|_| "UDP_GRO receiver panicked".to_string())?.map(|_| UdpGroSummary::default());
+        }
+        let sent = udp_send(line, o, to);
+        let got = rx.join().map_err(|_| "UDP_GRO receiver panicked".to_string())??;
+        sent.map(|_| got)
+    })
 }
 
 /// Runs the experiment; `say` gets a line of progress at each step.
@@ -262,6 +299,7 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, St
     let set_gro = |on: bool| line.right_ns().set_offloads(r_dev, Offloads { gro: Some(on), ..Offloads::default() });
     let mut runs: [[TcpRun; 2]; 2] = Default::default(); // [gro][router, gateway]
     let mut udp_runs: [Option<(u64, serde_json::Value)>; 2] = [None, None];
+    let mut udp_gro_run_result = None;
 
     // Gateway phase: TCP with GRO off and on, then UDP caravans.
     line.address(Addressing::Bump).map_err(|e| e.to_string())?;
@@ -295,6 +333,8 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, St
     if o.udp_seconds > 0 {
         say("px lab receiver: UDP via a Linux router (plain datagrams)…");
         udp_runs[0] = Some(udp_run(&line, o, &format!("{bnet}:{CARAVAN_PORT}"))?);
+        say("px lab receiver: UDP via a Linux router (plain datagrams into a UDP_GRO socket)…");
+        udp_gro_run_result = Some(udp_gro_run(&line, o, &format!("{bnet}:{CARAVAN_PORT}"))?);
     }
     drop(line);
     drop(cfg);
@@ -311,6 +351,9 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, St
                 sent: [ps, cs],
                 received: [p["datagrams"].as_u64().unwrap_or(0), c["datagrams"].as_u64().unwrap_or(0)],
                 datagrams_per_caravan: f(&c, "mean_datagrams_per_caravan"),
+                plain_udp_gro_gbps: udp_gro_run_result.as_ref().map_or(0.0, |g| g.gbit_per_s),
+                ratio_vs_udp_gro: ratio(f(&c, "gbit_per_s"), udp_gro_run_result.as_ref().map_or(0.0, |g| g.gbit_per_s)),
+                plain_udp_gro: udp_gro_run_result.clone().unwrap_or_default(),
             })
         }
         _ => None,
@@ -369,7 +412,7 @@ impl Report for ReceiverResult {
         if let Some(u) = &self.udp {
             let _ = writeln!(
                 s,
-                "\nUDP ({} s, 1472-byte datagrams, receiver GRO on, no UDP_GRO socket option)",
+                "\nUDP ({} s, 1472-byte datagrams, receiver GRO on, px caravan recv sets no UDP_GRO)",
                 self.udp_seconds
             );
             let _ = writeln!(s, "{:<22} {:>12} {:>12} {:>9}  paper", "", "plain Gbps", "caravan Gbps", "ratio");
@@ -377,6 +420,15 @@ impl Report for ReceiverResult {
                 s,
                 "{:<22} {:>12.3} {:>12.3} {:>8.2}×  2.4×",
                 "payload throughput", u.plain_gbps, u.caravan_gbps, u.ratio
+            );
+            let _ = writeln!(
+                s,
+                "{:<22} {:>12.3} {:>12.3} {:>8.2}×  2.4× (plain into a UDP_GRO socket, {:.1} datagrams per read)",
+                "  ... vs UDP_GRO",
+                u.plain_udp_gro_gbps,
+                u.caravan_gbps,
+                u.ratio_vs_udp_gro,
+                ratio(u.plain_udp_gro.datagrams as f64, u.plain_udp_gro.reads as f64)
             );
             let _ = writeln!(
                 s,
@@ -406,6 +458,11 @@ impl Report for ReceiverResult {
             router.push(u.plain_gbps);
             gateway.push(u.caravan_gbps);
             ours.push(u.ratio);
+            paper.push(2.4);
+            cats.push("UDP plain (UDP_GRO) vs caravan".into());
+            router.push(u.plain_udp_gro_gbps);
+            gateway.push(u.caravan_gbps);
+            ours.push(u.ratio_vs_udp_gro);
             paper.push(2.4);
         }
         let tput = BarChart {
