@@ -127,7 +127,8 @@ pub fn check_prerequisites(what: &str, tools: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-/// A temporary file (a configuration for a lab process), removed on drop.
+/// A temporary file (a configuration for a lab process), removed on drop
+/// and by the signal cleanup.
 #[derive(Debug)]
 pub struct TempFile(pub std::path::PathBuf);
 
@@ -135,6 +136,7 @@ impl TempFile {
     /// Writes `text` to `<tmp>/<stem>-<pid>.<ext>`.
     pub fn write(stem: &str, ext: &str, text: &str) -> Result<TempFile, String> {
         let p = std::env::temp_dir().join(format!("{stem}-{}.{ext}", std::process::id()));
+        crate::cleanup::register_path(&p);
         std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
         Ok(TempFile(p))
     }
@@ -143,5 +145,6 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        crate::cleanup::unregister_path(&self.0);
     }
 }

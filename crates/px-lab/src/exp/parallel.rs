@@ -141,9 +141,11 @@ pub fn run(o: &ParallelOptions, say: &dyn Fn(&str)) -> Result<ParallelResult, St
     let scpu = cpu::rx_cpu();
     cpu::steer_rx(s, SRV, scpu)?;
     cpu::steer_rx(c, CLI, REST_CPU)?;
-    let dir = std::path::PathBuf::from(format!("/dev/shm/px-lab-parallel-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    remove_stale_dirs();
+    let dir = std::path::PathBuf::from(format!("{SHM}/{DIR_PREFIX}{}", std::process::id()));
+    crate::cleanup::register_path(&dir);
     let _rm = RemoveDir(dir.clone());
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let size = o.file_mb << 20;
     let addr: SocketAddr = format!("{}:{PORT}", crate::line::RIGHT_V4).parse().map_err(|e| format!("{e}"))?;
     let url = format!("http://{addr}{PATH}");
@@ -218,12 +220,31 @@ pub fn run(o: &ParallelOptions, say: &dyn Fn(&str)) -> Result<ParallelResult, St
     })
 }
 
+/// Where the downloads go (memory, not disk), one directory per run.
+const SHM: &str = "/dev/shm";
+const DIR_PREFIX: &str = "px-lab-parallel-";
+
+/// A run killed by SIGKILL leaves its download directory (SIGINT/SIGTERM
+/// remove it through the signal cleanup): the next run removes it once its
+/// process is gone.
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(SHM) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(DIR_PREFIX).and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Removes a directory and its contents on drop.
 struct RemoveDir(std::path::PathBuf);
 
 impl Drop for RemoveDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        crate::cleanup::unregister_path(&self.0);
     }
 }
 
