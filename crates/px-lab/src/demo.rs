@@ -318,13 +318,7 @@ type CpuPass = [[(f64, f64); 2]; 2];
 
 fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Result<CpuPass, String> {
     use crate::exp::cpu::{self, CpuTimes, REST_CPU};
-    let [l_dev, ml_dev, mr_dev, r_dev] = lab.spec.devs;
-    let bcpu = cpu::rx_cpu();
-    cpu::steer_rx(lab.right_ns(), r_dev, bcpu)?;
-    cpu::steer_rx(lab.left_ns(), l_dev, REST_CPU)?;
-    for d in [ml_dev, mr_dev] {
-        cpu::steer_rx(lab.middle_ns(), d, REST_CPU)?;
-    }
+    let bcpu = cpu::confine_right_host(lab)?;
     let one = |inbound: bool, addr: &str, port: u16| -> Result<(f64, f64), String> {
         let (legacy, bnet) = (lab.left_ns(), lab.right_ns());
         let (server, client, server_cpu, client_cpu, to) =

@@ -48,6 +48,30 @@ pub fn steer_rx(ns: &Netns, dev: &str, cpu: usize) -> Result<(), String> {
     ns.exec("sh", &["-c", &format!("echo {mask} > {path}")]).map(drop).map_err(|e| format!("RPS on {dev}: {e}"))
 }
 
+/// Confines a [`crate::Line`]'s right host's receive processing to
+/// [`rx_cpu`] and steers every other interface of the line to
+/// [`REST_CPU`]; returns the right host's CPU.
+pub fn confine_right_host(line: &crate::Line) -> Result<usize, String> {
+    let [l_dev, ml_dev, mr_dev, r_dev] = line.spec.devs;
+    let rx = rx_cpu();
+    steer_rx(line.right_ns(), r_dev, rx)?;
+    steer_rx(line.left_ns(), l_dev, REST_CPU)?;
+    for d in [ml_dev, mr_dev] {
+        steer_rx(line.middle_ns(), d, REST_CPU)?;
+    }
+    Ok(rx)
+}
+
+/// CPU seconds (user + system) the calling thread has used.
+pub fn thread_cpu_seconds() -> f64 {
+    // SAFETY: rusage is plain data that getrusage fills.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a live rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(ru.ru_utime) + s(ru.ru_stime)
+}
+
 /// Pins every thread of process `pid` (ours) to `cpu`.
 pub fn pin_process(pid: u32, cpu: usize) -> Result<(), String> {
     crate::cmd::run_args("taskset", &["-a", "-p", "-c", &cpu.to_string(), &pid.to_string()])

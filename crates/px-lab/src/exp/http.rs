@@ -33,12 +33,7 @@ pub struct HttpServer {
 }
 
 fn thread_cpu_us() -> u64 {
-    // SAFETY: rusage is plain data; getrusage writes it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a live rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    us(ru.ru_utime) + us(ru.ru_stime)
+    (super::cpu::thread_cpu_seconds() * 1e6) as u64
 }
 
 /// `(first, last)` of a `Range: bytes=` header value within `size`.

@@ -289,13 +289,8 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, St
     let machine = Machine::current();
     say("px lab receiver: building legacy (1500) — middle box — bnet (9000) in fresh namespaces…");
     let line = Line::build(LineSpec::gateway_lab()).map_err(|e| e.to_string())?;
-    let [l_dev, ml_dev, mr_dev, r_dev] = line.spec.devs;
-    let rx = cpu::rx_cpu();
-    cpu::steer_rx(line.right_ns(), r_dev, rx)?;
-    cpu::steer_rx(line.left_ns(), l_dev, REST_CPU)?;
-    for d in [ml_dev, mr_dev] {
-        cpu::steer_rx(line.middle_ns(), d, REST_CPU)?;
-    }
+    let r_dev = line.spec.devs[3];
+    let rx = cpu::confine_right_host(&line)?;
     let set_gro = |on: bool| line.right_ns().set_offloads(r_dev, Offloads { gro: Some(on), ..Offloads::default() });
     let mut runs: [[TcpRun; 2]; 2] = Default::default(); // [gro][router, gateway]
     let mut udp_runs: [Option<(u64, serde_json::Value)>; 2] = [None, None];

@@ -37,15 +37,6 @@ pub struct UdpGroSummary {
     pub datagrams_per_cpu_s: f64,
 }
 
-fn thread_cpu_s() -> f64 {
-    // SAFETY: rusage is plain data that getrusage fills.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a live rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(ru.ru_utime) + s(ru.ru_stime)
-}
-
 /// Receives on UDP `port` in `ns` on `cpu` until `limit` passed or nothing
 /// arrived for `idle` after the first datagram; `ready` is called once the
 /// socket is bound.
@@ -97,7 +88,7 @@ pub fn receive(
         let now = Instant::now();
         if first.is_none() {
             first = Some(now);
-            cpu0 = thread_cpu_s();
+            cpu0 = super::cpu::thread_cpu_seconds();
         }
         last = now;
         let n = n as u64;
@@ -117,7 +108,7 @@ pub fn receive(
         sum.payload_bytes += n;
         sum.datagrams += n.div_ceil(seg);
     }
-    sum.cpu_s = thread_cpu_s() - cpu0;
+    sum.cpu_s = super::cpu::thread_cpu_seconds() - cpu0;
     sum.seconds = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
     sum.gbit_per_s = super::ratio(sum.payload_bytes as f64 * 8.0, sum.seconds * 1e9);
     sum.datagrams_per_cpu_s = super::ratio(sum.datagrams as f64, sum.cpu_s);
