@@ -181,3 +181,29 @@ fn report_smoke() {
     assert!(j["middlebox"]["points"].is_array(), "{j}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn demo_smoke_has_bnet_cpu_and_observer_figures() {
+    if skip("demo_smoke_has_bnet_cpu_and_observer_figures", &["iperf3", "taskset", "ethtool", "ss"]) {
+        return;
+    }
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let v = json(&["lab", "demo", "--json", "--seconds", "1", "--rounds", "1"]);
+    for dir in ["inbound", "outbound"] {
+        positive(
+            &v,
+            &[
+                &format!("{dir}.gateway_gbps"),
+                &format!("{dir}.router_gbps"),
+                &format!("{dir}.gateway_gbps_observed"),
+                &format!("{dir}.router_gbps_observed"),
+                &format!("{dir}.bnet_cpu_s_per_gb_gateway"),
+                &format!("{dir}.bnet_cpu_s_per_gb_router"),
+            ],
+        );
+        // Frame sizes still come from the observed pass.
+        assert_eq!(num(&v, &format!("{dir}.max_frame_inner")), 9000.0, "{v}");
+        assert_eq!(num(&v, &format!("{dir}.router_max_frame_inner")), 1500.0, "{v}");
+    }
+    assert!(v["bnet_cpu_accounting"].as_str().unwrap().contains("/proc/stat"), "{v}");
+}
