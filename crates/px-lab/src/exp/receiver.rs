@@ -118,6 +118,14 @@ pub struct UdpCase {
     pub plain_datagrams_per_cpu_s: f64,
     /// Same for caravans.
     pub caravan_datagrams_per_cpu_s: f64,
+    /// caravan / plain datagrams per receiver CPU second: the receiver's
+    /// gain whichever side limited the throughput.
+    pub cpu_ratio: f64,
+    /// Whether the receiver lost datagrams (received < 98 % of sent), i.e.
+    /// limited the throughput, plain / caravan runs; where it did not, the
+    /// sender side (sender + router or gateway on CPU 0) did, and only
+    /// `cpu_ratio` speaks for the receiver.
+    pub receiver_limited: [bool; 2],
     /// Datagrams the senders sent, plain / caravan runs.
     pub sent: [u64; 2],
     /// Datagrams received, plain / caravan runs.
@@ -343,6 +351,9 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, St
                 ratio: ratio(f(&c, "gbit_per_s"), f(&p, "gbit_per_s")),
                 plain_datagrams_per_cpu_s: f(&p, "datagrams_per_cpu_s"),
                 caravan_datagrams_per_cpu_s: f(&c, "datagrams_per_cpu_s"),
+                cpu_ratio: ratio(f(&c, "datagrams_per_cpu_s"), f(&p, "datagrams_per_cpu_s")),
+                receiver_limited: [(&p, ps), (&c, cs)]
+                    .map(|(v, sent)| (v["datagrams"].as_u64().unwrap_or(0) as f64) < 0.98 * sent as f64),
                 sent: [ps, cs],
                 received: [p["datagrams"].as_u64().unwrap_or(0), c["datagrams"].as_u64().unwrap_or(0)],
                 datagrams_per_caravan: f(&c, "mean_datagrams_per_caravan"),
@@ -427,14 +438,16 @@ impl Report for ReceiverResult {
             );
             let _ = writeln!(
                 s,
-                "datagrams per receiver CPU second: plain {:.0}, caravan {:.0}; received {}/{} and {}/{} sent; {:.1} \
-                 datagrams per caravan",
+                "datagrams per receiver CPU second: plain {:.0}, caravan {:.0} ({:.2}×); received {}/{} and {}/{} \
+                 sent (receiver the limit: {:?}); {:.1} datagrams per caravan",
                 u.plain_datagrams_per_cpu_s,
                 u.caravan_datagrams_per_cpu_s,
+                u.cpu_ratio,
                 u.received[0],
                 u.sent[0],
                 u.received[1],
                 u.sent[1],
+                u.receiver_limited,
                 u.datagrams_per_caravan
             );
         }
