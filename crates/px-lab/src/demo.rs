@@ -130,7 +130,10 @@ pub struct DemoResult {
 }
 
 /// How the CPU pass accounts the b-network host's CPU.
-pub const BNET_CPU_ACCOUNTING: &str = "busy time (/proc/stat) of the last CPU, to which the b-network host's receive queue is steered (RPS) and its iperf3 pinned, while everything else runs on CPU 0: its process time plus its softirq work, per GB moved (other load on that CPU counts too)";
+pub const BNET_CPU_ACCOUNTING: &str = "the b-network host confined to the last CPU (RPS steers its receive queue there, \
+     its iperf3 is pinned there; everything else runs on CPU 0): its iperf3's CPU time (/proc/PID/stat as server, \
+     iperf3's own getrusage as client) plus that CPU's softirq + irq time (/proc/stat), per GB moved; other softirq \
+     work on that CPU would count too";
 
 /// The demo's topology, not addressed yet (each round addresses it for the
 /// gateway, then for the router).
@@ -337,8 +340,9 @@ fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Resul
             cc: None,
         }
         .run()?;
-        let busy = t0.since(bcpu).busy_s;
-        Ok((run.gbps, crate::exp::ratio(busy, run.gbps * o.seconds as f64 / 8.0)))
+        let bnet_process_s = if inbound { run.server_cpu_s } else { run.client_cpu_s };
+        let host_s = t0.since(bcpu).host_seconds(bnet_process_s);
+        Ok((run.gbps, crate::exp::ratio(host_s, run.gbps * o.seconds as f64 / 8.0)))
     };
     let mut out = [[(0.0, 0.0); 2]; 2];
     lab.address(Addressing::Bump).map_err(lab_err)?;

@@ -19,6 +19,10 @@
 //! Accounting: [`CpuTimes`] reads `/proc/stat` per CPU (busy = all but idle
 //! and iowait; softirq and irq separately); [`process_cpu_seconds`] reads
 //! `/proc/PID/stat` (user + system of all threads, exited ones included).
+//! A confined host's CPU is [`CpuUse::host_seconds`]: its own processes'
+//! time plus the softirq and irq time of its CPU — robust to other
+//! programs' *processes* on that CPU (a shared machine), though not to
+//! other softirq work landing there.
 
 use std::time::Instant;
 
@@ -120,6 +124,12 @@ pub struct CpuUse {
 }
 
 impl CpuUse {
+    /// CPU seconds of a host confined to this CPU whose processes used
+    /// `process_s`: those plus this CPU's softirq and irq time.
+    pub fn host_seconds(&self, process_s: f64) -> f64 {
+        process_s + self.softirq_s
+    }
+
     /// Busy fraction, 0..=1.
     pub fn busy(&self) -> f64 {
         super::ratio(self.busy_s, self.wall_s).min(1.0)

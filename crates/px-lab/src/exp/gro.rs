@@ -56,7 +56,8 @@ pub struct GroSeries {
     pub gbps: Vec<f64>,
     /// Receiver core busy fraction per flow count.
     pub rx_core_busy: Vec<f64>,
-    /// Receiver core CPU seconds per GB per flow count.
+    /// Receiver CPU seconds per GB per flow count (its iperf3's time plus
+    /// its core's softirq and irq time).
     pub rx_core_s_per_gb: Vec<f64>,
     /// 1 − throughput(4 flows) / throughput(1 flow), if both were run.
     pub drop_at_4_flows: Option<f64>,
@@ -142,7 +143,7 @@ pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, String> {
                 let u = t0.since(rx);
                 ser.gbps.push(run.gbps);
                 ser.rx_core_busy.push(u.busy());
-                ser.rx_core_s_per_gb.push(ratio(u.busy_s, run.gbps * o.seconds as f64 / 8.0));
+                ser.rx_core_s_per_gb.push(ratio(u.host_seconds(run.server_cpu_s), run.gbps * o.seconds as f64 / 8.0));
                 cc = run.congestion;
             }
             let at = |k: u64| o.flows.iter().position(|&f| f == k).map(|i| ser.gbps[i]);

@@ -48,8 +48,12 @@ pub struct IperfRun {
     pub retransmits: u64,
     /// The sender's MSS as iperf3 reports it.
     pub sender_mss: Option<u32>,
-    /// CPU seconds of the server process (the receiver) during the run.
+    /// CPU seconds of the server process (the receiver) during the run
+    /// (`/proc/PID/stat`).
     pub server_cpu_s: f64,
+    /// CPU seconds of the client process (the sender), from iperf3's own
+    /// `cpu_utilization_percent.host_total` (its getrusage) × the duration.
+    pub client_cpu_s: f64,
     /// Congestion control of the sender and of the receiver, as iperf3 reports them.
     pub congestion: (String, String),
 }
@@ -101,6 +105,9 @@ impl Iperf<'_> {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         let cc = |k: &str| v["end"][k].as_str().unwrap_or("?").to_owned();
         let congestion = (cc("sender_tcp_congestion"), cc("receiver_tcp_congestion"));
-        Ok(IperfRun { gbps, retransmits, sender_mss, server_cpu_s, congestion })
+        let host_pct = v["end"]["cpu_utilization_percent"]["host_total"].as_f64().unwrap_or(0.0);
+        let duration = v["end"]["sum_sent"]["seconds"].as_f64().unwrap_or(self.seconds as f64);
+        let client_cpu_s = host_pct / 100.0 * duration;
+        Ok(IperfRun { gbps, retransmits, sender_mss, server_cpu_s, client_cpu_s, congestion })
     }
 }

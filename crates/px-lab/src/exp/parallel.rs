@@ -11,12 +11,12 @@
 //! MTU-sized segments (TSO/GSO off): a veth with TSO would carry 64 KB
 //! super-packets whatever the MTU, as no wire does; the client has GRO on.
 //!
-//! Server CPU, stated in every result: the busy time of the server's CPU
-//! during the downloads (`/proc/stat`: its threads plus the softirq work of
-//! its receive queue and transmit path), per GB served, and its busy
-//! fraction; the threads' own process-context time (`RUSAGE_THREAD`) is
-//! reported beside it. Anything else the machine runs on that CPU is
-//! counted too (a shared machine inflates both cases alike).
+//! Server CPU, stated in every result: its threads' time (`RUSAGE_THREAD`,
+//! added up as each ends) plus the softirq and irq time of its CPU during
+//! the downloads (`/proc/stat`: its receive queue's processing and what of
+//! its transmit path runs in softirq), per GB served; the threads' time
+//! alone and the CPU's busy fraction beside it. Other softirq work on that
+//! CPU would count too.
 
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -71,14 +71,13 @@ pub struct ServerCpu {
     pub seconds: f64,
     /// Aggregate download throughput (Gbit/s).
     pub gbps: f64,
-    /// Busy seconds of the server's CPU.
+    /// Server CPU seconds: its threads' time plus its CPU's softirq and irq time.
     pub server_cpu_s: f64,
     /// Of which the server threads' own (process-context) time.
     pub server_threads_cpu_s: f64,
     /// Server CPU seconds per GB served.
     pub server_cpu_s_per_gb: f64,
-    /// The threads' own CPU seconds per GB (less disturbed by other load
-    /// on the machine, but without the softirq work).
+    /// The threads' own CPU seconds per GB (without the softirq work).
     pub server_threads_cpu_s_per_gb: f64,
     /// Busy fraction of the server's CPU.
     pub server_core_busy: f64,
@@ -188,9 +187,9 @@ pub fn run(o: &ParallelOptions, say: &dyn Fn(&str)) -> Result<ParallelResult, St
                 mtu,
                 seconds,
                 gbps: ratio(gbytes * 8.0, seconds),
-                server_cpu_s: u.busy_s,
+                server_cpu_s: u.host_seconds(threads),
                 server_threads_cpu_s: threads,
-                server_cpu_s_per_gb: ratio(u.busy_s, gbytes),
+                server_cpu_s_per_gb: ratio(u.host_seconds(threads), gbytes),
                 server_threads_cpu_s_per_gb: ratio(threads, gbytes),
                 server_core_busy: u.busy(),
                 failed_sessions: failed,
@@ -210,8 +209,9 @@ pub fn run(o: &ParallelOptions, say: &dyn Fn(&str)) -> Result<ParallelResult, St
         rows,
         file_mb: o.file_mb,
         accounting: format!(
-            "busy time of CPU {scpu} (/proc/stat) while the sessions ran: the server's threads (all pinned there) and the \
-             softirq of its receive queue (RPS) and transmit path; clients, axel and their receive queue on CPU {REST_CPU}"
+            "the server's threads (all pinned to CPU {scpu}; RUSAGE_THREAD) plus CPU {scpu}'s softirq + irq time \
+             (/proc/stat: its receive queue, steered there by RPS, and its transmit path) while the sessions ran; \
+             clients, axel and their receive queue on CPU {REST_CPU}"
         ),
         offloads: OFFLOADS.into(),
         congestion_control: format!("{} on the server's sockets (TCP_CONGESTION)", o.cc),

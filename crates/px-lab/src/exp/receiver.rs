@@ -25,8 +25,10 @@
 //! plain datagrams to [`udp_gro`]'s receiver (a socket with `UDP_GRO`,
 //! counting only): `ratio_vs_udp_gro`.
 //!
-//! Reported per case: throughput, the receiver core's busy fraction and its
-//! CPU seconds per GB received (the figure that shows the benefit when the
+//! Reported per case: throughput, the receiver core's busy fraction (near 1:
+//! the receiver is the limit) and the receiver's CPU seconds per GB received
+//! (its iperf3's time from `/proc/PID/stat` plus its core's softirq and irq
+//! time from `/proc/stat`: the figure that shows the benefit when the
 //! sender, not the receiver, limits throughput on a 2-core machine).
 
 use std::path::PathBuf;
@@ -88,7 +90,8 @@ pub struct Case {
     pub router_rx_core_busy: f64,
     /// Busy fraction of the receiver's core via the gateway.
     pub gateway_rx_core_busy: f64,
-    /// CPU seconds of the receiver's core per GB received, via the router.
+    /// CPU seconds of the receiver per GB received, via the router: its
+    /// iperf3's CPU time plus its core's softirq and irq time.
     pub router_rx_core_s_per_gb: f64,
     /// Same via the gateway.
     pub gateway_rx_core_s_per_gb: f64,
@@ -216,7 +219,7 @@ fn tcp_run(line: &Line, addr: &str, port: u16, o: &ReceiverOptions) -> Result<Tc
     Ok(TcpRun {
         gbps: run.gbps,
         busy: u.busy(),
-        s_per_gb: ratio(u.busy_s, gb(run.gbps, o.seconds as f64)),
+        s_per_gb: ratio(u.host_seconds(run.server_cpu_s), gb(run.gbps, o.seconds as f64)),
         cc: run.congestion,
     })
 }

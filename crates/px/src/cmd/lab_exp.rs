@@ -19,7 +19,9 @@ pub struct Output {
     /// Also write the plot to this SVG file.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
-    /// TCP congestion control of the hosts (the paper's runs used Linux's default, cubic).
+    /// TCP congestion control of the hosts, set per socket (cubic is Linux's
+    /// usual default; this machine's namespaces default to bbr, which does
+    /// not back off on random loss and so hides the MSS effect of `wan`).
     #[arg(long, default_value = "cubic")]
     cc: String,
 }
