@@ -134,17 +134,15 @@ impl HttpServer {
                 while !st.load(Ordering::Relaxed) {
                     // An error is the 50 ms timeout: look at the stop flag again.
                     if let Ok((s, _)) = listener.accept() {
-                        {
-                            // Checked on the listener in `start`; a failure here would be the same.
-                            let _ = set_congestion(&s, &cc);
-                            let (cu, by, body) = (Arc::clone(&cu), Arc::clone(&by), Arc::clone(&body));
-                            conns.push(std::thread::spawn(move || {
-                                let _ = super::cpu::pin_current_thread(cpu);
-                                let n = serve(s, size, &body).unwrap_or(0);
-                                by.fetch_add(n, Ordering::Relaxed);
-                                cu.fetch_add(thread_cpu_us(), Ordering::Relaxed);
-                            }));
-                        }
+                        // Checked on the listener in `start`; a failure here would be the same.
+                        let _ = set_congestion(&s, &cc);
+                        let (cu, by, body) = (Arc::clone(&cu), Arc::clone(&by), Arc::clone(&body));
+                        conns.push(std::thread::spawn(move || {
+                            let _ = super::cpu::pin_current_thread(cpu);
+                            let n = serve(s, size, &body).unwrap_or(0);
+                            by.fetch_add(n, Ordering::Relaxed);
+                            cu.fetch_add(thread_cpu_us(), Ordering::Relaxed);
+                        }));
                     }
                     conns.retain(|c: &JoinHandle<()>| !c.is_finished());
                 }
@@ -168,10 +166,10 @@ impl HttpServer {
     }
 
     /// Stops accepting, waits for the connections and returns the CPU
-    /// seconds of all threads.
-    pub fn stop(mut self) -> f64 {
+    /// seconds of all threads and the body bytes served.
+    pub fn stop(mut self) -> (f64, u64) {
         self.shutdown();
-        self.cpu_seconds()
+        (self.cpu_seconds(), self.bytes())
     }
 
     fn shutdown(&mut self) {

@@ -175,8 +175,7 @@ pub fn run(o: &ParallelOptions, say: &dyn Fn(&str)) -> Result<ParallelResult, St
                 .count() as u64;
             let seconds = start.elapsed().as_secs_f64();
             let u = t0.since(scpu);
-            let bytes = server.bytes();
-            let threads = server.stop();
+            let (threads, bytes) = server.stop();
             for i in 0..n {
                 let _ = std::fs::remove_file(dir.join(format!("s{i}")));
                 let _ = std::fs::remove_file(dir.join(format!("s{i}.st")));
@@ -295,7 +294,8 @@ impl Report for ParallelResult {
                 let _ = writeln!(s, "         ! failed sessions: {} / {}", a.failed_sessions, b.failed_sessions);
             }
         }
-        let _ = writeln!(s, "paper's session counts 1, 10, 100: {:?}", PAPER_TABLE.map(|p| (p.0, p.2 / p.1)));
+        let paper: Vec<String> = PAPER_TABLE.iter().map(|p| format!("{} → {:.2}×", p.0, p.2 / p.1)).collect();
+        let _ = writeln!(s, "paper, 6 conn. / 1 conn. CPU by sessions: {}", paper.join(", "));
         s
     }
 
