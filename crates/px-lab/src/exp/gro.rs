@@ -17,7 +17,7 @@ use crate::topology::Topology;
 
 use super::cpu::{self, CpuTimes, REST_CPU};
 use super::iperf::Iperf;
-use super::{Machine, Paper, Report, ratio};
+use super::{Conditions, Machine, Paper, Report, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -72,14 +72,9 @@ pub struct GroResult {
     pub series: Vec<GroSeries>,
     /// Seconds per run.
     pub seconds: u64,
-    /// Congestion control, as iperf3 saw it.
-    pub congestion_control: String,
-    /// Offloads, as text.
-    pub offloads: String,
-    /// Where each part ran.
-    pub cpus: String,
-    /// The machine.
-    pub machine: Machine,
+    /// Congestion control, offloads, CPUs, machine.
+    #[serde(flatten)]
+    pub conditions: Conditions,
     /// What the paper reports.
     pub paper: Paper,
 }
@@ -156,13 +151,16 @@ pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, String> {
         flows: o.flows.clone(),
         series,
         seconds: o.seconds,
-        congestion_control: format!("sender {}, receiver {} (iperf3 -C {})", cc.0, cc.1, o.cc),
-        offloads: OFFLOADS.into(),
-        cpus: format!(
-            "receiver (RPS + iperf3 server) on CPU {rx}, sender on CPU {REST_CPU}; with GRO on, the veth's NAPI (GRO \
+        conditions: Conditions::new(
+            machine,
+            &cc,
+            &o.cc,
+            OFFLOADS,
+            format!(
+                "receiver (RPS + iperf3 server) on CPU {rx}, sender on CPU {REST_CPU}; with GRO on, the veth's NAPI (GRO \
              itself) runs on the sending CPU"
+            ),
         ),
-        machine,
         paper: PAPER,
     })
 }
@@ -180,10 +178,8 @@ impl Report for GroResult {
         use std::fmt::Write;
         let mut s = String::new();
         let _ = writeln!(s, "px lab gro — {} ({})", PAPER.figure, PAPER.reports);
-        let _ = writeln!(s, "{}", self.machine.line());
-        let _ = writeln!(s, "congestion control: {}; offloads: {}", self.congestion_control, self.offloads);
-        let _ =
-            writeln!(s, "cpus: {}\n{} s per run; aggregate Gbit/s (receiver core busy %)\n", self.cpus, self.seconds);
+        s.push_str(&self.conditions.lines());
+        let _ = writeln!(s, "{} s per run; aggregate Gbit/s (receiver core busy %)\n", self.seconds);
         let mut head = format!("{:<18}", "");
         for f in &self.flows {
             let _ = write!(head, " {:>14}", format!("{f} flow(s)"));
@@ -214,7 +210,7 @@ impl Report for GroResult {
                     points: self.flows.iter().map(|&f| f as f64).zip(ser.gbps.iter().copied()).collect(),
                 })
                 .collect(),
-            note: Some(format!("{}; {}", self.machine.line(), self.congestion_control)),
+            note: Some(self.conditions.note()),
             ..LineChart::default()
         };
         let with_gro: Vec<&GroSeries> = self.series.iter().filter(|s| s.gro).collect();

@@ -20,7 +20,7 @@ use crate::netns::Offloads;
 
 use super::cpu::{self, CpuTimes, REST_CPU};
 use super::iperf::Iperf;
-use super::{Machine, Paper, Report, TempFile, ratio};
+use super::{Conditions, Machine, Paper, Report, TempFile, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -77,14 +77,9 @@ pub struct MiddleboxResult {
     pub flows: u64,
     /// Seconds per MTU.
     pub seconds: u64,
-    /// Congestion control, as iperf3 saw it.
-    pub congestion_control: String,
-    /// Offloads, as text.
-    pub offloads: String,
-    /// Where each part ran.
-    pub cpus: String,
-    /// The machine.
-    pub machine: Machine,
+    /// Congestion control, offloads, CPUs, machine.
+    #[serde(flatten)]
+    pub conditions: Conditions,
     /// What the paper reports.
     pub paper: Paper,
 }
@@ -172,13 +167,16 @@ pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, 
         rules: o.rules,
         flows: o.flows,
         seconds: o.seconds,
-        congestion_control: format!("sender {}, receiver {} (iperf3 -C {})", cc.0, cc.1, o.cc),
-        offloads: OFFLOADS.into(),
-        cpus: format!(
-            "middle box (RPS of both its receive queues: forwarding + nftables in softirq) on CPU {mb}; sender and \
+        conditions: Conditions::new(
+            machine,
+            &cc,
+            &o.cc,
+            OFFLOADS,
+            format!(
+                "middle box (RPS of both its receive queues: forwarding + nftables in softirq) on CPU {mb}; sender and \
              receiver on CPU {REST_CPU}"
+            ),
         ),
-        machine,
         paper: PAPER,
     })
 }
@@ -188,14 +186,13 @@ impl Report for MiddleboxResult {
         use std::fmt::Write;
         let mut s = String::new();
         let _ = writeln!(s, "px lab middlebox — {} ({})", PAPER.figure, PAPER.reports);
-        let _ = writeln!(s, "{}", self.machine.line());
+        s.push_str(&self.conditions.lines());
         let _ = writeln!(
             s,
             "middle box: Linux router + nftables forward chain of {} rules, one core; {} flows, {} s per MTU",
             self.rules, self.flows, self.seconds
         );
-        let _ = writeln!(s, "congestion control: {}; offloads: {}", self.congestion_control, self.offloads);
-        let _ = writeln!(s, "cpus: {}\n", self.cpus);
+        s.push('\n');
         let _ = writeln!(
             s,
             "{:>6} {:>9} {:>9} {:>10} {:>10} {:>8}  paper",
@@ -229,7 +226,7 @@ impl Report for MiddleboxResult {
             x_label: "MTU (bytes)".into(),
             y_label: "Gbit/s".into(),
             series: vec![Series { name: "this lab".into(), points: pts(&|p| p.gbps) }],
-            note: Some(format!("{}; {}", self.machine.line(), self.congestion_control)),
+            note: Some(self.conditions.note()),
             ..LineChart::default()
         };
         let rel = LineChart {

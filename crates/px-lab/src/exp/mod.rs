@@ -74,6 +74,52 @@ impl Machine {
     }
 }
 
+/// The conditions of a run, stated with every result (flattened into its
+/// JSON: `congestion_control`, `offloads`, `cpus`, `machine`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Conditions {
+    /// Congestion control of the hosts, as iperf3 saw it.
+    pub congestion_control: String,
+    /// Offloads, as text.
+    pub offloads: String,
+    /// Where each part ran.
+    pub cpus: String,
+    /// The machine.
+    pub machine: Machine,
+}
+
+impl Conditions {
+    /// `cc` is (sender, receiver) as iperf3 reported them, `asked` what `-C` asked for.
+    pub fn new(machine: Machine, cc: &(String, String), asked: &str, offloads: &str, cpus: String) -> Conditions {
+        Conditions {
+            congestion_control: format!("sender {}, receiver {} (iperf3 -C {asked})", cc.0, cc.1),
+            offloads: offloads.to_owned(),
+            cpus,
+            machine,
+        }
+    }
+
+    /// The lines a table starts with (after its title).
+    pub fn lines(&self) -> String {
+        format!(
+            "{}
+congestion control: {}
+offloads: {}
+cpus: {}
+",
+            self.machine.line(),
+            self.congestion_control,
+            self.offloads,
+            self.cpus
+        )
+    }
+
+    /// The small print under a plot.
+    pub fn note(&self) -> String {
+        format!("{}; {}", self.machine.line(), self.congestion_control)
+    }
+}
+
 /// The TCP congestion control a namespace's new sockets use.
 pub fn congestion_control(ns: &Netns) -> Result<String, String> {
     ns.run(|| std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control"))

@@ -44,7 +44,7 @@ use crate::netns::{LabChild, Netns, Offloads};
 use super::cpu::{self, CpuTimes, REST_CPU};
 use super::iperf::Iperf;
 use super::udp_gro::{self, UdpGroSummary};
-use super::{Machine, Paper, Report, TempFile, ratio};
+use super::{Conditions, Machine, Paper, Report, TempFile, ratio};
 
 /// What the paper reports.
 pub const PAPER_TCP: Paper = Paper {
@@ -157,14 +157,9 @@ pub struct ReceiverResult {
     pub seconds: u64,
     /// Seconds per UDP run.
     pub udp_seconds: u64,
-    /// Congestion control of sender and receiver.
-    pub congestion_control: String,
-    /// Offloads, as text.
-    pub offloads: String,
-    /// Where each part ran.
-    pub cpus: String,
-    /// The machine.
-    pub machine: Machine,
+    /// Congestion control, offloads, CPUs, machine.
+    #[serde(flatten)]
+    pub conditions: Conditions,
     /// What the paper reports.
     pub paper: [Paper; 2],
 }
@@ -373,13 +368,16 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, St
         flows: o.flows,
         seconds: o.seconds,
         udp_seconds: o.udp_seconds,
-        congestion_control: format!("sender {}, receiver {} (iperf3 -C {})", runs[0][0].cc.0, runs[0][0].cc.1, o.cc),
-        offloads: OFFLOADS.into(),
-        cpus: format!(
-            "receiver (RPS of its rx queue + the application) on CPU {rx}; sender, middle box and their rx queues on \
+        conditions: Conditions::new(
+            machine,
+            &runs[0][0].cc,
+            &o.cc,
+            OFFLOADS,
+            format!(
+                "receiver (RPS of its rx queue + the application) on CPU {rx}; sender, middle box and their rx queues on \
              CPU {REST_CPU}; with GRO on, the veth's NAPI (GRO itself) runs on the sending CPU"
+            ),
         ),
-        machine,
         paper: [PAPER_TCP, PAPER_UDP],
     })
 }
@@ -393,9 +391,7 @@ impl Report for ReceiverResult {
         use std::fmt::Write;
         let mut s = String::new();
         let _ = writeln!(s, "px lab receiver — {} ({})", PAPER_TCP.figure, PAPER_TCP.reports);
-        let _ = writeln!(s, "{}", self.machine.line());
-        let _ = writeln!(s, "congestion control: {}; offloads: {}", self.congestion_control, self.offloads);
-        let _ = writeln!(s, "cpus: {}", self.cpus);
+        s.push_str(&self.conditions.lines());
         let _ = writeln!(s, "{} TCP flows, {} s per run\n", self.flows, self.seconds);
         let _ = writeln!(
             s,
@@ -481,7 +477,7 @@ impl Report for ReceiverResult {
             y_label: "Gbit/s".into(),
             categories: cats.clone(),
             series: vec![("via router (1500)".into(), router), ("via px gateway (9000)".into(), gateway)],
-            note: Some(format!("{}; {}", self.machine.line(), self.congestion_control)),
+            note: Some(self.conditions.note()),
         };
         let ratios = BarChart {
             title: "Gateway / router: ours vs the paper (Fig. 5c, §5.2)".into(),

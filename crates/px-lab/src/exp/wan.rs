@@ -28,7 +28,7 @@ use crate::impair::ImpairSpec;
 use crate::line::{Addressing, IMTU, LEFT_V4, Line, LineImpairment, LineSpec};
 
 use super::iperf::{Iperf, IperfRun};
-use super::{Machine, Paper, Report, ratio};
+use super::{Conditions, Machine, Paper, Report, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -96,12 +96,9 @@ pub struct WanResult {
     pub delay_ms: u64,
     /// The three runs: router, gateway, jumbo.
     pub runs: [WanRun; 3],
-    /// Congestion control of the sender and the receiver, as iperf3 saw it.
-    pub congestion_control: String,
-    /// Offloads, as text.
-    pub offloads: String,
-    /// The machine.
-    pub machine: Machine,
+    /// Congestion control, offloads, CPUs, machine.
+    #[serde(flatten)]
+    pub conditions: Conditions,
     /// What the paper reports.
     pub paper: Paper,
 }
@@ -171,12 +168,13 @@ pub fn run(o: &WanOptions, say: &dyn Fn(&str)) -> Result<WanResult, String> {
         loss: o.loss,
         delay_ms: o.delay_ms,
         runs: [(&router).into(), (&gateway).into(), (&jumbo).into()],
-        congestion_control: format!(
-            "sender (b-network host) {}, receiver (legacy host) {} (iperf3 -C {})",
-            router.congestion.0, router.congestion.1, o.cc
+        conditions: Conditions::new(
+            machine,
+            &router.congestion,
+            &o.cc,
+            OFFLOADS,
+            "not confined: one flow, limited by the path (sender b-network host, receiver legacy host)".into(),
         ),
-        offloads: OFFLOADS.into(),
-        machine,
         paper: PAPER,
     })
 }
@@ -186,7 +184,7 @@ impl Report for WanResult {
         use std::fmt::Write;
         let mut s = String::new();
         let _ = writeln!(s, "px lab wan — {} ({})", PAPER.figure, PAPER.reports);
-        let _ = writeln!(s, "{}", self.machine.line());
+        s.push_str(&self.conditions.lines());
         let _ = writeln!(
             s,
             "path: {} ms each way (RTT {} ms), {} % frame loss each way, own delay/loss element (no netem); {} s per run",
@@ -195,7 +193,7 @@ impl Report for WanResult {
             self.loss * 100.0,
             self.seconds
         );
-        let _ = writeln!(s, "congestion control: {}\noffloads: {}\n", self.congestion_control, self.offloads);
+        s.push('\n');
         let _ = writeln!(s, "{:<34} {:>10} {:>8} {:>8} {:>9}  paper", "", "Mbit/s", "MSS", "retrans", "× router");
         let paper = ["1×", "2.5×", "5.4×"];
         let labels = ["via Linux router (1500)", "via px gateway (bnet 9000)", "9000 end to end (router)"];
@@ -226,7 +224,7 @@ impl Report for WanResult {
             y_label: "Mbit/s".into(),
             categories: cats.clone(),
             series: vec![("this lab".into(), self.runs.iter().map(|r| r.mbps).collect())],
-            note: Some(format!("{}; {}", self.machine.line(), self.congestion_control)),
+            note: Some(self.conditions.note()),
         };
         let ratios = BarChart {
             title: "Throughput relative to the router: ours vs the paper (§5.2, Fig. 1d)".into(),
