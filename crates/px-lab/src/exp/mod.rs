@@ -14,8 +14,11 @@
 //! - [`report`]: all of them, the demo and the PMTUD comparison in one
 //!   Markdown report with the SVG plots.
 //!
-//! What they share lives here and in [`cpu`] (pinning, RPS, CPU
-//! accounting from `/proc`) and [`iperf`] (iperf3 in the lab). Every
+//! What they share lives here ([`Conditions`], [`Report`], [`Paper`]) and in
+//! [`cpu`] (pinning, RPS, CPU accounting from `/proc`) and [`iperf`]
+//! (iperf3 in the lab); [`http`] is `parallel`'s file server and
+//! [`udp_gro`] the `receiver`'s `UDP_GRO` baseline. Plots use px-sim's SVG
+//! writer ([`px_sim::svg`]). Every
 //! experiment builds its namespaces through [`crate::Line`] /
 //! [`crate::Topology`], so they are removed on every exit path (drop,
 //! panic, SIGINT/SIGTERM via [`crate::install_signal_cleanup`]).
