@@ -3,7 +3,8 @@
 //! Drop guards ([`crate::Netns`], [`crate::LabChild`]) clean up on normal
 //! returns, `?` and panics. A signal bypasses destructors, so every live
 //! namespace and child process is also recorded in a process-wide registry,
-//! and [`install_signal_cleanup`] arranges that SIGINT/SIGTERM empty it.
+//! and [`install_signal_cleanup`] arranges that SIGINT/SIGTERM empty it
+//! (temporary files and directories of a run are registered too).
 //!
 //! How: the signal handler only writes the signal number into a pipe (the
 //! one thing that is async-signal-safe here); a watcher thread reads it,
@@ -20,6 +21,8 @@ use crate::cmd;
 
 static NAMESPACES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// Temporary files and directories (configurations, downloads) a run made.
+static PATHS: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Write end of the self-pipe; -1 until installed.
 static PIPE_WR: AtomicI32 = AtomicI32::new(-1);
@@ -47,6 +50,14 @@ pub(crate) fn unregister_child(pid: u32) {
     lock(&CHILDREN).retain(|p| *p != pid);
 }
 
+pub(crate) fn register_path(p: &std::path::Path) {
+    lock(&PATHS).push(p.to_owned());
+}
+
+pub(crate) fn unregister_path(p: &std::path::Path) {
+    lock(&PATHS).retain(|q| q != p);
+}
+
 /// True once SIGINT or SIGTERM arrived (after [`install_signal_cleanup`]).
 /// Long loops (a demo's traffic phase) may poll it to stop early.
 pub fn interrupted() -> bool {
@@ -71,6 +82,10 @@ pub fn cleanup_all() {
         if let Err(e) = cmd::run_args("ip", &["netns", "del", &name]) {
             eprintln!("px-lab: cleanup of namespace {name} failed: {e}");
         }
+    }
+    let paths: Vec<std::path::PathBuf> = std::mem::take(&mut *lock(&PATHS));
+    for p in paths {
+        let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
     }
 }
 
@@ -151,6 +166,11 @@ mod tests {
         register_child(u32::MAX);
         unregister_child(u32::MAX);
         assert!(!lock(&CHILDREN).contains(&u32::MAX));
+        let p = std::path::Path::new("/nonexistent/px-test-registry");
+        register_path(p);
+        assert!(lock(&PATHS).iter().any(|q| q == p));
+        unregister_path(p);
+        assert!(!lock(&PATHS).iter().any(|q| q == p));
     }
 
     #[test]

@@ -6,8 +6,21 @@
 //! ports) — `bnet` (iMTU 9000), wire-like hosts (see there), so the frame
 //! observers in the hosts' namespaces count what crosses each link. Each
 //! round runs bulk TCP (iperf3) both ways through `px gateway`, then both
-//! ways through a Linux router on the same links; figures are the mean of
-//! the rounds. The CLI parses the arguments and prints [`DemoResult`].
+//! ways through a Linux router on the same links; throughput is the mean of
+//! the rounds, measured with no observer on the path (an observer's packet
+//! tap costs the hosts' CPU a copy of every frame and halved what was
+//! measured). Two passes follow the rounds:
+//! - the *observed* pass counts frame sizes with the observers on (and
+//!   reports the throughput it got, so the observers' cost is shown once);
+//! - the *CPU* pass confines the b-network host to one CPU (the last: RPS
+//!   steers its interface's receive queue there and its iperf3 is pinned
+//!   there; everything else, the legacy host, the gateway or router and
+//!   their receive queues, runs on CPU 0) and accounts the b-network
+//!   host's CPU per GB as that CPU's busy time (`/proc/stat`: its process
+//!   time and the softirq work of its receive queue) divided by the bytes
+//!   moved. Other load on the machine on that CPU is counted too.
+//!
+//! The CLI parses the arguments and prints [`DemoResult`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -59,7 +72,7 @@ pub struct Direction {
     /// Gateway's conversion yield over the whole run (its own counter).
     pub r#yield: Option<f64>,
     /// Largest IP packet the independent observers saw on the inner and the
-    /// outer link through the gateway.
+    /// outer link through the gateway (observed pass).
     pub max_frame_inner: usize,
     /// See `max_frame_inner`.
     pub max_frame_outer: usize,
@@ -73,6 +86,20 @@ pub struct Direction {
     pub router_max_frame_inner: usize,
     /// See `router_max_frame_inner`.
     pub router_mss_seen: Option<u32>,
+    /// Throughput through the gateway in the observed pass (frame
+    /// observers on both links): the observers' cost is the difference.
+    pub gateway_gbps_observed: f64,
+    /// Same through the router.
+    pub router_gbps_observed: f64,
+    /// CPU seconds the b-network host spent per GB moved via the gateway
+    /// (the CPU pass; see `DemoResult::bnet_cpu_accounting`).
+    pub bnet_cpu_s_per_gb_gateway: f64,
+    /// Same via the router.
+    pub bnet_cpu_s_per_gb_router: f64,
+    /// gateway / router of the two.
+    pub bnet_cpu_ratio: f64,
+    /// Throughput of the CPU pass via the gateway and via the router.
+    pub cpu_pass_gbps: [f64; 2],
     /// Sender retransmits through the gateway, all rounds.
     pub gateway_retransmits: u64,
     /// Sender retransmits through the router, all rounds.
@@ -98,7 +125,15 @@ pub struct DemoResult {
     pub rounds: u64,
     /// Flows per direction.
     pub flows: u64,
+    /// How `bnet_cpu_s_per_gb_*` are accounted.
+    pub bnet_cpu_accounting: String,
 }
+
+/// How the CPU pass accounts the b-network host's CPU.
+pub const BNET_CPU_ACCOUNTING: &str = "the b-network host confined to the last CPU (RPS steers its receive queue there, \
+     its iperf3 is pinned there; everything else runs on CPU 0): its iperf3's CPU time (/proc/PID/stat as server, \
+     iperf3's own getrusage as client) plus that CPU's softirq + irq time (/proc/stat), per GB moved; other softirq \
+     work on that CPU would count too";
 
 /// The demo's topology, not addressed yet (each round addresses it for the
 /// gateway, then for the router).
@@ -144,7 +179,19 @@ fn lab_err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn iperf(lab: &Line, from: NsId, to: NsId, to_addr: &str, port: u16, seconds: u64, flows: u64) -> Result<Run, String> {
+/// One iperf3 run; with `observe`, frame observers count what crosses both
+/// links (and cost the hosts a copy of every frame).
+#[allow(clippy::too_many_arguments)]
+fn iperf(
+    lab: &Line,
+    from: NsId,
+    to: NsId,
+    to_addr: &str,
+    port: u16,
+    seconds: u64,
+    flows: u64,
+    observe: bool,
+) -> Result<Run, String> {
     let (server_ns, client_ns, bnet) = (lab.topo.ns(to), lab.topo.ns(from), lab.right_ns());
     let [legacy_dev, _, _, bnet_dev] = lab.spec.devs;
     let p = port.to_string();
@@ -152,8 +199,14 @@ fn iperf(lab: &Line, from: NsId, to: NsId, to_addr: &str, port: u16, seconds: u6
     server.args(["-s", "-1", "-p", &p]).stdout(Stdio::null()).stderr(Stdio::null());
     let server = LabChild::spawn(&mut server).map_err(lab_err)?;
     std::thread::sleep(Duration::from_millis(300));
-    let obs_l = FrameObserver::start(lab.left_ns(), legacy_dev).map_err(lab_err)?;
-    let obs_b = FrameObserver::start(bnet, bnet_dev).map_err(lab_err)?;
+    let observers = if observe {
+        Some((
+            FrameObserver::start(lab.left_ns(), legacy_dev).map_err(lab_err)?,
+            FrameObserver::start(bnet, bnet_dev).map_err(lab_err)?,
+        ))
+    } else {
+        None
+    };
     let mut client = client_ns.command("iperf3");
     client
         .args(["-c", to_addr, "-p", &p, "-J", "-t", &seconds.to_string(), "-P", &flows.to_string()])
@@ -163,7 +216,7 @@ fn iperf(lab: &Line, from: NsId, to: NsId, to_addr: &str, port: u16, seconds: u6
     std::thread::sleep(Duration::from_millis(seconds * 500));
     let ss = bnet.exec("ss", &["-tinH", "state", "established"]).unwrap_or_default();
     let out = client.wait_with_output().map_err(lab_err)?;
-    let (legacy_link, bnet_link) = (obs_l.stop(), obs_b.stop());
+    let (legacy_link, bnet_link) = observers.map(|(l, b)| (l.stop(), b.stop())).unwrap_or_default();
     drop(server);
     let text = String::from_utf8_lossy(&out.stdout);
     let (gbps, retransmits, sender_mss) = parse_iperf3(&text)
@@ -173,7 +226,7 @@ fn iperf(lab: &Line, from: NsId, to: NsId, to_addr: &str, port: u16, seconds: u6
 
 /// Received throughput (Gbps), sender retransmits and the sender's MSS from
 /// `iperf3 -J` output.
-fn parse_iperf3(json: &str) -> Option<(f64, u64, Option<u32>)> {
+pub(crate) fn parse_iperf3(json: &str) -> Option<(f64, u64, Option<u32>)> {
     let v: serde_json::Value = serde_json::from_str(json).ok()?;
     let bps = v["end"]["sum_received"]["bits_per_second"].as_f64()?;
     let retr = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
@@ -219,36 +272,94 @@ pub fn check_prerequisites(what: &str) -> Result<(), String> {
 pub fn run(o: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoResult, String> {
     say("px lab demo: building legacy (1500) — gw — bnet (9000) in fresh namespaces…");
     let lab = build()?;
-    let (legacy, bnet) = (lab.left, lab.right);
     let secs = o.seconds;
     let mut gw_args = vec!["--workers".to_string(), o.workers.to_string()];
     gw_args.extend(o.gateway_args.iter().cloned());
     let mut rounds = Vec::new();
     for r in 0..o.rounds {
         let port = 5201 + 10 * r as u16;
-        lab.address(Addressing::Bump).map_err(lab_err)?;
-        say(&format!("px lab demo: round {}/{}: through px gateway, {secs} s per direction…", r + 1, o.rounds));
-        let gw = GatewayProcess::start(&lab, &o.exe, &gw_args)?;
-        let bnet_addr = Addressing::Bump.right_addr(false);
-        let gin = iperf(&lab, legacy, bnet, bnet_addr, port, secs, o.flows)?;
-        let gout = iperf(&lab, bnet, legacy, LEGACY_ADDR, port + 1, secs, o.flows)?;
-        let gstats = stop_gateway(gw)?;
-        lab.address(Addressing::Router).map_err(lab_err)?;
-        say(&format!(
-            "px lab demo: round {}/{}: through a plain Linux router, {secs} s per direction…",
-            r + 1,
-            o.rounds
-        ));
-        let bnet_addr = Addressing::Router.right_addr(false);
-        let rin = iperf(&lab, legacy, bnet, bnet_addr, port + 2, secs, o.flows)?;
-        let rout = iperf(&lab, bnet, legacy, LEGACY_ADDR, port + 3, secs, o.flows)?;
-        rounds.push(Round { gin, gout, gstats, rin, rout });
+        let what = format!("round {}/{}", r + 1, o.rounds);
+        rounds.push(round(&lab, o, &gw_args, port, &what, false, say)?);
     }
+    let port = 5201 + 10 * o.rounds as u16;
+    let observed = round(&lab, o, &gw_args, port, "observed pass (frame sizes)", true, say)?;
+    say(&format!("px lab demo: CPU pass: b-network host confined to one CPU, {secs} s per direction and middle box…"));
+    let cpu = cpu_pass(&lab, o, &gw_args, port + 10)?;
     drop(lab);
-    Ok(summarize(&rounds, o))
+    Ok(summarize(&rounds, &observed, &cpu, o))
 }
 
-fn summarize(rounds: &[Round], o: &DemoOptions) -> DemoResult {
+/// Both directions through the gateway, then through the router.
+fn round(
+    lab: &Line,
+    o: &DemoOptions,
+    gw_args: &[String],
+    port: u16,
+    what: &str,
+    observe: bool,
+    say: &dyn Fn(&str),
+) -> Result<Round, String> {
+    let (legacy, bnet, secs) = (lab.left, lab.right, o.seconds);
+    lab.address(Addressing::Bump).map_err(lab_err)?;
+    say(&format!("px lab demo: {what}: through px gateway, {secs} s per direction…"));
+    let gw = GatewayProcess::start(lab, &o.exe, gw_args)?;
+    let bnet_addr = Addressing::Bump.right_addr(false);
+    let gin = iperf(lab, legacy, bnet, bnet_addr, port, secs, o.flows, observe)?;
+    let gout = iperf(lab, bnet, legacy, LEGACY_ADDR, port + 1, secs, o.flows, observe)?;
+    let gstats = stop_gateway(gw)?;
+    lab.address(Addressing::Router).map_err(lab_err)?;
+    say(&format!("px lab demo: {what}: through a plain Linux router, {secs} s per direction…"));
+    let bnet_addr = Addressing::Router.right_addr(false);
+    let rin = iperf(lab, legacy, bnet, bnet_addr, port + 2, secs, o.flows, observe)?;
+    let rout = iperf(lab, bnet, legacy, LEGACY_ADDR, port + 3, secs, o.flows, observe)?;
+    Ok(Round { gin, gout, gstats, rin, rout })
+}
+
+/// The CPU pass: `[inbound, outbound]` × `[gateway, router]` of
+/// (Gbit/s, b-network host CPU seconds per GB).
+type CpuPass = [[(f64, f64); 2]; 2];
+
+fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Result<CpuPass, String> {
+    use crate::exp::cpu::{self, CpuTimes, REST_CPU};
+    let bcpu = cpu::confine_right_host(lab)?;
+    let one = |inbound: bool, addr: &str, port: u16| -> Result<(f64, f64), String> {
+        let (legacy, bnet) = (lab.left_ns(), lab.right_ns());
+        let (server, client, server_cpu, client_cpu, to) =
+            if inbound { (bnet, legacy, bcpu, REST_CPU, addr) } else { (legacy, bnet, REST_CPU, bcpu, LEGACY_ADDR) };
+        let t0 = CpuTimes::now();
+        let run = crate::exp::iperf::Iperf {
+            server,
+            client,
+            addr: to,
+            port,
+            seconds: o.seconds,
+            flows: o.flows,
+            server_cpu: Some(server_cpu),
+            client_cpu: Some(client_cpu),
+            mss: None,
+            cc: None,
+        }
+        .run()?;
+        let bnet_process_s = if inbound { run.server_cpu_s } else { run.client_cpu_s };
+        let host_s = t0.since(bcpu).host_seconds(bnet_process_s);
+        Ok((run.gbps, crate::exp::ratio(host_s, run.gbps * o.seconds as f64 / 8.0)))
+    };
+    let mut out = [[(0.0, 0.0); 2]; 2];
+    lab.address(Addressing::Bump).map_err(lab_err)?;
+    let gw = GatewayProcess::start(lab, &o.exe, gw_args)?;
+    cpu::pin_process(gw.pid, REST_CPU)?;
+    let bnet_addr = Addressing::Bump.right_addr(false);
+    out[0][0] = one(true, bnet_addr, port)?;
+    out[1][0] = one(false, bnet_addr, port + 1)?;
+    stop_gateway(gw)?;
+    lab.address(Addressing::Router).map_err(lab_err)?;
+    let bnet_addr = Addressing::Router.right_addr(false);
+    out[0][1] = one(true, bnet_addr, port + 2)?;
+    out[1][1] = one(false, bnet_addr, port + 3)?;
+    Ok(out)
+}
+
+fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions) -> DemoResult {
     let n = rounds.len() as f64;
     let mean = |f: &dyn Fn(&Round) -> f64| rounds.iter().map(f).sum::<f64>() / n;
     let dir = |inbound: bool| {
@@ -260,6 +371,8 @@ fn summarize(rounds: &[Round], o: &DemoOptions) -> DemoResult {
         let inner = |run: &Run| if inbound { run.bnet_link.rx } else { run.bnet_link.tx };
         let outer = |run: &Run| if inbound { run.legacy_link.tx } else { run.legacy_link.rx };
         let last = rounds.last().map(|r| pick_dir(r, inbound));
+        let (obs_g, obs_r) = pick_dir(observed, inbound);
+        let [(_, cpu_g), (_, cpu_r)] = cpu[usize::from(!inbound)];
         let gateway_gbps = mean(&|r| pick_dir(r, inbound).0.gbps);
         let router_gbps = mean(&|r| pick_dir(r, inbound).1.gbps);
         let yields: Vec<f64> = rounds.iter().filter_map(|r| r.gstats.yield_).collect();
@@ -268,13 +381,19 @@ fn summarize(rounds: &[Round], o: &DemoOptions) -> DemoResult {
             router_gbps,
             ratio: gateway_gbps / router_gbps.max(1e-9),
             r#yield: (!yields.is_empty()).then(|| yields.iter().sum::<f64>() / yields.len() as f64),
-            max_frame_inner: rounds.iter().map(|r| inner(pick_dir(r, inbound).0).max_l3).max().unwrap_or(0),
-            max_frame_outer: rounds.iter().map(|r| outer(pick_dir(r, inbound).0).max_l3).max().unwrap_or(0),
+            max_frame_inner: inner(obs_g).max_l3,
+            max_frame_outer: outer(obs_g).max_l3,
             mss_seen: last.and_then(|(g, _)| g.bnet_mss.map(|m| m.0)),
             rcvmss_seen: last.and_then(|(g, _)| g.bnet_mss.map(|m| m.1)),
             legacy_mss: if inbound { last.and_then(|(g, _)| g.sender_mss) } else { None },
-            router_max_frame_inner: rounds.iter().map(|r| inner(pick_dir(r, inbound).1).max_l3).max().unwrap_or(0),
+            router_max_frame_inner: inner(obs_r).max_l3,
             router_mss_seen: last.and_then(|(_, r)| r.bnet_mss.map(|m| m.0)),
+            gateway_gbps_observed: obs_g.gbps,
+            router_gbps_observed: obs_r.gbps,
+            bnet_cpu_s_per_gb_gateway: cpu_g,
+            bnet_cpu_s_per_gb_router: cpu_r,
+            bnet_cpu_ratio: crate::exp::ratio(cpu_g, cpu_r),
+            cpu_pass_gbps: [cpu[usize::from(!inbound)][0].0, cpu[usize::from(!inbound)][1].0],
             gateway_retransmits: rounds.iter().map(|r| pick_dir(r, inbound).0.retransmits).sum(),
             router_retransmits: rounds.iter().map(|r| pick_dir(r, inbound).1.retransmits).sum(),
             round_ratios: rounds
@@ -291,6 +410,7 @@ fn summarize(rounds: &[Round], o: &DemoOptions) -> DemoResult {
         seconds_per_run: o.seconds,
         rounds: o.rounds,
         flows: o.flows,
+        bnet_cpu_accounting: BNET_CPU_ACCOUNTING.into(),
     }
 }
 

@@ -167,8 +167,9 @@ impl Drop for GatewayProcess {
     }
 }
 
-/// CPU seconds (user + system) a process has used so far.
-fn cpu_seconds(pid: u32) -> Option<f64> {
+/// CPU seconds (user + system, all its threads, exited ones included) a
+/// process has used so far.
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();

@@ -26,6 +26,7 @@ pub mod cleanup;
 pub mod cmd;
 pub mod demo;
 mod element;
+pub mod exp;
 pub mod gateway;
 pub mod impair;
 pub mod line;

@@ -1,17 +1,18 @@
 //! `px lab …`: the namespace lab (root). The demo and its hands-on variant
-//! live in `lab_demo`, the path-MTU comparison in `lab_pmtud`.
+//! live in `lab_demo`, the path-MTU comparison in `lab_pmtud`, the paper's
+//! end-host experiments in `lab_exp`.
 
 use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::cmd::{lab_demo, lab_pmtud};
+use crate::cmd::{lab_demo, lab_exp, lab_pmtud};
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
     /// Legacy host — gateway — b-network host in namespaces: bulk TCP both
     /// ways through px gateway and through a plain Linux router, side by side
-    /// (needs root; under two minutes).
+    /// (needs root; about two minutes).
     Demo(lab_demo::DemoArgs),
     /// Leave the demo topology up (gateway running) for hands-on use.
     Up(lab_demo::UpArgs),
@@ -19,6 +20,26 @@ pub enum LabCommand {
     Down(lab_demo::DownArgs),
     /// Compare path MTU discovery tools on lab paths (needs root).
     Pmtud(lab_pmtud::LabPmtudArgs),
+    /// Paper Fig. 5c: 100 TCP flows into one b-network receiver confined to
+    /// one core, via a router (1500) and via px gateway (9000), GRO off/on;
+    /// UDP plain vs caravans (needs root; about 1.5 minutes).
+    Receiver(lab_exp::ReceiverArgs),
+    /// Paper §5.2/Fig. 1d: one TCP flow from the b-network to a legacy host
+    /// over 10 ms each way and 0.01 % loss, via a router, via px gateway and
+    /// with 9000 end to end (needs root; 3 × 60 s, `--seconds`).
+    Wan(lab_exp::WanArgs),
+    /// Paper Fig. 1b/1c: 1, 2, 4, 8 concurrent flows at MTU 1500 and 9000,
+    /// receiver GRO off/on, receiver on one core (needs root; about 1.5 minutes).
+    Gro(lab_exp::GroArgs),
+    /// Paper Fig. 1a: a header-only middle box (router + nftables rules) on
+    /// one core, bulk TCP at MTU 1500/3000/6000/9000 (needs root; under a minute).
+    Middlebox(lab_exp::MiddleboxArgs),
+    /// Paper Table 1: server CPU for N sessions of one connection at 9000
+    /// vs six parallel connections at 1500 (axel), same file (needs root).
+    Parallel(lab_exp::ParallelArgs),
+    /// All of the above plus `demo` and `pmtud`, written to DIR/report.md
+    /// with the SVG plots beside it (needs root; about 15 minutes).
+    Report(lab_exp::ReportArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -27,5 +48,11 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Up(a) => lab_demo::up(a),
         LabCommand::Down(a) => lab_demo::down(a),
         LabCommand::Pmtud(a) => lab_pmtud::pmtud(a),
+        LabCommand::Receiver(a) => lab_exp::receiver(a),
+        LabCommand::Wan(a) => lab_exp::wan(a),
+        LabCommand::Gro(a) => lab_exp::gro(a),
+        LabCommand::Middlebox(a) => lab_exp::middlebox(a),
+        LabCommand::Parallel(a) => lab_exp::parallel(a),
+        LabCommand::Report(a) => lab_exp::report(a),
     }
 }

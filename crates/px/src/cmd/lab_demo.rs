@@ -88,6 +88,27 @@ fn print_table(r: &DemoResult) {
     row("gateway / router (mean of rounds)", format!("{:.2}", i.ratio), format!("{:.2}", o.ratio));
     let each = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ");
     row("  ... each round", each(&i.round_ratios), each(&o.round_ratios));
+    row(
+        "  ... with frame observers on (their cost)",
+        format!("{:.2}/{:.2}", i.gateway_gbps_observed, i.router_gbps_observed),
+        format!("{:.2}/{:.2}", o.gateway_gbps_observed, o.router_gbps_observed),
+    );
+    row(
+        "b-network host CPU s/GB via gateway",
+        format!("{:.3}", i.bnet_cpu_s_per_gb_gateway),
+        format!("{:.3}", o.bnet_cpu_s_per_gb_gateway),
+    );
+    row(
+        "b-network host CPU s/GB via router",
+        format!("{:.3}", i.bnet_cpu_s_per_gb_router),
+        format!("{:.3}", o.bnet_cpu_s_per_gb_router),
+    );
+    row("  ... gateway / router", format!("{:.2}", i.bnet_cpu_ratio), format!("{:.2}", o.bnet_cpu_ratio));
+    row(
+        "  ... CPU pass Gbps gateway/router",
+        format!("{:.2}/{:.2}", i.cpu_pass_gbps[0], i.cpu_pass_gbps[1]),
+        format!("{:.2}/{:.2}", o.cpu_pass_gbps[0], o.cpu_pass_gbps[1]),
+    );
     row("largest IP packet on inner link (observer)", i.max_frame_inner.to_string(), o.max_frame_inner.to_string());
     row("largest IP packet on outer link (observer)", i.max_frame_outer.to_string(), o.max_frame_outer.to_string());
     row("  ... inner link via router", i.router_max_frame_inner.to_string(), o.router_max_frame_inner.to_string());
@@ -108,6 +129,8 @@ fn print_table(r: &DemoResult) {
         format!("{}/{}", o.gateway_retransmits, o.router_retransmits),
     );
     println!("{:<44} {:>14.2}", "gateway CPU (cores, whole run)", r.gateway_cpu_cores);
+    println!("\nthroughput: no observer on the path (mean of rounds); frame sizes: a separate observed pass;");
+    println!("b-network host CPU: {}", r.bnet_cpu_accounting);
 }
 
 pub fn up(a: UpArgs) -> Result<ExitCode, String> {

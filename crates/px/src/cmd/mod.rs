@@ -6,6 +6,7 @@ pub mod fpmtud;
 pub mod gateway;
 pub mod lab;
 pub mod lab_demo;
+pub mod lab_exp;
 pub mod lab_pmtud;
 pub mod probe;
 pub mod sim;
