@@ -638,6 +638,34 @@ static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout
 	return fails;
 }
 
+/* Self test of the checks: PX_DPDK_BENCH_FAULT=corrupt flips the last byte
+ * of the first output data segment, =drop removes it, after DPDK and before
+ * the checks; the run must then fail with exit 1. */
+static void inject_fault(struct rte_mbuf **out, size_t *n)
+{
+	const char *f = getenv("PX_DPDK_BENCH_FAULT");
+	if (!f || !*f)
+		return;
+	for (size_t i = 0; i < *n; i++) {
+		struct pinfo pi;
+		parse_frame(rte_pktmbuf_mtod(out[i], const uint8_t *), out[i]->data_len,
+			    out[i]->pkt_len, &pi);
+		if (pi.kind == K_OTHER || pi.payload == 0)
+			continue;
+		if (strcmp(f, "corrupt") == 0) {
+			struct rte_mbuf *last = rte_pktmbuf_lastseg(out[i]);
+			rte_pktmbuf_mtod(last, uint8_t *)[last->data_len - 1] ^= 0x5a;
+		} else if (strcmp(f, "drop") == 0) {
+			rte_pktmbuf_free(out[i]);
+			memmove(&out[i], &out[i + 1], (*n - i - 1) * sizeof(*out));
+			(*n)--;
+		} else {
+			die(EXIT_INPUT, "PX_DPDK_BENCH_FAULT must be corrupt or drop");
+		}
+		return;
+	}
+}
+
 /* ------------------------------------------------------------------ */
 /* DPDK side                                                            */
 
@@ -921,6 +949,7 @@ static void run_gro(const struct cfg *c, const struct trace *t, struct pools *pl
 
 		struct out_stats st;
 		unsigned limit = c->imtu ? c->imtu : 65535;
+		inject_fault(out, &s.n);
 		unsigned fails = check_output(ps, out, s.n, limit, c->inner_mss, &st,
 					      c->dump && r + 1 == c->runs);
 		if (fails)
@@ -987,6 +1016,7 @@ static void run_gso(const struct cfg *c, const struct trace *t, struct pools *pl
 		rt->wall_seconds = w1 - w0;
 
 		struct out_stats st;
+		inject_fault(out, &s.n);
 		unsigned fails = check_output(ps, out, s.n, c->mtu, c->outer_mss, &st,
 					      c->dump && r + 1 == c->runs);
 		if (fails)
