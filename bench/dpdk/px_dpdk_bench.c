@@ -203,6 +203,7 @@ struct pinfo {
 	uint32_t payload;     /* TCP payload bytes */
 	uint32_t seq;
 	uint8_t flags;
+	uint8_t ecn; /* IP ECN codepoint (3 = CE) */
 };
 
 static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
@@ -252,6 +253,7 @@ static void parse_frame(const uint8_t *p, uint32_t contig, uint32_t total, struc
 		memcpy(pi->key + 33, th, 4);
 		pi->seq = be32(th + 4);
 		pi->flags = th[13];
+		pi->ecn = ip[1] & 3;
 	} else if (et == 0x86dd) {
 		if (contig < l2 + 40 + 20 || (ip[0] >> 4) != 6 || ip[6] != 6)
 			return;
@@ -272,6 +274,7 @@ static void parse_frame(const uint8_t *p, uint32_t contig, uint32_t total, struc
 		memcpy(pi->key + 33, th, 4);
 		pi->seq = be32(th + 4);
 		pi->flags = th[13];
+		pi->ecn = (uint8_t)((be16(ip) >> 4) & 3);
 	}
 }
 
@@ -472,10 +475,10 @@ struct pass {
 	int done;
 	/* input, from the pcap */
 	uint64_t in_frames, in_tcp_frames, in_data_segs, in_payload, in_psh, in_psh_bytes;
-	uint64_t in_other, in_ipv6_tcp, in_ooo;
+	uint64_t in_other, in_ipv6_tcp, in_ooo, in_ce, in_cwr;
 	/* output, of the last run (identical across runs, checked) */
 	uint64_t out_frames, out_data_segs, out_full, out_payload, out_psh, out_psh_bytes;
-	uint64_t out_ooo, out_max_ip_len, out_merged, out_resegmented, csum_fixed;
+	uint64_t out_ooo, out_max_ip_len, out_merged, out_resegmented, csum_fixed, out_ce, out_cwr;
 	uint64_t flush_calls, flush_slips;
 	double parse_seconds;
 	struct run_t *runs;
@@ -531,6 +534,8 @@ static void account_input(struct pass *ps, const struct trace *t, unsigned mtu_c
 			ps->in_psh++;
 			ps->in_psh_bytes += pi.payload;
 		}
+		ps->in_ce += pi.ecn == 3;
+		ps->in_cwr += (pi.flags & RTE_TCP_CWR_FLAG) != 0;
 		if (f->in_hi_set && seq_lt(pi.seq, f->in_hi))
 			ps->in_ooo++;
 		uint32_t end = pi.seq + pi.payload;
@@ -547,7 +552,7 @@ static void account_input(struct pass *ps, const struct trace *t, unsigned mtu_c
 /* Checks and counts one run's output. Returns the number of failures
  * (messages on stderr, at most a few). */
 struct out_stats {
-	uint64_t frames, data_segs, full, payload, psh, psh_bytes, ooo, max_ip_len, merged;
+	uint64_t frames, data_segs, full, payload, psh, psh_bytes, ooo, max_ip_len, merged, ce, cwr;
 };
 
 static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout, unsigned ip_limit,
@@ -596,6 +601,8 @@ static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout
 		st->payload += pi.payload;
 		if (pi.payload == full_mss)
 			st->full++;
+		st->ce += pi.ecn == 3;
+		st->cwr += (pi.flags & RTE_TCP_CWR_FLAG) != 0;
 		if (pi.flags & RTE_TCP_PSH_FLAG) {
 			st->psh++;
 			st->psh_bytes += pi.payload;
@@ -965,6 +972,8 @@ static void run_gro(const struct cfg *c, const struct trace *t, struct pools *pl
 		ps->out_psh = st.psh;
 		ps->out_psh_bytes = st.psh_bytes;
 		ps->out_ooo = st.ooo;
+		ps->out_ce = st.ce;
+		ps->out_cwr = st.cwr;
 		ps->out_max_ip_len = st.max_ip_len;
 		ps->out_merged = st.merged;
 		ps->out_resegmented = s.resegmented;
@@ -1028,6 +1037,8 @@ static void run_gso(const struct cfg *c, const struct trace *t, struct pools *pl
 		ps->out_psh = st.psh;
 		ps->out_psh_bytes = st.psh_bytes;
 		ps->out_ooo = st.ooo;
+		ps->out_ce = st.ce;
+		ps->out_cwr = st.cwr;
 		ps->out_max_ip_len = st.max_ip_len;
 		ps->out_merged = st.merged;
 		ps->out_resegmented = s.resegmented;
@@ -1075,17 +1086,20 @@ static void print_pass(const struct pass *ps, int gro)
 	       ",\"in_data_segments\":%" PRIu64 ",\"in_payload_bytes\":%" PRIu64
 	       ",\"in_psh_segments\":%" PRIu64 ",\"in_psh_bytes\":%" PRIu64
 	       ",\"in_other_frames\":%" PRIu64 ",\"in_ipv6_tcp_frames\":%" PRIu64
-	       ",\"in_out_of_order\":%" PRIu64,
+	       ",\"in_out_of_order\":%" PRIu64 ",\"in_ce_segments\":%" PRIu64
+	       ",\"in_cwr_segments\":%" PRIu64,
 	       ps->in_frames, ps->in_tcp_frames, ps->in_data_segs, ps->in_payload, ps->in_psh,
-	       ps->in_psh_bytes, ps->in_other, ps->in_ipv6_tcp, ps->in_ooo);
+	       ps->in_psh_bytes, ps->in_other, ps->in_ipv6_tcp, ps->in_ooo, ps->in_ce, ps->in_cwr);
 	printf(",\"out_frames\":%" PRIu64 ",\"out_data_segments\":%" PRIu64 ",\"out_full\":%" PRIu64
 	       ",\"out_payload_bytes\":%" PRIu64 ",\"out_psh_segments\":%" PRIu64
 	       ",\"out_psh_bytes\":%" PRIu64 ",\"out_out_of_order\":%" PRIu64
 	       ",\"out_max_ip_len\":%" PRIu64 ",\"out_multi_mbuf\":%" PRIu64
-	       ",\"%s\":%" PRIu64 ",\"csum_recomputed\":%" PRIu64,
+	       ",\"%s\":%" PRIu64 ",\"csum_recomputed\":%" PRIu64 ",\"out_ce_segments\":%" PRIu64
+	       ",\"out_cwr_segments\":%" PRIu64,
 	       ps->out_frames, ps->out_data_segs, ps->out_full, ps->out_payload, ps->out_psh,
 	       ps->out_psh_bytes, ps->out_ooo, ps->out_max_ip_len, ps->out_merged,
-	       gro ? "resegmented" : "segmented", ps->out_resegmented, ps->csum_fixed);
+	       gro ? "resegmented" : "segmented", ps->out_resegmented, ps->csum_fixed, ps->out_ce,
+	       ps->out_cwr);
 	if (gro)
 		printf(",\"flush_calls\":%" PRIu64 ",\"flush_slips\":%" PRIu64, ps->flush_calls,
 		       ps->flush_slips);

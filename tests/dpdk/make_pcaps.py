@@ -11,14 +11,19 @@ GRO flush tick), IPv4, TCP timestamps on every segment (payload 1448):
      first, 11-20 merge (14480 -> 8948 + 5532) -> 5 segments, 2 full.
   C  10 segments whose TSval changes every 2 segments: only pairs merge
      (options must be byte-identical) -> 5 segments of 2896, none full.
+  D  4 segments, ECT(0), the 3rd marked CE: DPDK never compares the IP TOS
+     byte, so all 4 merge (5792) under the first one's header: the CE mark
+     is lost (in_ce_segments 1, out_ce_segments 0).
   a pure ACK from the receiver of A, and one UDP datagram (passed as is).
-  Expected GRO data segments out 26, full 16, yield 16/26.
+  Expected GRO data segments out 27, full 16, yield 16/27.
 
 gso.pcap: outbound 9000-byte-MTU frames, IPv4, timestamps:
   E  5 segments of 8948, PSH on the last: each -> 6 x 1448 + 260.
   F  one segment of 3000 -> 2 x 1448 + 104.
   G  one segment of 500 (not segmented), and a pure ACK.
-  Expected GSO data segments out 39, full 32, one PSH piece of 260 bytes.
+  H  one segment of 8948 with CWR: DPDK clears only PSH and FIN on the
+     non-last pieces, so all 7 pieces carry CWR (TSO puts it on the first).
+  Expected GSO data segments out 46, full 38, one PSH piece of 260 bytes.
 """
 import sys
 
@@ -33,8 +38,8 @@ def payload(flow, seq, n):
 
 
 def seg(src, dst, sport, dport, seq, n, flags="A", tsval=1000, ack=5000, df=True,
-        ipid=1, flow=0):
-    ip = IP(src=src, dst=dst, flags="DF" if df else 0, id=ipid, ttl=64)
+        ipid=1, flow=0, tos=0):
+    ip = IP(src=src, dst=dst, flags="DF" if df else 0, id=ipid, ttl=64, tos=tos)
     tcp = TCP(sport=sport, dport=dport, seq=seq, ack=ack, flags=flags, window=501,
               options=[("NOP", None), ("NOP", None), ("Timestamp", (tsval, 777))])
     p = Ether(src=MAC_O, dst=MAC_I) / ip / tcp
@@ -50,6 +55,8 @@ def gro_frames():
          for i in range(20)]
     c = [seg(OUT_A, IN_A, 40003, 5201, 9000 + i * 1448, 1448, tsval=2000 + i // 2, flow=3)
          for i in range(10)]
+    d = [seg(OUT_A, IN_A, 40004, 5201, 3000 + i * 1448, 1448, tos=3 if i == 2 else 2, flow=4)
+         for i in range(4)]
     order = []
     ia = ib = ic = 0
     while ia < len(a) or ib < len(b) or ic < len(c):
@@ -65,7 +72,8 @@ def gro_frames():
             order.append(seg(IN_A, OUT_A, 5201, 40001, 5000, 0, ack=1000 + 30 * 1448))
             order.append(Ether(src=MAC_O, dst=MAC_I) / IP(src=OUT_A, dst=IN_A) /
                          UDP(sport=4000, dport=4001) / Raw(b"x" * 100))
-            ia += 0
+    order[10:10] = d[:2]
+    order[30:30] = d[2:]
     t0 = 1_700_000_000.0
     for k, p in enumerate(order):
         p.time = t0 + k * 1.2e-6  # 1.2 us apart: ~10 Gbit/s of 1500-byte frames
@@ -78,7 +86,8 @@ def gso_frames():
     f = [seg(IN_A, OUT_A, 5202, 40011, 500, 3000, flow=6)]
     g = [seg(IN_A, OUT_A, 5203, 40012, 900, 500, flow=7),
          seg(OUT_A, IN_A, 40012, 5203, 5000, 0, ack=1400)]
-    order = e[:2] + f + e[2:4] + g + e[4:]
+    h = [seg(IN_A, OUT_A, 5204, 40013, 7000, 8948, flags="CA", flow=8)]
+    order = e[:2] + f + e[2:4] + g + h + e[4:]
     t0 = 1_700_000_001.0
     for k, p in enumerate(order):
         p.time = t0 + k * 7.2e-6
