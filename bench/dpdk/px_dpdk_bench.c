@@ -413,11 +413,9 @@ struct ftab {
 	size_t cap, n;
 };
 
-static void ftab_init(struct ftab *t, size_t max)
+static void ftab_init(struct ftab *t)
 {
-	size_t cap = 64;
-	while (cap < 2 * max + 16)
-		cap *= 2;
+	size_t cap = 1024;
 	t->v = calloc(cap, sizeof(*t->v));
 	if (!t->v)
 		die(EXIT_INPUT, "out of memory");
@@ -425,8 +423,28 @@ static void ftab_init(struct ftab *t, size_t max)
 	t->n = 0;
 }
 
+static struct flow *ftab_get(struct ftab *t, const uint8_t *key, int create);
+
+/* Doubles the table when it is half full. */
+static void ftab_grow(struct ftab *t)
+{
+	struct ftab n;
+	n.cap = t->cap * 2;
+	n.n = 0;
+	n.v = calloc(n.cap, sizeof(*n.v));
+	if (!n.v)
+		die(EXIT_INPUT, "out of memory");
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->v[i].used)
+			*ftab_get(&n, t->v[i].key, 1) = t->v[i];
+	free(t->v);
+	*t = n;
+}
+
 static struct flow *ftab_get(struct ftab *t, const uint8_t *key, int create)
 {
+	if (create && 2 * (t->n + 1) > t->cap)
+		ftab_grow(t);
 	uint64_t h = 1469598103934665603ull;
 	for (int i = 0; i < KEYLEN; i++)
 		h = (h ^ key[i]) * 1099511628211ull;
@@ -488,7 +506,7 @@ struct pass {
 
 static void account_input(struct pass *ps, const struct trace *t, unsigned mtu_check, int gso)
 {
-	ftab_init(&ps->flows, t->n);
+	ftab_init(&ps->flows);
 	for (size_t i = 0; i < t->n; i++) {
 		struct pinfo pi;
 		parse_frame(t->f[i].data, t->f[i].len, t->f[i].len, &pi);
@@ -830,9 +848,11 @@ static void flush_all(struct gro_state *g)
  * with rte_rdtsc() at insertion and flushes items with
  * start_time <= rte_rdtsc() - timeout_cycles, so timeout_cycles is chosen
  * to put that threshold half-way in the GAP_CYCLES pause that followed
- * burst `upto`. If the flush call took more than half the gap between our
- * TSC read and DPDK's (preemption), the threshold may have slipped into
- * the next burst: counted as a slip. */
+ * burst `upto`. DPDK reads the TSC a little after we do, so the threshold
+ * can only move later: if preemption pushed it past the pause, items of
+ * the next burst leave early. Each mbuf carries its burst number in
+ * hash.rss (GRO does not touch it): a flushed packet whose earliest
+ * segment came after burst `upto` is counted as a slip (untimed check). */
 static void flush_upto(struct gro_state *g, size_t upto)
 {
 	uint64_t boundary = g->log[upto].tsc_after + GAP_CYCLES / 2;
@@ -843,8 +863,13 @@ static void flush_upto(struct gro_state *g, size_t upto)
 		uint64_t t1 = rte_rdtsc();
 		g->cyc_gro += t1 - t0;
 		g->flush_calls++;
-		if (t1 - t0 > GAP_CYCLES / 2)
-			g->slips++;
+		for (unsigned j = 0; j < k; j++) {
+			uint32_t first = UINT32_MAX;
+			for (const struct rte_mbuf *sg = g->tmp[j]; sg; sg = sg->next)
+				first = RTE_MIN(first, sg->hash.rss);
+			if (first > upto)
+				g->slips++;
+		}
 		sink_put(g->sink, g->tmp, k);
 		if (k < g->tmp_cap)
 			break;
@@ -926,8 +951,10 @@ static void run_gro(const struct cfg *c, const struct trace *t, struct pools *pl
 				continue;
 			}
 			unsigned k = 0;
-			while (k < c->burst && i < t->n && t->f[i].ts_ns < next_tick)
+			while (k < c->burst && i < t->n && t->f[i].ts_ns < next_tick) {
+				in[i]->hash.rss = (uint32_t)g.nlog; /* for the slip check */
 				burst[k++] = in[i++];
+			}
 			uint64_t t0 = rte_rdtsc();
 			uint16_t nb = rte_gro_reassemble(burst, (uint16_t)k, g.ctx);
 			uint64_t t1 = rte_rdtsc();

@@ -14,8 +14,13 @@ GRO flush tick), IPv4, TCP timestamps on every segment (payload 1448):
   D  4 segments, ECT(0), the 3rd marked CE: DPDK never compares the IP TOS
      byte, so all 4 merge (5792) under the first one's header: the CE mark
      is lost (in_ce_segments 1, out_ce_segments 0).
+  P  3 segments without TCP options (1460), then a pure ACK of the same flow
+     padded to 60 bytes with the next sequence number: 22.11 trims the
+     padding, so the ACK passes and the 3 merge (4380) -> 1 segment. Were
+     the 6 padding bytes taken as payload they would merge, and the byte
+     check would fail.
   a pure ACK from the receiver of A, and one UDP datagram (passed as is).
-  Expected GRO data segments out 27, full 16, yield 16/27.
+  Expected GRO data segments out 28, full 16, yield 16/28.
 
 gso.pcap: outbound 9000-byte-MTU frames, IPv4, timestamps:
   E  5 segments of 8948, PSH on the last: each -> 6 x 1448 + 260.
@@ -27,7 +32,7 @@ gso.pcap: outbound 9000-byte-MTU frames, IPv4, timestamps:
 """
 import sys
 
-from scapy.all import Ether, IP, TCP, UDP, Raw, wrpcap  # noqa: E402
+from scapy.all import Ether, IP, TCP, UDP, Raw, Padding, wrpcap  # noqa: E402
 
 MAC_O, MAC_I = "02:00:00:00:00:01", "02:00:00:00:00:02"
 OUT_A, IN_A = "198.51.100.10", "203.0.113.20"
@@ -72,6 +77,14 @@ def gro_frames():
             order.append(seg(IN_A, OUT_A, 5201, 40001, 5000, 0, ack=1000 + 30 * 1448))
             order.append(Ether(src=MAC_O, dst=MAC_I) / IP(src=OUT_A, dst=IN_A) /
                          UDP(sport=4000, dport=4001) / Raw(b"x" * 100))
+    pf = [Ether(src=MAC_O, dst=MAC_I) / IP(src=OUT_A, dst=IN_A, flags="DF") /
+          TCP(sport=40005, dport=5201, seq=50000 + i * 1460, ack=5000, flags="A", window=501) /
+          Raw(payload(5, 50000 + i * 1460, 1460)) for i in range(3)]
+    pf.append(Ether(src=MAC_O, dst=MAC_I) / IP(src=OUT_A, dst=IN_A, flags="DF") /
+              TCP(sport=40005, dport=5201, seq=50000 + 3 * 1460, ack=5000, flags="A",
+                  window=501) / Padding(load=b"\xee" * 6))
+    assert len(bytes(pf[-1])) == 60
+    order[40:40] = pf
     order[10:10] = d[:2]
     order[30:30] = d[2:]
     t0 = 1_700_000_000.0
