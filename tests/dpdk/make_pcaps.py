@@ -19,8 +19,11 @@ GRO flush tick), IPv4, TCP timestamps on every segment (payload 1448):
      padding, so the ACK passes and the 3 merge (4380) -> 1 segment. Were
      the 6 padding bytes taken as payload they would merge, and the byte
      check would fail.
+  Q  8 contiguous segments whose ACK number changes after the 4th: the ACK
+     is part of DPDK's flow key, so 1-4 and 5-8 merge apart -> 2 x 5792.
+  V6 3 contiguous IPv6 segments: 22.11 has no TCP/IPv6 GRO -> 3 x 1448.
   a pure ACK from the receiver of A, and one UDP datagram (passed as is).
-  Expected GRO data segments out 28, full 16, yield 16/28.
+  Expected GRO data segments out 33, full 16, yield 16/33.
 
 gso.pcap: outbound 9000-byte-MTU frames, IPv4, timestamps:
   E  5 segments of 8948, PSH on the last: each -> 6 x 1448 + 260.
@@ -32,7 +35,7 @@ gso.pcap: outbound 9000-byte-MTU frames, IPv4, timestamps:
 """
 import sys
 
-from scapy.all import Ether, IP, TCP, UDP, Raw, Padding, wrpcap  # noqa: E402
+from scapy.all import Ether, IP, IPv6, TCP, UDP, Raw, Padding, wrpcap  # noqa: E402
 
 MAC_O, MAC_I = "02:00:00:00:00:01", "02:00:00:00:00:02"
 OUT_A, IN_A = "198.51.100.10", "203.0.113.20"
@@ -85,6 +88,14 @@ def gro_frames():
                   window=501) / Padding(load=b"\xee" * 6))
     assert len(bytes(pf[-1])) == 60
     order[40:40] = pf
+    q = [seg(OUT_A, IN_A, 40006, 5201, 70000 + i * 1448, 1448, ack=5000 if i < 4 else 6448,
+             flow=6) for i in range(8)]
+    order[50:50] = q
+    v6 = [Ether(src=MAC_O, dst=MAC_I) / IPv6(src="2001:db8::10", dst="2001:db8:1::20") /
+          TCP(sport=40007, dport=5201, seq=90000 + i * 1448, ack=5000, flags="A", window=501,
+              options=[("NOP", None), ("NOP", None), ("Timestamp", (1000, 777))]) /
+          Raw(payload(7, 90000 + i * 1448, 1448)) for i in range(3)]
+    order[60:60] = v6
     order[10:10] = d[:2]
     order[30:30] = d[2:]
     t0 = 1_700_000_000.0
