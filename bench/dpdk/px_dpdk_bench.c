@@ -475,6 +475,22 @@ static void key_str(const uint8_t *k, char *buf, size_t len)
 			 k[4], be16(k + 33), be16(k + 35));
 }
 
+/* Frames without TCP payload (non-TCP, pure ACKs) must leave intact:
+ * counted, and an order-independent sum of per-frame hashes over the
+ * Ethernet header and the IP packet (padding excluded: DPDK trims it). */
+static uint64_t nodata_hash(const uint8_t *p, uint32_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (uint32_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h ^ len;
+}
+
+static uint32_t nodata_len(const struct pinfo *pi, uint32_t frame_len)
+{
+	return pi->kind == K_OTHER ? frame_len : pi->l2 + pi->ip_len;
+}
+
 /* seq a before b, modulo 2^32 */
 static int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
@@ -493,7 +509,7 @@ struct pass {
 	int done;
 	/* input, from the pcap */
 	uint64_t in_frames, in_tcp_frames, in_data_segs, in_payload, in_psh, in_psh_bytes;
-	uint64_t in_other, in_ipv6_tcp, in_ooo, in_ce, in_cwr;
+	uint64_t in_other, in_ipv6_tcp, in_ooo, in_ce, in_cwr, in_nodata, in_nodata_hash;
 	/* output, of the last run (identical across runs, checked) */
 	uint64_t out_frames, out_data_segs, out_full, out_payload, out_psh, out_psh_bytes;
 	uint64_t out_ooo, out_max_ip_len, out_merged, out_resegmented, csum_fixed, out_ce, out_cwr;
@@ -511,6 +527,11 @@ static void account_input(struct pass *ps, const struct trace *t, unsigned mtu_c
 		struct pinfo pi;
 		parse_frame(t->f[i].data, t->f[i].len, t->f[i].len, &pi);
 		ps->in_frames++;
+		if (pi.kind == K_OTHER || pi.payload == 0) {
+			ps->in_nodata++;
+			ps->in_nodata_hash +=
+				nodata_hash(t->f[i].data, nodata_len(&pi, t->f[i].len));
+		}
 		if (pi.kind == K_OTHER) {
 			ps->in_other++;
 			continue;
@@ -571,6 +592,7 @@ static void account_input(struct pass *ps, const struct trace *t, unsigned mtu_c
  * (messages on stderr, at most a few). */
 struct out_stats {
 	uint64_t frames, data_segs, full, payload, psh, psh_bytes, ooo, max_ip_len, merged, ce, cwr;
+	uint64_t nodata, nodata_hash;
 };
 
 static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout, unsigned ip_limit,
@@ -593,6 +615,13 @@ static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout
 				key_str(pi.key, k, sizeof(k));
 			fprintf(stderr, "%s out %zu: %s seq %u len %u flags 0x%02x ip_len %u mbufs %u\n",
 				ps->name, i + 1, k, pi.seq, pi.payload, pi.flags, pi.ip_len, m->nb_segs);
+		}
+		if (pi.kind == K_OTHER || pi.payload == 0) {
+			uint32_t len = nodata_len(&pi, m->pkt_len);
+			st->nodata++;
+			if (len <= m->data_len)
+				st->nodata_hash +=
+					nodata_hash(rte_pktmbuf_mtod(m, const uint8_t *), len);
 		}
 		if (pi.kind == K_OTHER)
 			continue;
@@ -645,6 +674,14 @@ static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout
 		mbuf_runs(m, pi.l2 + pi.l3 + pi.l4, pi.payload, run_wsum, &w);
 		f->out_wsum += w.sum;
 	}
+	if (st->nodata != ps->in_nodata || st->nodata_hash != ps->in_nodata_hash) {
+		if (fails++ < 5)
+			fprintf(stderr,
+				"px_dpdk_bench: %s: frames without TCP payload: %" PRIu64 " in, %" PRIu64
+				" out%s\n",
+				ps->name, ps->in_nodata, st->nodata,
+				st->nodata == ps->in_nodata ? " (same count, different content)" : "");
+	}
 	for (size_t i = 0; i < ps->flows.cap; i++) {
 		struct flow *f = &ps->flows.v[i];
 		if (!f->used)
@@ -664,28 +701,30 @@ static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout
 }
 
 /* Self test of the checks: PX_DPDK_BENCH_FAULT=corrupt flips the last byte
- * of the first output data segment, =drop removes it, after DPDK and before
- * the checks; the run must then fail with exit 1. */
+ * of the first output data segment, =drop removes it, =dropnodata removes
+ * the first output frame without TCP payload; after DPDK and before the
+ * checks. The run must then fail with exit 1. */
 static void inject_fault(struct rte_mbuf **out, size_t *n)
 {
 	const char *f = getenv("PX_DPDK_BENCH_FAULT");
 	if (!f || !*f)
 		return;
+	int nodata = strcmp(f, "dropnodata") == 0;
 	for (size_t i = 0; i < *n; i++) {
 		struct pinfo pi;
 		parse_frame(rte_pktmbuf_mtod(out[i], const uint8_t *), out[i]->data_len,
 			    out[i]->pkt_len, &pi);
-		if (pi.kind == K_OTHER || pi.payload == 0)
+		if ((pi.kind == K_OTHER || pi.payload == 0) != nodata)
 			continue;
 		if (strcmp(f, "corrupt") == 0) {
 			struct rte_mbuf *last = rte_pktmbuf_lastseg(out[i]);
 			rte_pktmbuf_mtod(last, uint8_t *)[last->data_len - 1] ^= 0x5a;
-		} else if (strcmp(f, "drop") == 0) {
+		} else if (strcmp(f, "drop") == 0 || nodata) {
 			rte_pktmbuf_free(out[i]);
 			memmove(&out[i], &out[i + 1], (*n - i - 1) * sizeof(*out));
 			(*n)--;
 		} else {
-			die(EXIT_INPUT, "PX_DPDK_BENCH_FAULT must be corrupt or drop");
+			die(EXIT_INPUT, "PX_DPDK_BENCH_FAULT must be corrupt, drop or dropnodata");
 		}
 		return;
 	}
