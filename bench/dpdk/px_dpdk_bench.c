@@ -1369,15 +1369,17 @@ int main(int argc, char **argv)
 		print_pass(&pso, 0);
 		printf(",");
 	}
-	printf("\"semantics\":\"DPDK 22.11 GRO (TCP/IPv4 only) merges a segment only if its "
-	       "TCP flags are exactly ACK (no PSH, FIN, SYN, RST, URG, ECE, CWR), it carries "
-	       "payload, its TCP header length and option bytes equal the held segment's byte "
-	       "for byte (so a changed TSval blocks the merge), its DF bit matches, it is "
-	       "sequence-contiguous and (DF clear) its IP ID is consecutive; the flow key is "
-	       "MACs, IPs, ports and the ACK number; merges grow to 65535 IP bytes with no "
-	       "smaller bound; unmergeable segments bypass held ones of their flow; IPv4 and "
-	       "TCP checksums are left stale. GSO (TCP/IPv4) clears FIN/PSH except on the last "
-	       "piece and leaves checksums stale.\"}\n");
+	printf("\"semantics\":\"DPDK 22.11 GRO (TCP/IPv4 only; IPv6 passes unmerged) merges a segment "
+	       "only if its TCP flags are exactly ACK (PSH, FIN, SYN, RST, URG, ECE, CWR never "
+	       "merge), it carries payload, its TCP header length and option bytes equal the "
+	       "held segment's byte for byte (a changed TSval or TSecr blocks the merge), its DF "
+	       "bit matches, it is sequence-contiguous and (DF clear) its IP ID consecutive; the "
+	       "flow key is MACs, IPs, ports and the ACK number; TOS is never compared, so a CE "
+	       "mark after the first segment is lost; merges grow to 65535 IP bytes with no "
+	       "smaller bound and are flushed only by the timeout flush; unmergeable segments "
+	       "leave at once, ahead of the held ones of their flow; checksums are left stale. "
+	       "GSO (TCP/IPv4 only) clears FIN and PSH except on the last piece, copies CWR to "
+	       "every piece and leaves checksums stale.\"}\n");
 	fflush(stdout);
 	rte_eal_cleanup();
 	return 0;
