@@ -227,11 +227,13 @@ caravan.prefs.check_checksum = Pref.bool("Verify the outer UDP checksum", true,
 caravan.prefs.check_inner = Pref.bool("Verify each record's inner UDP checksum", true,
     "Verify each record's own checksum against the pseudo-header (outer addresses, record length)")
 caravan.prefs.payload = Pref.enum("Record payloads", PAYLOAD_DATA,
-    "How each record's payload is shown besides the pxcaravan.record.payload field",
+    "How each record's payload is shown besides the pxcaravan.record.payload field: "
+        .. "'Field only'; 'As data' (data.data); 'By record ports': handed to the dissector the udp.port "
+        .. "table has for the record's ports (lower first, as UDP does), else as data",
     {
-        { 1, "Only as the pxcaravan.record.payload field", PAYLOAD_FIELD },
-        { 2, "Also as data (data.data)", PAYLOAD_DATA },
-        { 3, "Dissect by the record's UDP ports (udp.port table), else as data", PAYLOAD_PORTS },
+        { 1, "Field only", PAYLOAD_FIELD },
+        { 2, "As data", PAYLOAD_DATA },
+        { 3, "By record ports", PAYLOAD_PORTS },
     }, false)
 
 local data_dissector = Dissector.get("data")
@@ -246,7 +248,8 @@ local function dissect_record_payload(ptvb, pinfo, tree, srcport, dstport)
         local lo, hi = math.min(srcport, dstport), math.max(srcport, dstport)
         for _, port in ipairs({ lo, hi }) do
             local d = udp_port_table:get_dissector(port)
-            if d ~= nil and d ~= caravan.dissector then
+            -- Not ourselves (Decode As may have put pxcaravan on the port).
+            if d ~= nil and tostring(d):lower() ~= "pxcaravan" then
                 local ok = pcall(function() d:call(ptvb, pinfo, tree) end)
                 if ok then
                     return
@@ -260,7 +263,7 @@ end
 -- Mirrors px_caravan::Caravan::parse(payload, Some((sport, dport))) without
 -- side effects: the first error's reason, or nil and the record count.
 local function caravan_parse(tvb, sport, dport)
-    local len = tvb:len()
+    local len = tvb and tvb:len() or 0
     local off, count = 0, 0
     while off < len do
         local rest = len - off
@@ -289,13 +292,12 @@ end
 -- The outer UDP checksum as px-gateway's unpack checks it (zero is allowed
 -- over IPv4 only): the checksum, its status (0 unverified, 1 good, 2 bad,
 -- 3 zero) and the expected value when computed; status nil without an IP
--- header or UDP checksum field.
-local function outer_checksum(tvb, pinfo, ip)
-    local fi = last(f_udp_checksum)
-    if ip == nil or fi == nil then
+-- header or UDP checksum.
+local function outer_checksum(tvb, udp, ip)
+    local csum = udp.checksum
+    if ip == nil or csum == nil then
         return nil, nil, nil
     end
-    local csum = fi.value
     if csum == 0 then
         return csum, 3, nil
     end
@@ -311,23 +313,34 @@ local function outer_checksum(tvb, pinfo, ip)
         return csum, 0, nil
     end
     local udp_len = #payload + 8
-    local want = udp_checksum(pseudo_sum(ip, udp_len), pinfo.src_port + pinfo.dst_port + udp_len, payload)
+    local want = udp_checksum(pseudo_sum(ip, udp_len), udp.sport + udp.dport + udp_len, payload)
     return csum, (want == csum) and 1 or 2, want
 end
 
 -- Whether the gateway would refuse the caravan (checksum first, then
 -- Caravan::parse): the first reason, or nil.
-local function caravan_refusal(tvb, pinfo, ip)
-    local _, status = outer_checksum(tvb, pinfo, ip)
+local function caravan_refusal(tvb, udp, ip)
+    local _, status = outer_checksum(tvb, udp, ip)
     if status == 2 or (status == 3 and ip.version == 6) then
         return "checksum"
     end
-    return (caravan_parse(tvb, pinfo.src_port, pinfo.dst_port))
+    return (caravan_parse(tvb, udp.sport, udp.dport))
 end
 
--- ip: enclosing_ip() or nil (then no checksum can be verified).
-local function dissect_caravan(tvb, pinfo, tree, ip)
-    local sport, dport = pinfo.src_port, pinfo.dst_port
+-- The outer UDP header as the UDP dissector left it for us.
+local function outer_udp(pinfo)
+    local fi = last(f_udp_checksum)
+    return { sport = pinfo.src_port, dport = pinfo.dst_port, checksum = fi and fi.value }
+end
+
+-- Frame number of the last caravan dissected, for the postdissector.
+local claimed_frame = nil
+
+-- tvb: the outer UDP payload (nil: empty); udp: outer_udp(); ip:
+-- enclosing_ip() or nil (then no checksum can be verified).
+local function dissect_caravan(tvb, pinfo, tree, udp, ip)
+    claimed_frame = pinfo.number
+    local sport, dport = udp.sport, udp.dport
     local len = tvb and tvb:len() or 0
     pinfo.cols.protocol = "PX-caravan"
     local root
@@ -342,7 +355,7 @@ local function dissect_caravan(tvb, pinfo, tree, ip)
     local reasons = {}
 
     -- 1. The outer checksum, checked first as the gateway does.
-    local csum, status, want = outer_checksum(tvb, pinfo, ip)
+    local csum, status, want = outer_checksum(tvb, udp, ip)
     if status ~= nil then
         if want ~= nil then
             root:add(cf.checksum_calculated, want):set_generated()
@@ -490,7 +503,7 @@ end
 
 -- Called from the udp.port table (Decode As): always a caravan.
 function caravan.dissector(tvb, pinfo, tree)
-    return dissect_caravan(tvb, pinfo, tree, enclosing_ip())
+    return dissect_caravan(tvb, pinfo, tree, outer_udp(pinfo), enclosing_ip())
 end
 udp_port_table:add_for_decode_as(caravan)
 
@@ -502,39 +515,55 @@ local function caravan_heuristic(tvb, pinfo, tree)
     if ip == nil or ip.dscp ~= caravan.prefs.dscp or ip.fragment or inside_icmp_error() then
         return false
     end
-    if not caravan.prefs.claim_malformed then
-        if caravan_refusal(tvb, pinfo, ip) ~= nil then
-            return false
-        end
+    local udp = outer_udp(pinfo)
+    if not caravan.prefs.claim_malformed and caravan_refusal(tvb, udp, ip) ~= nil then
+        return false
     end
-    dissect_caravan(tvb, pinfo, tree, ip)
+    dissect_caravan(tvb, pinfo, tree, udp, ip)
     return true
 end
 caravan:register_heuristic("udp", caravan_heuristic)
 
--- The UDP dissector hands an empty payload to no one, so the empty caravan
--- (a codepoint-marked datagram of UDP length 8, which the gateway refuses as
--- "empty") is caught by a postdissector.
+-- Two codepoint-marked datagrams never reach the heuristic: an empty one
+-- (the UDP dissector hands an empty payload to no one; the gateway refuses
+-- it as "empty"), and one whose port has a registered dissector that
+-- accepted it (UDP tries ports before heuristics unless
+-- udp.try_heuristic_first is set; e.g. DNS on port 53). A postdissector
+-- adds the caravan to those (the port's dissection stays in the tree).
 local f_udp_length = Field.new("udp.length")
-local empty_post = Proto("pxcaravan_empty", "PacketExpress PX-caravan (empty caravans)")
-function empty_post.dissector(tvb, pinfo, tree)
-    if not caravan.prefs.heuristic then
+local f_udp_payload = Field.new("udp.payload")
+local f_udp_srcport = Field.new("udp.srcport")
+local f_udp_dstport = Field.new("udp.dstport")
+local caravan_post = Proto("pxcaravan_post", "PacketExpress PX-caravan (postdissector)")
+function caravan_post.dissector(tvb, pinfo, tree)
+    local claimed = claimed_frame == pinfo.number
+    claimed_frame = nil
+    if claimed or not caravan.prefs.heuristic then
         return
     end
-    local ulen = last(f_udp_length)
-    if ulen == nil or ulen.value ~= 8 then
+    local ulen, sp, dp, ck = last(f_udp_length), last(f_udp_srcport), last(f_udp_dstport), last(f_udp_checksum)
+    if ulen == nil or sp == nil or dp == nil then
         return
     end
     local ip = enclosing_ip()
     if ip == nil or ip.dscp ~= caravan.prefs.dscp or ip.fragment or inside_icmp_error() then
         return
     end
-    if not caravan.prefs.claim_malformed then
+    local payload = nil
+    if ulen.value > 8 then
+        local fi = last(f_udp_payload)
+        if fi == nil or fi.offset < ulen.offset then
+            return
+        end
+        payload = fi.range:tvb()
+    end
+    local udp = { sport = sp.value, dport = dp.value, checksum = ck and ck.value }
+    if not caravan.prefs.claim_malformed and caravan_refusal(payload, udp, ip) ~= nil then
         return
     end
-    dissect_caravan(nil, pinfo, tree, ip)
+    dissect_caravan(payload, pinfo, tree, udp, ip)
 end
-register_postdissector(empty_post)
+register_postdissector(caravan_post)
 
 ---------------------------------------------------------------------------
 -- F-PMTUD
