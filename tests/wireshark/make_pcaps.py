@@ -246,6 +246,23 @@ def build_caravans():
                         "pxcaravan.record.dstport": [443, 443], "pxcaravan.record.length": [10, 11],
                         "pxcaravan.record.checksum": [0, 0], "pxcaravan.checksum.status": [2]})
 
+    # Records carrying DNS queries (inner dissection by port, a preference).
+    from scapy.layers.dns import DNS, DNSQR
+    names = ["a.example.", "b.example.", "c.example."]
+    raw, recs = b"", []
+    for i, q in enumerate(names):
+        p = bytes(DNS(id=i + 1, rd=1, qd=DNSQR(qname=q)))
+        r, c = record(5353, 53, p, V4_A, V4_B)
+        raw += r
+        recs.append((5353, 53, p, c, 1))
+    e = rec_expect(recs)
+    e.update({"pxcaravan.dscp": [11], "pxcaravan.records": [3], "pxcaravan.checksum.status": [1]})
+    # UDP tries port 53's DNS dissector before any heuristic: DNS claims the
+    # caravan (and fails on it: an exception in DNS, allowed here), and the
+    # postdissector adds the caravan.
+    e["allow_exception"] = True
+    n_dns = add(caravan_frame(V4_A, V4_B, 5353, 53, raw), "v4, 3 DNS queries", **e)
+
     # Not caravans.
     add(caravan_frame(V4_A, V4_B, 4000, 443, doc, dscp=0), "DSCP 0: plain UDP")
     n_af11 = add(caravan_frame(V4_A, V4_B, 4000, 443, doc, dscp=10), "DSCP 10 (AF11): plain UDP")
@@ -254,7 +271,7 @@ def build_caravans():
     add(caravan_frame(V4_A, V4_B, 4000, 443, doc, flags="MF", id=77), "IPv4 first fragment")
 
     return frames, exp, {"malformed": malformed, "n_dscp12": n_dscp12, "n_af11": n_af11, "doc": doc,
-                         "n_trunc": n_trunc, "n_both": n_both}
+                         "n_trunc": n_trunc, "n_both": n_both, "n_dns": n_dns, "dns_names": names}
 
 
 # ---------------------------------------------------------------- F-PMTUD
@@ -461,6 +478,8 @@ def main():
     for n, e in cexp.items():
         d12[n] = {"note": e["note"] + " (not the codepoint any more)"} if e.get("pxcaravan.dscp") == [11] else \
             {"note": e["note"]}
+        if e.get("allow_exception"):
+            d12[n]["allow_exception"] = True
     doc = rec_expect([(4000, 443, b"ab", 0, 3), (4000, 443, b"xyz", 0, 3)])
     d12[cx["n_dscp12"]] = dict(doc, **{"note": "DSCP 12 is the codepoint", "pxcaravan.dscp": [12],
                                        "pxcaravan.records": [2], "pxcaravan.checksum.status": [1]})
@@ -473,7 +492,8 @@ def main():
                  "tshark_args": ["-o", "pxcaravan.claim_malformed:FALSE"], "frames": strict})
     runs.append({"name": "caravan, heuristic off", "pcap": "caravan.pcap",
                  "tshark_args": ["-o", "pxcaravan.heuristic:FALSE"],
-                 "frames": {n: {"note": e["note"] + " (heuristic off)"} for n, e in cexp.items()}})
+                 "frames": {n: {"note": e["note"] + " (heuristic off)", "allow_exception": bool(e.get("allow_exception"))}
+                            for n, e in cexp.items()}})
     nocheck = {n: dict(e) for n, e in cexp.items()}
     for n, e in nocheck.items():
         if e.get("pxcaravan.checksum.status") == [1]:
@@ -491,6 +511,16 @@ def main():
     runs.append({"name": "caravan, Decode As udp.port==443", "pcap": "caravan.pcap",
                  "tshark_args": ["-d", "udp.port==443,pxcaravan", "-Y", "ip.dsfield.dscp == 10"],
                  "frame_filter": True, "frames": {cx["n_af11"]: forced[cx["n_af11"]]}})
+    # Record payloads handed to the udp.port table (DNS on 53).
+    dns = dict(cexp[cx["n_dns"]])
+    dns.pop("allow_exception")
+    dns["dns.qry.name"] = [q.rstrip(".") for q in cx["dns_names"]]
+    dns["dns.id"] = [1, 2, 3]
+    runs.append({"name": "caravan, payload by record ports", "pcap": "caravan.pcap",
+                 "tshark_args": ["-o", "pxcaravan.payload:By record ports", "-o", "udp.try_heuristic_first:TRUE",
+                                 "-Y", "pxcaravan.record.dstport == 53"],
+                 "frame_filter": True, "frames": {cx["n_dns"]: dns},
+                 "extra_fields": {"dns.qry.name": "str", "dns.id": "int"}})
     # The F-PMTUD port preference.
     runs.append({"name": "fpmtud, fpmtud.port:7777", "pcap": "fpmtud.pcap",
                  "tshark_args": ["-o", "fpmtud.port:7777", "-o", "fpmtud.heuristic:FALSE",
@@ -501,8 +531,9 @@ def main():
 
     for r in runs:
         caravan_run = r["pcap"] == "caravan.pcap"
-        r["fields"] = CARAVAN_FIELDS if caravan_run else FPMTUD_FIELDS
-        r["types"] = CARAVAN_TYPES if caravan_run else FPMTUD_TYPES
+        extra = r.pop("extra_fields", {})
+        r["fields"] = (CARAVAN_FIELDS if caravan_run else FPMTUD_FIELDS) + list(extra)
+        r["types"] = dict(CARAVAN_TYPES if caravan_run else FPMTUD_TYPES, **extra)
     # With fpmtud on port 7777 and no heuristic, payloads sent to 7777 without
     # the magic are requests the responder refuses: not_fpmt.
     last_run = runs[-1]["frames"]
