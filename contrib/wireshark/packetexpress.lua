@@ -16,7 +16,7 @@
 -- Install: copy this file into a Wireshark Lua plugin folder (see
 -- contrib/wireshark/README.md) or run
 --   tshark -X lua_script:contrib/wireshark/packetexpress.lua ...
--- Written for the Lua API of Wireshark 3.6 .. 4.x (Debian 12: 4.0).
+-- Tested with tshark 4.0.17 (Debian 12).
 
 local VERSION = "1.0"
 set_plugin_info({
@@ -152,8 +152,8 @@ local cf = {
     checksum_calculated = ProtoField.uint16("pxcaravan.checksum.calculated", "Outer UDP checksum (calculated)",
         base.HEX, nil, nil, "The outer UDP checksum the caravan should carry"),
     records = ProtoField.uint16("pxcaravan.records", "Records", base.DEC, nil, nil,
-        "Number of records (inner UDP datagrams) that parsed before any structural error"),
-    malformed = ProtoField.string("pxcaravan.malformed", "Malformed", base.ASCII,
+        "Records (inner UDP datagrams) before the caravan's first error: all of them when it is well formed"),
+    malformed = ProtoField.string("pxcaravan.malformed", "Malformed",
         "Why the gateway would refuse this caravan whole: empty, truncated, bad_length, overrun, "
             .. "port_mismatch or checksum (px_caravan::Malformed::name)"),
     record = ProtoField.none("pxcaravan.record", "Record", "One record: a complete inner UDP datagram"),
@@ -168,7 +168,7 @@ local cf = {
     rec_length = ProtoField.uint16("pxcaravan.record.length", "Length", base.DEC, nil, nil,
         "Inner UDP length: 8 + payload length"),
     rec_checksum = ProtoField.uint16("pxcaravan.record.checksum", "Checksum", base.HEX, nil, nil,
-        "The original datagram's own UDP checksum, unchanged (0 = none, IPv4 only)"),
+        "The original datagram's own UDP checksum, unchanged (0 = none; over IPv6 the gateway fills it in)"),
     rec_checksum_status = ProtoField.uint8("pxcaravan.record.checksum.status", "Checksum status", base.DEC,
         checksum_status, nil,
         "Inner checksum against the pseudo-header (outer addresses, 17, record length): "
@@ -585,10 +585,10 @@ local LEGACY_REPLY_LEN = 4
 local msg_types = { [1] = "probe", [2] = "confirm", [3] = "report" }
 
 local ff = {
-    kind = ProtoField.string("fpmtud.kind", "Message", base.ASCII,
+    kind = ProtoField.string("fpmtud.kind", "Message",
         "legacy_probe, legacy_reply, probe, confirm, report, or unknown (a refused message)"),
-    magic = ProtoField.string("fpmtud.magic", "Magic", base.ASCII, "\"FPMT\": first 4 bytes of every probe"),
-    marker = ProtoField.string("fpmtud.marker", "Extension marker", base.ASCII,
+    magic = ProtoField.string("fpmtud.magic", "Magic", "\"FPMT\": first 4 bytes of every probe"),
+    marker = ProtoField.string("fpmtud.marker", "Extension marker",
         "\"PX\": marks PacketExpress's extended format"),
     version = ProtoField.uint8("fpmtud.version", "Version", base.DEC, nil, nil, "Extended format version (1)"),
     type = ProtoField.uint8("fpmtud.type", "Type", base.DEC, msg_types, nil,
@@ -647,7 +647,7 @@ local ff = {
         nil, nil,
         "The reference tool's 4-byte reply: largest IP packet length received for the probe "
             .. "(the whole packet's IP length if it arrived unfragmented)"),
-    malformed = ProtoField.string("fpmtud.malformed", "Malformed", base.ASCII,
+    malformed = ProtoField.string("fpmtud.malformed", "Malformed",
         "Why the Rust parser refuses the message: too_short, not_fpmt, unsupported_version, unexpected_type "
             .. "(px_pmtud::fpmtud::wire::ParseError)"),
     needed = ProtoField.uint32("fpmtud.needed", "Bytes needed", base.DEC, nil, nil,
