@@ -304,7 +304,7 @@ local function outer_checksum(tvb, udp, ip)
     -- tvb is nil for an empty caravan (the UDP dissector hands nothing on).
     local payload = ""
     if tvb ~= nil then
-        if tvb:len() ~= tvb:reported_len() then
+        if tvb:len() ~= (udp.payload_len or tvb:reported_len()) then
             return csum, 0, nil -- cut by the capture's snap length
         end
         payload = tvb:raw()
@@ -320,6 +320,9 @@ end
 -- Whether the gateway would refuse the caravan (checksum first, then
 -- Caravan::parse): the first reason, or nil.
 local function caravan_refusal(tvb, udp, ip)
+    if tvb ~= nil and tvb:len() ~= (udp.payload_len or tvb:reported_len()) then
+        return nil -- cut by the capture's snap length: cannot tell
+    end
     local _, status = outer_checksum(tvb, udp, ip)
     if status == 2 or (status == 3 and ip.version == 6) then
         return "checksum"
@@ -327,7 +330,8 @@ local function caravan_refusal(tvb, udp, ip)
     return (caravan_parse(tvb, udp.sport, udp.dport))
 end
 
--- The outer UDP header as the UDP dissector left it for us.
+-- The outer UDP header as the UDP dissector left it for us (payload_len
+-- nil: the payload tvb's reported length).
 local function outer_udp(pinfo)
     local fi = last(f_udp_checksum)
     return { sport = pinfo.src_port, dport = pinfo.dst_port, checksum = fi and fi.value }
@@ -336,7 +340,8 @@ end
 -- Frame number of the last caravan dissected, for the postdissector.
 local claimed_frame = nil
 
--- tvb: the outer UDP payload (nil: empty); udp: outer_udp(); ip:
+-- tvb: the outer UDP payload (nil: empty), perhaps cut by the capture's
+-- snap length; udp: outer_udp(); ip:
 -- enclosing_ip() or nil (then no checksum can be verified).
 local function dissect_caravan(tvb, pinfo, tree, udp, ip)
     claimed_frame = pinfo.number
@@ -376,11 +381,27 @@ local function dissect_caravan(tvb, pinfo, tree, udp, ip)
     -- 2. The records, exactly as Caravan::parse walks them; the first
     -- structural error or port mismatch is the caravan's reason. After a
     -- port mismatch the lengths still tile, so the walk goes on for display.
+    -- A capture cut by its snap length: the walk stops, without a verdict,
+    -- where the captured bytes end.
+    local reported = udp.payload_len or (tvb and tvb:reported_len()) or 0
+    local incomplete = false
     local off, count, index = 0, 0, 0
     local structural = nil
-    local mismatches = 0
-    while off < len do
-        local rest = len - off
+    while off < reported do
+        local rest = reported - off
+        local cut = off + math.min(rest, RECORD_HEADER_LEN) > len -- header not captured
+        if not cut and rest >= RECORD_HEADER_LEN then
+            -- A record that fits the datagram but not the captured bytes.
+            local rlen = tvb(off + 4, 2):uint()
+            cut = rlen >= RECORD_HEADER_LEN and rlen <= rest and off + rlen > len
+        end
+        if cut then
+            incomplete = true
+            root:add(cf.trailing, tvb(off, len - off)):append_text(string.format(
+                " [capture cut at byte %d of %d: the rest of the caravan was not captured]", len, reported))
+            off = reported
+            break
+        end
         index = index + 1
         if rest < RECORD_HEADER_LEN then
             local item = root:add(cf.record, tvb(off, rest))
@@ -403,7 +424,7 @@ local function dissect_caravan(tvb, pinfo, tree, udp, ip)
         elseif rlen > rest then
             span = rest
         end
-        local item = root:add(cf.record, tvb(off, span))
+        local item = root:add(cf.record, tvb(off, math.min(span, len - off)))
         item:add(cf.rec_index, index):set_generated()
         item:add(cf.rec_offset, off):set_generated()
         item:add(cf.rec_srcport, tvb(off, 2))
@@ -424,13 +445,12 @@ local function dissect_caravan(tvb, pinfo, tree, udp, ip)
             litem:add_proto_expert_info(ce.overrun, string.format(
                 "Malformed caravan (overrun): record at byte %d: length %d runs past the %d bytes left",
                 off, rlen, rest))
-            off = off + rest
+            off = len
             break
         end
         local plen = rlen - RECORD_HEADER_LEN
         item:set_text(string.format("Record %d: %d -> %d, %d bytes of payload", index, rs, rd, plen))
         if rs ~= sport or rd ~= dport then
-            mismatches = mismatches + 1
             structural = structural or "port_mismatch"
             item:add_proto_expert_info(ce.port_mismatch, string.format(
                 "Malformed caravan (port_mismatch): record at byte %d: ports %d->%d differ from the caravan's",
@@ -474,14 +494,14 @@ local function dissect_caravan(tvb, pinfo, tree, udp, ip)
     if off < len then
         root:add(cf.trailing, tvb(off, len - off))
     end
-    if structural == nil and count == 0 then
+    if structural == nil and count == 0 and not incomplete then
         structural = "empty"
         root:add_proto_expert_info(ce.empty, "Malformed caravan (empty): caravan has no records")
     end
     if structural ~= nil then
         table.insert(reasons, structural)
     end
-    if structural == nil and count == 1 then
+    if structural == nil and count == 1 and not incomplete then
         root:add_proto_expert_info(ce.single)
     end
 
@@ -557,7 +577,7 @@ function caravan_post.dissector(tvb, pinfo, tree)
         end
         payload = fi.range:tvb()
     end
-    local udp = { sport = sp.value, dport = dp.value, checksum = ck and ck.value }
+    local udp = { sport = sp.value, dport = dp.value, checksum = ck and ck.value, payload_len = ulen.value - 8 }
     if not caravan.prefs.claim_malformed and caravan_refusal(payload, udp, ip) ~= nil then
         return
     end
@@ -694,7 +714,7 @@ end
 
 -- Fields of the common header that are present (up to 20 bytes).
 local function add_header(tvb, root)
-    local len = tvb:len()
+    local len = tvb:reported_len()
     root:add(ff.magic, tvb(0, 4))
     if len >= 6 then
         root:add(ff.marker, tvb(4, 2))
@@ -714,16 +734,16 @@ local function add_header(tvb, root)
 end
 
 local function add_padding(tvb, root, from)
-    local n = tvb:len() - from
+    local n = tvb:reported_len() - from
     if n > 0 then
-        root:add(ff.padding, tvb(from, n))
+        root:add(ff.padding, tvb(from, math.min(n, tvb:len() - from)))
     end
     root:add(ff.padding_len, n):set_generated()
 end
 
 -- parse_request for an extended v1 probe or confirmation (type 1 or 2).
 local function dissect_probe(tvb, pinfo, root, ty)
-    local len = tvb:len()
+    local len = tvb:reported_len()
     local name = msg_types[ty]
     root:add(ff.kind, name):set_generated()
     pinfo.cols.info = (ty == 1) and "F-PMTUD probe" or "F-PMTUD confirmation probe"
@@ -740,7 +760,7 @@ end
 
 -- parse_reply for an extended v1 report (type 3).
 local function dissect_report(tvb, pinfo, root)
-    local len = tvb:len()
+    local len = tvb:reported_len()
     root:add(ff.kind, "report"):set_generated()
     pinfo.cols.info = "F-PMTUD report"
     if len < HEADER_LEN then
@@ -779,7 +799,7 @@ local function dissect_report(tvb, pinfo, root)
     if #names > 0 then
         pinfo.cols.info:append(" " .. table.concat(names, ","))
     end
-    local fit = math.min(n, math.floor((len - REPORT_FIXED_LEN) / FRAGMENT_RECORD_LEN))
+    local fit = math.min(n, math.floor((tvb:len() - REPORT_FIXED_LEN) / FRAGMENT_RECORD_LEN))
     for i = 0, fit - 1 do
         local o = REPORT_FIXED_LEN + i * FRAGMENT_RECORD_LEN
         local r = root:add(ff.fragment, tvb(o, FRAGMENT_RECORD_LEN))
@@ -797,19 +817,26 @@ local function dissect_report(tvb, pinfo, root)
         too_short(root, pinfo, finish, len)
         return
     end
-    if len > finish then
-        root:add(ff.trailing, tvb(finish, len - finish))
+    if tvb:len() > finish then
+        root:add(ff.trailing, tvb(finish, tvb:len() - finish))
     end
 end
 
 local function dissect_fpmtud(tvb, pinfo, tree)
-    local len = tvb:len()
+    -- Lengths are the datagram's; bytes beyond a capture's snap length are
+    -- only not shown (the fixed parts are read from the first 32 bytes).
+    local len = tvb:reported_len()
     local port = fpmtud.prefs.port
     local from_responder = pinfo.src_port == port and pinfo.dst_port ~= port
     local to_responder = pinfo.dst_port == port and pinfo.src_port ~= port
     local is_fpmt = len >= 4 and tvb:raw(0, 4) == MAGIC
     pinfo.cols.protocol = "F-PMTUD"
     local root = tree:add(fpmtud, tvb())
+    if tvb:len() < math.min(len, REPORT_FIXED_LEN) then
+        root:append_text(string.format(" [capture cut at %d of %d bytes]", tvb:len(), len))
+        pinfo.cols.info = "F-PMTUD (capture cut)"
+        return tvb:len()
+    end
 
     -- A prober receiving exactly 4 bytes takes them as a legacy reply
     -- (parse_reply checks that first); 4 bytes sent to the responder are a

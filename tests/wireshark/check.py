@@ -7,7 +7,8 @@ Usage: check.py LUA EXPECTATIONS.json [PCAP_DIR]
 EXPECTATIONS.json (written by make_pcaps.py, or by a lab test next to its
 pcap) holds runs: {"name", "pcap" (relative to the JSON's directory),
 "tshark_args", "fields", "types", "frames": {"N": {field: [values]}},
-"frame_filter" (optional: only the listed frames are printed)}. Types:
+"frame_filter" (optional: only the listed frames are printed), "editcap"
+(optional: arguments for editcap, which rewrites the pcap before the run)}. Types:
 "int" (tshark's decimal or 0x-hex), "bool", "str", "bytes" (hex), and
 "count" for expert infos (the frame gives a number: how many times the
 expert info is raised; absent = 0). A frame with "allow_exception": true
@@ -82,8 +83,14 @@ def short(values):
 
 def compare_run(lua, base, run):
     fields, types = run["fields"], run.get("types", {})
-    rows = tshark(lua, os.path.join(base, run["pcap"]), run.get("tshark_args", []),
-                  fields + ["_ws.expert.message"])
+    pcap = os.path.join(base, run["pcap"])
+    if run.get("editcap"):
+        # The run reads the pcap as editcap rewrites it (e.g. -s: snap length).
+        out = os.path.join(base, "editcap-" + "".join(c for c in "_".join(run["editcap"]) if c.isalnum() or c == "_")
+                           + "-" + run["pcap"])
+        subprocess.run(["editcap"] + run["editcap"] + [pcap, out], check=True, capture_output=True)
+        pcap = out
+    rows = tshark(lua, pcap, run.get("tshark_args", []), fields + ["_ws.expert.message"])
     failures = []
     frames = run["frames"]
     for n, r in rows.items():
@@ -167,7 +174,9 @@ def main():
             n, fails = compare_run(lua, base, run)
             total_frames += n
             status = "ok" if not fails else f"FAILED ({len(fails)})"
-            print(f"  {run['name']} [{run['pcap']}{' ' + ' '.join(run.get('tshark_args', [])) if run.get('tshark_args') else ''}]: {n} frames {status}")
+            how = " ".join((["editcap " + " ".join(run["editcap"]) + " |"] if run.get("editcap") else [])
+                           + [run["pcap"]] + run.get("tshark_args", []))
+            print(f"  {run['name']} [{how}]: {n} frames {status}")
             failures += [f"{run['name']}: {x}" for x in fails]
     for pcap in extra:
         print(f"  {pcap} (no expectations: errors only)")

@@ -160,9 +160,9 @@ def build_caravans():
     n, raw = good(V4_A, V4_B, 4000, 443, [b"ab", b"xyz"], csum="zero", note="documented example")
     assert raw == bytes.fromhex("0fa001bb000a00006162" "0fa001bb000b000078797a"), raw.hex()
     # 2. Five records of varied sizes (one empty payload), computed inner checksums.
-    good(V4_A, V4_B, 40000, 4433, [b"first", b"", b"x" * 1200, bytes(range(256)), b"last"], note="v4, 5 records")
+    n_five, five = good(V4_A, V4_B, 40000, 4433, [b"first", b"", b"x" * 1200, bytes(range(256)), b"last"], note="v4, 5 records")
     # 3. IPv6, three records.
-    good(V6_A, V6_B, 50000, 4433, [b"quic-1" * 20, b"quic-2", b"\x00\xff" * 300], note="v6, 3 records")
+    n_v6, v6three = good(V6_A, V6_B, 50000, 4433, [b"quic-1" * 20, b"quic-2", b"\x00\xff" * 300], note="v6, 3 records")
     # 4. A caravan of one (valid; the gateway never builds one).
     n_single, _ = good(V6_B, V6_A, 4433, 50000, [b"alone"], note="v6, single record")
     exp[n_single]["pxcaravan.single"] = 1
@@ -271,7 +271,8 @@ def build_caravans():
     add(caravan_frame(V4_A, V4_B, 4000, 443, doc, flags="MF", id=77), "IPv4 first fragment")
 
     return frames, exp, {"malformed": malformed, "n_dscp12": n_dscp12, "n_af11": n_af11, "doc": doc,
-                         "n_trunc": n_trunc, "n_both": n_both, "n_dns": n_dns, "dns_names": names}
+                         "n_trunc": n_trunc, "n_both": n_both, "n_dns": n_dns, "dns_names": names,
+                         "n_five": n_five, "five": five, "n_v6": n_v6, "v6three": v6three}
 
 
 # ---------------------------------------------------------------- F-PMTUD
@@ -511,6 +512,19 @@ def main():
     runs.append({"name": "caravan, Decode As udp.port==443", "pcap": "caravan.pcap",
                  "tshark_args": ["-d", "udp.port==443,pxcaravan", "-Y", "ip.dsfield.dscp == 10"],
                  "frame_filter": True, "frames": {cx["n_af11"]: forced[cx["n_af11"]]}})
+    # A capture cut at 100 bytes (editcap -s 100): the walk stops where the
+    # captured bytes end, with no verdict; the outer checksum is unverified.
+    five_cut = {k: v[:2] for k, v in rec_expect([(40000, 4433, b"first", None, 1), (40000, 4433, b"", None, 1)]).items()}
+    five_cut["pxcaravan.record.checksum"] = cexp[cx["n_five"]]["pxcaravan.record.checksum"][:2]
+    five_cut.update({"note": "v4, 5 records, cut at 100 bytes: 2 records captured", "pxcaravan.dscp": [11],
+                     "pxcaravan.records": [2], "pxcaravan.checksum.status": [0],
+                     "pxcaravan.unparsed": [cx["five"][21:100 - 42].hex()]})
+    cut = {"1": cexp["1"], cx["n_five"]: five_cut,
+           cx["n_v6"]: {"note": "v6, 3 records, cut at 100 bytes: no record captured", "pxcaravan.dscp": [11],
+                        "pxcaravan.records": [0], "pxcaravan.checksum.status": [0],
+                        "pxcaravan.unparsed": [cx["v6three"][:100 - 62].hex()]}}
+    runs.append({"name": "caravan, capture cut at 100 bytes", "pcap": "caravan.pcap", "editcap": ["-s", "100"],
+                 "tshark_args": ["-Y", "frame.number <= 3"], "frame_filter": True, "frames": cut})
     # Record payloads handed to the udp.port table (DNS on 53).
     dns = dict(cexp[cx["n_dns"]])
     dns.pop("allow_exception")
