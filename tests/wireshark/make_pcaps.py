@@ -166,8 +166,8 @@ def build_caravans():
     # 4. A caravan of one (valid; the gateway never builds one).
     n_single, _ = good(V6_B, V6_A, 4433, 50000, [b"alone"], note="v6, single record")
     exp[n_single]["pxcaravan.single"] = 1
-    # 5. ECN set on the caravan (tos = 11 << 2 | CE).
-    good(V4_A, V4_B, 40001, 4433, [b"e1", b"e2", b"e3"], ecn=3, note="v4, ECN CE")
+    # 5. ECN set on the caravan (tos = 11 << 2 | CE); the last record is a bare header.
+    good(V4_A, V4_B, 40001, 4433, [b"e1", b"e2", b"e3", b""], ecn=3, note="v4, ECN CE, last payload empty")
     # 6. Full at a 9000-byte MTU: 7 x 1200 (builder_stops_at_mtu).
     good(V4_A, V4_B, 1, 2, [bytes([i]) * 1200 for i in range(7)], csum="zero", note="v4, 7 x 1200 jumbo")
 
@@ -460,6 +460,74 @@ def build_fpmtud():
     return frames, exp
 
 
+# ---------------------------------------------------------------- random
+
+def caravan_parse(payload, ports):
+    """px_caravan::Caravan::parse(payload, ports), re-written from lib.rs
+    (ports: (sport, dport) or None): (first error's reason or None, records
+    before it, their offsets and the offset of the record in error)."""
+    off, count, offsets = 0, 0, []
+    while off < len(payload):
+        rest = len(payload) - off
+        offsets.append(off)
+        if rest < 8:
+            return "truncated", count, offsets
+        rlen = struct.unpack("!H", payload[off + 4:off + 6])[0]
+        if rlen < 8:
+            return "bad_length", count, offsets
+        if rlen > rest:
+            return "overrun", count, offsets
+        if ports is not None and struct.unpack("!HH", payload[off:off + 4]) != ports:
+            return "port_mismatch", count, offsets
+        off += rlen
+        count += 1
+    if count == 0:
+        return "empty", 0, offsets
+    return None, count, offsets
+
+
+def build_random(seed=15):
+    """Caravan-shaped payloads with random damage, and random bytes after
+    FPMT: the reason and record count must be Caravan::parse's; nothing may
+    raise a Lua error."""
+    import random
+    rnd = random.Random(seed)
+    frames, exp = [], {}
+    for i in range(150):
+        sport, dport = rnd.choice([(4000, 443), (40000, 4433), (1, 2)])
+        payload = b""
+        for _ in range(rnd.randint(0, 6)):
+            p = bytes(rnd.getrandbits(8) for _ in range(rnd.choice([0, 1, 7, 8, 30, 200])))
+            ports = (sport, dport) if rnd.random() < 0.9 else (sport + 1, dport)
+            payload += record(ports[0], ports[1], p, csum=rnd.getrandbits(16))[0]
+        damage = rnd.random()
+        if payload and damage < 0.2:
+            payload = payload[:rnd.randrange(len(payload))]  # cut anywhere
+        elif payload and damage < 0.4:
+            k = rnd.randrange(len(payload))  # one random byte
+            payload = payload[:k] + bytes([rnd.getrandbits(8)]) + payload[k + 1:]
+        elif damage < 0.5:
+            payload += bytes(rnd.getrandbits(8) for _ in range(rnd.randint(1, 12)))  # junk after
+        src, dst = (V4_A, V4_B) if i % 3 else (V6_A, V6_B)
+        frames.append(caravan_frame(src, dst, sport, dport, payload))
+        reason, count, offsets = caravan_parse(payload, (sport, dport))
+        if reason == "port_mismatch":
+            # After a mismatch the dissector walks on for display, as
+            # Caravan::parse(payload, None) would.
+            offsets = caravan_parse(payload, None)[2]
+        e = {"note": f"random caravan {i}", "pxcaravan.records": [count],
+             "pxcaravan.malformed": [reason] if reason else [], "pxcaravan.record.offset": offsets}
+        exp[str(len(frames))] = e
+    for i in range(80):
+        body = bytes(rnd.getrandbits(8) for _ in range(rnd.randint(0, 60)))
+        head = rnd.choice([b"FPMT", b"FPMTPX", b"FPMTPX\x01", b"FPMTPX\x01\x03", b"FPMTPX\x01\x01", b"FPMTPX\x02"])
+        if rnd.random() < 0.5:
+            frames.append(fpmt_frame(PROBER, RESPONDER, 40000 + i, FPMTUD_PORT, head + body))
+        else:
+            frames.append(fpmt_frame(RESPONDER, PROBER, FPMTUD_PORT, 40000 + i, head + body))
+    return frames, exp
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -469,6 +537,8 @@ def main():
     fframes, fexp = build_fpmtud()
     wrpcap(os.path.join(out, "caravan.pcap"), cframes)
     wrpcap(os.path.join(out, "fpmtud.pcap"), fframes)
+    rframes, rexp = build_random()
+    wrpcap(os.path.join(out, "random.pcap"), rframes)
 
     runs = [
         {"name": "caravan (defaults)", "pcap": "caravan.pcap", "tshark_args": [], "frames": cexp},
@@ -512,6 +582,11 @@ def main():
     runs.append({"name": "caravan, Decode As udp.port==443", "pcap": "caravan.pcap",
                  "tshark_args": ["-d", "udp.port==443,pxcaravan", "-Y", "ip.dsfield.dscp == 10"],
                  "frame_filter": True, "frames": {cx["n_af11"]: forced[cx["n_af11"]]}})
+    # Random damage: reasons and counts as Caravan::parse gives them; the
+    # F-PMTUD frames are only checked for dissector errors.
+    runs.append({"name": "random caravans vs Caravan::parse", "pcap": "random.pcap", "tshark_args": [],
+                 "frame_filter": True, "frames": rexp,
+                 "fields_override": ["pxcaravan.records", "pxcaravan.malformed", "pxcaravan.record.offset"]})
     # A capture cut at 100 bytes (editcap -s 100): the walk stops where the
     # captured bytes end, with no verdict; the outer checksum is unverified.
     five_cut = {k: v[:2] for k, v in rec_expect([(40000, 4433, b"first", None, 1), (40000, 4433, b"", None, 1)]).items()}
@@ -544,9 +619,11 @@ def main():
                             if "7777" in e["note"] or "another port" in e["note"]}})
 
     for r in runs:
-        caravan_run = r["pcap"] == "caravan.pcap"
+        caravan_run = r["pcap"] in ("caravan.pcap", "random.pcap")
         extra = r.pop("extra_fields", {})
         r["fields"] = (CARAVAN_FIELDS if caravan_run else FPMTUD_FIELDS) + list(extra)
+        if "fields_override" in r:
+            r["fields"] = r.pop("fields_override")
         r["types"] = dict(CARAVAN_TYPES if caravan_run else FPMTUD_TYPES, **extra)
     # With fpmtud on port 7777 and no heuristic, payloads sent to 7777 without
     # the magic are requests the responder refuses: not_fpmt.
@@ -560,7 +637,8 @@ def main():
                            "fpmtud.malformed": ["not_fpmt"], "fpmtud.malformed.not_fpmt": 1}
     with open(os.path.join(out, "expectations.json"), "w") as f:
         json.dump({"runs": runs}, f, indent=1)
-    print(f"wrote {len(cframes)} caravan frames, {len(fframes)} F-PMTUD frames, {len(runs)} runs to {out}")
+    print(f"wrote {len(cframes)} caravan frames, {len(fframes)} F-PMTUD frames, {len(rframes)} random frames, "
+          f"{len(runs)} runs to {out}")
 
 
 if __name__ == "__main__":
