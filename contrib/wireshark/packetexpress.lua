@@ -829,7 +829,6 @@ local function dissect_fpmtud(tvb, pinfo, tree)
     local port = fpmtud.prefs.port
     local from_responder = pinfo.src_port == port and pinfo.dst_port ~= port
     local to_responder = pinfo.dst_port == port and pinfo.src_port ~= port
-    local is_fpmt = len >= 4 and tvb:raw(0, 4) == MAGIC
     pinfo.cols.protocol = "F-PMTUD"
     local root = tree:add(fpmtud, tvb())
     if tvb:len() < math.min(len, REPORT_FIXED_LEN) then
@@ -837,6 +836,7 @@ local function dissect_fpmtud(tvb, pinfo, tree)
         pinfo.cols.info = "F-PMTUD (capture cut)"
         return tvb:len()
     end
+    local is_fpmt = len >= 4 and tvb:raw(0, 4) == MAGIC
 
     -- A prober receiving exactly 4 bytes takes them as a legacy reply
     -- (parse_reply checks that first); 4 bytes sent to the responder are a
