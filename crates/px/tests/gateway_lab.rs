@@ -14,30 +14,6 @@ use common::*;
 use px_gateway::FlushReason;
 use px_lab::{FrameObserver, require_root_or_skip};
 
-/// Both directions, one flow and 32 parallel flows, with SHA-256 computed
-/// at each end of every flow.
-fn transfers_both_ways(lab: &GwLab, legacy_addr: &str, bnet_addr: &str, base_port: u16) {
-    let cases = [(1usize, 8u64 << 20), (32, 512 << 10)];
-    for (k, (flows, bytes)) in cases.into_iter().enumerate() {
-        let p = base_port + 2 * k as u16;
-        let progress = AtomicU64::new(0);
-        let stall = Duration::from_secs(10);
-        let inbound = BulkSpec {
-            server: sock(bnet_addr, p),
-            flows,
-            bytes_per_flow: bytes,
-            pace: Pace::FULL,
-            stall_timeout: stall,
-            sha256: true,
-        };
-        let ends = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress);
-        assert_exact(&ends, bytes);
-        let outbound = BulkSpec { server: sock(legacy_addr, p + 1), ..inbound };
-        let ends = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress);
-        assert_exact(&ends, bytes);
-    }
-}
-
 fn check_translated(exit: &GatewayExit) {
     exit.assert_clean();
     // The gateway did its job on this traffic, not merely forwarded it.
