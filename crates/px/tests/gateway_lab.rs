@@ -370,19 +370,15 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
     }
     let _serial = serialize();
     let lab = GwLab::build(None);
-    let g = lab.ns(lab.gw);
-    let off = px_lab::Offloads { gro: Some(false), ..Default::default() };
-    for dev in [GW_OUTER, GW_INNER] {
-        g.set_offloads(dev, off).unwrap();
-    }
-    let before = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    lab.gateway_ports_gro_off();
+    let before = lab.gateway_ports();
     // First with offloads (the default): the gateway turns GRO on and
     // joins promiscuous mode, and puts both back at exit.
     let gw = Gateway::start(&lab, &[]);
-    let during = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    let during = lab.gateway_ports();
     lab.ping_both();
     gw.stop().assert_clean();
-    let after = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    let after = lab.gateway_ports();
     for (b, d) in before.iter().zip(&during) {
         assert_eq!((b.gro, b.promiscuity), (Some(false), Some(0)), "{b:?}");
         assert_eq!(d.gro, Some(true), "the gateway turns GRO on: {d:?}");
@@ -403,6 +399,6 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
         eprintln!("try {attempt}: nothing was held at the stop; trying again");
     }
     assert!(flushed >= 1, "in three tries, nothing was held at the stop");
-    let after = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    let after = lab.gateway_ports();
     assert_eq!(before, after, "ports not restored");
 }

@@ -310,13 +310,8 @@ fn gateway_runs_unprivileged_with_only_the_units_capabilities() {
     let caps = unit_capabilities(GATEWAY_UNIT);
     let _serial = serialize();
     let lab = GwLab::build(None);
-    let g = lab.ns(lab.gw);
-    let off = px_lab::Offloads { gro: Some(false), ..Default::default() };
-    for dev in [GW_OUTER, GW_INNER] {
-        g.set_offloads(dev, off).unwrap();
-    }
-    let ports = || [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
-    let before = ports();
+    lab.gateway_ports_gro_off();
+    let before = lab.gateway_ports();
 
     for dropped in &caps {
         let rest: Vec<&String> = caps.iter().filter(|c| *c != dropped).collect();
@@ -326,7 +321,7 @@ fn gateway_runs_unprivileged_with_only_the_units_capabilities() {
             Ok(gw) => panic!("started without {dropped}: {}", gw.stop().log),
             Err(log) => assert!(log.contains("Operation not permitted"), "without {dropped}: {log}"),
         }
-        assert_eq!(ports(), before, "ports changed by a gateway that failed without {dropped}");
+        assert_eq!(lab.gateway_ports(), before, "ports changed by a gateway that failed without {dropped}");
     }
 
     let all: Vec<&String> = caps.iter().collect();
@@ -336,7 +331,7 @@ fn gateway_runs_unprivileged_with_only_the_units_capabilities() {
         .unwrap_or_else(|e| panic!("with {caps:?}: {e}"));
     let uid = std::fs::read_to_string(format!("/proc/{}/status", gw.pid)).unwrap_or_default();
     assert!(uid.lines().any(|l| l.starts_with("Uid:") && l.contains("65534")), "not nobody:\n{uid}");
-    let during = ports();
+    let during = lab.gateway_ports();
     lab.ping_both();
     transfers_both_ways(&lab, LEGACY_V4, BNET_V4, 5401);
     transfers_both_ways(&lab, LEGACY_V6, BNET_V6, 5411);
@@ -347,5 +342,5 @@ fn gateway_runs_unprivileged_with_only_the_units_capabilities() {
         assert_eq!(d.gro, Some(true), "the unprivileged gateway turns GRO on: {d:?}");
         assert!(d.promiscuity.unwrap_or(0) >= 1, "its sockets are promiscuous: {d:?}");
     }
-    assert_eq!(ports(), before, "ports not restored by the unprivileged gateway");
+    assert_eq!(lab.gateway_ports(), before, "ports not restored by the unprivileged gateway");
 }

@@ -78,6 +78,20 @@ impl GwLab {
         self.line.unbridge().expect("unbridge");
     }
 
+    /// GRO off on both gateway ports, so that a gateway turning it on (and
+    /// back off at exit) shows.
+    pub fn gateway_ports_gro_off(&self) {
+        let off = px_lab::Offloads { gro: Some(false), ..Default::default() };
+        for dev in [GW_OUTER, GW_INNER] {
+            self.ns(self.gw).set_offloads(dev, off).unwrap();
+        }
+    }
+
+    /// The state of the gateway's ports: outer, inner.
+    pub fn gateway_ports(&self) -> [PortState; 2] {
+        [port_state(self.ns(self.gw), GW_OUTER), port_state(self.ns(self.gw), GW_INNER)]
+    }
+
     /// Waits until both hosts resolve each other (ARP and NDP through
     /// whatever joins them), so the first data packets are not queued
     /// behind resolution.
