@@ -55,13 +55,33 @@ impl GatewayProcess {
     /// --log-interval 0 --stats-file F ARGS` in `line`'s middle namespace
     /// and waits (up to 10 s) for its first log line (ports opened).
     pub fn start<S: AsRef<std::ffi::OsStr>>(line: &Line, exe: &Path, args: &[S]) -> Result<GatewayProcess, String> {
+        Self::start_wrapped(line, &[], exe, args)
+    }
+
+    /// As [`GatewayProcess::start`], with `EXE` run by `wrapper` (e.g.
+    /// `setpriv --reuid=nobody … --`: the gateway as an unprivileged user
+    /// with chosen capabilities). The wrapper must exec `EXE`, so that the
+    /// PID stays the gateway's.
+    pub fn start_wrapped<S: AsRef<std::ffi::OsStr>>(
+        line: &Line,
+        wrapper: &[&str],
+        exe: &Path,
+        args: &[S],
+    ) -> Result<GatewayProcess, String> {
         let [_, outer, inner, _] = line.spec.devs;
         let tag = format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let dir = std::env::temp_dir();
         let log = dir.join(format!("px-lab-gw-{tag}.log"));
         let stats = dir.join(format!("px-lab-gw-{tag}.json"));
         let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let mut cmd = line.middle_ns().command(&exe.to_string_lossy());
+        let mut cmd = match wrapper.split_first() {
+            Some((program, wargs)) => {
+                let mut c = line.middle_ns().command(program);
+                c.args(wargs).arg(exe);
+                c
+            }
+            None => line.middle_ns().command(&exe.to_string_lossy()),
+        };
         cmd.args(["gateway", "--inner", inner, "--outer", outer, "--log-interval", "0", "--stats-file"])
             .arg(&stats)
             .args(args)
@@ -76,7 +96,7 @@ impl GatewayProcess {
             if text.contains("px gateway: inner") {
                 return Ok(g);
             }
-            if !Path::new(&format!("/proc/{pid}")).exists() {
+            if !running(pid) {
                 return Err(format!("px gateway died: {text}"));
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -165,6 +185,13 @@ impl Drop for GatewayProcess {
         let _ = std::fs::remove_file(&self.log);
         let _ = std::fs::remove_file(&self.stats);
     }
+}
+
+/// Whether a process exists and has not exited: our unreaped child that
+/// died (it refused to start) is a zombie, which still has a /proc entry.
+fn running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
 }
 
 /// CPU seconds (user + system, all its threads, exited ones included) a

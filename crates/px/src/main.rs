@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cmd;
 mod signals;
@@ -40,6 +40,9 @@ enum Command {
     /// Deterministic simulations: the MTU-drop test, PMTUD at scale, MTU benefit.
     #[command(subcommand)]
     Sim(cmd::sim::SimCommand),
+    /// Man pages and shell completions from this CLI (for packaging).
+    #[command(subcommand, hide = true)]
+    Generate(cmd::generate::GenerateCommand),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Fpmtud(a) => cmd::fpmtud::run(a),
         Command::Lab(c) => cmd::lab::run(c),
         Command::Sim(c) => cmd::sim::run(c),
+        Command::Generate(c) => cmd::generate::run(c, Cli::command()),
     };
     match result {
         Ok(code) => code,

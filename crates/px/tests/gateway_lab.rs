@@ -14,30 +14,6 @@ use common::*;
 use px_gateway::FlushReason;
 use px_lab::{FrameObserver, require_root_or_skip};
 
-/// Both directions, one flow and 32 parallel flows, with SHA-256 computed
-/// at each end of every flow.
-fn transfers_both_ways(lab: &GwLab, legacy_addr: &str, bnet_addr: &str, base_port: u16) {
-    let cases = [(1usize, 8u64 << 20), (32, 512 << 10)];
-    for (k, (flows, bytes)) in cases.into_iter().enumerate() {
-        let p = base_port + 2 * k as u16;
-        let progress = AtomicU64::new(0);
-        let stall = Duration::from_secs(10);
-        let inbound = BulkSpec {
-            server: sock(bnet_addr, p),
-            flows,
-            bytes_per_flow: bytes,
-            pace: Pace::FULL,
-            stall_timeout: stall,
-            sha256: true,
-        };
-        let ends = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress);
-        assert_exact(&ends, bytes);
-        let outbound = BulkSpec { server: sock(legacy_addr, p + 1), ..inbound };
-        let ends = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress);
-        assert_exact(&ends, bytes);
-    }
-}
-
 fn check_translated(exit: &GatewayExit) {
     exit.assert_clean();
     // The gateway did its job on this traffic, not merely forwarded it.
@@ -373,19 +349,15 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
     }
     let _serial = serialize();
     let lab = GwLab::build(None);
-    let g = lab.ns(lab.gw);
-    let off = px_lab::Offloads { gro: Some(false), ..Default::default() };
-    for dev in [GW_OUTER, GW_INNER] {
-        g.set_offloads(dev, off).unwrap();
-    }
-    let before = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    lab.gateway_ports_gro_off();
+    let before = lab.gateway_ports();
     // First with offloads (the default): the gateway turns GRO on and
     // joins promiscuous mode, and puts both back at exit.
     let gw = Gateway::start(&lab, &[]);
-    let during = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    let during = lab.gateway_ports();
     lab.ping_both();
     gw.stop().assert_clean();
-    let after = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    let after = lab.gateway_ports();
     for (b, d) in before.iter().zip(&during) {
         assert_eq!((b.gro, b.promiscuity), (Some(false), Some(0)), "{b:?}");
         assert_eq!(d.gro, Some(true), "the gateway turns GRO on: {d:?}");
@@ -406,6 +378,6 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
         eprintln!("try {attempt}: nothing was held at the stop; trying again");
     }
     assert!(flushed >= 1, "in three tries, nothing was held at the stop");
-    let after = [port_state(g, GW_OUTER), port_state(g, GW_INNER)];
+    let after = lab.gateway_ports();
     assert_eq!(before, after, "ports not restored");
 }

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod caravan;
 pub mod fpmtud;
 pub mod gateway;
+pub mod generate;
 pub mod lab;
 pub mod lab_demo;
 pub mod lab_exp;

@@ -78,6 +78,20 @@ impl GwLab {
         self.line.unbridge().expect("unbridge");
     }
 
+    /// GRO off on both gateway ports, so that a gateway turning it on (and
+    /// back off at exit) shows.
+    pub fn gateway_ports_gro_off(&self) {
+        let off = px_lab::Offloads { gro: Some(false), ..Default::default() };
+        for dev in [GW_OUTER, GW_INNER] {
+            self.ns(self.gw).set_offloads(dev, off).unwrap();
+        }
+    }
+
+    /// The state of the gateway's ports: outer, inner.
+    pub fn gateway_ports(&self) -> [PortState; 2] {
+        [port_state(self.ns(self.gw), GW_OUTER), port_state(self.ns(self.gw), GW_INNER)]
+    }
+
     /// Waits until both hosts resolve each other (ARP and NDP through
     /// whatever joins them), so the first data packets are not queued
     /// behind resolution.
@@ -133,6 +147,13 @@ impl Gateway {
         let process = GatewayProcess::start(&lab.line, Path::new(env!("CARGO_BIN_EXE_px")), args)
             .unwrap_or_else(|e| panic!("{e}"));
         Gateway { pid: process.pid, process }
+    }
+
+    /// As [`Gateway::start`], run by `wrapper` (which execs px, e.g.
+    /// `setpriv … --`); an `Err` is the gateway's refusal to start (its log).
+    pub fn start_wrapped(lab: &GwLab, wrapper: &[&str], args: &[&str]) -> Result<Gateway, String> {
+        let process = GatewayProcess::start_wrapped(&lab.line, wrapper, Path::new(env!("CARGO_BIN_EXE_px")), args)?;
+        Ok(Gateway { pid: process.pid, process })
     }
 
     /// SIGTERM, then wait (at most 10 s) for the exit and read the stats.
@@ -203,6 +224,30 @@ pub fn transfer(client: &Netns, server: &Netns, t: BulkSpec, progress: &AtomicU6
     px_lab::bulk_tcp_counted(client, server, &t, progress)
         .unwrap_or_else(|e| panic!("transfer to {}: {e}", t.server))
         .flows
+}
+
+/// Both directions, one flow and 32 parallel flows, with SHA-256 computed
+/// at each end of every flow.
+pub fn transfers_both_ways(lab: &GwLab, legacy_addr: &str, bnet_addr: &str, base_port: u16) {
+    let cases = [(1usize, 8u64 << 20), (32, 512 << 10)];
+    for (k, (flows, bytes)) in cases.into_iter().enumerate() {
+        let p = base_port + 2 * k as u16;
+        let progress = AtomicU64::new(0);
+        let stall = Duration::from_secs(10);
+        let inbound = BulkSpec {
+            server: sock(bnet_addr, p),
+            flows,
+            bytes_per_flow: bytes,
+            pace: Pace::FULL,
+            stall_timeout: stall,
+            sha256: true,
+        };
+        let ends = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress);
+        assert_exact(&ends, bytes);
+        let outbound = BulkSpec { server: sock(legacy_addr, p + 1), ..inbound };
+        let ends = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress);
+        assert_exact(&ends, bytes);
+    }
 }
 
 /// Every flow delivered every byte, and both ends computed the same SHA-256.
