@@ -72,6 +72,11 @@ fn check_path(name: &str, auto_method: &str, icmp_answers: bool) {
     if auto_method == "fpmtud" {
         // Paper target: one or two round trips where fragments pass.
         assert!(auto["round_trips"].as_u64().unwrap() <= 2, "{name}: {auto}");
+        // F-PMTUD alone, as the report ran it.
+        lab.forget_learned_pmtu().unwrap();
+        let (f, code) = probe(&lab, "fpmtud");
+        assert_eq!((f["pmtu"].as_u64(), f["exact"].as_bool(), code), (Some(truth), Some(true), Some(0)), "{name}: {f}");
+        assert_eq!(f["pmtu_high"].as_u64(), Some(truth), "{name}: {f}");
     }
 
     lab.forget_learned_pmtu().unwrap();
@@ -129,6 +134,26 @@ fn probe_fragment_filter_falls_back_to_dplpmtud() {
 #[test]
 fn probe_10ms_rtt() {
     check_path("rtt10ms-9000-1500-1400", "fpmtud", true);
+}
+
+#[test]
+fn probe_odd_mtu_between_routers() {
+    check_path("odd-1500-1499-1500", "fpmtud", true);
+}
+
+#[test]
+fn probe_odd_mtu_1497_between_routers() {
+    check_path("odd-1500-1497-1500", "fpmtud", true);
+}
+
+#[test]
+fn probe_1280_between_routers() {
+    check_path("mid-1500-1280-1500", "fpmtud", true);
+}
+
+#[test]
+fn probe_68_byte_steps() {
+    check_path("steps68-1500-1432-1364-1296", "fpmtud", true);
 }
 
 #[test]

@@ -97,6 +97,7 @@ impl AutoSession {
                     method: "fpmtud+dplpmtud".into(),
                     pmtu: m.pmtu,
                     exact: m.exact,
+                    pmtu_high: m.pmtu_high,
                     round_trips: f.round_trips + m.round_trips,
                     probes: f.probes + m.probes,
                     elapsed: f.elapsed + m.elapsed,

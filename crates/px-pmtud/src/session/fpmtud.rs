@@ -43,6 +43,8 @@ pub struct FpmtudSession {
     early_fallback: bool,
     ping_nonce: u64,
     ping_sent: Option<Instant>,
+    /// The datagram last returned by `poll_transmit` was the ping.
+    last_was_ping: bool,
     rtt: Option<Duration>,
     fallback_at: Option<Instant>,
     start: Instant,
@@ -70,6 +72,7 @@ impl FpmtudSession {
             early_fallback: early_fallback && !cfg.legacy,
             ping_nonce: nonce ^ 0x5049_4e47, // any value other than the prober's
             ping_sent: None,
+            last_was_ping: false,
             rtt: None,
             fallback_at: None,
             start: now,
@@ -92,11 +95,19 @@ impl FpmtudSession {
         self.refused
     }
 
-    fn end(&mut self, now: Instant, pmtu: Option<u16>, exact: bool, round_trips: u32, note: String) -> Measurement {
+    fn end(
+        &mut self,
+        now: Instant,
+        range: Option<(u16, u16)>,
+        exact: bool,
+        round_trips: u32,
+        note: String,
+    ) -> Measurement {
         Measurement {
             method: "fpmtud".into(),
-            pmtu,
+            pmtu: range.map(|r| r.0),
             exact,
+            pmtu_high: range.map(|r| r.1),
             round_trips,
             probes: self.probes,
             elapsed: now - self.start,
@@ -117,6 +128,14 @@ impl FpmtudSession {
             return;
         }
         let Some(r) = self.prober.result().copied() else { return };
+        let link = self.link_mtu;
+        let range = match r.outcome {
+            Outcome::Exact { pmtu, .. } => Some((pmtu, pmtu)),
+            Outcome::Range { low, high } => Some((low, high)),
+            // The largest fragment is within 7 bytes below the path MTU.
+            Outcome::Estimate { pmtu } => Some((pmtu, pmtu.saturating_add(7).min(link))),
+            Outcome::Fallback { .. } => None,
+        };
         let (exact, note) = match r.outcome {
             Outcome::Exact { method: Method::Unfragmented, .. } => (true, "link-MTU probe arrived whole".to_owned()),
             Outcome::Exact { method: Method::ResponderLinkMtu, .. } => {
@@ -125,6 +144,14 @@ impl FpmtudSession {
             Outcome::Exact { method: Method::Refined, .. } => {
                 (true, format!("largest fragment {}, refined with DF-set probes", r.estimate.unwrap_or(0)))
             }
+            Outcome::Range { low, high } => (
+                false,
+                format!(
+                    "largest fragment {}, DF-set probes confirmed {low}; {} not decided (a probe did not leave the host)",
+                    r.estimate.unwrap_or(0),
+                    if high > low + 1 { format!("{}..={high}", low + 1) } else { high.to_string() }
+                ),
+            ),
             Outcome::Estimate { .. } => (false, "largest fragment only".to_owned()),
             Outcome::Fallback { reason, .. } => (
                 false,
@@ -135,7 +162,7 @@ impl FpmtudSession {
                 },
             ),
         };
-        let measurement = self.end(now, r.pmtu(), exact, r.round_trips, note);
+        let measurement = self.end(now, range, exact, r.round_trips, note);
         self.run = Some(FpmtudRun { measurement, outcome: Some(r.outcome), rtt: self.rtt });
     }
 }
@@ -147,11 +174,13 @@ impl Session for FpmtudSession {
         }
         if let Some(tx) = self.prober.poll_transmit(now) {
             self.probes += 1;
+            self.last_was_ping = false;
             let df = if tx.dont_fragment { Df::Probe } else { Df::Clear };
             return Some(ProbeDatagram { size: tx.ip_len, df, payload: tx.payload });
         }
         if self.early_fallback && self.ping_sent.is_none() {
             self.ping_sent = Some(now);
+            self.last_was_ping = true;
             self.probes += 1;
             return Some(confirm_probe(self.ping_nonce, 0, PING_SIZE, 28, Df::Probe));
         }
@@ -159,8 +188,12 @@ impl Session for FpmtudSession {
     }
 
     fn on_local_refused(&mut self, _now: Instant, _known_pmtu: Option<u16>) {
-        // Nothing left the host; the round timer handles the missing answer.
+        // Nothing left the host: its silence proves nothing (the prober
+        // must not count it as too big); the round timer handles the rest.
         self.probes = self.probes.saturating_sub(1);
+        if !self.last_was_ping {
+            self.prober.on_local_refused();
+        }
     }
 
     fn on_datagram(&mut self, now: Instant, bytes: &[u8]) {
@@ -257,6 +290,34 @@ mod tests {
             assert!(m.note.contains("refined"), "{m:?}");
             assert_eq!(m.elapsed, 2 * path.rtt, "{m:?}");
         }
+    }
+
+    #[test]
+    fn odd_mtus_between_routers_are_exact() {
+        // The reported path: 1500 -> 1499 -> 1500 (the responder one hop
+        // beyond the odd link), and its relatives.
+        for hops in
+            [&[1500, 1499, 1500][..], &[1500, 1499], &[1500, 1497, 1500], &[9000, 1499, 1500], &[1500, 1281, 1500]]
+        {
+            let mut path = ScriptedPath::new(hops);
+            let mut s = FpmtudSession::new(&cfg(hops[0]), 1, false, path.now).unwrap();
+            let m = path.drive(&mut s);
+            let want = hops.iter().copied().min();
+            assert_eq!((m.pmtu, m.exact, m.pmtu_high), (want, true, want), "{hops:?}: {m:?}");
+        }
+    }
+
+    #[test]
+    fn a_confirmation_probe_that_never_left_leaves_a_range() {
+        // The bug behind "1498, exact" on 1500 -> 1499 -> 1500: the ICMP
+        // drawn by the 1500-byte DF probe made the socket refuse the next
+        // send (1499). Without evidence about 1499, 1498 is not exact.
+        let mut path = ScriptedPath::new(&[1500, 1499, 1500]);
+        path.pending_error_eats_a_send = true;
+        let mut s = FpmtudSession::new(&cfg(1500), 1, false, path.now).unwrap();
+        let m = path.drive(&mut s);
+        assert_eq!((m.pmtu, m.exact, m.pmtu_high), (Some(1498), false, Some(1499)), "{m:?}");
+        assert!(m.note.contains("1499 not decided"), "{m:?}");
     }
 
     #[test]

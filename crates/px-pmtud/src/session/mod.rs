@@ -176,8 +176,14 @@ pub struct Measurement {
     pub method: String,
     /// The path MTU found (IP total length), `None` when there was no answer.
     pub pmtu: Option<u16>,
-    /// The answer is exact (not a lower bound or an estimate).
+    /// The answer is exact: a probe of exactly `pmtu` was acknowledged and
+    /// one byte more cannot pass (refused, found too big, or above the
+    /// largest size the link or the responder's link allows).
     pub exact: bool,
+    /// The largest size the path may carry as far as the measurement knows
+    /// (`pmtu` when exact; with `pmtu` the range the path MTU lies in when
+    /// not; `None` without an answer).
+    pub pmtu_high: Option<u16>,
     /// Round trips waited for (each retry and each sequential probe counts).
     pub round_trips: u32,
     /// Probes put on the wire (locally refused ones not counted).

@@ -35,6 +35,12 @@ pub struct ScriptedPath {
     pub lose_first: usize,
     /// Nothing listens on the responder's port: ICMP "port unreachable".
     pub no_responder: bool,
+    /// An ICMP "too big" comes back before the prober's next send and, as
+    /// a connected UDP socket's pending error, makes that send fail
+    /// (`EMSGSIZE`) without sending: what `px probe` once took for a
+    /// local refusal.
+    pub pending_error_eats_a_send: bool,
+    pending_error: bool,
     /// Simulated time.
     pub now: Instant,
     /// Datagrams put on the wire.
@@ -58,6 +64,8 @@ impl ScriptedPath {
             loss_every: None,
             lose_first: 0,
             no_responder: false,
+            pending_error_eats_a_send: false,
+            pending_error: false,
             now: Instant::now(),
             sent: Vec::new(),
             learned_pmtu: None,
@@ -75,7 +83,8 @@ impl ScriptedPath {
     fn send(&mut self, s: &mut dyn Session, d: ProbeDatagram) {
         let local = self.hops[0];
         let learned = self.learned_pmtu.unwrap_or(local);
-        if (d.df != Df::Clear && d.size > local) || (d.df == Df::Do && d.size > learned) {
+        let pending = std::mem::take(&mut self.pending_error);
+        if pending || (d.df != Df::Clear && d.size > local) || (d.df == Df::Do && d.size > learned) {
             s.on_local_refused(self.now, Some(learned));
             return;
         }
@@ -88,6 +97,7 @@ impl ScriptedPath {
         let Some(frags) = traverse(d.size, df, &self.hops) else {
             let mtu = self.hops.iter().copied().find(|&m| m < d.size).unwrap_or(0);
             if !self.black_hole && df {
+                self.pending_error = self.pending_error_eats_a_send;
                 if d.df == Df::Do {
                     self.learned_pmtu = Some(mtu);
                 }

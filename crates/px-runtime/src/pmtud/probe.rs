@@ -121,23 +121,44 @@ impl Path {
         }
     }
 
-    /// Sends one datagram with the given DF handling. `Ok(false)`: the local
-    /// stack refused it as too big (`EMSGSIZE`), nothing left the host.
-    fn send(&self, df: Df, payload: &[u8]) -> Result<bool, ProbeError> {
+    /// Sends one datagram with the given DF handling.
+    ///
+    /// A connected UDP socket keeps the ICMP error an earlier datagram drew
+    /// ("fragmentation needed" for a DF probe, "port unreachable") as a
+    /// pending error, and the next `send` fails with it *without sending*.
+    /// Taken for the local stack's own refusal, that once cost F-PMTUD its
+    /// `L + 7` confirmation probe on `1500 -> 1499 -> 1500` (the 1500-byte
+    /// probe's ICMP came back before 1499 was sent: answer 1498, "exact").
+    /// So the pending error is cleared first (`SO_ERROR`), and a send that
+    /// still fails with an ICMP error (one that arrived in between) is
+    /// tried once more; only a repeated `EMSGSIZE` is the local stack's
+    /// refusal.
+    fn send(&self, df: Df, payload: &[u8]) -> Result<Sent, ProbeError> {
         let mode = match df {
             Df::Clear => DfMode::Clear,
             Df::Probe => DfMode::Probe,
             Df::Do => DfMode::Do,
         };
         self.sock.set_df(mode).map_err(io_err("IP_MTU_DISCOVER"))?;
-        match self.sock.send(payload) {
-            Ok(_) => Ok(true),
-            Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => Ok(false),
-            // An ICMP error queued by an earlier probe is reported once on
-            // the next send; it is read from the error queue separately.
-            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => Ok(true),
-            Err(e) => Err(ProbeError::Io { step: "send", source: e }),
+        let mut unreachable = self.take_unreachable()?;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.sock.send(payload) {
+                Ok(_) => return Ok(Sent { sent: true, unreachable }),
+                Err(e) if is_icmp_error(&e) && tries == 1 => {
+                    unreachable |= e.raw_os_error() == Some(libc::ECONNREFUSED);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => return Ok(Sent { sent: false, unreachable }),
+                Err(e) => return Err(ProbeError::Io { step: "send", source: e }),
+            }
         }
+    }
+
+    /// Clears the socket's pending error; whether it was "port unreachable".
+    fn take_unreachable(&self) -> Result<bool, ProbeError> {
+        let e = self.sock.take_error().map_err(io_err("SO_ERROR"))?;
+        Ok(e.is_some_and(|e| e.raw_os_error() == Some(libc::ECONNREFUSED)))
     }
 
     /// Waits until `deadline` for input (the session always has one while
@@ -179,6 +200,15 @@ impl Path {
             }
         }
     }
+}
+
+/// What [`Path::send`] did.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    /// The datagram left (`false`: the local stack refused it as too big).
+    sent: bool,
+    /// A pending "port unreachable" was cleared on the way.
+    unreachable: bool,
 }
 
 fn is_icmp_error(e: &io::Error) -> bool {
@@ -233,7 +263,12 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
                 path.sock.enable_errors().map_err(io_err("IP_RECVERR"))?;
                 reading_errors = true;
             }
-            if !path.send(d.df, &d.payload)? {
+            let sent = path.send(d.df, &d.payload)?;
+            // With IP_RECVERR the error queue reports it too.
+            if sent.unreachable && !reading_errors {
+                session.on_unreachable(now);
+            }
+            if !sent.sent {
                 let known = path.sock.path_mtu().map_err(io_err("IP_MTU"))?;
                 session.on_local_refused(now, Some(u16::try_from(known).unwrap_or(u16::MAX)));
             }
@@ -314,6 +349,28 @@ mod tests {
             let f = measure(&path, &o, Method::Auto).unwrap();
             assert_eq!(f.pmtu, Some(1500), "{f:?}");
         });
+    }
+
+    #[test]
+    fn a_pending_icmp_error_does_not_eat_the_next_datagram() {
+        // The ICMP error a datagram drew is held by the connected socket
+        // and fails the next send without sending it. "Port unreachable" on
+        // loopback shows it; a "fragmentation needed" does the same on a
+        // real path (1500 -> 1499 -> 1500, see Path::send).
+        let s = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = s.local_addr().unwrap();
+        drop(s);
+        let path = Path::open(&opts(addr)).unwrap();
+        assert!(path.send(Df::Probe, b"first").unwrap().sent);
+        std::thread::sleep(Duration::from_millis(50));
+        // A responder that binds late (as the reference destination does).
+        let late = std::net::UdpSocket::bind(addr).unwrap();
+        late.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let sent = path.send(Df::Probe, b"second").unwrap();
+        assert!(sent.sent && sent.unreachable, "{sent:?}");
+        let mut buf = [0u8; 16];
+        let n = late.recv(&mut buf).expect("the second datagram left the host");
+        assert_eq!(&buf[..n], b"second");
     }
 
     #[test]

@@ -146,6 +146,8 @@ fn to_json(target: SocketAddr, m: &Measurement) -> serde_json::Value {
         "method": m.method,
         "pmtu": m.pmtu,
         "exact": m.exact,
+        "pmtu_low": m.pmtu,
+        "pmtu_high": m.pmtu_high,
         "round_trips": m.round_trips,
         "probes": m.probes,
         "seconds": m.elapsed.as_secs_f64(),
@@ -157,7 +159,10 @@ fn to_json(target: SocketAddr, m: &Measurement) -> serde_json::Value {
 fn to_text(target: SocketAddr, m: &Measurement) -> String {
     let head = match m.pmtu {
         Some(p) if m.exact => format!("path MTU {p} to {target}\n"),
-        Some(p) => format!("path MTU at least {p} to {target} (not exact)\n"),
+        Some(p) => match m.pmtu_high {
+            Some(h) if h > p => format!("path MTU between {p} and {h} to {target} (not exact)\n"),
+            _ => format!("path MTU at least {p} to {target} (not exact)\n"),
+        },
         None => format!("no answer from {target}\n"),
     };
     format!(
@@ -193,6 +198,7 @@ mod tests {
             method: "fpmtud".into(),
             pmtu: Some(1400),
             exact: true,
+            pmtu_high: Some(1400),
             round_trips: 2,
             probes: 9,
             elapsed: Duration::from_micros(1500),
@@ -206,7 +212,10 @@ mod tests {
         let j = to_json(t, &m);
         assert_eq!(j["pmtu"], 1400);
         assert_eq!(j["probes"], 9);
-        let none = Measurement { pmtu: None, exact: false, ..m };
+        assert_eq!((j["pmtu_low"].as_u64(), j["pmtu_high"].as_u64()), (Some(1400), Some(1400)));
+        let range = Measurement { pmtu: Some(1398), exact: false, pmtu_high: Some(1399), ..m.clone() };
+        assert!(to_text(t, &range).starts_with("path MTU between 1398 and 1399"), "{}", to_text(t, &range));
+        let none = Measurement { pmtu: None, exact: false, pmtu_high: None, ..m };
         assert!(to_text(t, &none).starts_with("no answer"));
         assert!(to_json(t, &none)["pmtu"].is_null());
     }
