@@ -198,6 +198,47 @@ fn legacy_probe_over_fragmenting_path() {
     assert!(names.iter().all(|n| !left.contains(n.as_str())), "{left}");
 }
 
+/// Interop with the paper authors' reference destination, as it behaves
+/// on the wire (`px fpmtud --legacy-late-bind`: binds its port only after
+/// it saw the first probe, answers 4 bytes without a nonce): on first
+/// contact the kernel's ICMP "port unreachable" comes just before the
+/// answer. `px probe --legacy` waits for the answer; `auto` (extended
+/// probes) uses the legacy answer and says it is unauthenticated.
+#[test]
+fn reference_like_responder_that_binds_late() {
+    if !require_root_or_skip("reference_like_responder_that_binds_late") {
+        return;
+    }
+    let lab = PmtudLab::build(&spec("chain-9000-1500-1400")).unwrap();
+    lab.warm_up().unwrap();
+    let target = lab.target().to_string();
+    for args in [&["--method", "fpmtud", "--legacy"][..], &["--method", "auto"]] {
+        // A fresh destination each time: the first contact is the race.
+        let mut cmd = lab.responder_ns().command(PX);
+        cmd.args(["fpmtud", "--legacy-late-bind", "--json-stats"]).stdout(Stdio::piped());
+        let responder = LabChild::spawn(&mut cmd).unwrap();
+        // Its packet socket opens; the port stays unbound.
+        std::thread::sleep(Duration::from_millis(300));
+        lab.forget_learned_pmtu().unwrap();
+        let out = lab
+            .prober_ns()
+            .command(PX)
+            .args(["probe", &target, "--json", "--timeout", "5s"])
+            .args(args)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {v}");
+        assert_eq!((v["pmtu"].as_u64(), v["exact"].as_bool()), (Some(1400), Some(true)), "{args:?}: {v}");
+        assert_eq!(v["authenticated"], false, "{args:?}: {v}");
+        assert!(v["note"].as_str().unwrap().contains("unauthenticated"), "{args:?}: {v}");
+        let (code, stats) = stop_responder(responder);
+        assert_eq!(code, Some(0), "{stats}");
+        assert!(stats["replies"].as_u64().unwrap() >= 2, "{stats}");
+    }
+}
+
 /// With `--packet-socket` the responder sees every fragment (root) and
 /// reports them all; the answer stays exact and within the byte budget.
 #[test]

@@ -32,6 +32,8 @@ impl AutoSession {
     /// A measurement starting at `now`; `nonce` is its secret (the
     /// DPLPMTUD stage uses `nonce + 1`).
     pub fn new(cfg: &SessionConfig, nonce: u64, now: Instant) -> Result<Self, SessionError> {
+        // A legacy responder's answer is better than none (and says so).
+        let cfg = &SessionConfig { accept_legacy: true, ..cfg.clone() };
         let stage = if cfg.ipv6 {
             Stage::V6(DplpmtudSession::new(cfg, nonce, None, ClassicRtt::new(cfg.initial_rtt), now)?)
         } else {
@@ -103,6 +105,7 @@ impl AutoSession {
                     elapsed: f.elapsed + m.elapsed,
                     link_mtu: self.cfg.link_mtu,
                     note: format!("F-PMTUD: {}; DPLPMTUD: {}", f.note, m.note),
+                    authenticated: m.authenticated,
                 });
             }
         }
@@ -178,7 +181,7 @@ impl Session for AutoSession {
 #[cfg(test)]
 mod tests {
     use super::super::scripted::ScriptedPath;
-    use super::super::{Df, PING_SIZE, REFUSED};
+    use super::super::{Df, PING_SIZE, REFUSED, UNAUTHENTICATED};
     use super::*;
     use crate::search::SearchStrategy;
 
@@ -214,6 +217,22 @@ mod tests {
         // The hand-over came after the early fallback, not F-PMTUD's retries.
         let round1 = path.sent.iter().filter(|&&(size, df)| size == 9000 && df == Df::Clear).count();
         assert_eq!(round1, 1, "{:?}", path.sent);
+    }
+
+    #[test]
+    fn a_legacy_responder_is_used_and_marked_unauthenticated() {
+        // Without --legacy: extended probes, but the reference responder
+        // answers them the legacy way (and binds late).
+        let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
+        path.legacy_late_bind = true;
+        let mut s = AutoSession::new(&cfg(9000), 3, path.now).unwrap();
+        let m = path.drive(&mut s);
+        assert_eq!((m.pmtu, m.exact, m.method.as_str()), (Some(1400), true, "fpmtud"), "{m:?}");
+        assert!(!m.authenticated && m.note.contains(UNAUTHENTICATED), "{m:?}");
+        // The same responder, nonce-checked: authenticated.
+        let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
+        let mut s = AutoSession::new(&cfg(9000), 3, path.now).unwrap();
+        assert!(path.drive(&mut s).authenticated);
     }
 
     #[test]

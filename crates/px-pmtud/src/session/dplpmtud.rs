@@ -128,6 +128,7 @@ impl DplpmtudSession {
             elapsed: now - self.start,
             link_mtu: self.link_mtu,
             note,
+            authenticated: true,
         });
     }
 

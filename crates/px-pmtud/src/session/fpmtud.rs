@@ -12,7 +12,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Df, Measurement, ProbeDatagram, REFUSED, Session, SessionConfig, SessionError, TooBig, confirm_probe};
+use super::{
+    Df, Measurement, ProbeDatagram, REFUSED, Session, SessionConfig, SessionError, TooBig, UNAUTHENTICATED,
+    confirm_probe, unreachable_grace,
+};
 use crate::dplpmtud::IPV4_MIN_MTU;
 use crate::fpmtud::prober::{FallbackReason, Method, Outcome, Phase, Prober, ProberConfig};
 use crate::fpmtud::wire::{self, Reply};
@@ -51,6 +54,9 @@ pub struct FpmtudSession {
     hard: Instant,
     probes: u32,
     refused: bool,
+    /// After "port unreachable": when to give up if nothing answered.
+    refused_deadline: Option<Instant>,
+    legacy: bool,
     run: Option<FpmtudRun>,
 }
 
@@ -62,7 +68,7 @@ impl FpmtudSession {
         }
         let mut pc = ProberConfig::new(cfg.link_mtu);
         pc.legacy_probes = cfg.legacy;
-        pc.accept_legacy = cfg.legacy;
+        pc.accept_legacy = cfg.legacy || cfg.accept_legacy;
         pc.max_timeout = cfg.timeout;
         let prober = Prober::new(pc, nonce, ClassicRtt::new(cfg.initial_rtt))?;
         Ok(FpmtudSession {
@@ -79,6 +85,8 @@ impl FpmtudSession {
             hard: now + cfg.timeout,
             probes: 0,
             refused: false,
+            refused_deadline: None,
+            legacy: cfg.legacy,
             run: None,
         })
     }
@@ -113,6 +121,7 @@ impl FpmtudSession {
             elapsed: now - self.start,
             link_mtu: self.link_mtu,
             note,
+            authenticated: true,
         }
     }
 
@@ -162,7 +171,11 @@ impl FpmtudSession {
                 },
             ),
         };
-        let measurement = self.end(now, range, exact, r.round_trips, note);
+        let mut measurement = self.end(now, range, exact, r.round_trips, note);
+        if r.legacy_replies && range.is_some() {
+            measurement.authenticated = false;
+            measurement.note = format!("{}; {UNAUTHENTICATED}", measurement.note);
+        }
         self.run = Some(FpmtudRun { measurement, outcome: Some(r.outcome), rtt: self.rtt });
     }
 }
@@ -200,10 +213,16 @@ impl Session for FpmtudSession {
         if self.run.is_some() {
             return;
         }
-        if let Ok(Reply::Report(r)) = wire::parse_reply(bytes)
-            && r.nonce == self.ping_nonce
-            && r.confirm
-        {
+        let ping_answer = match wire::parse_reply(bytes) {
+            Ok(Reply::Report(r)) => r.nonce == self.ping_nonce && r.confirm,
+            // A legacy responder answers the ping with its size (no nonce):
+            // no round-1 answer is that small.
+            Ok(Reply::Legacy(v)) => {
+                v == u32::from(PING_SIZE) && self.ping_sent.is_some() && self.prober.config().accept_legacy
+            }
+            Err(_) => false,
+        };
+        if ping_answer {
             if let (Some(sent), None) = (self.ping_sent, self.rtt) {
                 let sample = now - sent;
                 self.rtt = Some(sample);
@@ -222,9 +241,17 @@ impl Session for FpmtudSession {
 
     fn on_unreachable(&mut self, now: Instant) {
         self.refused = true;
-        if self.run.is_none() && self.prober.stats().accepted == 0 {
-            self.cut_short(now, REFUSED);
+        if self.run.is_some() || self.prober.stats().accepted > 0 || self.refused_deadline.is_some() {
+            return;
         }
+        // Not the end yet: a responder that binds late answers after the
+        // kernel's ICMP error. With --legacy (that responder's own
+        // protocol) the round's timeout decides; otherwise a short grace.
+        self.refused_deadline = Some(if self.legacy {
+            self.prober.poll_timeout().unwrap_or(now)
+        } else {
+            now + unreachable_grace(now - self.start)
+        });
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -232,12 +259,20 @@ impl Session for FpmtudSession {
             return None;
         }
         let t = super::earliest(self.prober.poll_timeout(), self.fallback_at);
+        let t = super::earliest(t, self.refused_deadline);
         Some(t.map_or(self.hard, |t| t.min(self.hard)))
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         if self.run.is_some() {
             return;
+        }
+        if self.refused_deadline.is_some_and(|t| t <= now) {
+            self.refused_deadline = None;
+            if self.prober.stats().accepted == 0 {
+                self.cut_short(now, REFUSED);
+                return;
+            }
         }
         if self.prober.poll_timeout().is_some_and(|t| t <= now) {
             self.prober.handle_timeout(now);
@@ -371,7 +406,25 @@ mod tests {
         let mut s = FpmtudSession::new(&cfg(1500), 1, false, path.now).unwrap();
         let m = path.drive(&mut s);
         assert_eq!((m.pmtu, m.note.as_str()), (None, REFUSED), "{m:?}");
-        assert_eq!(m.elapsed, path.rtt);
+        // A short grace for a responder that binds late.
+        assert_eq!(m.elapsed, path.rtt + super::super::unreachable_grace(path.rtt));
+    }
+
+    #[test]
+    fn legacy_mode_waits_out_the_round_for_a_responder_that_binds_late() {
+        // mtud_destination: "port unreachable" first, its 4-byte answer
+        // right after. `px probe --legacy` once ended on the ICMP error.
+        for hops in [&[9000, 1500, 1400][..], &[1500, 1500]] {
+            let mut path = ScriptedPath::new(hops);
+            path.legacy_late_bind = true;
+            let mut c = cfg(hops[0]);
+            c.legacy = true;
+            let mut s = FpmtudSession::new(&c, 1, false, path.now).unwrap();
+            let m = path.drive(&mut s);
+            let want = hops.iter().copied().min();
+            assert_eq!((m.pmtu, m.exact, m.authenticated), (want, true, false), "{hops:?}: {m:?}");
+            assert!(m.note.ends_with(UNAUTHENTICATED), "{m:?}");
+        }
     }
 
     #[test]

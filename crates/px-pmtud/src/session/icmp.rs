@@ -86,6 +86,7 @@ impl IcmpSession {
             elapsed: now - self.start,
             link_mtu: self.link_mtu,
             note,
+            authenticated: true,
         });
     }
 

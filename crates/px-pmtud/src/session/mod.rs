@@ -54,6 +54,19 @@ pub const IPV6_MIN_MTU: u16 = 1280;
 /// Note for a measurement ended by ICMP "port unreachable".
 pub const REFUSED: &str = "port unreachable: no responder on this port";
 
+/// Note appended when a legacy responder's answer was used.
+pub const UNAUTHENTICATED: &str = "legacy responder (4-byte replies, no nonce): answer unauthenticated";
+
+/// After an ICMP "port unreachable", how long a measurement still waits
+/// for a reply: a responder that binds its port only when it has seen the
+/// first probe (the reference `mtud_destination`) answers right after the
+/// kernel's ICMP error. `since_first` is the time since the first probe
+/// went out (about one RTT); at least 10 ms.
+#[must_use]
+pub fn unreachable_grace(since_first: Duration) -> Duration {
+    since_first.max(Duration::from_millis(10))
+}
+
 /// What a measurement is asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionConfig {
@@ -71,8 +84,15 @@ pub struct SessionConfig {
     pub initial_rtt: Duration,
     /// DPLPMTUD search strategy.
     pub search: SearchStrategy,
-    /// Send legacy `FPMT` probes (for the paper authors' reference responder).
+    /// Send legacy `FPMT` probes (for the paper authors' reference
+    /// responder), accept its 4-byte replies, and wait out the round after
+    /// an ICMP "port unreachable" (that responder binds its port only after
+    /// it saw the first probe).
     pub legacy: bool,
+    /// Accept a legacy responder's 4-byte replies to extended probes (no
+    /// nonce: the answer is then unauthenticated, and says so). `auto`
+    /// turns this on.
+    pub accept_legacy: bool,
     /// Classic PMTUD: probes of one size without an answer or an ICMP
     /// message before it gives up (black hole).
     pub icmp_tries: u8,
@@ -92,6 +112,7 @@ impl SessionConfig {
             initial_rtt: Duration::from_millis(100),
             search: SearchStrategy::lsquic_exact(),
             legacy: false,
+            accept_legacy: false,
             icmp_tries: MAX_PROBES,
         }
     }
@@ -194,6 +215,10 @@ pub struct Measurement {
     pub link_mtu: u16,
     /// How the answer came about or why there is none.
     pub note: String,
+    /// The answer rests only on replies that echoed this measurement's
+    /// secret nonce. `false`: a legacy responder's 4-byte replies (no
+    /// nonce; anyone who guesses the port could forge them) were used.
+    pub authenticated: bool,
 }
 
 /// One measurement as a sans-I/O state machine.

@@ -41,6 +41,13 @@ pub struct ScriptedPath {
     /// local refusal.
     pub pending_error_eats_a_send: bool,
     pending_error: bool,
+    /// The responder behaves like the paper authors' `mtud_destination`:
+    /// it binds its port only after it saw the first probe (which draws an
+    /// ICMP "port unreachable" that arrives just before its answer), and
+    /// answers everything the legacy way (4 bytes: the largest IP length
+    /// that arrived, no nonce).
+    pub legacy_late_bind: bool,
+    bound: bool,
     /// Simulated time.
     pub now: Instant,
     /// Datagrams put on the wire.
@@ -66,6 +73,8 @@ impl ScriptedPath {
             no_responder: false,
             pending_error_eats_a_send: false,
             pending_error: false,
+            legacy_late_bind: false,
+            bound: false,
             now: Instant::now(),
             sent: Vec::new(),
             learned_pmtu: None,
@@ -118,6 +127,18 @@ impl ScriptedPath {
         } else {
             Pieces::Fragments { records: &frags, reassembled: true }
         };
+        if self.legacy_late_bind {
+            let largest = frags.iter().map(|f| f.ip_len).max().unwrap_or(d.size);
+            let reply = u32::from(largest).to_be_bytes().to_vec();
+            if self.bound {
+                self.schedule(self.rtt, Event::Datagram(reply));
+            } else {
+                self.bound = true;
+                self.schedule(self.rtt, Event::Unreachable);
+                self.schedule(self.rtt + Duration::from_millis(1), Event::Datagram(reply));
+            }
+            return;
+        }
         let source: SocketAddr = "198.51.100.1:40000".parse().expect("address");
         let _ = self.responder.handle_arrival(self.now, &Arrival { source, payload: &d.payload, pieces });
         while let Some(t) = self.responder.poll_transmit() {

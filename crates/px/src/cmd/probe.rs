@@ -153,6 +153,7 @@ fn to_json(target: SocketAddr, m: &Measurement) -> serde_json::Value {
         "seconds": m.elapsed.as_secs_f64(),
         "link_mtu": m.link_mtu,
         "note": m.note,
+        "authenticated": m.authenticated,
     })
 }
 
@@ -204,6 +205,7 @@ mod tests {
             elapsed: Duration::from_micros(1500),
             link_mtu: 9000,
             note: "x".into(),
+            authenticated: true,
         };
         let t: SocketAddr = "198.51.100.50:9999".parse().unwrap();
         let text = to_text(t, &m);
