@@ -26,8 +26,8 @@ use px_pmtud::rtt::ClassicRtt;
 use px_pmtud::search::SearchStrategy;
 pub use px_pmtud::session::Measurement;
 use px_pmtud::session::{
-    AutoSession, Df, DplpmtudSession, FpmtudSession, IPV6_MIN_MTU, IcmpSession, Session, SessionConfig, SessionError,
-    TooBig,
+    AutoSession, Df, DplpmtudSession, FpmtudSession, IPV6_MIN_MTU, IcmpSession, ParallelSession, Session,
+    SessionConfig, SessionError, TooBig,
 };
 
 use px_io::{DfMode, UdpSocket, interface_mtu_of, random_u64};
@@ -221,8 +221,11 @@ fn is_icmp_error(e: &io::Error) -> bool {
 /// A `px probe` method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
-    /// F-PMTUD on IPv4 with an early hand-over to DPLPMTUD; DPLPMTUD on IPv6.
+    /// Parallel probing with the F-PMTUD hint on IPv4 (with legacy probes:
+    /// F-PMTUD with an early hand-over to DPLPMTUD; DPLPMTUD on IPv6).
     Auto,
+    /// Parallel DF-set probes only.
+    Parallel,
     /// F-PMTUD only (IPv4).
     Fpmtud,
     /// RFC 8899 DPLPMTUD.
@@ -240,6 +243,7 @@ pub fn measure(path: &Path, opts: &ProbeOptions, method: Method) -> Result<Measu
     match method {
         Method::Auto => drive(path, &mut AutoSession::new(&cfg, nonce, now).map_err(config)?),
         Method::Fpmtud => drive(path, &mut FpmtudSession::new(&cfg, nonce, false, now).map_err(config)?),
+        Method::Parallel => drive(path, &mut ParallelSession::new(&cfg, nonce, false, None, now).map_err(config)?),
         Method::Dplpmtud => {
             let rtt = ClassicRtt::new(cfg.initial_rtt);
             drive(path, &mut DplpmtudSession::new(&cfg, nonce, None, rtt, now).map_err(config)?)
@@ -335,8 +339,11 @@ mod tests {
             let i = measure(&path, &o, Method::Icmp).unwrap();
             assert_eq!((i.pmtu, i.probes), (Some(1500), 1), "{i:?}");
             let a = measure(&path, &o, Method::Auto).unwrap();
-            // Beside the round-1 probe, auto sends one small DF-set probe.
-            assert_eq!((a.pmtu, a.method.as_str(), a.probes), (Some(1500), "fpmtud", 2), "{a:?}");
+            // One round: the link-MTU probes arrive whole.
+            assert_eq!((a.pmtu, a.exact, a.round_trips), (Some(1500), true, 1), "{a:?}");
+            assert!(a.method.ends_with("parallel"), "{a:?}");
+            let p = measure(&path, &o, Method::Parallel).unwrap();
+            assert_eq!((p.pmtu, p.exact, p.round_trips, p.method.as_str()), (Some(1500), true, 1, "parallel"), "{p:?}");
         });
     }
 
@@ -382,7 +389,7 @@ mod tests {
         let o = ProbeOptions { timeout: Duration::from_secs(2), ..opts(addr) };
         // The port-unreachable answer ends each method long before the
         // timeout (a fresh socket for each).
-        for method in [Method::Auto, Method::Icmp, Method::Dplpmtud] {
+        for method in [Method::Auto, Method::Parallel, Method::Icmp, Method::Dplpmtud] {
             let path = Path::open(&o).unwrap();
             let m = measure(&path, &o, method).unwrap();
             assert_eq!((m.pmtu, m.note.as_str()), (None, REFUSED), "{m:?}");

@@ -24,10 +24,11 @@ pub struct FpmtudArgs {
     #[arg(long)]
     bind: Vec<IpAddr>,
     /// Replies per second per source address (token bucket).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     rate: u32,
-    /// Replies a source may get at once (bucket depth; one measurement needs up to 9).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Replies a source may get at once (bucket depth; one F-PMTUD
+    /// measurement needs up to 10, one parallel-probing measurement up to ~160).
+    #[arg(long, default_value_t = 160, value_parser = clap::value_parser!(u32).range(1..))]
     burst: u32,
     /// Also record every IPv4 fragment from a packet socket (needs root or
     /// CAP_NET_RAW), so reports list each fragment's offset and length.

@@ -16,8 +16,12 @@ pub const EXIT_NO_ANSWER: u8 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum MethodArg {
-    /// F-PMTUD on IPv4; DPLPMTUD when no fragment report comes back and on IPv6.
+    /// Parallel DF-set probes of several sizes per round trip, with the
+    /// F-PMTUD fragment report as a hint on IPv4 (with --legacy: F-PMTUD,
+    /// then DPLPMTUD when no fragment report comes back, and on IPv6).
     Auto,
+    /// Parallel DF-set probes only (IPv4 and IPv6; no DF-clear probe).
+    Parallel,
     /// F-PMTUD only (IPv4).
     Fpmtud,
     /// RFC 8899 DPLPMTUD with DF-set probes confirmed by the responder.
@@ -127,6 +131,7 @@ pub fn run(a: ProbeArgs) -> Result<ExitCode, String> {
     let path = Path::open(&opts).map_err(|e| e.to_string())?;
     let method = match a.method {
         MethodArg::Auto => Method::Auto,
+        MethodArg::Parallel => Method::Parallel,
         MethodArg::Fpmtud => Method::Fpmtud,
         MethodArg::Dplpmtud => Method::Dplpmtud,
         MethodArg::Icmp => Method::Icmp,
