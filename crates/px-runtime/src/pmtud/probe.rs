@@ -76,6 +76,9 @@ fn io_err(step: &'static str) -> impl FnOnce(io::Error) -> ProbeError {
 pub struct Path {
     sock: UdpSocket,
     link_mtu: u16,
+    /// The socket's current DF mode (set only when it changes: parallel
+    /// probing sends dozens of datagrams back to back).
+    df: std::cell::Cell<Option<Df>>,
 }
 
 impl Path {
@@ -99,7 +102,7 @@ impl Path {
         if link_mtu < floor {
             return Err(ProbeError::Config(format!("largest size {link_mtu} is below the minimum MTU {floor}")));
         }
-        Ok(Path { sock, link_mtu })
+        Ok(Path { sock, link_mtu, df: std::cell::Cell::new(None) })
     }
 
     /// IPv6 path.
@@ -129,18 +132,21 @@ impl Path {
     /// Taken for the local stack's own refusal, that once cost F-PMTUD its
     /// `L + 7` confirmation probe on `1500 -> 1499 -> 1500` (the 1500-byte
     /// probe's ICMP came back before 1499 was sent: answer 1498, "exact").
-    /// So the pending error is cleared first (`SO_ERROR`), and a send that
-    /// still fails with an ICMP error (one that arrived in between) is
-    /// tried once more; only a repeated `EMSGSIZE` is the local stack's
-    /// refusal.
+    /// So the pending error is cleared before each burst of sends
+    /// ([`drive`], `SO_ERROR`), and a send that still fails with an ICMP
+    /// error (one that arrived during the burst) is tried once more; only a
+    /// repeated `EMSGSIZE` is the local stack's refusal.
     fn send(&self, df: Df, payload: &[u8]) -> Result<Sent, ProbeError> {
-        let mode = match df {
-            Df::Clear => DfMode::Clear,
-            Df::Probe => DfMode::Probe,
-            Df::Do => DfMode::Do,
-        };
-        self.sock.set_df(mode).map_err(io_err("IP_MTU_DISCOVER"))?;
-        let mut unreachable = self.take_unreachable()?;
+        if self.df.get() != Some(df) {
+            let mode = match df {
+                Df::Clear => DfMode::Clear,
+                Df::Probe => DfMode::Probe,
+                Df::Do => DfMode::Do,
+            };
+            self.sock.set_df(mode).map_err(io_err("IP_MTU_DISCOVER"))?;
+            self.df.set(Some(df));
+        }
+        let mut unreachable = false;
         let mut tries = 0;
         loop {
             tries += 1;
@@ -260,6 +266,10 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
     loop {
         let now = Instant::now();
         session.handle_timeout(now);
+        // A pending ICMP error must not fail (and so drop) the next send.
+        if path.take_unreachable()? && !reading_errors {
+            session.on_unreachable(now);
+        }
         while let Some(d) = session.poll_transmit(now) {
             // Before the first probe that may draw an ICMP answer (auto
             // turns to DPLPMTUD inside poll_transmit).
