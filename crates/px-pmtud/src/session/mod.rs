@@ -18,8 +18,15 @@
 //!   DF-set probes ([`Df::Do`]), sizes lowered by ICMP "fragmentation
 //!   needed" / "packet too big", done when a probe is answered. Fails on a
 //!   black hole (no ICMP comes back).
-//! * [`AutoSession`]: F-PMTUD on IPv4 with an early hand-over to DPLPMTUD
-//!   when fragments do not get through; DPLPMTUD on IPv6.
+//! * [`ParallelSession`]: several DF-set sizes per round trip (common MTUs
+//!   and the bounds, then the interval left), each round closed by a small
+//!   control probe; exact in two or three round trips on any path, with
+//!   F-PMTUD's fragment report as a hint on IPv4. For a tool and for a
+//!   transport's first search; the in-band search keeps RFC 8899's rules
+//!   ([`DplpmtudSession`]).
+//! * [`AutoSession`]: [`ParallelSession`] with the hint on IPv4, without it
+//!   on IPv6; with legacy probes, F-PMTUD on IPv4 with an early hand-over
+//!   to DPLPMTUD when fragments do not get through, DPLPMTUD on IPv6.
 //!
 //! Every session has the same loop ([`Session`]): send what
 //! `poll_transmit(now)` returns, report what the socket says
