@@ -54,8 +54,9 @@ use crate::rtt::{ClassicRtt, RttEstimator, RttSample};
 /// default). lsquic's search starts at the largest size (the link MTU):
 /// here it is one of round 1's probes, and so is every size above.
 /// 2500 … 7000 only keep the gaps between jumbo sizes small enough for a
-/// third round to end the search (at most 64 sizes a round, so that the
-/// last round's window is at most [`ALL_SIZES_UP_TO`] sizes).
+/// third round to end the search: no gap is wider than
+/// [`MAX_ROUND_SIZES`] × [`ALL_SIZES_UP_TO`] = 1024 bytes, so the second
+/// round's evenly spaced sizes leave at most [`ALL_SIZES_UP_TO`] sizes.
 pub const CANDIDATES: [u16; 24] = [
     296, 508, 576, 1006, 1280, 1400, 1420, 1450, 1460, 1480, 1492, 1500, 2002, 2500, 3000, 3500, 4000, 4352, 5000,
     6000, 7000, 8000, 8166, 9000,
@@ -65,7 +66,7 @@ pub const CANDIDATES: [u16; 24] = [
 /// at most this many (two unanswered probes make "too big" evidence, so
 /// the round that finds the path MTU also proves it exact); else evenly
 /// spaced sizes, enough that the window left is at most this wide.
-pub const ALL_SIZES_UP_TO: u16 = 12;
+pub const ALL_SIZES_UP_TO: u16 = 16;
 
 /// Most sizes in one refinement round.
 pub const MAX_ROUND_SIZES: u16 = 64;
@@ -324,6 +325,11 @@ impl ParallelSession {
             self.queue_first_round();
         } else {
             self.pending = self.refinement().into_iter().map(|s| (s, Df::Probe)).collect();
+            if self.pending.is_empty() {
+                // Nothing left worth probing (cannot happen while `lo + 1`
+                // is undecided; a guard against a round of the control alone).
+                self.finish(now, false, "search ended undecided");
+            }
         }
     }
 
@@ -656,5 +662,38 @@ mod tests {
         let mut s = ParallelSession::new(&cfg, 9, true, None, path.now).unwrap();
         let m = path.drive(&mut s);
         assert_eq!((m.pmtu, m.exact, m.authenticated), (Some(1400), true, false), "{m:?}");
+    }
+
+    proptest::proptest! {
+        /// Any chain of link MTUs (IPv4 from 576, IPv6 from 1280, up to
+        /// 9000), with or without ICMP, fragments or the hint: exact in at
+        /// most three round trips and no timer when nothing is lost; under
+        /// loss never above the path MTU.
+        #[test]
+        fn random_paths(
+            hops in proptest::collection::vec(576u16..=9000, 1..5),
+            local in proptest::sample::select(vec![1500u16, 9000]),
+            ipv6 in proptest::bool::ANY,
+            hint in proptest::bool::ANY,
+            black_hole in proptest::bool::ANY,
+            filter in proptest::bool::ANY,
+            loss in proptest::option::of(2u32..9),
+        ) {
+            let min = if ipv6 { 1280 } else { 576 };
+            let mut all = vec![local];
+            all.extend(hops.iter().map(|&h| h.max(min)));
+            let want = all.iter().copied().min();
+            let m = run(&all, ipv6, hint && !ipv6, |p| {
+                p.black_hole = black_hole;
+                p.fragment_filter = filter;
+                p.loss_every = loss;
+            });
+            proptest::prop_assert!(m.pmtu <= want, "{:?}: {:?}", all, m);
+            if loss.is_none() {
+                proptest::prop_assert_eq!((m.pmtu, m.exact), (want, true), "{:?}: {:?}", all, m);
+                proptest::prop_assert!(m.round_trips <= 3, "{:?}: {:?}", all, m);
+                proptest::prop_assert_eq!(m.elapsed, ScriptedPath::new(&all).rtt * m.round_trips);
+            }
+        }
     }
 }
