@@ -117,9 +117,10 @@ impl FragmentCapture {
         Ok(FragmentCapture { fd, datagrams: HashMap::new(), buf: vec![0u8; 65536] })
     }
 
-    /// Reads every packet queued on the socket and keeps the UDP fragments.
-    pub fn drain(&mut self, now: Instant) {
-        self.datagrams.retain(|_, d| now.saturating_duration_since(d.first_seen) < MAX_AGE);
+    /// The next incoming IPv4 packet queued on the socket (from its IP
+    /// header on), without blocking; `None` when nothing is queued. Our own
+    /// transmissions, looped back to packet sockets, are skipped.
+    pub fn next_packet(&mut self) -> Option<&[u8]> {
         loop {
             // SAFETY: plain old data; zero is valid.
             let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -136,14 +137,21 @@ impl FragmentCapture {
                 )
             };
             if r < 0 {
-                return; // EAGAIN, or an error the next call will see again
+                return None; // EAGAIN, or an error the next call will see again
             }
-            // Our own transmissions are looped back to packet sockets.
             if from.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             let n = (r as usize).min(self.buf.len());
-            let Some(f) = parse_fragment(&self.buf[..n]) else { continue };
+            return Some(&self.buf[..n]);
+        }
+    }
+
+    /// Reads every packet queued on the socket and keeps the UDP fragments.
+    pub fn drain(&mut self, now: Instant) {
+        self.datagrams.retain(|_, d| now.saturating_duration_since(d.first_seen) < MAX_AGE);
+        while let Some(f) = self.next_packet().map(parse_fragment) {
+            let Some(f) = f else { continue };
             if !self.datagrams.contains_key(&f.key) && self.datagrams.len() >= MAX_DATAGRAMS {
                 continue;
             }

@@ -422,6 +422,14 @@ impl UdpSocket {
         self.udp.set_read_timeout(timeout)
     }
 
+    /// Reads and clears the socket's pending error (`SO_ERROR`): on a
+    /// connected socket an ICMP error an earlier datagram drew ("port
+    /// unreachable", "fragmentation needed") is held here and would
+    /// otherwise make the next `send` fail without sending.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.udp.take_error()
+    }
+
     /// Sends on a connected socket.
     pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
         self.udp.send(buf)

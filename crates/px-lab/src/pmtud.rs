@@ -107,6 +107,22 @@ pub fn standard_paths() -> Vec<PathSpec> {
     v6bh.ipv6 = true;
     v6bh.filters.push((1, RouterFilter::DropTooBig));
     v.push(v6bh);
+    // The same black hole 20 ms away (10 ms each way on the middle link):
+    // what every round trip and every loss timer costs shows here.
+    let mut v6bh20 = PathSpec::chain("ipv6-blackhole-rtt20ms-9000-1500", &[9000, 1500, 1500]);
+    v6bh20.ipv6 = true;
+    v6bh20.filters.push((1, RouterFilter::DropTooBig));
+    v6bh20.wire = Some(WireSpec { link: 1, one_way: Duration::from_millis(10), loss: 0.0, seed: 1 });
+    v.push(v6bh20);
+    // Odd and unusual MTUs between routers (issue 14: on 1500 -> 1499 ->
+    // 1500 F-PMTUD once said "1498, exact"): the round-2 window then
+    // reaches above the path MTU, so a DF probe draws an ICMP error while
+    // the others are still being sent.
+    v.push(PathSpec::chain("odd-1500-1499-1500", &[1500, 1499, 1500]));
+    v.push(PathSpec::chain("odd-1500-1497-1500", &[1500, 1497, 1500]));
+    v.push(PathSpec::chain("mid-1500-1280-1500", &[1500, 1280, 1500]));
+    // 68-byte steps (the IPv4 minimum MTU): every router fragments again.
+    v.push(PathSpec::chain("steps68-1500-1432-1364-1296", &[1500, 1432, 1364, 1296]));
     v
 }
 
@@ -373,6 +389,11 @@ mod tests {
         assert_eq!(get("pppoe-1500-1492"), Some(1492));
         assert_eq!(get("blackhole-9000-1500"), Some(1500));
         assert_eq!(get("fragfilter-9000-1500"), Some(1500));
+        assert_eq!(get("ipv6-blackhole-rtt20ms-9000-1500"), Some(1500));
+        assert_eq!(get("odd-1500-1499-1500"), Some(1499));
+        assert_eq!(get("odd-1500-1497-1500"), Some(1497));
+        assert_eq!(get("mid-1500-1280-1500"), Some(1280));
+        assert_eq!(get("steps68-1500-1432-1364-1296"), Some(1296));
         for s in standard_paths() {
             for &(r, _) in &s.filters {
                 assert!((1..=s.routers()).contains(&r), "{}: filter on router {r}", s.name);

@@ -15,6 +15,11 @@
 //! conclusion has no answer.
 //! scamper runs `trace -M` (UDP Paris traceroute, then PMTUD) on IPv4 and
 //! `trace -P udp -M` on IPv6 (see below why).
+//! Round trips: `px probe` reports its own (`round_trips` in its JSON: each
+//! round of probes waited for, retries included). tracepath and scamper
+//! send one probe at a time and wait for its answer (or its timeout)
+//! before the next, so their round trips are the probes they sent, as the
+//! nftables counter counts them.
 //! Every topology is torn down before the next is built, on Ctrl-C too
 //! (px-lab's guards). The CLI prints the [`Row`]s as a table or JSON.
 
@@ -53,6 +58,9 @@ pub struct ToolRun {
     pub packets: u64,
     /// `px probe`'s own measurement time.
     pub internal_seconds: Option<f64>,
+    /// Round trips waited for (see the module notes for how each tool's
+    /// are counted).
+    pub round_trips: Option<u64>,
     /// The method `px probe` used, or why there is no answer.
     pub note: String,
 }
@@ -124,14 +132,20 @@ fn run_path(spec: &PathSpec, exe: &str, a: &CompareOptions) -> Result<Row, Strin
         let seconds = started.elapsed().as_secs_f64();
         let packets = lab.packets_to_target().map_err(s)?.saturating_sub(tx0);
         let mut r = match tool {
-            "tracepath" => {
-                ToolRun { pmtu: parse_tracepath(&out), seconds, packets, internal_seconds: None, note: String::new() }
-            }
+            "tracepath" => ToolRun {
+                pmtu: parse_tracepath(&out),
+                seconds,
+                packets,
+                internal_seconds: None,
+                round_trips: Some(packets),
+                note: String::new(),
+            },
             "scamper" => ToolRun {
                 pmtu: parse_scamper(&out, &target),
                 seconds,
                 packets,
                 internal_seconds: None,
+                round_trips: Some(packets),
                 note: String::new(),
             },
             _ => parse_px(&out, seconds, packets),
@@ -190,6 +204,7 @@ pub fn parse_px(out: &str, seconds: f64, packets: u64) -> ToolRun {
         seconds,
         packets,
         internal_seconds: v["seconds"].as_f64(),
+        round_trips: v["round_trips"].as_u64(),
         note: v["method"].as_str().map(str::to_owned).unwrap_or_else(|| "no output (not applicable?)".into()),
     }
 }

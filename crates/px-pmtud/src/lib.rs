@@ -42,7 +42,9 @@
 //! * [`session`] — one measurement of each method `px probe` offers, built
 //!   on the cores above: [`session::FpmtudSession`] (with the early
 //!   fallback), [`session::DplpmtudSession`], [`session::IcmpSession`]
-//!   (classic PMTUD) and [`session::AutoSession`]. Loop: send what
+//!   (classic PMTUD), [`session::ParallelSession`] (several DF-set sizes
+//!   per round trip: exact in two or three round trips on any path) and
+//!   [`session::AutoSession`]. Loop: send what
 //!   `poll_transmit(now)` returns (a [`session::ProbeDatagram`]: size, DF
 //!   handling, payload); report `on_datagram`, `on_icmp_too_big`,
 //!   `on_unreachable`, `on_local_refused`; fire `handle_timeout(now)` at

@@ -293,6 +293,7 @@ proptest! {
             Outcome::Exact { pmtu, .. } => {
                 prop_assert!(pmtu <= want && pmtu + 7 >= want, "{} vs {}", pmtu, want);
             }
+            Outcome::Range { low, .. } => prop_assert!(low <= want, "{} vs {}", low, want),
             Outcome::Estimate { .. } => prop_assert!(false, "refinement is on"),
             Outcome::Fallback { lower_bound, .. } => {
                 prop_assert!(lower_bound.is_none_or(|l| l <= want));

@@ -50,9 +50,13 @@ fn pmtud_compare_json_has_the_issue_keys_per_method() {
     let methods: Vec<&str> = sums.iter().map(|s| s["method"].as_str().expect("label")).collect();
     assert_eq!(methods, ["F-PMTUD", "DPLPMTUD lsquic", "DPLPMTUD bisection", "ICMP PMTUD"]);
     for s in sums {
-        for key in ["method", "success_rate", "exact_rate", "p50_s", "p99_s", "probes_mean"] {
+        for key in ["method", "success_rate", "exact_rate", "p50_s", "p99_s", "probes_mean", "loss_free_exact_rate"] {
             assert!(s.get(key).is_some(), "{key} missing in {s}");
         }
+        // The split by path class.
+        let classes: Vec<&str> =
+            s["classes"].as_array().expect("classes").iter().map(|c| c["class"].as_str().expect("label")).collect();
+        assert_eq!(classes, ["clean", "lossy", "black hole", "fragment filter", "IPv6"], "{s}");
         let rate = s["success_rate"].as_f64().expect("number");
         assert!((0.0..=1.0).contains(&rate), "{s}");
     }

@@ -167,6 +167,16 @@ pub enum Outcome {
         /// How it was found.
         method: Method,
     },
+    /// Round 2 ended without deciding every size: the path carries `low`
+    /// (delivered with DF set) and no more than `high`, but the size just
+    /// above `low` never left the host (the local stack refused it) or was
+    /// never probed, so `low` is only a lower bound.
+    Range {
+        /// Largest size confirmed with DF set.
+        low: u16,
+        /// Largest size the path may carry.
+        high: u16,
+    },
     /// Largest fragment only (refinement disabled): `pmtu - 7 <= pmtu' <= pmtu`.
     Estimate {
         /// The largest fragment's IP length.
@@ -202,11 +212,12 @@ pub struct FpmtudResult {
 }
 
 impl FpmtudResult {
-    /// The path MTU for `Exact` and `Estimate` outcomes.
+    /// The path MTU for `Exact` and `Estimate` outcomes, the lower bound
+    /// of a `Range`.
     #[must_use]
     pub fn pmtu(&self) -> Option<u16> {
         match self.outcome {
-            Outcome::Exact { pmtu, .. } | Outcome::Estimate { pmtu } => Some(pmtu),
+            Outcome::Exact { pmtu, .. } | Outcome::Estimate { pmtu } | Outcome::Range { low: pmtu, .. } => Some(pmtu),
             Outcome::Fallback { .. } => None,
         }
     }
@@ -266,6 +277,8 @@ struct SentProbe {
     kind: ProbeKind,
     sent_at: Instant,
     answered: bool,
+    /// The local stack refused it: it never left the host.
+    refused: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -409,13 +422,32 @@ impl<R: RttEstimator> Prober<R> {
                 break (p, payload);
             }
         };
-        self.sent.push(SentProbe { id: p.id, ip_len: p.ip_len, kind: p.kind, sent_at: now, answered: false });
+        self.sent.push(SentProbe {
+            id: p.id,
+            ip_len: p.ip_len,
+            kind: p.kind,
+            sent_at: now,
+            answered: false,
+            refused: false,
+        });
         self.rtt.on_packet_sent(u64::from(p.id));
         self.bytes_sent += u64::from(p.ip_len);
         if self.pending.is_empty() {
             self.deadline = Some(now + self.round_timeout());
         }
         Some(ProbeTransmit { probe_id: p.id, ip_len: p.ip_len, dont_fragment: p.kind == ProbeKind::Confirm, payload })
+    }
+
+    /// The probe last returned by `poll_transmit` never left the host (the
+    /// local stack refused it, e.g. `EMSGSIZE`): it proves nothing about
+    /// the path, so no answer can be concluded from its silence.
+    pub fn on_local_refused(&mut self) {
+        if let Some(last) = self.sent.last_mut()
+            && !last.refused
+        {
+            last.refused = true;
+            self.bytes_sent = self.bytes_sent.saturating_sub(u64::from(last.ip_len));
+        }
     }
 
     fn build_payload(&self, p: Pending) -> Option<Vec<u8>> {
@@ -649,10 +681,34 @@ impl<R: RttEstimator> Prober<R> {
             Some(c) if c >= self.top && self.top < self.cap() => {
                 Outcome::Fallback { reason: FallbackReason::EstimateTooLow, lower_bound: Some(c) }
             }
-            Some(c) => Outcome::Exact { pmtu: c, method: Method::Refined },
+            Some(c) => self.refined(c),
             None => Outcome::Fallback { reason: FallbackReason::ConfirmationFailed, lower_bound: self.estimate },
         };
         self.finish(now, outcome);
+    }
+
+    /// The answer of round 2 when `c` is the largest size confirmed: exact
+    /// only when nothing larger can pass (the cap) or a DF-set probe of
+    /// `c + 1` left the host and went unanswered while a smaller one that
+    /// followed it came back; otherwise the range up to the smallest size
+    /// that went unanswered.
+    fn refined(&self, c: u16) -> Outcome {
+        let cap = self.cap();
+        let too_big = |size: u16| {
+            self.sent.iter().any(|s| s.kind == ProbeKind::Confirm && s.ip_len == size && !s.refused && !s.answered)
+        };
+        if c >= cap || too_big(c + 1) {
+            return Outcome::Exact { pmtu: c, method: Method::Refined };
+        }
+        let high = self
+            .sent
+            .iter()
+            .filter(|s| s.kind == ProbeKind::Confirm && s.ip_len > c && !s.refused && !s.answered)
+            .map(|s| s.ip_len - 1)
+            .min()
+            .unwrap_or(cap)
+            .min(cap);
+        Outcome::Range { low: c, high }
     }
 
     fn queue_round(&mut self) {
@@ -704,7 +760,7 @@ impl<R: RttEstimator> Prober<R> {
             outcome,
             estimate: self.estimate,
             round_trips: self.rounds,
-            probes_sent: u32::try_from(self.sent.len()).unwrap_or(u32::MAX),
+            probes_sent: u32::try_from(self.sent.iter().filter(|s| !s.refused).count()).unwrap_or(u32::MAX),
             bytes_sent: self.bytes_sent,
             elapsed: self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s)),
             legacy_replies: self.legacy_replies,
@@ -834,6 +890,31 @@ mod tests {
         assert_eq!((r.round_trips, r.probes_sent), (2, 10));
         assert_eq!(r.estimate, Some(1396));
         assert_eq!(r.elapsed, RTT * 2);
+    }
+
+    #[test]
+    fn a_size_that_never_left_the_host_leaves_a_range_not_an_exact_answer() {
+        // 1500 -> 1499 -> 1500: L = 1492, round 2 probes 1500 .. 1493 and
+        // the control 1492. The ICMP "fragmentation needed" drawn by 1500
+        // made the local stack refuse the next send (1499): it never left.
+        let mut p = prober(1500);
+        let t0 = Instant::now();
+        let r1 = drain(&mut p, t0);
+        p.handle_reply(t0 + RTT, &fragmented(&r1[0], 1492));
+        let mut r2 = Vec::new();
+        while let Some(t) = p.poll_transmit(t0 + RTT) {
+            if t.ip_len == 1499 {
+                p.on_local_refused();
+            } else {
+                r2.push(t);
+            }
+        }
+        for t in r2.iter().filter(|t| t.ip_len <= 1499) {
+            p.handle_reply(t0 + RTT * 2, &confirmed(t));
+        }
+        let r = p.result().expect("done");
+        assert_eq!(r.outcome, Outcome::Range { low: 1498, high: 1499 });
+        assert_eq!((r.pmtu(), r.probes_sent), (Some(1498), 9));
     }
 
     #[test]

@@ -34,8 +34,12 @@ pub struct ResponderConfig {
     pub reply_overhead: u16,
     /// Average replies per second allowed per source address.
     pub rate_per_sec: u32,
-    /// Replies a source may get at once (bucket depth). A measurement needs
-    /// one report for round 1 and up to 8 for round 2.
+    /// Replies a source may get at once (bucket depth). An F-PMTUD
+    /// measurement needs one report for round 1 and up to 9 for round 2;
+    /// a parallel-probing one (`px probe`'s `auto`) up to ~25 for round 1
+    /// and up to ~70 for each refinement round (see
+    /// `session::ParallelSession`). Replies are never larger than probes,
+    /// so the bucket bounds effort, not amplification.
     pub burst: u32,
     /// Most source addresses tracked by the rate limiter.
     pub max_sources: usize,
@@ -45,7 +49,7 @@ pub struct ResponderConfig {
 
 impl Default for ResponderConfig {
     fn default() -> Self {
-        Self { link_mtu: 0, reply_overhead: 28, rate_per_sec: 20, burst: 20, max_sources: 4096, max_queued: 1024 }
+        Self { link_mtu: 0, reply_overhead: 28, rate_per_sec: 100, burst: 160, max_sources: 4096, max_queued: 1024 }
     }
 }
 

@@ -1,17 +1,26 @@
-//! `auto`, `px probe`'s default: F-PMTUD with early fallback on IPv4, and
-//! DPLPMTUD where it falls back (from F-PMTUD's lower bound, with the RTT
-//! its small probe measured) and on IPv6.
+//! `auto`, `px probe`'s default: parallel probing ([`ParallelSession`]),
+//! with F-PMTUD's DF-clear probe as a hint on IPv4, so that every path
+//! (IPv6, ICMP black holes and fragment filters included) takes two or
+//! three round trips. With `--legacy` (the reference responder's own
+//! probes): F-PMTUD with early fallback on IPv4, and DPLPMTUD where it
+//! falls back (from F-PMTUD's lower bound, with the RTT its small probe
+//! measured) and on IPv6, as before parallel probing.
 
 use std::time::{Duration, Instant};
 
-use super::{DplpmtudSession, FpmtudSession, Measurement, ProbeDatagram, Session, SessionConfig, SessionError, TooBig};
+use super::{
+    DplpmtudSession, FpmtudSession, Measurement, ParallelSession, ProbeDatagram, Session, SessionConfig, SessionError,
+    TooBig,
+};
 use crate::fpmtud::prober::Outcome;
 use crate::rtt::{ClassicRtt, RttEstimator, RttSample};
 
 /// Where an `auto` measurement is.
 #[derive(Debug)]
 enum Stage {
-    /// IPv6: DPLPMTUD only.
+    /// Parallel probing (with the fragment hint on IPv4).
+    Parallel(ParallelSession),
+    /// IPv6 with `--legacy`: DPLPMTUD only.
     V6(DplpmtudSession),
     /// F-PMTUD, possibly handing over.
     Fpmtud(FpmtudSession),
@@ -32,7 +41,11 @@ impl AutoSession {
     /// A measurement starting at `now`; `nonce` is its secret (the
     /// DPLPMTUD stage uses `nonce + 1`).
     pub fn new(cfg: &SessionConfig, nonce: u64, now: Instant) -> Result<Self, SessionError> {
-        let stage = if cfg.ipv6 {
+        // A legacy responder's answer is better than none (and says so).
+        let cfg = &SessionConfig { accept_legacy: true, ..cfg.clone() };
+        let stage = if !cfg.legacy {
+            Stage::Parallel(ParallelSession::new(cfg, nonce, !cfg.ipv6, None, now)?)
+        } else if cfg.ipv6 {
             Stage::V6(DplpmtudSession::new(cfg, nonce, None, ClassicRtt::new(cfg.initial_rtt), now)?)
         } else {
             Stage::Fpmtud(FpmtudSession::new(cfg, nonce, true, now)?)
@@ -42,6 +55,7 @@ impl AutoSession {
 
     fn current(&mut self) -> &mut dyn Session {
         match &mut self.stage {
+            Stage::Parallel(p) => p,
             Stage::V6(d) | Stage::Fallback { d, .. } => d,
             Stage::Fpmtud(f) => f,
         }
@@ -53,6 +67,7 @@ impl AutoSession {
             return;
         }
         match &self.stage {
+            Stage::Parallel(p) => self.done = p.outcome().cloned(),
             Stage::V6(d) => {
                 if let Some(m) = d.outcome() {
                     self.done = Some(Measurement { note: format!("IPv6: {}", m.note), ..m.clone() });
@@ -97,11 +112,13 @@ impl AutoSession {
                     method: "fpmtud+dplpmtud".into(),
                     pmtu: m.pmtu,
                     exact: m.exact,
+                    pmtu_high: m.pmtu_high,
                     round_trips: f.round_trips + m.round_trips,
                     probes: f.probes + m.probes,
                     elapsed: f.elapsed + m.elapsed,
                     link_mtu: self.cfg.link_mtu,
                     note: format!("F-PMTUD: {}; DPLPMTUD: {}", f.note, m.note),
+                    authenticated: m.authenticated,
                 });
             }
         }
@@ -148,6 +165,7 @@ impl Session for AutoSession {
             return None;
         }
         match &self.stage {
+            Stage::Parallel(p) => p.poll_timeout(),
             Stage::V6(d) | Stage::Fallback { d, .. } => d.poll_timeout(),
             Stage::Fpmtud(f) => f.poll_timeout(),
         }
@@ -177,54 +195,83 @@ impl Session for AutoSession {
 #[cfg(test)]
 mod tests {
     use super::super::scripted::ScriptedPath;
-    use super::super::{Df, PING_SIZE, REFUSED};
+    use super::super::{Df, REFUSED, UNAUTHENTICATED};
     use super::*;
-    use crate::search::SearchStrategy;
 
     fn cfg(link_mtu: u16) -> SessionConfig {
         SessionConfig::new(link_mtu, false)
     }
 
     #[test]
-    fn f_pmtud_answers_where_fragments_pass() {
+    fn the_fragment_hint_and_parallel_probes_answer_where_fragments_pass() {
         let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
         path.black_hole = true;
         let mut s = AutoSession::new(&cfg(9000), 3, path.now).unwrap();
         let m = path.drive(&mut s);
-        assert_eq!((m.pmtu, m.exact, m.method.as_str()), (Some(1400), true, "fpmtud"), "{m:?}");
+        assert_eq!((m.pmtu, m.exact, m.method.as_str()), (Some(1400), true, "fpmtud+parallel"), "{m:?}");
+        assert_eq!(m.round_trips, 2, "{m:?}");
         assert!(!s.fell_back());
-        // Beside the round-1 probe, auto sends one small DF-set probe.
-        assert_eq!(path.sent[..2], [(9000, Df::Clear), (PING_SIZE, Df::Probe)]);
+        // The F-PMTUD probe first, then the DF-set candidates, largest first.
+        assert_eq!(path.sent[..2], [(9000, Df::Clear), (9000, Df::Probe)]);
     }
 
     #[test]
-    fn filtered_fragments_hand_over_to_dplpmtud_early() {
+    fn filtered_fragments_cost_nothing_but_the_hint() {
         let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
         path.fragment_filter = true;
         path.black_hole = true;
-        let mut c = cfg(9000);
-        c.search = SearchStrategy::lsquic();
-        let mut s = AutoSession::new(&c, 3, path.now).unwrap();
+        let mut s = AutoSession::new(&cfg(9000), 3, path.now).unwrap();
         let m = path.drive(&mut s);
-        assert!(s.fell_back());
-        assert_eq!(m.method, "fpmtud+dplpmtud");
-        assert!((1386..=1400).contains(&m.pmtu.expect("DPLPMTUD answers")), "{m:?}");
-        assert!(m.note.starts_with("F-PMTUD: no fragment report, while a 68-byte DF probe"), "{m:?}");
-        // The hand-over came after the early fallback, not F-PMTUD's retries.
+        assert_eq!((m.pmtu, m.exact, m.method.as_str()), (Some(1400), true, "parallel"), "{m:?}");
+        assert_eq!(m.elapsed, path.rtt * m.round_trips, "no timer: {m:?}");
         let round1 = path.sent.iter().filter(|&&(size, df)| size == 9000 && df == Df::Clear).count();
         assert_eq!(round1, 1, "{:?}", path.sent);
     }
 
     #[test]
-    fn ipv6_runs_dplpmtud() {
+    fn a_legacy_responder_is_used_and_marked_unauthenticated() {
+        // Without --legacy: extended probes, but the reference responder
+        // answers them the legacy way (and binds late).
+        let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
+        path.legacy_late_bind = true;
+        let mut s = AutoSession::new(&cfg(9000), 3, path.now).unwrap();
+        let m = path.drive(&mut s);
+        assert_eq!((m.pmtu, m.exact), (Some(1400), true), "{m:?}");
+        assert!(!m.authenticated && m.note.contains(UNAUTHENTICATED), "{m:?}");
+        // The same path, nonce-checked: authenticated.
+        let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
+        let mut s = AutoSession::new(&cfg(9000), 3, path.now).unwrap();
+        assert!(path.drive(&mut s).authenticated);
+    }
+
+    #[test]
+    fn with_legacy_probes_auto_is_f_pmtud_then_dplpmtud() {
+        let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
+        path.legacy_late_bind = true;
+        let c = SessionConfig { legacy: true, ..cfg(9000) };
+        let mut s = AutoSession::new(&c, 3, path.now).unwrap();
+        let m = path.drive(&mut s);
+        assert_eq!((m.pmtu, m.exact, m.method.as_str()), (Some(1400), true, "fpmtud"), "{m:?}");
+        assert!(!m.authenticated, "{m:?}");
+        // IPv6 with legacy probes: DPLPMTUD.
         let now = Instant::now();
-        let mut s = AutoSession::new(&SessionConfig::new(1500, true), 3, now).unwrap();
+        let mut s =
+            AutoSession::new(&SessionConfig { legacy: true, ..SessionConfig::new(1500, true) }, 3, now).unwrap();
         assert!(s.reads_icmp());
         let p = s.poll_transmit(now).unwrap();
         assert_eq!((p.size, p.df), (1280, Df::Probe));
         s.on_unreachable(now);
-        let m = s.outcome().unwrap();
-        assert_eq!(m.note, format!("IPv6: {REFUSED}"));
+        assert_eq!(s.outcome().unwrap().note, format!("IPv6: {REFUSED}"));
+    }
+
+    #[test]
+    fn ipv6_probes_in_parallel() {
+        let mut path = ScriptedPath::new(&[9000, 1500, 1400, 1500]);
+        let mut s = AutoSession::new(&SessionConfig::new(9000, true), 3, path.now).unwrap();
+        assert!(s.reads_icmp());
+        let m = path.drive(&mut s);
+        assert_eq!((m.pmtu, m.exact, m.method.as_str()), (Some(1400), true, "parallel"), "{m:?}");
+        assert!(path.sent.iter().all(|&(_, df)| df == Df::Probe));
     }
 
     #[test]
@@ -233,6 +280,6 @@ mod tests {
         path.no_responder = true;
         let mut s = AutoSession::new(&cfg(1500), 3, path.now).unwrap();
         let m = path.drive(&mut s);
-        assert_eq!((m.pmtu, m.note.as_str(), m.method.as_str()), (None, REFUSED, "fpmtud"), "{m:?}");
+        assert_eq!((m.pmtu, m.note.as_str(), m.method.as_str()), (None, REFUSED, "parallel"), "{m:?}");
     }
 }

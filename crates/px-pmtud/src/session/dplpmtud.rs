@@ -113,15 +113,22 @@ impl DplpmtudSession {
         } else {
             return;
         };
+        let exact = self.d.state() == State::SearchComplete;
+        let pmtu = self.acked_any.then(|| self.d.plpmtu());
+        // Not exact: the search had not closed; what is left of its bracket.
+        let high =
+            if exact { pmtu } else { pmtu.map(|p| self.d.search_bracket().map_or(self.link_mtu, |b| b.1).max(p)) };
         self.done = Some(Measurement {
             method: "dplpmtud".into(),
-            pmtu: self.acked_any.then(|| self.d.plpmtu()),
-            exact: self.d.state() == State::SearchComplete,
+            pmtu,
+            exact,
+            pmtu_high: high,
             round_trips: self.rounds,
             probes: self.probes,
             elapsed: now - self.start,
             link_mtu: self.link_mtu,
             note,
+            authenticated: true,
         });
     }
 

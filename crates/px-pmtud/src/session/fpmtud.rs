@@ -12,7 +12,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Df, Measurement, ProbeDatagram, REFUSED, Session, SessionConfig, SessionError, TooBig, confirm_probe};
+use super::{
+    Df, Measurement, ProbeDatagram, REFUSED, Session, SessionConfig, SessionError, TooBig, UNAUTHENTICATED,
+    confirm_probe, unreachable_grace,
+};
 use crate::dplpmtud::IPV4_MIN_MTU;
 use crate::fpmtud::prober::{FallbackReason, Method, Outcome, Phase, Prober, ProberConfig};
 use crate::fpmtud::wire::{self, Reply};
@@ -43,12 +46,17 @@ pub struct FpmtudSession {
     early_fallback: bool,
     ping_nonce: u64,
     ping_sent: Option<Instant>,
+    /// The datagram last returned by `poll_transmit` was the ping.
+    last_was_ping: bool,
     rtt: Option<Duration>,
     fallback_at: Option<Instant>,
     start: Instant,
     hard: Instant,
     probes: u32,
     refused: bool,
+    /// After "port unreachable": when to give up if nothing answered.
+    refused_deadline: Option<Instant>,
+    legacy: bool,
     run: Option<FpmtudRun>,
 }
 
@@ -60,7 +68,7 @@ impl FpmtudSession {
         }
         let mut pc = ProberConfig::new(cfg.link_mtu);
         pc.legacy_probes = cfg.legacy;
-        pc.accept_legacy = cfg.legacy;
+        pc.accept_legacy = cfg.legacy || cfg.accept_legacy;
         pc.max_timeout = cfg.timeout;
         let prober = Prober::new(pc, nonce, ClassicRtt::new(cfg.initial_rtt))?;
         Ok(FpmtudSession {
@@ -70,12 +78,15 @@ impl FpmtudSession {
             early_fallback: early_fallback && !cfg.legacy,
             ping_nonce: nonce ^ 0x5049_4e47, // any value other than the prober's
             ping_sent: None,
+            last_was_ping: false,
             rtt: None,
             fallback_at: None,
             start: now,
             hard: now + cfg.timeout,
             probes: 0,
             refused: false,
+            refused_deadline: None,
+            legacy: cfg.legacy,
             run: None,
         })
     }
@@ -92,16 +103,25 @@ impl FpmtudSession {
         self.refused
     }
 
-    fn end(&mut self, now: Instant, pmtu: Option<u16>, exact: bool, round_trips: u32, note: String) -> Measurement {
+    fn end(
+        &mut self,
+        now: Instant,
+        range: Option<(u16, u16)>,
+        exact: bool,
+        round_trips: u32,
+        note: String,
+    ) -> Measurement {
         Measurement {
             method: "fpmtud".into(),
-            pmtu,
+            pmtu: range.map(|r| r.0),
             exact,
+            pmtu_high: range.map(|r| r.1),
             round_trips,
             probes: self.probes,
             elapsed: now - self.start,
             link_mtu: self.link_mtu,
             note,
+            authenticated: true,
         }
     }
 
@@ -117,6 +137,14 @@ impl FpmtudSession {
             return;
         }
         let Some(r) = self.prober.result().copied() else { return };
+        let link = self.link_mtu;
+        let range = match r.outcome {
+            Outcome::Exact { pmtu, .. } => Some((pmtu, pmtu)),
+            Outcome::Range { low, high } => Some((low, high)),
+            // The largest fragment is within 7 bytes below the path MTU.
+            Outcome::Estimate { pmtu } => Some((pmtu, pmtu.saturating_add(7).min(link))),
+            Outcome::Fallback { .. } => None,
+        };
         let (exact, note) = match r.outcome {
             Outcome::Exact { method: Method::Unfragmented, .. } => (true, "link-MTU probe arrived whole".to_owned()),
             Outcome::Exact { method: Method::ResponderLinkMtu, .. } => {
@@ -125,6 +153,14 @@ impl FpmtudSession {
             Outcome::Exact { method: Method::Refined, .. } => {
                 (true, format!("largest fragment {}, refined with DF-set probes", r.estimate.unwrap_or(0)))
             }
+            Outcome::Range { low, high } => (
+                false,
+                format!(
+                    "largest fragment {}, DF-set probes confirmed {low}; {} not decided (a probe did not leave the host)",
+                    r.estimate.unwrap_or(0),
+                    if high > low + 1 { format!("{}..={high}", low + 1) } else { high.to_string() }
+                ),
+            ),
             Outcome::Estimate { .. } => (false, "largest fragment only".to_owned()),
             Outcome::Fallback { reason, .. } => (
                 false,
@@ -135,7 +171,11 @@ impl FpmtudSession {
                 },
             ),
         };
-        let measurement = self.end(now, r.pmtu(), exact, r.round_trips, note);
+        let mut measurement = self.end(now, range, exact, r.round_trips, note);
+        if r.legacy_replies && range.is_some() {
+            measurement.authenticated = false;
+            measurement.note = format!("{}; {UNAUTHENTICATED}", measurement.note);
+        }
         self.run = Some(FpmtudRun { measurement, outcome: Some(r.outcome), rtt: self.rtt });
     }
 }
@@ -147,11 +187,13 @@ impl Session for FpmtudSession {
         }
         if let Some(tx) = self.prober.poll_transmit(now) {
             self.probes += 1;
+            self.last_was_ping = false;
             let df = if tx.dont_fragment { Df::Probe } else { Df::Clear };
             return Some(ProbeDatagram { size: tx.ip_len, df, payload: tx.payload });
         }
         if self.early_fallback && self.ping_sent.is_none() {
             self.ping_sent = Some(now);
+            self.last_was_ping = true;
             self.probes += 1;
             return Some(confirm_probe(self.ping_nonce, 0, PING_SIZE, 28, Df::Probe));
         }
@@ -159,18 +201,28 @@ impl Session for FpmtudSession {
     }
 
     fn on_local_refused(&mut self, _now: Instant, _known_pmtu: Option<u16>) {
-        // Nothing left the host; the round timer handles the missing answer.
+        // Nothing left the host: its silence proves nothing (the prober
+        // must not count it as too big); the round timer handles the rest.
         self.probes = self.probes.saturating_sub(1);
+        if !self.last_was_ping {
+            self.prober.on_local_refused();
+        }
     }
 
     fn on_datagram(&mut self, now: Instant, bytes: &[u8]) {
         if self.run.is_some() {
             return;
         }
-        if let Ok(Reply::Report(r)) = wire::parse_reply(bytes)
-            && r.nonce == self.ping_nonce
-            && r.confirm
-        {
+        let ping_answer = match wire::parse_reply(bytes) {
+            Ok(Reply::Report(r)) => r.nonce == self.ping_nonce && r.confirm,
+            // A legacy responder answers the ping with its size (no nonce):
+            // no round-1 answer is that small.
+            Ok(Reply::Legacy(v)) => {
+                v == u32::from(PING_SIZE) && self.ping_sent.is_some() && self.prober.config().accept_legacy
+            }
+            Err(_) => false,
+        };
+        if ping_answer {
             if let (Some(sent), None) = (self.ping_sent, self.rtt) {
                 let sample = now - sent;
                 self.rtt = Some(sample);
@@ -189,9 +241,17 @@ impl Session for FpmtudSession {
 
     fn on_unreachable(&mut self, now: Instant) {
         self.refused = true;
-        if self.run.is_none() && self.prober.stats().accepted == 0 {
-            self.cut_short(now, REFUSED);
+        if self.run.is_some() || self.prober.stats().accepted > 0 || self.refused_deadline.is_some() {
+            return;
         }
+        // Not the end yet: a responder that binds late answers after the
+        // kernel's ICMP error. With --legacy (that responder's own
+        // protocol) the round's timeout decides; otherwise a short grace.
+        self.refused_deadline = Some(if self.legacy {
+            self.prober.poll_timeout().unwrap_or(now)
+        } else {
+            now + unreachable_grace(now - self.start)
+        });
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -199,12 +259,20 @@ impl Session for FpmtudSession {
             return None;
         }
         let t = super::earliest(self.prober.poll_timeout(), self.fallback_at);
+        let t = super::earliest(t, self.refused_deadline);
         Some(t.map_or(self.hard, |t| t.min(self.hard)))
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         if self.run.is_some() {
             return;
+        }
+        if self.refused_deadline.is_some_and(|t| t <= now) {
+            self.refused_deadline = None;
+            if self.prober.stats().accepted == 0 {
+                self.cut_short(now, REFUSED);
+                return;
+            }
         }
         if self.prober.poll_timeout().is_some_and(|t| t <= now) {
             self.prober.handle_timeout(now);
@@ -260,6 +328,34 @@ mod tests {
     }
 
     #[test]
+    fn odd_mtus_between_routers_are_exact() {
+        // The reported path: 1500 -> 1499 -> 1500 (the responder one hop
+        // beyond the odd link), and its relatives.
+        for hops in
+            [&[1500, 1499, 1500][..], &[1500, 1499], &[1500, 1497, 1500], &[9000, 1499, 1500], &[1500, 1281, 1500]]
+        {
+            let mut path = ScriptedPath::new(hops);
+            let mut s = FpmtudSession::new(&cfg(hops[0]), 1, false, path.now).unwrap();
+            let m = path.drive(&mut s);
+            let want = hops.iter().copied().min();
+            assert_eq!((m.pmtu, m.exact, m.pmtu_high), (want, true, want), "{hops:?}: {m:?}");
+        }
+    }
+
+    #[test]
+    fn a_confirmation_probe_that_never_left_leaves_a_range() {
+        // The bug behind "1498, exact" on 1500 -> 1499 -> 1500: the ICMP
+        // drawn by the 1500-byte DF probe made the socket refuse the next
+        // send (1499). Without evidence about 1499, 1498 is not exact.
+        let mut path = ScriptedPath::new(&[1500, 1499, 1500]);
+        path.pending_error_eats_a_send = true;
+        let mut s = FpmtudSession::new(&cfg(1500), 1, false, path.now).unwrap();
+        let m = path.drive(&mut s);
+        assert_eq!((m.pmtu, m.exact, m.pmtu_high), (Some(1498), false, Some(1499)), "{m:?}");
+        assert!(m.note.contains("1499 not decided"), "{m:?}");
+    }
+
+    #[test]
     fn a_path_at_the_link_mtu_takes_one_probe() {
         let mut path = ScriptedPath::new(&[1500, 1500]);
         let mut s = FpmtudSession::new(&cfg(1500), 1, false, path.now).unwrap();
@@ -310,7 +406,25 @@ mod tests {
         let mut s = FpmtudSession::new(&cfg(1500), 1, false, path.now).unwrap();
         let m = path.drive(&mut s);
         assert_eq!((m.pmtu, m.note.as_str()), (None, REFUSED), "{m:?}");
-        assert_eq!(m.elapsed, path.rtt);
+        // A short grace for a responder that binds late.
+        assert_eq!(m.elapsed, path.rtt + super::super::unreachable_grace(path.rtt));
+    }
+
+    #[test]
+    fn legacy_mode_waits_out_the_round_for_a_responder_that_binds_late() {
+        // mtud_destination: "port unreachable" first, its 4-byte answer
+        // right after. `px probe --legacy` once ended on the ICMP error.
+        for hops in [&[9000, 1500, 1400][..], &[1500, 1500]] {
+            let mut path = ScriptedPath::new(hops);
+            path.legacy_late_bind = true;
+            let mut c = cfg(hops[0]);
+            c.legacy = true;
+            let mut s = FpmtudSession::new(&c, 1, false, path.now).unwrap();
+            let m = path.drive(&mut s);
+            let want = hops.iter().copied().min();
+            assert_eq!((m.pmtu, m.exact, m.authenticated), (want, true, false), "{hops:?}: {m:?}");
+            assert!(m.note.ends_with(UNAUTHENTICATED), "{m:?}");
+        }
     }
 
     #[test]

@@ -80,11 +80,13 @@ impl IcmpSession {
             method: "icmp".into(),
             pmtu: answer,
             exact: answer.is_some(),
+            pmtu_high: answer,
             round_trips: self.rounds,
             probes: self.probes,
             elapsed: now - self.start,
             link_mtu: self.link_mtu,
             note,
+            authenticated: true,
         });
     }
 

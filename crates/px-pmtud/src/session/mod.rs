@@ -18,8 +18,15 @@
 //!   DF-set probes ([`Df::Do`]), sizes lowered by ICMP "fragmentation
 //!   needed" / "packet too big", done when a probe is answered. Fails on a
 //!   black hole (no ICMP comes back).
-//! * [`AutoSession`]: F-PMTUD on IPv4 with an early hand-over to DPLPMTUD
-//!   when fragments do not get through; DPLPMTUD on IPv6.
+//! * [`ParallelSession`]: several DF-set sizes per round trip (common MTUs
+//!   and the bounds, then the interval left), each round closed by a small
+//!   control probe; exact in two or three round trips on any path, with
+//!   F-PMTUD's fragment report as a hint on IPv4. For a tool and for a
+//!   transport's first search; the in-band search keeps RFC 8899's rules
+//!   ([`DplpmtudSession`]).
+//! * [`AutoSession`]: [`ParallelSession`] with the hint on IPv4, without it
+//!   on IPv6; with legacy probes, F-PMTUD on IPv4 with an early hand-over
+//!   to DPLPMTUD when fragments do not get through, DPLPMTUD on IPv6.
 //!
 //! Every session has the same loop ([`Session`]): send what
 //! `poll_transmit(now)` returns, report what the socket says
@@ -33,6 +40,7 @@ mod auto;
 mod dplpmtud;
 mod fpmtud;
 mod icmp;
+mod parallel;
 #[cfg(test)]
 mod scripted;
 
@@ -40,6 +48,7 @@ pub use auto::AutoSession;
 pub use dplpmtud::DplpmtudSession;
 pub use fpmtud::{FpmtudRun, FpmtudSession, PING_SIZE};
 pub use icmp::IcmpSession;
+pub use parallel::{ALL_SIZES_UP_TO, CANDIDATES, MAX_ROUND_SIZES, ParallelSession};
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +62,21 @@ pub const IPV6_MIN_MTU: u16 = 1280;
 
 /// Note for a measurement ended by ICMP "port unreachable".
 pub const REFUSED: &str = "port unreachable: no responder on this port";
+
+/// Note appended when a legacy responder's answer was used.
+pub const UNAUTHENTICATED: &str = "legacy responder (4-byte replies, no nonce): answer unauthenticated";
+
+/// After an ICMP "port unreachable", how long a measurement still waits
+/// for a reply: a responder that binds its port only when it has seen the
+/// first probe (the reference `mtud_destination`) answers right after the
+/// kernel's ICMP error, as soon as its process runs. `since_first` is the
+/// time since the first probe went out (about one RTT): two more RTTs, at
+/// least 100 ms (a loaded host schedules the responder late; the lab saw
+/// more than 10 ms).
+#[must_use]
+pub fn unreachable_grace(since_first: Duration) -> Duration {
+    (since_first * 2).max(Duration::from_millis(100))
+}
 
 /// What a measurement is asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,8 +95,15 @@ pub struct SessionConfig {
     pub initial_rtt: Duration,
     /// DPLPMTUD search strategy.
     pub search: SearchStrategy,
-    /// Send legacy `FPMT` probes (for the paper authors' reference responder).
+    /// Send legacy `FPMT` probes (for the paper authors' reference
+    /// responder), accept its 4-byte replies, and wait out the round after
+    /// an ICMP "port unreachable" (that responder binds its port only after
+    /// it saw the first probe).
     pub legacy: bool,
+    /// Accept a legacy responder's 4-byte replies to extended probes (no
+    /// nonce: the answer is then unauthenticated, and says so). `auto`
+    /// turns this on.
+    pub accept_legacy: bool,
     /// Classic PMTUD: probes of one size without an answer or an ICMP
     /// message before it gives up (black hole).
     pub icmp_tries: u8,
@@ -92,6 +123,7 @@ impl SessionConfig {
             initial_rtt: Duration::from_millis(100),
             search: SearchStrategy::lsquic_exact(),
             legacy: false,
+            accept_legacy: false,
             icmp_tries: MAX_PROBES,
         }
     }
@@ -176,8 +208,14 @@ pub struct Measurement {
     pub method: String,
     /// The path MTU found (IP total length), `None` when there was no answer.
     pub pmtu: Option<u16>,
-    /// The answer is exact (not a lower bound or an estimate).
+    /// The answer is exact: a probe of exactly `pmtu` was acknowledged and
+    /// one byte more cannot pass (refused, found too big, or above the
+    /// largest size the link or the responder's link allows).
     pub exact: bool,
+    /// The largest size the path may carry as far as the measurement knows
+    /// (`pmtu` when exact; with `pmtu` the range the path MTU lies in when
+    /// not; `None` without an answer).
+    pub pmtu_high: Option<u16>,
     /// Round trips waited for (each retry and each sequential probe counts).
     pub round_trips: u32,
     /// Probes put on the wire (locally refused ones not counted).
@@ -188,6 +226,10 @@ pub struct Measurement {
     pub link_mtu: u16,
     /// How the answer came about or why there is none.
     pub note: String,
+    /// The answer rests only on replies that echoed this measurement's
+    /// secret nonce. `false`: a legacy responder's 4-byte replies (no
+    /// nonce; anyone who guesses the port could forge them) were used.
+    pub authenticated: bool,
 }
 
 /// One measurement as a sans-I/O state machine.

@@ -35,6 +35,19 @@ pub struct ScriptedPath {
     pub lose_first: usize,
     /// Nothing listens on the responder's port: ICMP "port unreachable".
     pub no_responder: bool,
+    /// An ICMP "too big" comes back before the prober's next send and, as
+    /// a connected UDP socket's pending error, makes that send fail
+    /// (`EMSGSIZE`) without sending: what `px probe` once took for a
+    /// local refusal.
+    pub pending_error_eats_a_send: bool,
+    pending_error: bool,
+    /// The responder behaves like the paper authors' `mtud_destination`:
+    /// it binds its port only after it saw the first probe (which draws an
+    /// ICMP "port unreachable" that arrives just before its answer), and
+    /// answers everything the legacy way (4 bytes: the largest IP length
+    /// that arrived, no nonce).
+    pub legacy_late_bind: bool,
+    bound: bool,
     /// Simulated time.
     pub now: Instant,
     /// Datagrams put on the wire.
@@ -58,6 +71,10 @@ impl ScriptedPath {
             loss_every: None,
             lose_first: 0,
             no_responder: false,
+            pending_error_eats_a_send: false,
+            pending_error: false,
+            legacy_late_bind: false,
+            bound: false,
             now: Instant::now(),
             sent: Vec::new(),
             learned_pmtu: None,
@@ -75,7 +92,8 @@ impl ScriptedPath {
     fn send(&mut self, s: &mut dyn Session, d: ProbeDatagram) {
         let local = self.hops[0];
         let learned = self.learned_pmtu.unwrap_or(local);
-        if (d.df != Df::Clear && d.size > local) || (d.df == Df::Do && d.size > learned) {
+        let pending = std::mem::take(&mut self.pending_error);
+        if pending || (d.df != Df::Clear && d.size > local) || (d.df == Df::Do && d.size > learned) {
             s.on_local_refused(self.now, Some(learned));
             return;
         }
@@ -88,6 +106,7 @@ impl ScriptedPath {
         let Some(frags) = traverse(d.size, df, &self.hops) else {
             let mtu = self.hops.iter().copied().find(|&m| m < d.size).unwrap_or(0);
             if !self.black_hole && df {
+                self.pending_error = self.pending_error_eats_a_send;
                 if d.df == Df::Do {
                     self.learned_pmtu = Some(mtu);
                 }
@@ -108,6 +127,18 @@ impl ScriptedPath {
         } else {
             Pieces::Fragments { records: &frags, reassembled: true }
         };
+        if self.legacy_late_bind {
+            let largest = frags.iter().map(|f| f.ip_len).max().unwrap_or(d.size);
+            let reply = u32::from(largest).to_be_bytes().to_vec();
+            if self.bound {
+                self.schedule(self.rtt, Event::Datagram(reply));
+            } else {
+                self.bound = true;
+                self.schedule(self.rtt, Event::Unreachable);
+                self.schedule(self.rtt + Duration::from_millis(1), Event::Datagram(reply));
+            }
+            return;
+        }
         let source: SocketAddr = "198.51.100.1:40000".parse().expect("address");
         let _ = self.responder.handle_arrival(self.now, &Arrival { source, payload: &d.payload, pieces });
         while let Some(t) = self.responder.poll_transmit() {

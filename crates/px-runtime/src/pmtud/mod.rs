@@ -3,6 +3,9 @@
 //!
 //! - [`responder`]: the F-PMTUD responder daemon (`px fpmtud`).
 //! - [`probe`]: `px probe`'s driver of px-pmtud's probe sessions.
+//! - [`late_bind`]: a test responder that behaves on the wire like the
+//!   paper authors' reference destination (binds late, legacy replies).
 
+pub mod late_bind;
 pub mod probe;
 pub mod responder;

@@ -26,8 +26,8 @@ use px_pmtud::rtt::ClassicRtt;
 use px_pmtud::search::SearchStrategy;
 pub use px_pmtud::session::Measurement;
 use px_pmtud::session::{
-    AutoSession, Df, DplpmtudSession, FpmtudSession, IPV6_MIN_MTU, IcmpSession, Session, SessionConfig, SessionError,
-    TooBig,
+    AutoSession, Df, DplpmtudSession, FpmtudSession, IPV6_MIN_MTU, IcmpSession, ParallelSession, Session,
+    SessionConfig, SessionError, TooBig,
 };
 
 use px_io::{DfMode, UdpSocket, interface_mtu_of, random_u64};
@@ -76,6 +76,9 @@ fn io_err(step: &'static str) -> impl FnOnce(io::Error) -> ProbeError {
 pub struct Path {
     sock: UdpSocket,
     link_mtu: u16,
+    /// The socket's current DF mode (set only when it changes: parallel
+    /// probing sends dozens of datagrams back to back).
+    df: std::cell::Cell<Option<Df>>,
 }
 
 impl Path {
@@ -99,7 +102,7 @@ impl Path {
         if link_mtu < floor {
             return Err(ProbeError::Config(format!("largest size {link_mtu} is below the minimum MTU {floor}")));
         }
-        Ok(Path { sock, link_mtu })
+        Ok(Path { sock, link_mtu, df: std::cell::Cell::new(None) })
     }
 
     /// IPv6 path.
@@ -121,23 +124,47 @@ impl Path {
         }
     }
 
-    /// Sends one datagram with the given DF handling. `Ok(false)`: the local
-    /// stack refused it as too big (`EMSGSIZE`), nothing left the host.
-    fn send(&self, df: Df, payload: &[u8]) -> Result<bool, ProbeError> {
-        let mode = match df {
-            Df::Clear => DfMode::Clear,
-            Df::Probe => DfMode::Probe,
-            Df::Do => DfMode::Do,
-        };
-        self.sock.set_df(mode).map_err(io_err("IP_MTU_DISCOVER"))?;
-        match self.sock.send(payload) {
-            Ok(_) => Ok(true),
-            Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => Ok(false),
-            // An ICMP error queued by an earlier probe is reported once on
-            // the next send; it is read from the error queue separately.
-            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => Ok(true),
-            Err(e) => Err(ProbeError::Io { step: "send", source: e }),
+    /// Sends one datagram with the given DF handling.
+    ///
+    /// A connected UDP socket keeps the ICMP error an earlier datagram drew
+    /// ("fragmentation needed" for a DF probe, "port unreachable") as a
+    /// pending error, and the next `send` fails with it *without sending*.
+    /// Taken for the local stack's own refusal, that once cost F-PMTUD its
+    /// `L + 7` confirmation probe on `1500 -> 1499 -> 1500` (the 1500-byte
+    /// probe's ICMP came back before 1499 was sent: answer 1498, "exact").
+    /// So the pending error is cleared before each burst of sends
+    /// ([`drive`], `SO_ERROR`), and a send that still fails with an ICMP
+    /// error (one that arrived during the burst) is tried once more; only a
+    /// repeated `EMSGSIZE` is the local stack's refusal.
+    fn send(&self, df: Df, payload: &[u8]) -> Result<Sent, ProbeError> {
+        if self.df.get() != Some(df) {
+            let mode = match df {
+                Df::Clear => DfMode::Clear,
+                Df::Probe => DfMode::Probe,
+                Df::Do => DfMode::Do,
+            };
+            self.sock.set_df(mode).map_err(io_err("IP_MTU_DISCOVER"))?;
+            self.df.set(Some(df));
         }
+        let mut unreachable = false;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.sock.send(payload) {
+                Ok(_) => return Ok(Sent { sent: true, unreachable }),
+                Err(e) if is_icmp_error(&e) && tries == 1 => {
+                    unreachable |= e.raw_os_error() == Some(libc::ECONNREFUSED);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => return Ok(Sent { sent: false, unreachable }),
+                Err(e) => return Err(ProbeError::Io { step: "send", source: e }),
+            }
+        }
+    }
+
+    /// Clears the socket's pending error; whether it was "port unreachable".
+    fn take_unreachable(&self) -> Result<bool, ProbeError> {
+        let e = self.sock.take_error().map_err(io_err("SO_ERROR"))?;
+        Ok(e.is_some_and(|e| e.raw_os_error() == Some(libc::ECONNREFUSED)))
     }
 
     /// Waits until `deadline` for input (the session always has one while
@@ -181,6 +208,15 @@ impl Path {
     }
 }
 
+/// What [`Path::send`] did.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    /// The datagram left (`false`: the local stack refused it as too big).
+    sent: bool,
+    /// A pending "port unreachable" was cleared on the way.
+    unreachable: bool,
+}
+
 fn is_icmp_error(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
@@ -191,8 +227,11 @@ fn is_icmp_error(e: &io::Error) -> bool {
 /// A `px probe` method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
-    /// F-PMTUD on IPv4 with an early hand-over to DPLPMTUD; DPLPMTUD on IPv6.
+    /// Parallel probing with the F-PMTUD hint on IPv4 (with legacy probes:
+    /// F-PMTUD with an early hand-over to DPLPMTUD; DPLPMTUD on IPv6).
     Auto,
+    /// Parallel DF-set probes only.
+    Parallel,
     /// F-PMTUD only (IPv4).
     Fpmtud,
     /// RFC 8899 DPLPMTUD.
@@ -210,6 +249,7 @@ pub fn measure(path: &Path, opts: &ProbeOptions, method: Method) -> Result<Measu
     match method {
         Method::Auto => drive(path, &mut AutoSession::new(&cfg, nonce, now).map_err(config)?),
         Method::Fpmtud => drive(path, &mut FpmtudSession::new(&cfg, nonce, false, now).map_err(config)?),
+        Method::Parallel => drive(path, &mut ParallelSession::new(&cfg, nonce, false, None, now).map_err(config)?),
         Method::Dplpmtud => {
             let rtt = ClassicRtt::new(cfg.initial_rtt);
             drive(path, &mut DplpmtudSession::new(&cfg, nonce, None, rtt, now).map_err(config)?)
@@ -226,6 +266,10 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
     loop {
         let now = Instant::now();
         session.handle_timeout(now);
+        // A pending ICMP error must not fail (and so drop) the next send.
+        if path.take_unreachable()? && !reading_errors {
+            session.on_unreachable(now);
+        }
         while let Some(d) = session.poll_transmit(now) {
             // Before the first probe that may draw an ICMP answer (auto
             // turns to DPLPMTUD inside poll_transmit).
@@ -233,7 +277,12 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
                 path.sock.enable_errors().map_err(io_err("IP_RECVERR"))?;
                 reading_errors = true;
             }
-            if !path.send(d.df, &d.payload)? {
+            let sent = path.send(d.df, &d.payload)?;
+            // With IP_RECVERR the error queue reports it too.
+            if sent.unreachable && !reading_errors {
+                session.on_unreachable(now);
+            }
+            if !sent.sent {
                 let known = path.sock.path_mtu().map_err(io_err("IP_MTU"))?;
                 session.on_local_refused(now, Some(u16::try_from(known).unwrap_or(u16::MAX)));
             }
@@ -300,8 +349,11 @@ mod tests {
             let i = measure(&path, &o, Method::Icmp).unwrap();
             assert_eq!((i.pmtu, i.probes), (Some(1500), 1), "{i:?}");
             let a = measure(&path, &o, Method::Auto).unwrap();
-            // Beside the round-1 probe, auto sends one small DF-set probe.
-            assert_eq!((a.pmtu, a.method.as_str(), a.probes), (Some(1500), "fpmtud", 2), "{a:?}");
+            // One round: the link-MTU probes arrive whole.
+            assert_eq!((a.pmtu, a.exact, a.round_trips), (Some(1500), true, 1), "{a:?}");
+            assert!(a.method.ends_with("parallel"), "{a:?}");
+            let p = measure(&path, &o, Method::Parallel).unwrap();
+            assert_eq!((p.pmtu, p.exact, p.round_trips, p.method.as_str()), (Some(1500), true, 1, "parallel"), "{p:?}");
         });
     }
 
@@ -317,6 +369,28 @@ mod tests {
     }
 
     #[test]
+    fn a_pending_icmp_error_does_not_eat_the_next_datagram() {
+        // The ICMP error a datagram drew is held by the connected socket
+        // and fails the next send without sending it. "Port unreachable" on
+        // loopback shows it; a "fragmentation needed" does the same on a
+        // real path (1500 -> 1499 -> 1500, see Path::send).
+        let s = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = s.local_addr().unwrap();
+        drop(s);
+        let path = Path::open(&opts(addr)).unwrap();
+        assert!(path.send(Df::Probe, b"first").unwrap().sent);
+        std::thread::sleep(Duration::from_millis(50));
+        // A responder that binds late (as the reference destination does).
+        let late = std::net::UdpSocket::bind(addr).unwrap();
+        late.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let sent = path.send(Df::Probe, b"second").unwrap();
+        assert!(sent.sent && sent.unreachable, "{sent:?}");
+        let mut buf = [0u8; 16];
+        let n = late.recv(&mut buf).expect("the second datagram left the host");
+        assert_eq!(&buf[..n], b"second");
+    }
+
+    #[test]
     fn no_responder_means_no_answer() {
         // Nothing listens on this port: every method ends without a PMTU.
         let s = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
@@ -325,7 +399,7 @@ mod tests {
         let o = ProbeOptions { timeout: Duration::from_secs(2), ..opts(addr) };
         // The port-unreachable answer ends each method long before the
         // timeout (a fresh socket for each).
-        for method in [Method::Auto, Method::Icmp, Method::Dplpmtud] {
+        for method in [Method::Auto, Method::Parallel, Method::Icmp, Method::Dplpmtud] {
             let path = Path::open(&o).unwrap();
             let m = measure(&path, &o, method).unwrap();
             assert_eq!((m.pmtu, m.note.as_str()), (None, REFUSED), "{m:?}");

@@ -22,8 +22,8 @@ pub use mtu_drop::{
     mtu_drop_svg, mtu_drop_with_progress,
 };
 pub use pmtud_compare::{
-    MTU_WEIGHTS, Method, MethodOutcome, MethodSummary, PathOutcome, PmtudCompareParams, PmtudCompareResult,
-    pmtud_compare, pmtud_compare_svg, pmtud_compare_with_progress,
+    ClassSummary, MTU_WEIGHTS, Method, MethodOutcome, MethodSummary, PathClass, PathOutcome, PmtudCompareParams,
+    PmtudCompareResult, pmtud_compare, pmtud_compare_svg, pmtud_compare_with_progress,
 };
 
 use thiserror::Error;

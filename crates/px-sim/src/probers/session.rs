@@ -178,16 +178,20 @@ mod tests {
     }
 
     #[test]
-    fn auto_sends_round_1_and_the_ping_and_reads_no_icmp_yet() {
+    fn auto_sends_the_f_pmtud_probe_then_parallel_df_probes_and_a_control() {
         let base = Instant::now();
         let d = Datagrams::new();
         let s = AutoSession::new(&SessionConfig::new(9000, false), 1, base).expect("session");
         let mut p = SessionProber::new(s, d.clone(), base);
-        let round1 = p.poll_transmit(SimTime::ZERO).expect("round 1");
-        let ping = p.poll_transmit(SimTime::ZERO).expect("ping");
-        assert_eq!((round1.size, round1.df, ping.size, ping.df), (9000, false, 68, true));
-        assert!(d.with(sent_handle(&round1), |b| parse_reply(b).is_err()), "a probe, not a reply");
-        p.on_packet(SimTime::from_millis(1), &ptb(1500, sent_handle(&round1)));
+        let round1: Vec<Packet> = std::iter::from_fn(|| p.poll_transmit(SimTime::ZERO)).collect();
+        let first = &round1[0];
+        assert_eq!((first.size, first.df), (9000, false), "the F-PMTUD probe first");
+        assert!(d.with(sent_handle(first), |b| parse_reply(b).is_err()), "a probe, not a reply");
+        let df: Vec<u32> = round1[1..].iter().inspect(|x| assert!(x.df)).map(|x| x.size).collect();
+        assert_eq!((df[0], df[df.len() - 1]), (9000, 68), "largest first, the control last: {df:?}");
+        assert!(df.windows(2).all(|w| w[0] > w[1]), "{df:?}");
+        // A PTB about the DF-clear probe says nothing; the round waits.
+        p.on_packet(SimTime::from_millis(1), &ptb(1500, sent_handle(first)));
         assert!(p.poll_transmit(SimTime::from_millis(1)).is_none());
         assert!(!p.fell_back());
     }

@@ -5,12 +5,14 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Args;
 use px_pmtud::fpmtud::wire::DEFAULT_PORT;
 
+use px_runtime::pmtud::late_bind::LateBindResponder;
 use px_runtime::pmtud::responder::{Daemon, DaemonConfig};
 
 #[derive(Debug, Args)]
@@ -22,10 +24,11 @@ pub struct FpmtudArgs {
     #[arg(long)]
     bind: Vec<IpAddr>,
     /// Replies per second per source address (token bucket).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     rate: u32,
-    /// Replies a source may get at once (bucket depth; one measurement needs up to 9).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Replies a source may get at once (bucket depth; one F-PMTUD
+    /// measurement needs up to 10, one parallel-probing measurement up to ~160).
+    #[arg(long, default_value_t = 160, value_parser = clap::value_parser!(u32).range(1..))]
     burst: u32,
     /// Also record every IPv4 fragment from a packet socket (needs root or
     /// CAP_NET_RAW), so reports list each fragment's offset and length.
@@ -34,9 +37,18 @@ pub struct FpmtudArgs {
     /// Print the counters at exit as one JSON object instead of text.
     #[arg(long)]
     json_stats: bool,
+    /// Test mode (root, IPv4): behave on the wire like the paper authors'
+    /// reference destination (`mtud_destination`): bind the port only after
+    /// a packet socket saw the first probe, and answer every probe with the
+    /// legacy 4-byte reply (no nonce).
+    #[arg(long, hide = true)]
+    legacy_late_bind: bool,
 }
 
 pub fn run(a: FpmtudArgs) -> Result<ExitCode, String> {
+    if a.legacy_late_bind {
+        return run_late_bind(&a);
+    }
     let bind: Vec<SocketAddr> = if a.bind.is_empty() {
         vec![(Ipv4Addr::UNSPECIFIED, a.port).into(), SocketAddr::from((Ipv6Addr::UNSPECIFIED, a.port))]
     } else {
@@ -44,15 +56,7 @@ pub fn run(a: FpmtudArgs) -> Result<ExitCode, String> {
     };
     let cfg = DaemonConfig { bind, rate_per_sec: a.rate, burst: a.burst, packet_socket: a.packet_socket };
     let mut daemon = Daemon::open(&cfg).map_err(|e| format!("cannot listen on port {}: {e}", a.port))?;
-    crate::signals::install();
-    let stop = daemon.stop_handle();
-    // The daemon's loop wakes every 100 ms to look at its own stop flag.
-    std::thread::spawn(move || {
-        while !crate::signals::stopped() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        stop.store(true, Ordering::Relaxed);
-    });
+    stop_on_signal(daemon.stop_handle());
     let addrs: Vec<String> = daemon.local_addrs().iter().map(ToString::to_string).collect();
     eprintln!("px fpmtud: listening on {}", addrs.join(", "));
     daemon.run().map_err(|e| format!("responder: {e}"))?;
@@ -66,6 +70,30 @@ pub fn run(a: FpmtudArgs) -> Result<ExitCode, String> {
         for (k, v) in counters {
             println!("  {k:<20} {v}");
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGINT/SIGTERM set `stop` (the loops wake every 100 ms to look at it).
+fn stop_on_signal(stop: Arc<AtomicBool>) {
+    crate::signals::install();
+    std::thread::spawn(move || {
+        while !crate::signals::stopped() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+fn run_late_bind(a: &FpmtudArgs) -> Result<ExitCode, String> {
+    let mut r = LateBindResponder::new(a.port);
+    stop_on_signal(r.stop_handle());
+    eprintln!("px fpmtud: legacy late-bind test mode on port {} (binds after the first probe)", a.port);
+    r.run().map_err(|e| format!("responder: {e}"))?;
+    if a.json_stats {
+        println!("{}", serde_json::json!({ "replies": r.replies }));
+    } else {
+        println!("px fpmtud: stopped\n  replies              {}", r.replies);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,7 @@
 //! `px lab pmtud`: the comparison of path MTU discovery tools on px-lab's
 //! standard paths ([`px_lab::pmtud_compare`] runs it; see there for how
 //! each tool is measured). Prints a table (or JSON): the true path MTU,
-//! each tool's answer, time and packets sent.
+//! each tool's answer, time, round trips and packets sent.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -69,6 +69,7 @@ fn row_json(r: &Row) -> serde_json::Value {
                 "elapsed_seconds": t.seconds,
                 "packets_sent": t.packets,
                 "internal_seconds": t.internal_seconds,
+                "round_trips": t.round_trips,
                 "note": t.note,
             }),
         );
@@ -78,7 +79,13 @@ fn row_json(r: &Row) -> serde_json::Value {
 
 fn cell(t: &ToolRun, truth: u32) -> String {
     match t.pmtu {
-        Some(p) => format!("{p}{} {} {}p", if p == truth { "" } else { "!" }, secs(t.seconds), t.packets),
+        Some(p) => format!(
+            "{p}{} {} {}{}p",
+            if p == truth { "" } else { "!" },
+            secs(t.seconds),
+            t.round_trips.map_or(String::new(), |n| format!("{n}rt ")),
+            t.packets
+        ),
         None if t.note == "timed out" => format!("-- >{}", secs(t.seconds)),
         None => format!("-- {} {}p", secs(t.seconds), t.packets),
     }
@@ -93,20 +100,28 @@ fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "Path MTU discovery in the lab: answer, wall time of the process, packets the prober sent\n\
-         ('!' = wrong answer, '--' = no answer; '>' = killed at the timeout). Offloads: veth defaults.\n"
+        "Path MTU discovery in the lab: answer, wall time of the process, round trips (rt), packets the prober sent\n\
+         ('!' = wrong answer, '--' = no answer; '>' = killed at the timeout). Offloads: veth defaults.\n\
+         Round trips: px probe's own count; tracepath and scamper send one probe at a time, so their probes.\n"
     );
-    let _ = write!(s, "{:<26}{:>5}", "topology", "true");
+    let _ = write!(s, "{:<34}{:>5}", "topology", "true");
     for t in TOOLS {
-        let _ = write!(s, "  {t:<20}");
+        let _ = write!(s, "  {t:<24}");
     }
     s.push('\n');
     for r in rows {
-        let _ = write!(s, "{:<26}{:>5}", r.topology, r.true_pmtu);
+        let _ = write!(s, "{:<34}{:>5}", r.topology, r.true_pmtu);
         for (_, t) in &r.tools {
-            let _ = write!(s, "  {:<20}", cell(t, r.true_pmtu));
+            let _ = write!(s, "  {:<24}", cell(t, r.true_pmtu));
         }
         s.push('\n');
+    }
+    let _ = writeln!(
+        s,
+        "\npx probe (auto) against the fastest other tool with the exact answer (wall time; 'ok' within 1 ms or 10 %):"
+    );
+    for r in rows {
+        let _ = writeln!(s, "  {:<34} {}", r.topology, versus_fastest(r));
     }
     let _ = writeln!(s, "\nSpeed-up of px probe (auto) over scamper where both found the exact path MTU:");
     for r in rows {
@@ -122,6 +137,23 @@ fn table(rows: &[Row]) -> String {
     s
 }
 
+/// px probe (auto)'s wall time against the fastest other tool that found
+/// the exact path MTU on the path.
+fn versus_fastest(r: &Row) -> String {
+    let exact = |t: &ToolRun| t.pmtu == Some(r.true_pmtu);
+    let Some(px) = r.tools.iter().find(|(k, _)| *k == "px_auto").map(|(_, t)| t) else { return "-".into() };
+    let fastest =
+        r.tools.iter().filter(|(k, t)| *k != "px_auto" && exact(t)).min_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds));
+    match (exact(px), fastest) {
+        (false, _) => "px auto not exact".into(),
+        (true, None) => format!("{} (no other tool exact)", secs(px.seconds)),
+        (true, Some((name, t))) => {
+            let ok = px.seconds <= t.seconds + 0.001 || px.seconds <= t.seconds * 1.1;
+            format!("{} vs {name} {}: {}", secs(px.seconds), secs(t.seconds), if ok { "ok" } else { "SLOWER" })
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use px_lab::pmtud_compare::parse_px;
@@ -132,10 +164,25 @@ mod tests {
     fn px_json_and_table() {
         let out = r#"{"exact":true,"link_mtu":9000,"method":"fpmtud","note":"x","pmtu":1400,"probes":9,"round_trips":2,"seconds":0.0012,"target":"198.51.100.34:9999"}"#;
         let r = parse_px(out, 0.005, 9);
+        assert_eq!(r.round_trips, Some(2));
         assert_eq!((r.pmtu, r.internal_seconds, r.note.as_str()), (Some(1400), Some(0.0012), "fpmtud"));
         assert_eq!(parse_px("", 0.1, 0).pmtu, None);
-        let sc = ToolRun { pmtu: Some(1400), seconds: 0.5, packets: 40, internal_seconds: None, note: String::new() };
-        let none = ToolRun { pmtu: None, seconds: 10.0, packets: 30, internal_seconds: None, note: "timed out".into() };
+        let sc = ToolRun {
+            pmtu: Some(1400),
+            seconds: 0.5,
+            packets: 40,
+            internal_seconds: None,
+            round_trips: Some(40),
+            note: String::new(),
+        };
+        let none = ToolRun {
+            pmtu: None,
+            seconds: 10.0,
+            packets: 30,
+            internal_seconds: None,
+            round_trips: Some(30),
+            note: "timed out".into(),
+        };
         let row = Row {
             topology: "t".into(),
             true_pmtu: 1400,
@@ -146,8 +193,10 @@ mod tests {
         assert_eq!(j["px_auto"]["probes"], 9);
         assert!(j["tracepath"]["pmtu"].is_null() && j["tracepath"]["seconds"].is_null());
         assert_eq!(j["tracepath"]["elapsed_seconds"], 10.0);
+        assert_eq!((j["px_auto"]["round_trips"].as_u64(), j["scamper"]["round_trips"].as_u64()), (Some(2), Some(40)));
         let t = table(&[row]);
-        assert!(t.contains("1400 5.0ms 9p"), "{t}");
+        assert!(t.contains("1400 5.0ms 2rt 9p"), "{t}");
+        assert!(t.contains("5.0ms vs scamper 500.0ms: ok"), "{t}");
         assert!(t.contains("-- >10.0s"), "{t}");
         assert!(t.contains("100x wall time"), "{t}");
     }

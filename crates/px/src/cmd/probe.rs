@@ -16,8 +16,12 @@ pub const EXIT_NO_ANSWER: u8 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum MethodArg {
-    /// F-PMTUD on IPv4; DPLPMTUD when no fragment report comes back and on IPv6.
+    /// Parallel DF-set probes of several sizes per round trip, with the
+    /// F-PMTUD fragment report as a hint on IPv4 (with --legacy: F-PMTUD,
+    /// then DPLPMTUD when no fragment report comes back, and on IPv6).
     Auto,
+    /// Parallel DF-set probes only (IPv4 and IPv6; no DF-clear probe).
+    Parallel,
     /// F-PMTUD only (IPv4).
     Fpmtud,
     /// RFC 8899 DPLPMTUD with DF-set probes confirmed by the responder.
@@ -127,6 +131,7 @@ pub fn run(a: ProbeArgs) -> Result<ExitCode, String> {
     let path = Path::open(&opts).map_err(|e| e.to_string())?;
     let method = match a.method {
         MethodArg::Auto => Method::Auto,
+        MethodArg::Parallel => Method::Parallel,
         MethodArg::Fpmtud => Method::Fpmtud,
         MethodArg::Dplpmtud => Method::Dplpmtud,
         MethodArg::Icmp => Method::Icmp,
@@ -146,18 +151,24 @@ fn to_json(target: SocketAddr, m: &Measurement) -> serde_json::Value {
         "method": m.method,
         "pmtu": m.pmtu,
         "exact": m.exact,
+        "pmtu_low": m.pmtu,
+        "pmtu_high": m.pmtu_high,
         "round_trips": m.round_trips,
         "probes": m.probes,
         "seconds": m.elapsed.as_secs_f64(),
         "link_mtu": m.link_mtu,
         "note": m.note,
+        "authenticated": m.authenticated,
     })
 }
 
 fn to_text(target: SocketAddr, m: &Measurement) -> String {
     let head = match m.pmtu {
         Some(p) if m.exact => format!("path MTU {p} to {target}\n"),
-        Some(p) => format!("path MTU at least {p} to {target} (not exact)\n"),
+        Some(p) => match m.pmtu_high {
+            Some(h) if h > p => format!("path MTU between {p} and {h} to {target} (not exact)\n"),
+            _ => format!("path MTU at least {p} to {target} (not exact)\n"),
+        },
         None => format!("no answer from {target}\n"),
     };
     format!(
@@ -193,11 +204,13 @@ mod tests {
             method: "fpmtud".into(),
             pmtu: Some(1400),
             exact: true,
+            pmtu_high: Some(1400),
             round_trips: 2,
             probes: 9,
             elapsed: Duration::from_micros(1500),
             link_mtu: 9000,
             note: "x".into(),
+            authenticated: true,
         };
         let t: SocketAddr = "198.51.100.50:9999".parse().unwrap();
         let text = to_text(t, &m);
@@ -206,7 +219,10 @@ mod tests {
         let j = to_json(t, &m);
         assert_eq!(j["pmtu"], 1400);
         assert_eq!(j["probes"], 9);
-        let none = Measurement { pmtu: None, exact: false, ..m };
+        assert_eq!((j["pmtu_low"].as_u64(), j["pmtu_high"].as_u64()), (Some(1400), Some(1400)));
+        let range = Measurement { pmtu: Some(1398), exact: false, pmtu_high: Some(1399), ..m.clone() };
+        assert!(to_text(t, &range).starts_with("path MTU between 1398 and 1399"), "{}", to_text(t, &range));
+        let none = Measurement { pmtu: None, exact: false, pmtu_high: None, ..m };
         assert!(to_text(t, &none).starts_with("no answer"));
         assert!(to_json(t, &none)["pmtu"].is_null());
     }

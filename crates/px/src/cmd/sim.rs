@@ -181,6 +181,9 @@ pub struct PmtudCompareArgs {
     /// Share of probers on a 9000-byte local link (0..1).
     #[arg(long, default_value_t = 0.3)]
     jumbo_local_share: f64,
+    /// Share of IPv6 paths (0..1).
+    #[arg(long, default_value_t = 0.2)]
+    ipv6_share: f64,
     /// Floor of DPLPMTUD's PROBE_TIMER, ms (RFC 8899: 1000).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     probe_timer_floor_ms: u64,
@@ -457,6 +460,7 @@ fn pmtud_compare(a: PmtudCompareArgs) -> Result<ExitCode, String> {
         black_hole_share: share("--black-hole-share", a.black_hole_share)?,
         fragment_filter_share: share("--fragment-filter-share", a.fragment_filter_share)?,
         jumbo_local_share: share("--jumbo-local-share", a.jumbo_local_share)?,
+        ipv6_share: share("--ipv6-share", a.ipv6_share)?,
         dplpmtud_min_probe_timer_ms: a.probe_timer_floor_ms,
         icmp_timeout_ms: a.icmp_timeout_ms,
         icmp_retries: a.icmp_retries,
@@ -533,6 +537,29 @@ fn print_pmtud_compare(r: &PmtudCompareResult, elapsed: Duration) {
             pct(s.fragment_filter_success_rate),
             pct(Some(s.fallback_rate))
         );
+    }
+    println!();
+    println!(
+        "  By path class (a path counts in every class it belongs to; clean = IPv4 without loss, black hole or filter):"
+    );
+    println!(
+        "  {:<20} {:<16} {:>6} {:>8} {:>8} {:>8} {:>8}",
+        "method", "class", "paths", "success", "exact", "p50 RTT", "p99 RTT"
+    );
+    for s in &r.summaries {
+        for c in &s.classes {
+            println!(
+                "  {:<20} {:<16} {:>6} {:>8} {:>8} {:>8} {:>8}",
+                s.method,
+                c.class,
+                c.paths,
+                pct(c.success_rate),
+                pct(c.exact_rate),
+                opt(c.p50_rtts, 1),
+                opt(c.p99_rtts, 1)
+            );
+        }
+        println!("  {:<20} {:<16} {:>6} {:>8} {:>8}", s.method, "(all loss-free)", "", "", pct(s.loss_free_exact_rate));
     }
     println!();
     println!("  success = an answer no larger than the true path MTU; exact = equal to it; wrong = larger.");
