@@ -86,11 +86,14 @@ pub struct Config {
     pub caravan_ports: Vec<u16>,
     /// DSCP marking caravans inside the b-network.
     pub caravan_dscp: u8,
-    /// What PSH does to a held segment. `Flush` (the default, and DESIGN's
-    /// invariant 5): sent at once. `Hold`: an experiment, off by default:
-    /// PSH data may keep filling the segment, which then carries PSH and
-    /// still leaves within the merge timeout. Linux senders set PSH every
-    /// 64 KB or so, which caps the yield of `Flush` near 7/8 at 9000 bytes.
+    /// What PSH does to a held segment (docs/merge.md). In every mode the
+    /// PSH segment joins the aggregate, and the merged segment holding the
+    /// PSH'd byte carries PSH. `Adaptive` (the default): per flow, PSH rides
+    /// within the merge timeout if the flow's recent PSHs were followed by
+    /// more data within it (bulk), and flushes at once otherwise
+    /// (request/response). `Flush`: PSH always sends the hold at once (the
+    /// first round's rule; Linux senders set PSH every 64 KB or so, which
+    /// caps its yield near 7/8 at 9000 bytes). `Hold`: PSH always rides.
     /// (Last, so that the file lists it where the gateway always has.)
     pub psh: PshPolicy,
 }
@@ -113,7 +116,7 @@ impl Default for Config {
             inner_gso: false,
             outer_gso: false,
             verify_checksums: true,
-            psh: PshPolicy::Flush,
+            psh: PshPolicy::Adaptive,
             hash_seed: 0x5eed_0f9a_7e3a_15c3,
             caravan_prefixes: Vec::new(),
             caravan_ports: Vec::new(),
@@ -127,10 +130,13 @@ impl Default for Config {
 #[serde(rename_all = "lowercase")]
 pub enum PshPolicy {
     /// PSH flushes what the flow holds at once.
-    #[default]
     Flush,
     /// PSH is carried on the merged segment, held at most the merge timeout.
     Hold,
+    /// Per flow: rides for flows whose PSHs were followed by more data,
+    /// flushes for flows whose PSHs were followed by silence.
+    #[default]
+    Adaptive,
 }
 
 /// A configuration value outside what the engine supports.

@@ -212,6 +212,7 @@ impl Engine {
         let flow = if seg.has(flags::SYN) {
             let i = self.flow_for(key, now);
             self.clamp_mss(i, frame, seg, now);
+            self.learn_ecn_mode(i, frame, seg);
             Some(i)
         } else {
             self.flows.peek(&key)

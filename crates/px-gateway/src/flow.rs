@@ -116,6 +116,14 @@ pub(crate) struct Flow {
     /// MSS the outer host advertised (before the gateway raised it).
     pub outer_mss: Option<u16>,
     pub held: Option<Held>,
+    /// What the flow's PSHs were followed by (adaptive PSH, docs/merge.md):
+    /// arrival of the last PSH not yet followed by data, and one bit per
+    /// earlier PSH, newest in bit 0: 1 if more data came within the merge
+    /// timeout.
+    pub psh_at: Option<Instant>,
+    pub psh_history: u8,
+    /// The handshake negotiated AccECN: CWR is a bit of the ACE counter.
+    pub accecn: bool,
 }
 
 /// Seeded multiply-xor hasher: flow keys are attacker-chosen, so the seed
@@ -258,6 +266,9 @@ impl FlowTable {
             inner_mss: None,
             outer_mss: None,
             held: None,
+            psh_at: None,
+            psh_history: 0,
+            accecn: false,
         };
         let idx = match self.free.pop() {
             Some(i) => {
