@@ -8,17 +8,22 @@ use serde::{Deserialize, Serialize};
 
 /// Default merge timeout.
 ///
-/// Why 500 µs: a sender with TSO emits its data in bursts of up to 64 KB
-/// (Linux sizes them to about 1 ms of data at the flow's rate). A burst fills
-/// seven 8948-byte segments and leaves a partial one, which only the *next*
-/// burst can complete: at 1–2 Gbps per flow that burst comes 260–520 µs
-/// later. Measured with `px bench engine` (800 flows at 1–2 Gbps, no small
-/// flows, iperf3-like 128 KiB writes; yield / p99 hold):
-/// 100 µs 0.81 / 104 µs, 200 µs 0.81 / 208 µs, 400 µs 0.86 / 416 µs,
-/// 500 µs 0.88 / 512 µs, 700 µs 0.88 / 512 µs, 1000 µs 0.88 / 512 µs.
-/// Yield stops rising once the timeout covers the burst period, while the
-/// added latency of a flushed tail keeps growing with it; 500 µs is the knee,
-/// under the DESIGN's bound of 1 ms and far below one WAN round trip.
+/// Why 500 µs, revisited under adaptive PSH (issue 11; the table is in
+/// docs/merge.md): request/response flows no longer wait for the timeout
+/// (their PSH flushes), so the hold is sized for bulk flows. A sender with
+/// TSO emits bursts of up to 64 KB (about 1 ms of data at the flow's rate);
+/// a burst fills seven 8948-byte segments and leaves a partial one that only
+/// the next burst can complete, 262–524 µs later at 1–2 Gbps per flow: a
+/// timeout of T completes it for flows above 64 KB / T (1.05 Gbps at
+/// 500 µs). Measured with the `px bench engine` trace (800 flows at
+/// 1–2 Gbps, PSH per 128 KiB write, 0.5 % small flows; yield / p99 hold):
+/// 32–200 µs 0.839 / ≤208 µs, 300 µs 0.878 / 320 µs, 500 µs 0.948 / 512 µs,
+/// 600 µs 0.951 / 512 µs (no timeout flushes left on this trace), 700 µs
+/// 0.951 / 512 µs. 500 µs takes nearly all of the yield (the last 0.3
+/// points need the trace's slowest flows, and would be gone for any flow a
+/// little slower), under the DESIGN's bound of 1 ms and far below one WAN
+/// round trip. mlx5's 32 µs suits a NIC that sees one host's bursts back to
+/// back, not a border that waits for the next burst.
 pub const DEFAULT_MERGE_TIMEOUT: Duration = Duration::from_micros(500);
 
 /// Everything the engine can be told. All sizes are bytes.

@@ -217,6 +217,9 @@ impl Engine {
         } else {
             self.flows.peek(&key)
         };
+        if let Some(i) = flow.filter(|_| seg.payload_len() > 0) {
+            self.note_inner_data(i);
+        }
         self.forward_tcp(now, Port::Outer, frame, seg, meta, flow)
     }
 

@@ -245,6 +245,35 @@ fn adaptive_psh_flushes_at_once_for_request_response() {
     finish(&mut h);
 }
 
+/// Request/response on a short path: the next answer comes well within
+/// the merge timeout, but only after the inner host asked for it (data the
+/// other way). That PSH was followed by a wait for the inner host: PSH
+/// flushes at once. (Timing alone would call this flow bulk.)
+#[test]
+fn adaptive_psh_flushes_when_the_inner_host_answers_in_between() {
+    let mut h = Harness::new(test_config());
+    let mut off = warm(&mut h, false);
+    let mut req_seq = 1u32;
+    for k in 0..6 {
+        for i in 0..3 {
+            let s = seg(false, off, MSS_TS);
+            let s = if i == 2 { psh(s) } else { s };
+            let _ = h.feed_tcp(Port::Outer, &s);
+            off += MSS_TS as u32;
+            h.advance(Duration::from_micros(2));
+        }
+        assert_eq!(h.eng.held_bytes(), 0, "answer {k}: flushed with its PSH, no wait");
+        // The inner host reads it and sends the next 64-byte request at once.
+        h.advance(Duration::from_micros(20));
+        let mut req = TcpSpec::outbound(false, 1, req_seq, vec![7; 64]).ts(5, 1_000);
+        req.flags = Flags { psh: true, ..Flags::ack() };
+        let _ = h.feed_tcp(Port::Inner, &req);
+        req_seq += 64;
+        h.advance(Duration::from_micros(20));
+    }
+    finish(&mut h);
+}
+
 /// A flow that was bulk and turns to request/response: within two
 /// silent PSHs it flushes at once again; each held PSH never waits longer
 /// than the merge timeout.

@@ -20,15 +20,17 @@
 //!   timeout (a bulk sender: Linux sets PSH at the end of every write, about
 //!   every 64 KB, and the next write follows at once) merges on across PSH,
 //!   within the hold bound: flushing there caps the yield near 7/8;
-//! - a flow whose PSH was followed by silence (request/response: the sender
-//!   waits for an answer) flushes at the PSH, so an answer never waits for
-//!   data that will not come. A flow with no history yet flushes.
+//! - a flow whose PSH was followed by silence, or by data from the inner
+//!   host (request/response: the sender waits for an answer; on a short
+//!   path the next answer may come well within the timeout, but only after
+//!   the inner host asked for it), flushes at the PSH, so an answer never
+//!   waits for data that will not come. A flow with no history yet flushes.
 //!
-//! The evidence is two bits per flow ([`Flow::psh_history`]): both of the
-//! last two PSHs followed by data within the merge timeout. A bulk flow that
-//! turns interactive is held at most once more (and at most the timeout);
-//! a PSH at the end of a TSO burst followed by a pause costs a bulk flow two
-//! early flushes, not a wait.
+//! The evidence is per flow ([`Flow::psh_history`]): whether the last PSH
+//! was followed by more data within the merge timeout with no data from the
+//! inner host in between. A bulk flow that turns interactive is held at
+//! most once more (and at most the timeout); a PSH at the end of a TSO
+//! burst followed by a pause costs a bulk flow one early flush, not a wait.
 //!
 //! [`Flow::psh_history`]: crate::flow::Flow::psh_history
 
@@ -92,7 +94,7 @@ impl Engine {
         }
         let len = seg.payload_len();
         // Adaptive PSH: what followed the flow's last PSH, then whether this
-        // PSH may ride (both of the last two were followed by data in time).
+        // PSH may ride (the last one was followed by data in time).
         if len > 0 {
             if let Some(t) = flow.psh_at.take() {
                 let kept_coming = now.saturating_duration_since(t) <= self.cfg.merge_timeout;
@@ -105,7 +107,7 @@ impl Engine {
         let psh_rides = match self.cfg.psh {
             PshPolicy::Flush => false,
             PshPolicy::Hold => true,
-            PshPolicy::Adaptive => flow.psh_history & 0b11 == 0b11,
+            PshPolicy::Adaptive => flow.psh_history & 1 == 1,
         };
         if len == 0 {
             if flow.held.is_some() {
@@ -190,6 +192,17 @@ impl Engine {
             self.emit_hold(idx, seg.flags & ends, Some(FlushReason::PshFin), now);
         }
         Verdict::Consumed
+    }
+
+    /// Data from the inner host on a flow: if the outer sender's last PSH is
+    /// still unanswered by more data, the inner host answered it first, so
+    /// that PSH ended a request or response (see the module docs).
+    pub(crate) fn note_inner_data(&mut self, idx: u32) {
+        if let Some(f) = self.flows.get_mut(idx)
+            && f.psh_at.take().is_some()
+        {
+            f.psh_history <<= 1;
+        }
     }
 
     fn start_hold(&mut self, idx: u32, frame: &[u8], seg: &Seg, seq: u32, cap: usize, now: Instant) {

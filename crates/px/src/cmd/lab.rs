@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::cmd::{lab_demo, lab_pmtud};
+use crate::cmd::{lab_demo, lab_pmtud, lab_rr};
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -19,6 +19,9 @@ pub enum LabCommand {
     Down(lab_demo::DownArgs),
     /// Compare path MTU discovery tools on lab paths (needs root).
     Pmtud(lab_pmtud::LabPmtudArgs),
+    /// Request/response latency (64 B requests; 1 KB, 16 KB, 64 KB answers)
+    /// through px gateway and through a plain Linux router (needs root).
+    Rr(lab_rr::RrArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -27,5 +30,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Up(a) => lab_demo::up(a),
         LabCommand::Down(a) => lab_demo::down(a),
         LabCommand::Pmtud(a) => lab_pmtud::pmtud(a),
+        LabCommand::Rr(a) => lab_rr::rr(a),
     }
 }

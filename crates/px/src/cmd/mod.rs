@@ -7,5 +7,6 @@ pub mod gateway;
 pub mod lab;
 pub mod lab_demo;
 pub mod lab_pmtud;
+pub mod lab_rr;
 pub mod probe;
 pub mod sim;
