@@ -26,9 +26,14 @@
 //!   the inner host asked for it), flushes at the PSH, so an answer never
 //!   waits for data that will not come. A flow with no history yet flushes.
 //!
+//! A PSH that rides waits for more data at most [`PSH_GRACE`] (32 µs, as
+//! mlx5 LRO holds), not the whole merge timeout: a bulk sender's next
+//! segment is microseconds behind, and an answer whose end was taken for
+//! bulk waits no longer than that.
+//!
 //! The evidence is per flow ([`Flow::psh_history`]): whether the last PSH
 //! was followed by more data within the merge timeout with no data from the
-//! inner host in between. A bulk flow that turns interactive is held at
+//! inner host since. A bulk flow that turns interactive is held at
 //! most once more (and at most the timeout); a PSH at the end of a TSO
 //! burst followed by a pause costs a bulk flow one early flush, not a wait.
 //!
@@ -54,6 +59,14 @@ use crate::timer::Timer;
 /// default MSS every IPv4 host may send (RFC 9293 §3.7.1). A flow of smaller
 /// segments in a row is interactive, not bulk, and is never held.
 const BULK_MIN_PAYLOAD: u32 = 536;
+
+/// Longest a pushed byte waits under adaptive PSH (if the merge timeout is
+/// not shorter). A bulk sender's next segment after a PSH is in the same
+/// burst, microseconds away, so merging goes on; the end of an answer that
+/// the flow's history mistook for bulk (an answer written in two writes:
+/// the first PSH was followed by more data) waits no longer than this. It
+/// is the hold of mlx5's hardware LRO, which ORs PSH into the aggregate.
+pub const PSH_GRACE: std::time::Duration = std::time::Duration::from_micros(32);
 
 impl Engine {
     /// TCP from the outer port: merged into held inner-MSS segments if the
@@ -190,18 +203,27 @@ impl Engine {
         }
         if seg.flags & ends != 0 && self.flows.get(idx).is_some_and(|f| f.held.is_some()) {
             self.emit_hold(idx, seg.flags & ends, Some(FlushReason::PshFin), now);
+        } else if self.cfg.psh == PshPolicy::Adaptive && seg.has(flags::PSH) {
+            // A riding PSH waits for more data only briefly (see PSH_GRACE).
+            if let Some(id) = self.flows.get(idx).and_then(|f| f.held.as_ref()).map(|h| h.id) {
+                let grace = PSH_GRACE.min(self.cfg.merge_timeout);
+                self.deadlines.push_grace(now + grace, Timer::Hold { flow: idx, id });
+            }
         }
         Verdict::Consumed
     }
 
-    /// Data from the inner host on a flow: if the outer sender's last PSH is
-    /// still unanswered by more data, the inner host answered it first, so
-    /// that PSH ended a request or response (see the module docs).
+    /// Data from the inner host on a flow: the conversation goes both ways
+    /// (a request, an answer), so the outer sender's next PSH may well be
+    /// the end of the answer it waits for: it flushes (see the module docs).
+    /// If the last PSH was still unanswered by more data, the inner host
+    /// answered it first: that outcome is recorded as "followed by a wait".
     pub(crate) fn note_inner_data(&mut self, idx: u32) {
-        if let Some(f) = self.flows.get_mut(idx)
-            && f.psh_at.take().is_some()
-        {
-            f.psh_history <<= 1;
+        if let Some(f) = self.flows.get_mut(idx) {
+            if f.psh_at.take().is_some() {
+                f.psh_history <<= 1;
+            }
+            f.psh_history &= !1;
         }
     }
 
