@@ -274,6 +274,34 @@ fn adaptive_psh_flushes_when_the_inner_host_answers_in_between() {
     finish(&mut h);
 }
 
+/// An answer with a PSH in its middle (Linux forces one when half a
+/// window is unpushed): that PSH is followed by more data, yet the answer's
+/// last PSH flushes at once. One PSH followed by data since the inner
+/// host's request is not yet a bulk flow.
+#[test]
+fn adaptive_psh_is_not_fooled_by_a_push_inside_an_answer() {
+    let mut h = Harness::new(test_config());
+    let mut off = warm(&mut h, false);
+    let mut req_seq = 1u32;
+    for k in 0..4 {
+        let mut req = TcpSpec::outbound(false, 1, req_seq, vec![7; 64]).ts(5, 1_000);
+        req.flags = Flags { psh: true, ..Flags::ack() };
+        let _ = h.feed_tcp(Port::Inner, &req);
+        req_seq += 64;
+        h.advance(Duration::from_micros(30));
+        for i in 0..8 {
+            let s = seg(false, off, MSS_TS);
+            let s = if i == 3 || i == 7 { psh(s) } else { s };
+            let _ = h.feed_tcp(Port::Outer, &s);
+            off += MSS_TS as u32;
+            h.advance(Duration::from_micros(1));
+        }
+        assert_eq!(h.eng.held_bytes(), 0, "answer {k}: its last PSH flushed at once");
+        h.advance(Duration::from_micros(30));
+    }
+    finish(&mut h);
+}
+
 /// A flow that was bulk and turns to request/response: within two
 /// silent PSHs it flushes at once again; each held PSH never waits longer
 /// than the merge timeout.

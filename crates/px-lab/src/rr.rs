@@ -60,6 +60,10 @@ pub struct RrResult {
     pub offloads: &'static str,
     /// The gateway's conversion yield over the run (its own counter).
     pub gateway_yield: Option<f64>,
+    /// The gateway's early flushes (`counters.flush`, in the order of
+    /// `px_gateway::FlushReason::ALL`): a timeout flush is data that waited
+    /// the whole merge timeout (or, after a riding PSH, the PSH grace).
+    pub gateway_flushes: Vec<u64>,
 }
 
 /// p50 and p99 of `v` (µs), sorting it.
@@ -176,7 +180,17 @@ pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, String> {
             }
         })
         .collect();
-    Ok(RrResult { sizes, request_bytes: REQUEST, offloads: OFFLOADS_NOTE, gateway_yield: stats["yield"].as_f64() })
+    let gateway_flushes = stats["counters"]["flush"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_u64().unwrap_or(0)).collect())
+        .unwrap_or_default();
+    Ok(RrResult {
+        sizes,
+        request_bytes: REQUEST,
+        offloads: OFFLOADS_NOTE,
+        gateway_yield: stats["yield"].as_f64(),
+        gateway_flushes,
+    })
 }
 
 #[cfg(test)]

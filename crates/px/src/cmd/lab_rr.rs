@@ -40,6 +40,11 @@ pub fn rr(a: RrArgs) -> Result<ExitCode, String> {
             eprintln!("{line}");
         }
     })?;
+    let flushes: serde_json::Map<String, serde_json::Value> = px_gateway::FlushReason::ALL
+        .iter()
+        .zip(&r.gateway_flushes)
+        .map(|(f, n)| (f.name().to_string(), serde_json::json!(n)))
+        .collect();
     if json {
         let mut obj = serde_json::Map::new();
         for s in &r.sizes {
@@ -47,7 +52,7 @@ pub fn rr(a: RrArgs) -> Result<ExitCode, String> {
         }
         let out = serde_json::json!({
             "sizes": obj, "request_bytes": r.request_bytes, "offloads": r.offloads,
-            "gateway_yield": r.gateway_yield, "transactions": opts.transactions,
+            "gateway_yield": r.gateway_yield, "gateway_flushes": flushes, "transactions": opts.transactions,
         });
         println!("{out}");
         return Ok(ExitCode::SUCCESS);
@@ -72,5 +77,8 @@ pub fn rr(a: RrArgs) -> Result<ExitCode, String> {
         );
     }
     println!("\n  target: gateway p99 within max(50 µs, 10 %) of the router's p99");
+    let f: Vec<String> =
+        flushes.iter().filter(|(_, n)| n.as_u64() != Some(0)).map(|(k, n)| format!("{k} {n}")).collect();
+    println!("  gateway early flushes: {}", if f.is_empty() { "none".into() } else { f.join(", ") });
     Ok(ExitCode::SUCCESS)
 }
