@@ -27,7 +27,8 @@ pub struct RunResult {
     pub split_gso_gbps: f64,
     pub memcpy_gbps: f64,
     pub yield_: f64,
-    /// Best yield the trace allows given its PSH positions and small flows.
+    /// Best yield the trace allows given its PSH positions and small flows,
+    /// if PSH flushes (`--psh flush`); merging across PSH may exceed it.
     pub yield_ceiling: f64,
     pub hold_p50_us: u64,
     pub hold_p99_us: u64,
@@ -266,7 +267,7 @@ mod tests {
         let r = run_once(&cfg);
         assert_eq!(r.inbound_packets, 20_000);
         assert!(r.merged_out > 0 && r.merged_out < 20_000);
-        assert!(r.yield_ > 0.5 && r.yield_ <= r.yield_ceiling + 1e-9, "yield {} ceiling {}", r.yield_, r.yield_ceiling);
+        assert!(r.yield_ > 0.5, "yield {}", r.yield_);
         assert!(r.merge_gbps > 0.0 && r.split_gbps > 0.0 && r.memcpy_gbps > 0.0);
         let bound = px_gateway::DEFAULT_MERGE_TIMEOUT.as_micros() as u64 * 9 / 8 + 1;
         assert!(r.hold_p99_us <= bound, "holds bounded by the merge timeout (+ bucket width): {}", r.hold_p99_us);
@@ -276,6 +277,10 @@ mod tests {
         let c = yield_comparison(&cfg);
         assert_eq!(c.small_share_0.yield_, yield_comparison(&cfg).small_share_0.yield_);
         assert!(c.flush_policy.yield_ <= r.yield_ + 1e-9, "flush {} adaptive {}", c.flush_policy.yield_, r.yield_);
+        // The trace's ceiling is that of flush-on-PSH (adaptive PSH merges
+        // across PSH and may exceed it).
+        let f = c.flush_policy;
+        assert!(f.yield_ <= f.yield_ceiling + 1e-9, "flush {} ceiling {}", f.yield_, f.yield_ceiling);
     }
 
     /// Issue 11's yield on the default trace (800 flows, PSH per 128 KiB

@@ -245,6 +245,14 @@ fn adaptive_psh_flushes_at_once_for_request_response() {
     finish(&mut h);
 }
 
+/// A 64-byte request from the inner host (flow 1) at `seq`.
+fn request(h: &mut Harness, seq: &mut u32) {
+    let mut req = TcpSpec::outbound(false, 1, *seq, vec![7; 64]).ts(5, 1_000);
+    req.flags = Flags { psh: true, ..Flags::ack() };
+    let _ = h.feed_tcp(Port::Inner, &req);
+    *seq += 64;
+}
+
 /// Request/response on a short path: the next answer comes well within
 /// the merge timeout, but only after the inner host asked for it (data the
 /// other way). That PSH was followed by a wait for the inner host: PSH
@@ -265,10 +273,7 @@ fn adaptive_psh_flushes_when_the_inner_host_answers_in_between() {
         assert_eq!(h.eng.held_bytes(), 0, "answer {k}: flushed with its PSH, no wait");
         // The inner host reads it and sends the next 64-byte request at once.
         h.advance(Duration::from_micros(20));
-        let mut req = TcpSpec::outbound(false, 1, req_seq, vec![7; 64]).ts(5, 1_000);
-        req.flags = Flags { psh: true, ..Flags::ack() };
-        let _ = h.feed_tcp(Port::Inner, &req);
-        req_seq += 64;
+        request(&mut h, &mut req_seq);
         h.advance(Duration::from_micros(20));
     }
     finish(&mut h);
@@ -284,10 +289,7 @@ fn adaptive_psh_is_not_fooled_by_a_push_inside_an_answer() {
     let mut off = warm(&mut h, false);
     let mut req_seq = 1u32;
     for k in 0..4 {
-        let mut req = TcpSpec::outbound(false, 1, req_seq, vec![7; 64]).ts(5, 1_000);
-        req.flags = Flags { psh: true, ..Flags::ack() };
-        let _ = h.feed_tcp(Port::Inner, &req);
-        req_seq += 64;
+        request(&mut h, &mut req_seq);
         h.advance(Duration::from_micros(30));
         for i in 0..8 {
             let s = seg(false, off, MSS_TS);

@@ -174,7 +174,7 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
         ("memcpy_gbps", "memcpy of the same payload (Gbps)", |r| r.memcpy_gbps),
         ("merge_vs_memcpy", "merge / memcpy", |r| r.merge_gbps / r.memcpy_gbps),
         ("yield", "conversion yield", |r| r.yield_),
-        ("yield_ceiling", "yield ceiling of this trace (PSH, small flows)", |r| r.yield_ceiling),
+        ("yield_ceiling", "yield ceiling if PSH flushed (PSH, small flows)", |r| r.yield_ceiling),
         ("caravan_gbps", "UDP caravan packing (payload Gbps)", |r| r.caravan_gbps),
         ("caravan_yield", "caravan yield (share sent full)", |r| r.caravan_yield),
         ("hold_p99_us", "hold time p99 (µs, trace time)", |r| r.hold_p99_us as f64),
