@@ -27,7 +27,8 @@ pub struct RunResult {
     pub split_gso_gbps: f64,
     pub memcpy_gbps: f64,
     pub yield_: f64,
-    /// Best yield the trace allows given its PSH positions and small flows.
+    /// Best yield the trace allows given its PSH positions and small flows,
+    /// if PSH flushes (`--psh flush`); merging across PSH may exceed it.
     pub yield_ceiling: f64,
     pub hold_p50_us: u64,
     pub hold_p99_us: u64,
@@ -101,6 +102,17 @@ fn run_direction(
     let mut sinks: Vec<Vec<u8>> = if with_memcpy { vec![vec![0u8; mss]; tc.flows + 512] } else { Vec::new() };
     let mut fill_at: Vec<usize> = vec![0; sinks.len()];
     let base = Instant::now();
+    // The receivers' SYN-ACKs first (untimed), as every real connection
+    // starts: they tell the engine each receiver's MSS.
+    let receiver_mss = match tc.direction {
+        Direction::Inbound => ecfg.imtu - 40,
+        Direction::Outbound => ecfg.emtu - 40,
+    };
+    trace.handshakes(&mut chunk, receiver_mss);
+    for i in 0..chunk.frames.len() {
+        let _ = engine.handle_packet(base, from.other(), chunk.frame_mut(i), PacketMeta::PLAIN);
+        drain(&mut engine);
+    }
     let (mut engine_time, mut memcpy_time) = (Duration::ZERO, Duration::ZERO);
     let (mut done, mut payload, mut sent) = (0usize, 0u64, 0u64);
     let mut last_ns = 0;
@@ -167,6 +179,52 @@ fn run_direction(
     }
 }
 
+/// The merge's yield and hold times on an inbound trace, untimed: they are
+/// functions of the trace and the engine configuration only (trace time,
+/// not wall time), so they are the same on a loaded machine.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct YieldResult {
+    pub yield_: f64,
+    pub yield_ceiling: f64,
+    pub hold_p50_us: u64,
+    pub hold_p99_us: u64,
+    /// Early flushes by reason (holds sent before they were full).
+    pub flushes: Vec<(String, u64)>,
+    /// Data packets sent inner, and those of flows never merged (small).
+    pub data_out: u64,
+}
+
+/// Replays `cfg`'s inbound trace through an engine configured as `engine`.
+pub fn inbound_yield(cfg: &BenchConfig, inbound: &TraceConfig, engine: &Config) -> YieldResult {
+    let r = run_direction(inbound, cfg.inbound_packets, engine, cfg.rx_csum, cfg.chunk_bytes, false);
+    let c = &r.counters;
+    YieldResult {
+        yield_: c.conversion_yield(),
+        yield_ceiling: r.ceiling,
+        hold_p50_us: c.hold.quantile_upper_us(0.5),
+        hold_p99_us: c.hold.quantile_upper_us(0.99),
+        flushes: px_gateway::FlushReason::ALL.iter().map(|r| (r.name().to_string(), c.flushes(*r))).collect(),
+        data_out: c.inner_tcp_data_out,
+    }
+}
+
+/// The yields issue 11 asks for beside the default: the same trace without
+/// small flows, and the same trace under the first round's flush-on-PSH.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct YieldComparison {
+    pub small_share_0: YieldResult,
+    pub flush_policy: YieldResult,
+}
+
+pub fn yield_comparison(cfg: &BenchConfig) -> YieldComparison {
+    let no_small = TraceConfig { small_share: 0.0, ..cfg.inbound.clone() };
+    let flush = Config { psh: px_gateway::PshPolicy::Flush, ..cfg.engine.clone() };
+    YieldComparison {
+        small_share_0: inbound_yield(cfg, &no_small, &cfg.engine),
+        flush_policy: inbound_yield(cfg, &cfg.inbound, &flush),
+    }
+}
+
 fn gbps(bytes: u64, d: Duration) -> f64 {
     bytes as f64 * 8.0 / d.as_secs_f64().max(1e-12) / 1e9
 }
@@ -220,9 +278,62 @@ mod tests {
         let r = run_once(&cfg);
         assert_eq!(r.inbound_packets, 20_000);
         assert!(r.merged_out > 0 && r.merged_out < 20_000);
-        assert!(r.yield_ > 0.5 && r.yield_ <= r.yield_ceiling + 1e-9, "yield {} ceiling {}", r.yield_, r.yield_ceiling);
+        assert!(r.yield_ > 0.5, "yield {}", r.yield_);
         assert!(r.merge_gbps > 0.0 && r.split_gbps > 0.0 && r.memcpy_gbps > 0.0);
         let bound = px_gateway::DEFAULT_MERGE_TIMEOUT.as_micros() as u64 * 9 / 8 + 1;
         assert!(r.hold_p99_us <= bound, "holds bounded by the merge timeout (+ bucket width): {}", r.hold_p99_us);
+        // Untimed replays are deterministic, and agree with the timed run.
+        let y = inbound_yield(&cfg, &cfg.inbound, &cfg.engine);
+        assert_eq!(y.yield_, r.yield_);
+        let c = yield_comparison(&cfg);
+        assert_eq!(c.small_share_0.yield_, yield_comparison(&cfg).small_share_0.yield_);
+        assert!(c.flush_policy.yield_ <= r.yield_ + 1e-9, "flush {} adaptive {}", c.flush_policy.yield_, r.yield_);
+        // The trace's ceiling is that of flush-on-PSH (adaptive PSH merges
+        // across PSH and may exceed it).
+        let f = c.flush_policy;
+        assert!(f.yield_ <= f.yield_ceiling + 1e-9, "flush {} ceiling {}", f.yield_, f.yield_ceiling);
+    }
+
+    /// Issue 11's yield on the default trace (800 flows, PSH per 128 KiB
+    /// write, TSecr every millisecond, 0.5 % small flows), run in release
+    /// (`cargo test --release -p px-bench -- --ignored yield_table`), which
+    /// also prints the merge-timeout table of docs/merge.md.
+    #[test]
+    #[ignore = "1 M packets per row: run in release"]
+    fn yield_table() {
+        let mut base = BenchConfig::default();
+        if let Some(n) = std::env::var("PX_YIELD_PACKETS").ok().and_then(|v| v.parse().ok()) {
+            base.inbound_packets = n;
+        }
+        println!("timeout_us  psh       small  yield   ceiling  hold_p50  hold_p99");
+        let only: Option<u64> = std::env::var("PX_YIELD_TIMEOUT").ok().and_then(|v| v.parse().ok());
+        for us in [32u64, 64, 100, 200, 300, 500, 600, 700] {
+            if only.is_some_and(|o| o != us) {
+                continue;
+            }
+            for psh in [px_gateway::PshPolicy::Adaptive, px_gateway::PshPolicy::Flush] {
+                for small in [0.005, 0.0] {
+                    let engine = Config { merge_timeout: Duration::from_micros(us), psh, ..base.engine.clone() };
+                    let inbound = TraceConfig { small_share: small, ..base.inbound.clone() };
+                    let y = inbound_yield(&base, &inbound, &engine);
+                    println!(
+                        "{us:>10}  {:<8}  {small:<5}  {:.4}  {:.4}   {:>8}  {:>8}",
+                        format!("{psh:?}").to_lowercase(),
+                        y.yield_,
+                        y.yield_ceiling,
+                        y.hold_p50_us,
+                        y.hold_p99_us
+                    );
+                    let f: Vec<_> = y.flushes.iter().filter(|(_, n)| *n > 0).collect();
+                    println!("            out {} flushes {f:?}", y.data_out);
+                }
+            }
+        }
+        // Issue 11 asks 0.97 with 0.5 % small flows; their packets are never
+        // merged and are ~2.5 % of the packets out, so that is out of reach
+        // (docs/merge.md); the bulk flows alone must reach it.
+        let no_small = TraceConfig { small_share: 0.0, ..base.inbound.clone() };
+        let y = inbound_yield(&base, &no_small, &base.engine);
+        assert!(y.yield_ >= 0.97, "yield of the bulk flows {}", y.yield_);
     }
 }

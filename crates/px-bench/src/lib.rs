@@ -6,5 +6,7 @@ pub mod engine_bench;
 pub mod trace;
 pub mod udp_trace;
 
-pub use engine_bench::{BenchConfig, RunResult, run_once};
+pub use engine_bench::{
+    BenchConfig, RunResult, YieldComparison, YieldResult, inbound_yield, run_once, yield_comparison,
+};
 pub use trace::{Direction, Trace, TraceConfig};

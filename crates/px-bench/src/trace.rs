@@ -224,6 +224,33 @@ impl Trace {
         &self.cfg
     }
 
+    /// Opens every bulk connection: the receiving host's SYN-ACK,
+    /// announcing `receiver_mss`, as it leaves toward the sender (for an
+    /// inbound trace it comes from the inner port). The gateway learns from
+    /// it what the receiver takes, as from any real handshake; a connection
+    /// whose handshake it did not see is merged only up to the safe size
+    /// (`docs/gateway-tcp.md`). Untimed; call before the first [`Trace::fill`].
+    pub fn handshakes(&self, chunk: &mut Chunk, receiver_mss: u16) {
+        chunk.clear();
+        for (i, f) in self.bulk.iter().enumerate() {
+            // The receiver's ISN is one before the ACK number the data
+            // carries; it acknowledges the sender's ISN + 1, the first data byte.
+            let h = Hdr {
+                src: f.dst,
+                dst: f.src,
+                sport: f.dport,
+                dport: f.sport,
+                seq: f.ack.wrapping_sub(1),
+                ack: f.seq,
+                ident: 0,
+                tsval: f.tsecr,
+                tsecr: f.ts_offset,
+                psh: false,
+            };
+            write_syn_ack(chunk, h, receiver_mss, i as u32);
+        }
+    }
+
     /// Appends up to `max_packets` frames, or until `max_bytes` of frames.
     pub fn fill(&mut self, chunk: &mut Chunk, max_packets: usize, max_bytes: usize) {
         chunk.clear();
@@ -352,9 +379,65 @@ fn write_frame(chunk: &mut Chunk, h: Hdr, pat_off: usize, len: usize, pattern: &
     chunk.payload_bytes += len as u64;
 }
 
+/// A SYN-ACK of `h` with the options Linux sends (MSS, NOP NOP,
+/// timestamps), through the same frame writer as the data.
+fn write_syn_ack(chunk: &mut Chunk, h: Hdr, mss: u16, flow: u32) {
+    let at = chunk.data.len();
+    let (src, dst) = (h.src, h.dst);
+    write_frame(chunk, h, 0, 0, &[], 0, flow);
+    let f = &mut chunk.data[at..];
+    // The data writer's options are NOP NOP timestamps (12 bytes); a SYN's
+    // are MSS, NOP NOP, timestamps (16): rebuild TCP header and lengths.
+    let mut tcp = [0u8; 36];
+    tcp[..20].copy_from_slice(&f[34..54]);
+    tcp[12] = 9 << 4;
+    tcp[13] = 0x12; // SYN | ACK
+    tcp[16..18].copy_from_slice(&[0, 0]);
+    tcp[20..24].copy_from_slice(&[2, 4, (mss >> 8) as u8, mss as u8]);
+    tcp[24..36].copy_from_slice(&f[54..66]);
+    let c = pseudo_v4(src, dst, 6, 36).plus(Sum::of(&tcp)).checksum();
+    tcp[16..18].copy_from_slice(&c.to_be_bytes());
+    chunk.data.truncate(at);
+    chunk.data.extend_from_slice(&[0u8; 14 + 20]);
+    chunk.data.extend_from_slice(&tcp);
+    let f = &mut chunk.data[at..];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    ipv4::emit_header(&mut f[14..34], 0, 20 + 36, 0, true, 64, 6, src, dst);
+    if let Some(r) = chunk.frames.last_mut() {
+        r.len = 14 + 20 + 36;
+        r.payload_at = r.len as u16;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn handshakes_are_valid_syn_acks_announcing_the_mss() {
+        let t = Trace::new(TraceConfig { flows: 5, ..TraceConfig::inbound_default() }, 8948);
+        let mut c = Chunk::default();
+        t.handshakes(&mut c, 8960);
+        assert_eq!(c.frames.len(), 5);
+        assert_eq!(c.payload_bytes, 0);
+        for f in &c.frames {
+            let frame = &c.data[f.offset..f.offset + f.len];
+            let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+            let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else { panic!("not ipv4") };
+            assert_eq!(ip.header().to_header().header_checksum, ip.header().header_checksum());
+            let Some(etherparse::TransportSlice::Tcp(tcp)) = p.transport else { panic!("not tcp") };
+            assert!(tcp.syn() && tcp.ack() && tcp.payload().is_empty());
+            let want = tcp.to_header().calc_checksum_ipv4(&ip.header().to_header(), &[]).unwrap();
+            assert_eq!(tcp.checksum(), want);
+            let mss = tcp.options_iterator().find_map(|o| match o {
+                Ok(etherparse::TcpOptionElement::MaximumSegmentSize(m)) => Some(m),
+                _ => None,
+            });
+            assert_eq!(mss, Some(8960));
+        }
+    }
 
     #[test]
     fn deterministic_and_valid() {

@@ -8,17 +8,22 @@ use serde::{Deserialize, Serialize};
 
 /// Default merge timeout.
 ///
-/// Why 500 µs: a sender with TSO emits its data in bursts of up to 64 KB
-/// (Linux sizes them to about 1 ms of data at the flow's rate). A burst fills
-/// seven 8948-byte segments and leaves a partial one, which only the *next*
-/// burst can complete: at 1–2 Gbps per flow that burst comes 260–520 µs
-/// later. Measured with `px bench engine` (800 flows at 1–2 Gbps, no small
-/// flows, iperf3-like 128 KiB writes; yield / p99 hold):
-/// 100 µs 0.81 / 104 µs, 200 µs 0.81 / 208 µs, 400 µs 0.86 / 416 µs,
-/// 500 µs 0.88 / 512 µs, 700 µs 0.88 / 512 µs, 1000 µs 0.88 / 512 µs.
-/// Yield stops rising once the timeout covers the burst period, while the
-/// added latency of a flushed tail keeps growing with it; 500 µs is the knee,
-/// under the DESIGN's bound of 1 ms and far below one WAN round trip.
+/// Why 500 µs, revisited under adaptive PSH (issue 11; the table is in
+/// docs/merge.md): request/response flows no longer wait for the timeout
+/// (their PSH flushes), so the hold is sized for bulk flows. A sender with
+/// TSO emits bursts of up to 64 KB (about 1 ms of data at the flow's rate);
+/// a burst fills seven 8948-byte segments and leaves a partial one that only
+/// the next burst can complete, 262–524 µs later at 1–2 Gbps per flow: a
+/// timeout of T completes it for flows above 64 KB / T (1.05 Gbps at
+/// 500 µs). Measured with the `px bench engine` trace (800 flows at
+/// 1–2 Gbps, PSH per 128 KiB write, 0.5 % small flows; yield / p99 hold):
+/// 32–200 µs 0.839 / ≤208 µs, 300 µs 0.878 / 320 µs, 500 µs 0.948 / 512 µs,
+/// 600 µs 0.951 / 512 µs (no timeout flushes left on this trace), 700 µs
+/// 0.951 / 512 µs. 500 µs takes nearly all of the yield (the last 0.3
+/// points need the trace's slowest flows, and would be gone for any flow a
+/// little slower), under the DESIGN's bound of 1 ms and far below one WAN
+/// round trip. mlx5's 32 µs suits a NIC that sees one host's bursts back to
+/// back, not a border that waits for the next burst.
 pub const DEFAULT_MERGE_TIMEOUT: Duration = Duration::from_micros(500);
 
 /// Everything the engine can be told. All sizes are bytes.
@@ -87,11 +92,14 @@ pub struct Config {
     pub caravan_ports: Vec<u16>,
     /// DSCP marking caravans inside the b-network.
     pub caravan_dscp: u8,
-    /// What PSH does to a held segment. `Flush` (the default, and DESIGN's
-    /// invariant 5): sent at once. `Hold`: an experiment, off by default:
-    /// PSH data may keep filling the segment, which then carries PSH and
-    /// still leaves within the merge timeout. Linux senders set PSH every
-    /// 64 KB or so, which caps the yield of `Flush` near 7/8 at 9000 bytes.
+    /// What PSH does to a held segment (docs/merge.md). In every mode the
+    /// PSH segment joins the aggregate, and the merged segment holding the
+    /// PSH'd byte carries PSH. `Adaptive` (the default): per flow, PSH rides
+    /// within the merge timeout if the flow's recent PSHs were followed by
+    /// more data within it (bulk), and flushes at once otherwise
+    /// (request/response). `Flush`: PSH always sends the hold at once (the
+    /// first round's rule; Linux senders set PSH every 64 KB or so, which
+    /// caps its yield near 7/8 at 9000 bytes). `Hold`: PSH always rides.
     /// (Last, so that the file lists it where the gateway always has.)
     pub psh: PshPolicy,
 }
@@ -114,7 +122,7 @@ impl Default for Config {
             inner_gso: false,
             outer_gso: false,
             verify_checksums: true,
-            psh: PshPolicy::Flush,
+            psh: PshPolicy::Adaptive,
             hash_seed: 0x5eed_0f9a_7e3a_15c3,
             caravan_prefixes: Vec::new(),
             caravan_ports: Vec::new(),
@@ -128,10 +136,13 @@ impl Default for Config {
 #[serde(rename_all = "lowercase")]
 pub enum PshPolicy {
     /// PSH flushes what the flow holds at once.
-    #[default]
     Flush,
     /// PSH is carried on the merged segment, held at most the merge timeout.
     Hold,
+    /// Per flow: rides for flows whose PSHs were followed by more data,
+    /// flushes for flows whose PSHs were followed by silence.
+    #[default]
+    Adaptive,
 }
 
 /// A configuration value outside what the engine supports.

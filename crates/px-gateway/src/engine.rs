@@ -272,6 +272,12 @@ impl Engine {
         };
         if let Some(i) = flow {
             self.track_seq(i, Port::Inner, seg);
+            if seg.has(flags::SYN) {
+                self.learn_ecn_mode(i, frame, seg);
+            }
+            if seg.payload_len() > 0 {
+                self.note_inner_data(i);
+            }
         }
         if track != Track::Plain {
             return self.route_sized(now, Port::Inner, frame, seg.info);

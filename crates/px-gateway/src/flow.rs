@@ -124,6 +124,14 @@ pub(crate) struct Flow {
     /// quote this flow (RFC 5927; `router/learn.rs`).
     pub seq_out: SeqWindow,
     pub seq_in: SeqWindow,
+    /// What the flow's PSHs were followed by (adaptive PSH, docs/merge.md):
+    /// arrival of the last PSH not yet followed by data, and one bit per
+    /// earlier PSH, newest in bit 0: 1 if more data came within the merge
+    /// timeout.
+    pub psh_at: Option<Instant>,
+    pub psh_history: u8,
+    /// The handshake negotiated AccECN: CWR is a bit of the ACE counter.
+    pub accecn: bool,
 }
 
 /// What a flow's segments told about its connection: whether a SYN may
@@ -384,6 +392,9 @@ impl FlowTable {
             held: None,
             seq_out: SeqWindow::default(),
             seq_in: SeqWindow::default(),
+            psh_at: None,
+            psh_history: 0,
+            accecn: false,
         };
         let idx = match self.free.pop() {
             Some(i) => {

@@ -141,10 +141,37 @@ impl<'a> Seg<'a> {
     }
 }
 
-/// Whether two ECN codepoints may be merged: equal ECT-ness, where CE counts
-/// as ECT (a CE mark on a piece is carried onto the merged segment).
+/// Whether pieces with these IP ECN codepoints may be merged: only when
+/// equal, as Linux GRO does. CE is never OR-ed over pieces: DCTCP, L4S and
+/// AccECN react to the share of CE-marked bytes or packets, so a merged
+/// segment is CE exactly when all of its bytes arrived CE (DESIGN invariant
+/// 6); and a CE piece can not bridge ECT(0) and ECT(1), which L4S tells apart.
 pub(crate) fn ecn_compatible(a: u8, b: u8) -> bool {
-    a == b || (a != 0 && b != 0 && (a == 3 || b == 3))
+    a == b
+}
+
+/// TCP header byte 12: data offset, reserved bits and AE (bit 0, the former
+/// NS bit, RFC 3540 now historic). AE is the top bit of AccECN's ACE field
+/// (AE, CWR, ECE; draft-ietf-tcpm-accurate-ecn §3.2.2): pieces merge only
+/// with equal byte 12, like equal flags.
+pub(crate) const AE: u8 = 0x01;
+
+pub(crate) fn offset_byte(frame: &[u8], seg: &Seg) -> u8 {
+    frame[seg.info.l4 + 12]
+}
+
+/// Whether a SYN-ACK answers an AccECN request: (AE, CWR, ECE) is one of
+/// 010, 011, 100, 110 (draft-ietf-tcpm-accurate-ecn §3.1.1, Table 2; 001 is
+/// classic ECN, 000 none, 101 and 111 are broken or legacy responses). Only
+/// a SYN that asked for AccECN (AE, CWR and ECE all set) gets such an
+/// answer, so the SYN-ACK alone says the connection uses AccECN.
+pub(crate) fn is_accecn_synack(frame: &[u8], seg: &Seg) -> bool {
+    if seg.flags & (flags::SYN | flags::ACK) != flags::SYN | flags::ACK {
+        return false;
+    }
+    let ae = (offset_byte(frame, seg) & AE) << 2;
+    let ace = ae | ((seg.flags & flags::CWR != 0) as u8) << 1 | (seg.flags & flags::ECE != 0) as u8;
+    matches!(ace, 0b010 | 0b011 | 0b100 | 0b110)
 }
 
 #[cfg(test)]
@@ -227,9 +254,25 @@ mod tests {
     }
 
     #[test]
-    fn ecn_merges_like_with_like_and_ce_with_ect() {
-        assert!(ecn_compatible(0, 0) && ecn_compatible(2, 2) && ecn_compatible(1, 1));
-        assert!(ecn_compatible(3, 2) && ecn_compatible(1, 3) && ecn_compatible(3, 3));
-        assert!(!ecn_compatible(0, 2) && !ecn_compatible(3, 0) && !ecn_compatible(1, 2));
+    fn ecn_merges_like_with_like_only() {
+        assert!(ecn_compatible(0, 0) && ecn_compatible(2, 2) && ecn_compatible(1, 1) && ecn_compatible(3, 3));
+        assert!(!ecn_compatible(3, 2) && !ecn_compatible(1, 3) && !ecn_compatible(3, 0));
+        assert!(!ecn_compatible(0, 2) && !ecn_compatible(1, 2));
+    }
+
+    #[test]
+    fn accecn_synack_codepoints() {
+        for ace in 0u8..8 {
+            let mut t = Tcp::data(false, Port::Outer, 1, 0);
+            t.flags = flags::SYN
+                | flags::ACK
+                | if ace & 2 != 0 { flags::CWR } else { 0 }
+                | if ace & 1 != 0 { flags::ECE } else { 0 };
+            let mut f = t.build();
+            let info = parsed(&f);
+            f[info.l4 + 12] |= ace >> 2;
+            let s = Seg::parse(&f, &info).unwrap();
+            assert_eq!(is_accecn_synack(&f, &s), matches!(ace, 2 | 3 | 4 | 6), "ACE {ace:03b}");
+        }
     }
 }

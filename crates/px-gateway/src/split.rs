@@ -4,8 +4,9 @@
 //! software the way a correct TSO cuts it. Every piece carries a copy of
 //! the headers with its own sequence number, IP length and (IPv4) an IP ID
 //! counting up from the original's; FIN and PSH stay on the last piece
-//! only, CWR on the first only; both checksums are recomputed, the
-//! payload's in the same pass that copies it.
+//! only; CWR on the first only, unless the flow uses AccECN (see
+//! [`cwr_on_every_piece`]); both checksums are recomputed, the payload's in
+//! the same pass that copies it.
 //!
 //! Two rules go beyond what Linux's `tcp_gso_segment` does, because it
 //! never meets such segments (Linux does not TSO a SYN, nor an urgent
@@ -37,9 +38,44 @@ use px_wire::tcp::{TcpSegment, flags};
 use crate::buf::{HEADROOM, Transmit, Verdict};
 use crate::engine::Engine;
 use crate::port::Port;
-use crate::segment::Seg;
+use crate::segment::{Seg, is_accecn_synack};
+
+/// What splitting does to CWR and AE (issue 10 item 7).
+///
+/// Classic ECN (RFC 3168 §6.1.2): CWR tells the receiver that the sender
+/// reduced its window, and is set on the first new-data segment after the
+/// reduction only; a receiver that saw CWR stops echoing ECE, so CWR on a
+/// later piece would swallow the echo of a CE mark that arrived on an
+/// earlier one. Pieces after the first lose CWR, as Linux GSO clears it
+/// (tcp_gso_segment) and as the GSO ECN flag asks of a NIC.
+///
+/// AccECN (draft-ietf-tcpm-accurate-ecn §3.2.2): AE, CWR and ECE together
+/// are the ACE field, a counter of CE-marked packets the sender of the
+/// segment has received, and CWR is no longer a signal. Every piece of one
+/// segment reports the same count, so every piece carries the same ACE:
+/// clearing CWR on later pieces would make the counter go back by 2 (mod 8),
+/// which the peer reads as 6 more CE marks. Linux keeps CWR on every segment
+/// for SKB_GSO_TCP_ACCECN. The gateway knows a connection uses AccECN from
+/// its SYN-ACK ([`is_accecn_synack`]); not knowing, it cuts as Linux does.
+///
+/// AE and ECE are never touched: in classic ECN AE is zero and ECE is a
+/// state echoed on every segment; in AccECN both are ACE bits.
+pub(crate) fn cwr_on_every_piece(accecn: bool) -> bool {
+    accecn
+}
 
 impl Engine {
+    /// Remembers from a SYN-ACK (either direction) whether the connection
+    /// negotiated AccECN.
+    pub(crate) fn learn_ecn_mode(&mut self, idx: u32, frame: &[u8], seg: &Seg) {
+        if seg.has(flags::SYN) && seg.has(flags::ACK) {
+            let accecn = is_accecn_synack(frame, seg);
+            if let Some(f) = self.flows.get_mut(idx) {
+                f.accecn = accecn;
+            }
+        }
+    }
+
     /// The most TCP payload one segment of `seg`'s layout may carry toward
     /// `to`; the one place this is computed, for merges and for forwarding.
     /// Toward the inner port: the inner MSS for this header layout, and no
@@ -105,7 +141,11 @@ impl Engine {
         let pieces = len.div_ceil(limit).max(1);
         if to == Port::Inner && len > 0 {
             // Toward the inner port, `allowed` is the inner MSS of this flow.
-            let cap = allowed;
+            // Where the handshake was not seen, it is only the safe size:
+            // the yield counts conversion to the inner MSS, so such a
+            // flow's segments are never counted full.
+            let known = flow.and_then(|i| self.flows.get(i)).is_some_and(|f| f.inner_mss.is_some());
+            let cap = if known { allowed } else { usize::MAX };
             self.counters.inner_tcp_data_out += pieces as u64;
             if len <= limit {
                 self.counters.inner_tcp_full_out += (len == cap) as u64;
@@ -129,6 +169,14 @@ impl Engine {
         if corrupt {
             self.counters.bad_checksum += 1;
         }
+        let keep_cwr = cwr_on_every_piece(
+            flow.or_else(|| self.flows.peek(&crate::flow::FlowKey::of_segment(seg, frame, to.other())))
+                .and_then(|i| self.flows.get(i))
+                .is_some_and(|f| f.accecn),
+        );
+        // The virtio header can ask the kernel for CWR on the first piece
+        // only (VIRTIO_NET_HDR_GSO_ECN), not on all: AccECN CWR is cut here.
+        let gso_ok = gso_ok && !(keep_cwr && seg.has(flags::CWR));
         // SYN and URG pieces need more than GSO does (see the module docs).
         if gso_ok && !corrupt && seg.flags & (flags::SYN | flags::URG) == 0 {
             let g = prepare_gso(frame, seg, limit);
@@ -141,7 +189,7 @@ impl Engine {
         while off < len {
             let n = limit.min(len - off);
             let mut buf = self.pool.get();
-            let end = write_piece(frame, seg, i, off, n, off + n == len, &mut buf);
+            let end = write_piece(frame, seg, i, off, n, off + n == len, keep_cwr, &mut buf);
             if corrupt {
                 // Off by one in the sum: can never verify.
                 buf[seg.info.l4 + 17] ^= 1;
@@ -157,7 +205,18 @@ impl Engine {
 
 /// Writes piece `i` of `seg` (payload `[off, off + len)`) into `out`,
 /// returning its length. `out` must hold the headers and `len` bytes.
-fn write_piece(frame: &[u8], seg: &Seg, i: usize, off: usize, len: usize, last: bool, out: &mut [u8]) -> usize {
+/// `keep_cwr`: CWR stays on every piece ([`cwr_on_every_piece`]).
+#[allow(clippy::too_many_arguments)]
+fn write_piece(
+    frame: &[u8],
+    seg: &Seg,
+    i: usize,
+    off: usize,
+    len: usize,
+    last: bool,
+    keep_cwr: bool,
+    out: &mut [u8],
+) -> usize {
     let hdr = seg.payload_start();
     let info = &seg.info;
     out[..hdr].copy_from_slice(&frame[..hdr]);
@@ -186,7 +245,10 @@ fn write_piece(frame: &[u8], seg: &Seg, i: usize, off: usize, len: usize, last: 
     // The SYN takes the first sequence number, then the data follows.
     let mut seq = seg.seq.wrapping_add(off as u32);
     if i != 0 {
-        f &= !(flags::CWR | flags::SYN);
+        f &= !flags::SYN;
+        if !keep_cwr {
+            f &= !flags::CWR;
+        }
         seq = seq.wrapping_add(seg.has(flags::SYN) as u32);
     }
     if seg.has(flags::URG) && i != 0 {
@@ -211,13 +273,21 @@ fn write_piece(frame: &[u8], seg: &Seg, i: usize, off: usize, len: usize, last: 
 /// Prepares `frame` in place for segmentation offload: checksum field set to
 /// the folded pseudo-header sum (the `CHECKSUM_PARTIAL` convention).
 /// Returns the transmit metadata: cut into `mss`-byte pieces, checksum to
-/// be completed from the TCP header on.
+/// be completed from the TCP header on, and the ECN flag if the segment
+/// carries CWR (VIRTIO_NET_HDR_GSO_ECN, as Linux GRO sets SKB_GSO_TCP_ECN:
+/// the kernel keeps CWR on the first piece only, or refuses the frame if
+/// the flag is missing where the device demands it).
 fn prepare_gso(frame: &mut [u8], seg: &Seg, mss: usize) -> PacketMeta {
     let l4_len = seg.info.end - seg.info.l4;
     let pseudo = seg.pseudo(frame, l4_len);
     let l4 = seg.info.l4;
     frame[l4 + 16..l4 + 18].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
-    PacketMeta::tcp_gso(seg.info.version == IpVersion::V6, mss as u16, l4 as u16, seg.payload_start() as u16)
+    let mut meta =
+        PacketMeta::tcp_gso(seg.info.version == IpVersion::V6, mss as u16, l4 as u16, seg.payload_start() as u16);
+    if let Some(g) = meta.gso.as_mut() {
+        g.ecn = seg.has(flags::CWR);
+    }
+    meta
 }
 
 #[cfg(test)]
@@ -245,7 +315,7 @@ mod tests {
             for i in 0..3 {
                 let n = 1000.min(2500 - off);
                 let mut out = vec![0u8; 2048];
-                let end = write_piece(&f, &seg, i, off, n, off + n == 2500, &mut out);
+                let end = write_piece(&f, &seg, i, off, n, off + n == 2500, false, &mut out);
                 let p = &out[..end];
                 assert_eq!(end, hdr + n);
                 assert_eq!(&p[hdr..], &f[hdr + off..hdr + off + n], "payload of piece {i}");

@@ -8,6 +8,11 @@
 //! entry still names a live hold (its id) when it reaches it, so the
 //! queue's front may be early, never late.
 //!
+//! A riding PSH (adaptive PSH, `merge::policy`) shortens its hold to a
+//! grace that is the same for every hold: those deadlines have a FIFO of
+//! their own, in deadline order for the same reason, and the earlier front
+//! of the two is the queue's front.
+//!
 //! Memory pressure takes the oldest holds of one kind first. Each kind has
 //! its own cursor into the queue, so entries of the other kind are stepped
 //! over once, not at every eviction.
@@ -44,6 +49,8 @@ pub(crate) struct Deadlines {
     popped: u64,
     /// Per kind, the first entry memory pressure has not taken yet.
     pressure: [u64; 2],
+    /// Deadlines of one fixed, shorter length (PSH grace).
+    grace: VecDeque<(Instant, Timer)>,
 }
 
 impl Deadlines {
@@ -54,21 +61,39 @@ impl Deadlines {
         self.queue.push_back((at, t));
     }
 
+    /// Queues a deadline of the fixed grace length; `at` is no earlier than
+    /// any grace deadline queued.
+    pub fn push_grace(&mut self, at: Instant, t: Timer) {
+        self.grace.push_back((at, t));
+    }
+
+    /// Whether the grace queue's front comes before the main queue's.
+    #[inline]
+    fn grace_first(&self) -> bool {
+        match (self.grace.front(), self.queue.front()) {
+            (Some(g), Some(q)) => g.0 < q.0,
+            (g, _) => g.is_some(),
+        }
+    }
+
     /// The earliest deadline queued (may belong to a hold that already left).
     #[inline]
     pub fn next(&self) -> Option<Instant> {
-        self.queue.front().map(|e| e.0)
+        self.front().map(|e| e.0)
     }
 
     /// The earliest entry, left in place.
     #[inline]
     pub fn front(&self) -> Option<(Instant, Timer)> {
-        self.queue.front().copied()
+        if self.grace_first() { self.grace.front().copied() } else { self.queue.front().copied() }
     }
 
     /// Removes and returns the earliest entry.
     #[inline]
     pub fn pop(&mut self) -> Option<(Instant, Timer)> {
+        if self.grace_first() {
+            return self.grace.pop_front();
+        }
         let e = self.queue.pop_front()?;
         self.popped += 1;
         Some(e)
@@ -149,5 +174,19 @@ mod tests {
         assert_eq!(d.oldest_caravan(), None, "the caravan at entry 2 was popped");
         d.push(t0, Timer::Hold { flow: 9, id: 5 });
         assert_eq!(d.oldest_hold(), Some((9, 5)));
+    }
+
+    #[test]
+    fn grace_deadlines_come_out_in_time_order_with_the_others() {
+        let t0 = Instant::now();
+        let us = |n| t0 + std::time::Duration::from_micros(n);
+        let mut d = Deadlines::default();
+        d.push(us(500), Timer::Hold { flow: 1, id: 1 });
+        d.push(us(510), Timer::Hold { flow: 2, id: 2 });
+        d.push_grace(us(42), Timer::Hold { flow: 2, id: 2 });
+        d.push_grace(us(520), Timer::Hold { flow: 3, id: 3 });
+        let order: Vec<_> = std::iter::from_fn(|| d.pop().map(|e| e.0)).collect();
+        assert_eq!(order, [us(42), us(500), us(510), us(520)]);
+        assert_eq!(d.next(), None);
     }
 }

@@ -18,6 +18,8 @@
 //! - [`demo`]: the experiment of `px lab demo` (gateway vs router, iperf3).
 //! - [`pmtud`], [`pmtud_compare`]: path-MTU lab paths and the comparison of
 //!   `px lab pmtud`.
+//! - [`rr`]: the experiment of `px lab rr` (request/response latency,
+//!   gateway vs router).
 //! - [`addr`]: the only address ranges the lab will configure.
 //! - [`cleanup`]: the registry emptied on signals.
 
@@ -35,6 +37,7 @@ pub mod netns;
 pub mod observe;
 pub mod pmtud;
 pub mod pmtud_compare;
+pub mod rr;
 pub mod topology;
 pub mod traffic;
 

@@ -38,7 +38,11 @@ pub(crate) struct Held {
     pub seq: u32,
     pub ack: u32,
     pub window: u16,
-    pub ce: bool,
+    /// TSval of the newest piece (the next may not be lower) and the newest
+    /// TSecr (carried by the merged segment); the header keeps the first
+    /// TSval.
+    pub tsval: u32,
+    pub tsecr: u32,
     /// Sum of the payload held, as positioned in the segment.
     pub psum: Sum,
     /// Arrival of the first byte (the hold timer runs from here).
@@ -50,12 +54,20 @@ pub(crate) struct Held {
     pub psh: bool,
 }
 
+/// The segment's (TSval, TSecr), if it has the option.
+pub(crate) fn ts_values(frame: &[u8], seg: &Seg) -> Option<(u32, u32)> {
+    let at = seg.info.l4 + seg.tsval_at?;
+    let w = frame.get(at..at + 8)?;
+    Some((u32::from_be_bytes([w[0], w[1], w[2], w[3]]), u32::from_be_bytes([w[4], w[5], w[6], w[7]])))
+}
+
 /// Whether a segment may start a held segment at all (what a careful GRO
 /// would merge): plain ACK data (PSH or FIN may end it: the segment is then
-/// merged as the last piece), no IP options or extension headers, no SACK
+/// merged as the last piece; CWR only in an AccECN flow, where it is a bit
+/// of the ACE counter, checked by the caller), no IP options or extension headers, no SACK
 /// blocks, parseable options, headers that fit the headroom.
 pub(crate) fn holdable(seg: &Seg) -> bool {
-    let f = seg.flags & !(flags::PSH | flags::FIN | flags::ECE);
+    let f = seg.flags & !(flags::PSH | flags::FIN | flags::ECE | flags::CWR);
     f == flags::ACK
         && seg.payload_len() > 0
         && !seg.info.ip_options
@@ -70,6 +82,7 @@ impl Held {
         let hdr_len = seg.payload_start();
         let mut buf = buf;
         buf[HEADROOM - hdr_len..HEADROOM].copy_from_slice(&frame[..hdr_len]);
+        let (tsval, tsecr) = ts_values(frame, seg).unwrap_or((0, 0));
         Held {
             buf,
             hdr_len,
@@ -82,7 +95,8 @@ impl Held {
             seq,
             ack: seg.ack,
             window: seg.window,
-            ce: seg.info.ecn == 3,
+            tsval,
+            tsecr,
             psum: Sum(0),
             since,
             id,
@@ -100,8 +114,22 @@ impl Held {
     }
 
     /// Whether `seg` (the next in sequence) may join: same link header, same
-    /// IP fields (DSCP, ECT, TTL, DF, flow label), same TCP header layout and
-    /// options but for TSval, same flags but PSH/FIN, an ACK as new or newer.
+    /// IP fields (DSCP, ECN codepoint, TTL, DF, flow label), same TCP header
+    /// layout, AE bit and options but for the timestamp values, same flags
+    /// but PSH/FIN (so equal ECE and CWR), an ACK as new or newer, and
+    /// timestamps that do not go back.
+    ///
+    /// Timestamps (issue 11, docs/merge.md): a piece joins when its TSval is
+    /// not below the newest piece's (PAWS, RFC 7323 §5, would drop a segment
+    /// whose TSval went back, so the pieces must not hide one) and its
+    /// TSecr is not below the newest TSecr. The merged segment keeps the
+    /// first piece's TSval: RFC 7323 §4.3 has a receiver that ACKs several
+    /// segments at once echo the TSval of the earliest unacknowledged one,
+    /// which is what the inner host then echoes, so the sender's RTT sample
+    /// covers the delay the merge added. It carries the newest TSecr, ACK
+    /// and window: they are the sender's latest view of the reverse path,
+    /// as FreeBSD's LRO emits them. Linux GRO instead ends a merge on any
+    /// option byte change, which at 1 ms TSval clocks ends most merges.
     pub fn accepts(&self, frame: &[u8], seg: &Seg) -> bool {
         let (a, b) = (seg.info, &self.info);
         if seg.payload_start() != self.hdr_len
@@ -112,6 +140,7 @@ impl Held {
             || a.dont_frag != b.dont_frag
             || !ecn_compatible(a.ecn, b.ecn)
             || seg.th != self.th
+            || frame[a.l4 + 12] != self.header()[a.l4 + 12]
             || (seg.flags & !(flags::PSH | flags::FIN)) != self.flags
             || (seg.ack.wrapping_sub(self.ack) as i32) < 0
             || seg.tsval_at != self.tsval_at
@@ -130,17 +159,20 @@ impl Held {
         let opts = a.l4 + px_wire::tcp::MIN_HEADER_LEN..seg.payload_start();
         match self.tsval_at {
             Some(ts) => {
+                let Some((tsval, tsecr)) = ts_values(frame, seg) else { return false };
                 let ts = a.l4 + ts;
-                eq_bytes(&frame[opts.start..ts], &h[opts.start..ts])
-                    && eq_bytes(&frame[ts + 4..opts.end], &h[ts + 4..opts.end])
+                (tsval.wrapping_sub(self.tsval) as i32) >= 0
+                    && (tsecr.wrapping_sub(self.tsecr) as i32) >= 0
+                    && eq_bytes(&frame[opts.start..ts], &h[opts.start..ts])
+                    && eq_bytes(&frame[ts + 8..opts.end], &h[ts + 8..opts.end])
             }
             None => eq_bytes(&frame[opts.clone()], &h[opts]),
         }
     }
 
     /// Appends payload whose sum (as if at an even offset) is `sum`; the
-    /// newest ACK and window win, a CE mark sticks.
-    pub fn append(&mut self, payload: &[u8], sum: Sum, seg: &Seg) {
+    /// newest ACK, window and TSecr win (`ts`: the piece's TSval and TSecr).
+    pub fn append(&mut self, payload: &[u8], sum: Sum, seg: &Seg, ts: Option<(u32, u32)>) {
         let at = HEADROOM + self.len;
         self.buf[at..at + payload.len()].copy_from_slice(payload);
         self.psum = self.psum.plus(sum.at_offset(self.len));
@@ -149,11 +181,16 @@ impl Held {
             self.ack = seg.ack;
             self.window = seg.window;
         }
-        self.ce |= seg.info.ecn == 3;
+        if let Some((tsval, tsecr)) = ts {
+            self.tsval = tsval;
+            if (tsecr.wrapping_sub(self.tsecr) as i32) >= 0 {
+                self.tsecr = tsecr;
+            }
+        }
         self.pieces += 1;
     }
 
-    /// Finishes the segment in place: lengths, newest ACK and window, ECN,
+    /// Finishes the segment in place: lengths, newest ACK, window and TSecr,
     /// `last_flags` (PSH/FIN of the last piece), both checksums. Returns the
     /// buffer and the frame's range in it.
     pub fn finish(mut self, last_flags: u8) -> (Vec<u8>, usize, usize) {
@@ -166,18 +203,12 @@ impl Held {
             IpVersion::V4 => {
                 let mut ip = Ipv4Packet::new_unchecked(&mut frame[info.l3..]);
                 ip.set_total_len((info.l4 - info.l3 + l4_len) as u16);
-                if self.ce {
-                    ip.set_ecn(3);
-                }
                 ip.fill_checksum();
                 px_wire::checksum::pseudo_v4(ip.src(), ip.dst(), 6, l4_len as u16)
             }
             IpVersion::V6 => {
                 let mut ip = Ipv6Packet::new_unchecked(&mut frame[info.l3..]);
                 ip.set_payload_len((info.l4 - info.l3 - px_wire::ipv6::HEADER_LEN + l4_len) as u16);
-                if self.ce {
-                    ip.set_ecn(3);
-                }
                 px_wire::checksum::pseudo_v6(ip.src(), ip.dst(), 6, l4_len as u32)
             }
         };
@@ -187,6 +218,9 @@ impl Held {
         tcp.set_window(self.window);
         tcp.set_flags(self.flags | last_flags | if self.psh { flags::PSH } else { 0 });
         tcp.set_checksum(0);
+        if let Some(ts) = self.tsval_at {
+            frame[info.l4 + ts + 4..info.l4 + ts + 8].copy_from_slice(&self.tsecr.to_be_bytes());
+        }
         let hsum = Sum::of(&frame[info.l4..info.l4 + self.th]);
         let c = pseudo.plus(hsum).plus(self.psum.at_offset(self.th)).checksum();
         frame[info.l4 + 16..info.l4 + 18].copy_from_slice(&c.to_be_bytes());

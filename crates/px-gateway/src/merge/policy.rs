@@ -1,9 +1,47 @@
 //! The merge policy: which inbound segments are held, for how long, and
 //! when a hold is sent. Bulk detection (in-order full-sized segments in a
-//! row), the flags and events that flush (PSH/FIN, control flags, pure ACKs,
-//! reordering, a segment that cannot join), the hold deadline and memory
-//! pressure (the oldest holds go first) are all here; [`super::held`] is
-//! the segment being filled.
+//! row), the flags and events that flush (FIN, PSH for flows that wait after
+//! it, control flags, pure ACKs, reordering, a segment that cannot join),
+//! the hold deadline and memory pressure (the oldest holds go first) are
+//! all here; [`super::held`] is the segment being filled and decides which
+//! pieces may join (ECN, flags, options, timestamps).
+//!
+//! PSH (issue 11; the reasoning and measurements are in docs/merge.md).
+//! RFC 1122 §4.2.2.2: PSH is not a record marker, a receiver may merge
+//! across it. What the anchors do: Linux GRO merges the PSH segment into
+//! the aggregate and then flushes; DPDK GRO 22.11 does not merge PSH
+//! segments at all, 24.03+ merges them and flushes at the next timeout;
+//! FreeBSD LRO merges across PSH; mlx5 hardware LRO ORs PSH into the
+//! aggregate and holds for 32 µs. The gateway is in the LRO class (what it
+//! merges is never cut back downstream), so:
+//! - the PSH segment always joins the aggregate, and the merged segment
+//!   that holds the PSH'd byte (its last) carries PSH;
+//! - a flow whose recent PSHs were followed by more data within the merge
+//!   timeout (a bulk sender: Linux sets PSH at the end of every write, about
+//!   every 64 KB, and the next write follows at once) merges on across PSH,
+//!   within the hold bound: flushing there caps the yield near 7/8;
+//! - a flow whose PSH was followed by silence, or by data from the inner
+//!   host (request/response: the sender waits for an answer; on a short
+//!   path the next answer may come well within the timeout, but only after
+//!   the inner host asked for it), flushes at the PSH, so an answer never
+//!   waits for data that will not come. A flow with no history yet flushes.
+//!
+//! A PSH that rides waits for more data at most [`PSH_GRACE`] (32 µs, as
+//! mlx5 LRO holds), not the whole merge timeout: a bulk sender's next
+//! segment is microseconds behind, and an answer whose end was taken for
+//! bulk waits no longer than that.
+//!
+//! The evidence is per flow ([`Flow::psh_history`]): whether the last two
+//! PSHs were followed by more data within the merge timeout with no data
+//! from the inner host since. Two, not one: a sender pushes in the middle
+//! of a large write too (Linux forces PSH when half a window is unpushed),
+//! so one PSH followed by data may still be inside an answer; two in a row
+//! since the last request are a bulk transfer (`px lab rr` measured the
+//! difference: with one, every 64 KB answer's end waited the PSH grace). A bulk flow that turns interactive is held at
+//! most once more (and at most the timeout); a PSH at the end of a TSO
+//! burst followed by a pause costs a bulk flow one early flush, not a wait.
+//!
+//! [`Flow::psh_history`]: crate::flow::Flow::psh_history
 
 use std::time::Instant;
 
@@ -11,7 +49,7 @@ use px_wire::checksum::Sum;
 use px_wire::offload::{Checksum, PacketMeta};
 use px_wire::tcp::flags;
 
-use super::held::{Held, holdable, split_sum};
+use super::held::{Held, holdable, split_sum, ts_values};
 use crate::buf::{Transmit, Verdict};
 use crate::config::PshPolicy;
 use crate::counters::FlushReason;
@@ -26,6 +64,14 @@ use crate::timer::Timer;
 /// default MSS every IPv4 host may send (RFC 9293 §3.7.1). A flow of smaller
 /// segments in a row is interactive, not bulk, and is never held.
 const BULK_MIN_PAYLOAD: u32 = 536;
+
+/// Longest a pushed byte waits under adaptive PSH (if the merge timeout is
+/// not shorter). A bulk sender's next segment after a PSH is in the same
+/// burst, microseconds away, so merging goes on; the end of an answer that
+/// the flow's history mistook for bulk (an answer written in two writes:
+/// the first PSH was followed by more data) waits no longer than this. It
+/// is the hold of mlx5's hardware LRO, which ORs PSH into the aggregate.
+pub const PSH_GRACE: std::time::Duration = std::time::Duration::from_micros(32);
 
 impl Engine {
     /// TCP from the outer port: merged into held inner-MSS segments if the
@@ -51,6 +97,7 @@ impl Engine {
             self.flush_flow(idx, FlushReason::ControlFlag, now);
             return self.route_sized(now, Port::Outer, frame, seg.info);
         }
+        self.learn_ecn_mode(idx, frame, seg);
         let end = seg.seq.wrapping_add(seg.seq_len());
         let Some(flow) = self.flows.get_mut(idx) else {
             return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
@@ -59,11 +106,32 @@ impl Engine {
         if flow.next_seq.is_none_or(|n| (end.wrapping_sub(n) as i32) > 0) {
             flow.next_seq = Some(end);
         }
-        if seg.flags & (flags::SYN | flags::RST | flags::URG | flags::CWR) != 0 {
+        // CWR ends a merge in a classic ECN flow (RFC 3168: a signal on one
+        // segment, as Linux GRO flushes on it); in an AccECN flow it is a
+        // bit of the ACE counter and pieces with equal ACE merge.
+        let cwr = if flow.accecn { 0 } else { flags::CWR };
+        if seg.flags & (flags::SYN | flags::RST | flags::URG | cwr) != 0 {
             self.flush_flow(idx, FlushReason::ControlFlag, now);
             return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
         }
         let len = seg.payload_len();
+        // Adaptive PSH: what followed the flow's last PSH, then whether this
+        // PSH may ride (the last two were followed by data in time, and the
+        // inner host sent nothing since).
+        if len > 0 {
+            if let Some(t) = flow.psh_at.take() {
+                let kept_coming = now.saturating_duration_since(t) <= self.cfg.merge_timeout;
+                flow.psh_history = flow.psh_history << 1 | kept_coming as u8;
+            }
+            if seg.has(flags::PSH) {
+                flow.psh_at = Some(now);
+            }
+        }
+        let psh_rides = match self.cfg.psh {
+            PshPolicy::Flush => false,
+            PshPolicy::Hold => true,
+            PshPolicy::Adaptive => flow.psh_history & 0b11 == 0b11,
+        };
         if len == 0 {
             if flow.held.is_some() {
                 self.flush_flow(idx, FlushReason::PureAck, now);
@@ -119,12 +187,10 @@ impl Engine {
             return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
         }
         self.counters.merged_in += 1;
-        // The flags that end a merge: FIN always, PSH unless configured to ride.
-        let ends = match self.cfg.psh {
-            PshPolicy::Flush => flags::PSH | flags::FIN,
-            PshPolicy::Hold => flags::FIN,
-        };
+        // The flags that end a merge: FIN always, PSH unless it rides.
+        let ends = if psh_rides { flags::FIN } else { flags::PSH | flags::FIN };
         let payload_at = seg.payload_start();
+        let ts = ts_values(frame, seg);
         let mut off = 0;
         let mut rest = whole;
         while off < len {
@@ -139,8 +205,9 @@ impl Engine {
             } else {
                 split_sum(&frame[payload_at + off..payload_at + len], n, rest)
             };
-            h.append(piece, sum, seg);
-            h.psh |= ends & flags::PSH == 0 && seg.has(flags::PSH);
+            h.append(piece, sum, seg, ts);
+            // A riding PSH marks the segment that gets the pushed (last) byte.
+            h.psh |= ends & flags::PSH == 0 && seg.has(flags::PSH) && off + n == len;
             self.held_bytes += n;
             rest = after;
             off += n;
@@ -151,8 +218,28 @@ impl Engine {
         }
         if seg.flags & ends != 0 && self.flows.get(idx).is_some_and(|f| f.held.is_some()) {
             self.emit_hold(idx, seg.flags & ends, Some(FlushReason::PshFin), now);
+        } else if self.cfg.psh == PshPolicy::Adaptive && seg.has(flags::PSH) {
+            // A riding PSH waits for more data only briefly (see PSH_GRACE).
+            if let Some(id) = self.flows.get(idx).and_then(|f| f.held.as_ref()).map(|h| h.id) {
+                let grace = PSH_GRACE.min(self.cfg.merge_timeout);
+                self.deadlines.push_grace(now + grace, Timer::Hold { flow: idx, id });
+            }
         }
         Verdict::Consumed
+    }
+
+    /// Data from the inner host on a flow: the conversation goes both ways
+    /// (a request, an answer), so the outer sender's next PSH may well be
+    /// the end of the answer it waits for: it flushes (see the module docs).
+    /// If the last PSH was still unanswered by more data, the inner host
+    /// answered it first: that outcome is recorded as "followed by a wait".
+    pub(crate) fn note_inner_data(&mut self, idx: u32) {
+        if let Some(f) = self.flows.get_mut(idx) {
+            if f.psh_at.take().is_some() {
+                f.psh_history <<= 1;
+            }
+            f.psh_history &= !0b11;
+        }
     }
 
     fn start_hold(&mut self, idx: u32, frame: &[u8], seg: &Seg, seq: u32, cap: usize, now: Instant) {

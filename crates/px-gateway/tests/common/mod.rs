@@ -68,6 +68,9 @@ pub struct Flags {
     pub urg: bool,
     pub ece: bool,
     pub cwr: bool,
+    /// AE (the former NS bit, TCP header byte 12 bit 0; AccECN's ACE field
+    /// is AE, CWR, ECE).
+    pub ae: bool,
 }
 
 impl Flags {
@@ -170,6 +173,7 @@ impl TcpSpec {
         let f = self.flags;
         (t.syn, t.ack, t.fin, t.rst, t.psh, t.urg, t.ece, t.cwr) =
             (f.syn, f.ack, f.fin, f.rst, f.psh, f.urg, f.ece, f.cwr);
+        t.ns = f.ae;
         t.urgent_pointer = self.urg_ptr;
         t.set_options(&self.opts).expect("options fit in 40 bytes");
         t

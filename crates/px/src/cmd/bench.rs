@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use px_bench::{BenchConfig, RunResult, TraceConfig, run_once};
+use px_bench::{BenchConfig, RunResult, TraceConfig, run_once, yield_comparison};
 use px_gateway::Config;
 use px_wire::offload::Checksum;
 
@@ -27,6 +27,7 @@ pub enum CsumArg {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum PshArg {
+    Adaptive,
     Flush,
     Hold,
 }
@@ -60,9 +61,10 @@ pub struct EngineArgs {
     /// Merge timeout in microseconds (default: the engine's default).
     #[arg(long)]
     merge_timeout_us: Option<u64>,
-    /// What PSH does to held data: flush (default, DESIGN invariant 5) or
-    /// hold (experiment: PSH rides on the merged segment).
-    #[arg(long, value_enum, default_value_t = PshArg::Flush)]
+    /// What PSH does to held data: adaptive (default: per flow, docs/merge.md),
+    /// flush (at once, the first round's rule) or hold (PSH always rides).
+    /// The yield with flush and with `--small-share 0` is reported beside.
+    #[arg(long, value_enum, default_value_t = PshArg::Adaptive)]
     psh: PshArg,
     /// Inner and outer MTU.
     #[arg(long, default_value_t = 9000)]
@@ -105,6 +107,7 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
     let psh = match a.psh {
         PshArg::Flush => px_gateway::PshPolicy::Flush,
         PshArg::Hold => px_gateway::PshPolicy::Hold,
+        PshArg::Adaptive => px_gateway::PshPolicy::Adaptive,
     };
     let mut engine = Config { imtu: a.imtu, emtu: a.emtu, max_flows: 1 << 16, psh, ..Config::default() };
     if let Some(us) = a.merge_timeout_us {
@@ -153,6 +156,9 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
         }
         runs.push(run_once(&cfg));
     }
+    // Yield and hold are functions of the trace (trace time, not wall
+    // time): one untimed replay each gives the comparisons issue 11 asks for.
+    let cmp = yield_comparison(&cfg);
     let med = |f: &dyn Fn(&RunResult) -> f64| {
         let mut v: Vec<f64> = runs.iter().map(f).collect();
         v.sort_by(|x, y| x.total_cmp(y));
@@ -168,7 +174,7 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
         ("memcpy_gbps", "memcpy of the same payload (Gbps)", |r| r.memcpy_gbps),
         ("merge_vs_memcpy", "merge / memcpy", |r| r.merge_gbps / r.memcpy_gbps),
         ("yield", "conversion yield", |r| r.yield_),
-        ("yield_ceiling", "yield ceiling of this trace (PSH, small flows)", |r| r.yield_ceiling),
+        ("yield_ceiling", "yield ceiling if PSH flushed (PSH, small flows)", |r| r.yield_ceiling),
         ("caravan_gbps", "UDP caravan packing (payload Gbps)", |r| r.caravan_gbps),
         ("caravan_yield", "caravan yield (share sent full)", |r| r.caravan_yield),
         ("hold_p99_us", "hold time p99 (µs, trace time)", |r| r.hold_p99_us as f64),
@@ -179,6 +185,9 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
             obj.insert((*k).into(), serde_json::json!(med(f).0));
         }
         obj.insert("hold_p50_us".into(), serde_json::json!(med(&|r: &RunResult| r.hold_p50_us as f64).0));
+        obj.insert("yield_small_share_0".into(), serde_json::json!(cmp.small_share_0.yield_));
+        obj.insert("yield_flush_policy".into(), serde_json::json!(cmp.flush_policy.yield_));
+        obj.insert("hold_p99_us_flush_policy".into(), serde_json::json!(cmp.flush_policy.hold_p99_us));
         obj.insert(
             "setup".into(),
             serde_json::json!({
@@ -213,6 +222,13 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
         let (m, lo, hi) = med(f);
         println!("  {label:<48} {m:>9.3}   [{lo:.3} – {hi:.3}]");
     }
+    println!(
+        "  {:<48} {:>9.3}\n  {:<48} {:>9.3}",
+        "conversion yield, same trace with --small-share 0",
+        cmp.small_share_0.yield_,
+        "conversion yield, same trace with --psh flush",
+        cmp.flush_policy.yield_
+    );
     let last = runs.last().map(|r| r.flushes.clone()).unwrap_or_default();
     let flushes: Vec<String> = last.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
     println!("\n  early flushes (last run): {}", if flushes.is_empty() { "none".into() } else { flushes.join(", ") });

@@ -62,9 +62,10 @@ pub struct GatewayArgs {
     /// Receive through the memory-mapped ring instead of recvmmsg.
     #[arg(long)]
     rx_ring: bool,
-    /// What PSH does to held data: flush (default) or hold (it rides on the
-    /// merged segment, still sent within the merge timeout).
-    #[arg(long, value_parser = ["flush", "hold"])]
+    /// What PSH does to held data: adaptive (default: per flow, rides for
+    /// bulk flows, flushes for request/response), flush (at once) or hold
+    /// (it rides on the merged segment, still sent within the merge timeout).
+    #[arg(long, value_parser = ["adaptive", "flush", "hold"])]
     psh: Option<String>,
     /// Write what the ports receive and send to this pcapng file (one
     /// interface per port, direction in each packet's flags), off the data
@@ -148,6 +149,7 @@ impl GatewayArgs {
         }
         match self.psh.as_deref() {
             Some("hold") => c.engine.psh = px_gateway::PshPolicy::Hold,
+            Some("adaptive") => c.engine.psh = px_gateway::PshPolicy::Adaptive,
             Some(_) => c.engine.psh = px_gateway::PshPolicy::Flush,
             None => {}
         }

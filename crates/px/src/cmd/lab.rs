@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::cmd::{lab_demo, lab_exp, lab_pmtud};
+use crate::cmd::{lab_demo, lab_exp, lab_pmtud, lab_rr};
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -40,6 +40,9 @@ pub enum LabCommand {
     /// All of the above plus `demo` and `pmtud`, written to DIR/report.md
     /// with the SVG plots beside it (needs root; about 15 minutes).
     Report(lab_exp::ReportArgs),
+    /// Request/response latency (64 B requests; 1 KB, 16 KB, 64 KB answers)
+    /// through px gateway and through a plain Linux router (needs root).
+    Rr(lab_rr::RrArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -54,5 +57,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Middlebox(a) => lab_exp::middlebox(a),
         LabCommand::Parallel(a) => lab_exp::parallel(a),
         LabCommand::Report(a) => lab_exp::report(a),
+        LabCommand::Rr(a) => lab_rr::rr(a),
     }
 }

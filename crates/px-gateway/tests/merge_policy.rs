@@ -1,0 +1,405 @@
+//! The merge policy of issue 11 and the ECN rules of issue 10 item 7, one
+//! test per rule (docs/merge.md): ECN codepoints and the ACE bits (AE, CWR,
+//! ECE) equal or no merge; CWR and AE on split pieces; adaptive PSH;
+//! merging across timestamp changes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use px_gateway::{Config, FlushReason, Port, PshPolicy, Verdict};
+
+const MSS_TS: usize = 1448;
+const IMSS_TS_V4: usize = 8948;
+
+fn seg(v6: bool, off: u32, len: usize) -> TcpSpec {
+    TcpSpec::inbound(v6, 1, 1_000 + off, stream_bytes(1, off, len)).ts(1_000, 77)
+}
+
+fn warm(h: &mut Harness, v6: bool) -> u32 {
+    for i in 0..2u32 {
+        let v = h.feed_tcp(Port::Outer, &seg(v6, i * MSS_TS as u32, MSS_TS));
+        assert!(matches!(v, Verdict::Forward { .. }), "warm-up {i}: {v:?}");
+    }
+    2 * MSS_TS as u32
+}
+
+fn finish(h: &mut Harness) -> Vec<Wire> {
+    h.flush_all();
+    let w = h.check_outputs().unwrap();
+    h.oracle.verify().unwrap();
+    h.check_accounting().unwrap();
+    w.into_iter().filter(|(p, w)| *p == Port::Inner && !w.payload.is_empty()).map(|(_, w)| w).collect()
+}
+
+// ---- ECN (issue 10 item 7; DESIGN invariant 6) ---------------------------
+
+/// A CE piece never joins ECT(0) pieces: the bytes that leave CE-marked are
+/// exactly the bytes that arrived CE-marked (DCTCP, L4S and AccECN count
+/// them). Fails on OR-ing CE over the merged pieces.
+#[test]
+fn ce_count_stays_exact() {
+    for v6 in [false, true] {
+        let mut h = Harness::new(test_config());
+        let mut off = 0;
+        for i in 0..6u32 {
+            let mut s = seg(v6, off, MSS_TS);
+            s.ecn = if i == 4 { 3 } else { 2 };
+            let _ = h.feed_tcp(Port::Outer, &s);
+            off += MSS_TS as u32;
+        }
+        let d = finish(&mut h);
+        let ce: usize = d.iter().filter(|w| w.ecn() == 3).map(|w| w.payload.len()).sum();
+        assert_eq!(ce, MSS_TS, "v6={v6}: CE bytes out = CE bytes in");
+        assert!(d.iter().all(|w| w.ecn() == 3 || w.ecn() == 2));
+        assert!(h.eng.counters().flushes(FlushReason::Unmergeable) >= 1);
+    }
+}
+
+/// A CE first piece does not make ECT(0) and ECT(1) compatible.
+#[test]
+fn ce_first_piece_does_not_bridge_ect0_and_ect1() {
+    let mut h = Harness::new(test_config());
+    let mut off = warm(&mut h, false);
+    for ecn in [3u8, 1, 2] {
+        let mut s = seg(false, off, MSS_TS);
+        s.ecn = ecn;
+        let _ = h.feed_tcp(Port::Outer, &s);
+        off += MSS_TS as u32;
+    }
+    let d = finish(&mut h);
+    assert_eq!(d.len(), 5, "{:?}", d.iter().map(|w| (w.ecn(), w.payload.len())).collect::<Vec<_>>());
+    assert_eq!(d[2..].iter().map(|w| w.ecn()).collect::<Vec<_>>(), [3, 1, 2]);
+}
+
+/// AE (byte 12 bit 0) is compared like ECE and CWR: a piece whose AE differs
+/// does not join; pieces with equal AE merge and keep it.
+#[test]
+fn ae_bit_must_be_equal() {
+    let mut h = Harness::new(test_config());
+    let off = warm(&mut h, false);
+    let _ = h.feed_tcp(Port::Outer, &seg(false, off, MSS_TS));
+    let mut s = seg(false, off + MSS_TS as u32, MSS_TS);
+    s.flags.ae = true;
+    let _ = h.feed_tcp(Port::Outer, &s);
+    let mut s = seg(false, off + 2 * MSS_TS as u32, MSS_TS);
+    s.flags.ae = true;
+    let _ = h.feed_tcp(Port::Outer, &s);
+    let d = finish(&mut h);
+    let got: Vec<_> = d.iter().map(|w| (w.tcp().unwrap().ns, w.payload.len())).collect();
+    assert_eq!(got[2..], [(false, MSS_TS), (true, 2 * MSS_TS)]);
+}
+
+/// The SYN / SYN-ACK of a connection that negotiates AccECN
+/// (draft-ietf-tcpm-accurate-ecn §3.1.1: SYN with AE, CWR and ECE set; a
+/// SYN-ACK with one of the AccECN codepoints, here (AE, CWR, ECE) = 010).
+fn accecn_handshake(h: &mut Harness, v6: bool) {
+    let mss = |m| vec![etherparse::TcpOptionElement::MaximumSegmentSize(m)];
+    let mut syn = TcpSpec::outbound(v6, 1, 500, vec![]).with_opts(mss(8960));
+    syn.flags = Flags { syn: true, ae: true, cwr: true, ece: true, ..Flags::default() };
+    let _ = h.feed_tcp(Port::Inner, &syn);
+    let mut sa = TcpSpec::inbound(v6, 1, 999, vec![]).with_opts(mss(1460));
+    sa.flags = Flags { syn: true, ack: true, cwr: true, ..Flags::default() };
+    let _ = h.feed_tcp(Port::Outer, &sa);
+}
+
+/// Splitting. Classic ECN (RFC 3168 §6.1.2): CWR is on the first new-data
+/// segment only, so pieces after the first lose it (Linux GSO does the
+/// same). AccECN: CWR is a bit of the ACE counter, not a signal, and every
+/// piece must carry the same ACE (AE, CWR, ECE) or the peer reads a counter
+/// jump (Linux keeps CWR with SKB_GSO_TCP_ACCECN).
+#[test]
+fn split_keeps_the_ace_field_on_every_piece_of_an_accecn_flow() {
+    for accecn in [false, true] {
+        let mut h = Harness::new(test_config());
+        if accecn {
+            accecn_handshake(&mut h, false);
+        }
+        let mut big = TcpSpec::outbound(false, 1, 501, stream_bytes(1, 0, 4000)).ts(1, 2);
+        big.flags = Flags { ack: true, cwr: true, ae: true, ece: true, ..Flags::default() };
+        let _ = h.feed_tcp(Port::Inner, &big);
+        let w = h.check_outputs().unwrap();
+        let pieces: Vec<_> = w.iter().filter(|(p, w)| *p == Port::Outer && !w.payload.is_empty()).collect();
+        assert_eq!(pieces.len(), 3);
+        for (i, (_, p)) in pieces.iter().enumerate() {
+            let t = p.tcp().unwrap();
+            assert_eq!(t.cwr, accecn || i == 0, "accecn={accecn} piece {i}: CWR");
+            assert!(t.ns && t.ece, "accecn={accecn} piece {i}: AE and ECE are copied onto every piece");
+        }
+        h.oracle.verify().unwrap();
+    }
+}
+
+/// Handed to GSO, a segment carrying CWR says so (VIRTIO_NET_HDR_GSO_ECN:
+/// the kernel then keeps CWR on the first segment only). An AccECN
+/// segment with CWR is cut in software, as the virtio header cannot ask the
+/// kernel to keep CWR on every piece.
+#[test]
+fn gso_hand_off_of_cwr_sets_the_ecn_flag() {
+    for accecn in [false, true] {
+        let mut h = Harness::new(Config { outer_gso: true, ..test_config() });
+        if accecn {
+            accecn_handshake(&mut h, false);
+        }
+        let mut big = TcpSpec::outbound(false, 1, 501, stream_bytes(1, 0, 4000)).ts(1, 2);
+        big.flags = Flags { ack: true, cwr: true, ..Flags::default() };
+        let v = h.feed_tcp(Port::Inner, &big);
+        if accecn {
+            assert_eq!(v, Verdict::Consumed, "cut in software");
+            let w = h.check_outputs().unwrap();
+            assert!(
+                w.iter().filter(|(p, w)| *p == Port::Outer && !w.payload.is_empty()).all(|(_, w)| w.tcp().unwrap().cwr)
+            );
+        } else {
+            let Verdict::Forward { meta } = v else { panic!("{v:?}") };
+            assert!(meta.gso.is_some_and(|g| g.ecn), "{meta:?}");
+        }
+        // Without CWR the flag stays clear.
+        let mut plain = TcpSpec::outbound(false, 1, 4501, stream_bytes(1, 4000, 4000)).ts(1, 2);
+        plain.flags = Flags::ack();
+        let Verdict::Forward { meta } = h.feed_tcp(Port::Inner, &plain) else { panic!() };
+        assert!(meta.gso.is_some_and(|g| !g.ecn));
+    }
+}
+
+/// In an AccECN flow CWR is part of the ACE counter: pieces with the same
+/// ACE merge (a flush on every CWR would stop half its segments merging);
+/// a change of ACE ends the merge.
+#[test]
+fn accecn_pieces_with_equal_ace_merge_across_cwr() {
+    let mut h = Harness::new(test_config());
+    accecn_handshake(&mut h, false);
+    let ack = |s: &mut TcpSpec| s.ack = 501;
+    let mut off = 0;
+    for i in 0..5u32 {
+        let mut s = seg(false, off, MSS_TS);
+        s.seq = 1_000 + off;
+        ack(&mut s);
+        s.flags.cwr = i >= 2;
+        let _ = h.feed_tcp(Port::Outer, &s);
+        off += MSS_TS as u32;
+    }
+    let d = finish(&mut h);
+    let got: Vec<_> = d.iter().map(|w| (w.tcp().unwrap().cwr, w.payload.len())).collect();
+    assert_eq!(got, [(false, MSS_TS), (false, MSS_TS), (true, 3 * MSS_TS)]);
+}
+
+// ---- PSH (issue 11) ------------------------------------------------------
+
+fn psh(mut s: TcpSpec) -> TcpSpec {
+    s.flags.psh = true;
+    s
+}
+
+/// A bulk flow whose PSHs are followed by more data at once: PSH rides in
+/// the aggregate (adaptive, the default), and the merged segment that holds
+/// the PSH'd byte carries PSH.
+#[test]
+fn adaptive_psh_rides_for_a_flow_whose_data_keeps_coming() {
+    let cfg = test_config();
+    assert_eq!(cfg.psh, PshPolicy::Adaptive, "adaptive is the default");
+    let mut h = Harness::new(cfg);
+    let mut off = warm(&mut h, false);
+    // Two writes whose PSH is followed at once by more data: shown bulk.
+    for _ in 0..2 {
+        let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
+        off += MSS_TS as u32;
+        h.advance(Duration::from_micros(10));
+        let _ = h.feed_tcp(Port::Outer, &seg(false, off, MSS_TS));
+        off += MSS_TS as u32;
+        h.advance(Duration::from_micros(10));
+    }
+    let held_before = h.eng.held_bytes();
+    let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
+    off += MSS_TS as u32;
+    assert_eq!(h.eng.held_bytes(), held_before + MSS_TS, "the PSH piece rides");
+    while h.eng.held_bytes() != 0 {
+        let n = MSS_TS.min(IMSS_TS_V4 - h.eng.held_bytes());
+        let _ = h.feed_tcp(Port::Outer, &seg(false, off, n));
+        off += n as u32;
+    }
+    let d = finish(&mut h);
+    let last = d.last().unwrap();
+    assert_eq!(last.payload.len(), IMSS_TS_V4);
+    assert!(last.tcp().unwrap().psh, "carries the PSH of a byte it holds");
+}
+
+/// Request/response: every PSH is followed by silence (the sender waits
+/// for an answer): PSH flushes at once, even after the flow was bulk.
+#[test]
+fn adaptive_psh_flushes_at_once_for_request_response() {
+    let mut h = Harness::new(test_config());
+    let mut off = warm(&mut h, false);
+    for k in 0..4 {
+        // A 3-segment response; the last carries PSH; then silence.
+        for i in 0..3 {
+            let s = seg(false, off, MSS_TS);
+            let s = if i == 2 { psh(s) } else { s };
+            let _ = h.feed_tcp(Port::Outer, &s);
+            off += MSS_TS as u32;
+        }
+        assert_eq!(h.eng.held_bytes(), 0, "response {k}: flushed with its PSH, no wait");
+        h.advance(Duration::from_millis(5));
+    }
+    finish(&mut h);
+}
+
+/// A 64-byte request from the inner host (flow 1) at `seq`.
+fn request(h: &mut Harness, seq: &mut u32) {
+    let mut req = TcpSpec::outbound(false, 1, *seq, vec![7; 64]).ts(5, 1_000);
+    req.flags = Flags { psh: true, ..Flags::ack() };
+    let _ = h.feed_tcp(Port::Inner, &req);
+    *seq += 64;
+}
+
+/// Request/response on a short path: the next answer comes well within
+/// the merge timeout, but only after the inner host asked for it (data the
+/// other way). That PSH was followed by a wait for the inner host: PSH
+/// flushes at once. (Timing alone would call this flow bulk.)
+#[test]
+fn adaptive_psh_flushes_when_the_inner_host_answers_in_between() {
+    let mut h = Harness::new(test_config());
+    let mut off = warm(&mut h, false);
+    let mut req_seq = 1u32;
+    for k in 0..6 {
+        for i in 0..3 {
+            let s = seg(false, off, MSS_TS);
+            let s = if i == 2 { psh(s) } else { s };
+            let _ = h.feed_tcp(Port::Outer, &s);
+            off += MSS_TS as u32;
+            h.advance(Duration::from_micros(2));
+        }
+        assert_eq!(h.eng.held_bytes(), 0, "answer {k}: flushed with its PSH, no wait");
+        // The inner host reads it and sends the next 64-byte request at once.
+        h.advance(Duration::from_micros(20));
+        request(&mut h, &mut req_seq);
+        h.advance(Duration::from_micros(20));
+    }
+    finish(&mut h);
+}
+
+/// An answer with a PSH in its middle (Linux forces one when half a
+/// window is unpushed): that PSH is followed by more data, yet the answer's
+/// last PSH flushes at once. One PSH followed by data since the inner
+/// host's request is not yet a bulk flow.
+#[test]
+fn adaptive_psh_is_not_fooled_by_a_push_inside_an_answer() {
+    let mut h = Harness::new(test_config());
+    let mut off = warm(&mut h, false);
+    let mut req_seq = 1u32;
+    for k in 0..4 {
+        request(&mut h, &mut req_seq);
+        h.advance(Duration::from_micros(30));
+        for i in 0..8 {
+            let s = seg(false, off, MSS_TS);
+            let s = if i == 3 || i == 7 { psh(s) } else { s };
+            let _ = h.feed_tcp(Port::Outer, &s);
+            off += MSS_TS as u32;
+            h.advance(Duration::from_micros(1));
+        }
+        assert_eq!(h.eng.held_bytes(), 0, "answer {k}: its last PSH flushed at once");
+        h.advance(Duration::from_micros(30));
+    }
+    finish(&mut h);
+}
+
+/// A flow that was bulk and turns to request/response: within two
+/// silent PSHs it flushes at once again; each held PSH never waits longer
+/// than the merge timeout.
+#[test]
+fn adaptive_psh_follows_the_flow_when_it_changes() {
+    let cfg = test_config();
+    let mut h = Harness::new(cfg.clone());
+    let mut off = warm(&mut h, false);
+    for _ in 0..4 {
+        let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
+        off += MSS_TS as u32;
+        let _ = h.feed_tcp(Port::Outer, &seg(false, off, MSS_TS));
+        off += MSS_TS as u32;
+    }
+    let mut flushed_at_once = 0;
+    for _ in 0..4 {
+        let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
+        off += MSS_TS as u32;
+        flushed_at_once += (h.eng.held_bytes() == 0) as u32;
+        let t = h.now;
+        h.advance(Duration::from_millis(5));
+        assert!(h.sent.iter().chain(&h.out).all(|o| o.at <= t + cfg.merge_timeout));
+    }
+    assert!(flushed_at_once >= 2, "{flushed_at_once}");
+    finish(&mut h);
+}
+
+/// Under `psh = hold`, a PSH segment cut across two merged segments: only
+/// the one holding its last (PSH'd) byte carries PSH.
+#[test]
+fn psh_is_on_the_segment_that_holds_the_pushed_byte() {
+    let mut h = Harness::new(Config { psh: PshPolicy::Hold, ..test_config() });
+    let mut off = warm(&mut h, false);
+    // 6 pieces (8688 B), then a PSH piece that straddles the 8948 boundary.
+    for _ in 0..6 {
+        let _ = h.feed_tcp(Port::Outer, &seg(false, off, MSS_TS));
+        off += MSS_TS as u32;
+    }
+    let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
+    let d = finish(&mut h);
+    let got: Vec<_> = d[2..].iter().map(|w| (w.payload.len(), w.tcp().unwrap().psh)).collect();
+    assert_eq!(got, [(IMSS_TS_V4, false), (7 * MSS_TS - IMSS_TS_V4, true)]);
+}
+
+/// `psh = flush` keeps the old rule: PSH flushes at once, whatever the flow.
+#[test]
+fn flush_policy_flushes_every_psh() {
+    let mut h = Harness::new(Config { psh: PshPolicy::Flush, ..test_config() });
+    let mut off = warm(&mut h, false);
+    for _ in 0..4 {
+        let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
+        off += MSS_TS as u32;
+        assert_eq!(h.eng.held_bytes(), 0);
+        let _ = h.feed_tcp(Port::Outer, &seg(false, off, MSS_TS));
+        off += MSS_TS as u32;
+    }
+    finish(&mut h);
+}
+
+// ---- Timestamps (issue 11) -----------------------------------------------
+
+/// TSval rising and TSecr rising do not end a merge: the merged segment
+/// carries the first TSval (RFC 7323 §4.3) and the newest TSecr, ACK and
+/// window.
+#[test]
+fn merges_across_rising_tsval_and_tsecr() {
+    for v6 in [false, true] {
+        let mut h = Harness::new(test_config());
+        let off = warm(&mut h, v6);
+        for i in 0..4u32 {
+            let mut s = seg(v6, off + i * MSS_TS as u32, MSS_TS).ts(1_000 + i / 2, 77 + i);
+            s.ack = 10 + i;
+            s.window = 700 + i as u16;
+            assert_eq!(h.feed_tcp(Port::Outer, &s), Verdict::Consumed);
+        }
+        let d = finish(&mut h);
+        let m = d.last().unwrap();
+        assert_eq!(m.payload.len(), 4 * MSS_TS, "v6={v6}");
+        assert_eq!(m.ts(), Some((1_000, 80)), "v6={v6}: first TSval, newest TSecr");
+        let t = m.tcp().unwrap();
+        assert_eq!((t.acknowledgment_number, t.window_size), (13, 703));
+    }
+}
+
+/// A TSval or TSecr that goes back ends the merge (PAWS, RFC 7323 §5): the
+/// piece leaves in its own segment.
+#[test]
+fn falling_tsval_or_tsecr_does_not_merge() {
+    for (name, ts) in [("tsval", (999u32, 77u32)), ("tsecr", (1_000, 76))] {
+        let mut h = Harness::new(test_config());
+        let off = warm(&mut h, false);
+        let _ = h.feed_tcp(Port::Outer, &seg(false, off, MSS_TS));
+        let s = seg(false, off + MSS_TS as u32, MSS_TS).ts(ts.0, ts.1);
+        let _ = h.feed_tcp(Port::Outer, &s);
+        let d = finish(&mut h);
+        assert_eq!(d.len(), 4, "{name}");
+        assert_eq!(d[3].ts(), Some(ts), "{name}");
+    }
+}

@@ -1,0 +1,84 @@
+//! `px lab rr`: request/response latency through px gateway and through a
+//! plain Linux router in the same run ([`px_lab::rr`] runs it). Prints p50
+//! and p99 transaction time per answer size (or JSON with, per size,
+//! `gateway_p50_us`, `gateway_p99_us`, `router_p50_us`, `router_p99_us`).
+
+use std::process::ExitCode;
+
+use clap::Args;
+use px_lab::require_root_or_skip;
+use px_lab::rr::{RrOptions, run};
+
+#[derive(Debug, Args)]
+pub struct RrArgs {
+    /// Answer sizes in bytes (comma-separated); requests are 64 bytes.
+    #[arg(long, value_delimiter = ',', default_values_t = [1024usize, 16_384, 65_536])]
+    sizes: Vec<usize>,
+    /// Transactions per size and per middle box, one at a time.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
+    transactions: u64,
+    /// Extra arguments for `px gateway` (repeatable), e.g. `--gateway-arg=--psh=flush`.
+    #[arg(long = "gateway-arg", allow_hyphen_values = true)]
+    gateway_args: Vec<String>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn rr(a: RrArgs) -> Result<ExitCode, String> {
+    if !require_root_or_skip("px lab rr") {
+        return Err("px lab rr needs root and network namespaces".into());
+    }
+    if a.sizes.is_empty() || a.sizes.iter().any(|s| !(1..=16 << 20).contains(s)) {
+        return Err("--sizes: each between 1 and 16777216 bytes".into());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))?;
+    let opts = RrOptions { exe, sizes: a.sizes, transactions: a.transactions as usize, gateway_args: a.gateway_args };
+    let json = a.json;
+    let r = run(&opts, &|line| {
+        if !json {
+            eprintln!("{line}");
+        }
+    })?;
+    let flushes: serde_json::Map<String, serde_json::Value> = px_gateway::FlushReason::ALL
+        .iter()
+        .zip(&r.gateway_flushes)
+        .map(|(f, n)| (f.name().to_string(), serde_json::json!(n)))
+        .collect();
+    if json {
+        let mut obj = serde_json::Map::new();
+        for s in &r.sizes {
+            obj.insert(s.response_bytes.to_string(), serde_json::to_value(s).map_err(|e| e.to_string())?);
+        }
+        let out = serde_json::json!({
+            "sizes": obj, "request_bytes": r.request_bytes, "offloads": r.offloads,
+            "gateway_yield": r.gateway_yield, "gateway_flushes": flushes, "transactions": opts.transactions,
+        });
+        println!("{out}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "px lab rr — {} B requests, one transaction at a time, {} per size; offloads: {}\n",
+        r.request_bytes, opts.transactions, r.offloads
+    );
+    println!(
+        "  {:>9}  {:>14}  {:>14}  {:>14}  {:>14}  target",
+        "answer", "gw p50 µs", "gw p99 µs", "router p50 µs", "router p99 µs"
+    );
+    for s in &r.sizes {
+        println!(
+            "  {:>9}  {:>14.1}  {:>14.1}  {:>14.1}  {:>14.1}  {}",
+            s.response_bytes,
+            s.gateway_p50_us,
+            s.gateway_p99_us,
+            s.router_p50_us,
+            s.router_p99_us,
+            if s.within_target { "met" } else { "NOT met" }
+        );
+    }
+    println!("\n  target: gateway p99 within max(50 µs, 10 %) of the router's p99");
+    let f: Vec<String> =
+        flushes.iter().filter(|(_, n)| n.as_u64() != Some(0)).map(|(k, n)| format!("{k} {n}")).collect();
+    println!("  gateway early flushes: {}", if f.is_empty() { "none".into() } else { f.join(", ") });
+    Ok(ExitCode::SUCCESS)
+}
