@@ -33,6 +33,40 @@ use thiserror::Error;
 /// It sees no results, so it cannot change them.
 pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
 
+/// A [`Progress`] sink for a terminal: prints "name: done/total unit
+/// (elapsed)" on stderr at most once a second, and only once the run has
+/// taken a second, so short runs stay silent.
+#[derive(Debug)]
+pub struct ProgressLine {
+    name: &'static str,
+    unit: &'static str,
+    start: std::time::Instant,
+    last: Option<std::time::Instant>,
+}
+
+impl ProgressLine {
+    pub fn new(name: &'static str, unit: &'static str) -> Self {
+        ProgressLine { name, unit, start: std::time::Instant::now(), last: None }
+    }
+
+    pub fn update(&mut self, done: u64, total: u64) {
+        let now = std::time::Instant::now();
+        let since_print = self.last.map_or(now - self.start, |l| now - l);
+        if since_print < std::time::Duration::from_secs(1) {
+            return;
+        }
+        self.last = Some(now);
+        eprintln!("{}: {done}/{total} {} ({:.1} s)", self.name, self.unit, (now - self.start).as_secs_f64());
+    }
+
+    /// Says how long the run took, if it printed progress at all.
+    pub fn finish(&self) {
+        if self.last.is_some() {
+            eprintln!("{}: done in {:.1} s", self.name, self.start.elapsed().as_secs_f64());
+        }
+    }
+}
+
 use crate::net::PathError;
 
 /// Why an experiment could not run.

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand, ValueEnum};
 use px_sim::experiments::{
     Method, MtuBenefitParams, MtuBenefitResult, MtuDropParams, MtuDropResult, PmtudCompareParams, PmtudCompareResult,
-    RttVariant, SearchKind, mtu_benefit_svg, mtu_benefit_with_progress, mtu_drop_svg, mtu_drop_with_progress,
-    pmtud_compare_svg, pmtud_compare_with_progress,
+    ProgressLine, RttVariant, SearchKind, mtu_benefit_svg, mtu_benefit_with_progress, mtu_drop_svg,
+    mtu_drop_with_progress, pmtud_compare_svg, pmtud_compare_with_progress,
 };
 
 #[derive(Debug, Subcommand)]
@@ -251,37 +251,6 @@ fn in_range_open(flag: &str, value: f64, lo: f64, hi: f64) -> Result<f64, String
     }
 }
 
-/// Prints "name: done/total unit (elapsed)" on stderr, at most once a second
-/// and only once the run has taken a second: short runs stay silent.
-struct ProgressLine {
-    name: &'static str,
-    unit: &'static str,
-    start: Instant,
-    last: Option<Instant>,
-}
-
-impl ProgressLine {
-    fn new(name: &'static str, unit: &'static str) -> Self {
-        ProgressLine { name, unit, start: Instant::now(), last: None }
-    }
-
-    fn update(&mut self, done: u64, total: u64) {
-        let now = Instant::now();
-        let since_print = self.last.map_or(now - self.start, |l| now - l);
-        if since_print < Duration::from_secs(1) {
-            return;
-        }
-        self.last = Some(now);
-        eprintln!("px sim {}: {done}/{total} {} ({:.1} s)", self.name, self.unit, (now - self.start).as_secs_f64());
-    }
-
-    fn finish(&self) {
-        if self.last.is_some() {
-            eprintln!("px sim {}: done in {:.1} s", self.name, self.start.elapsed().as_secs_f64());
-        }
-    }
-}
-
 fn write_svg(path: Option<&std::path::Path>, svg: impl FnOnce() -> String) -> Result<(), String> {
     if let Some(path) = path {
         std::fs::write(path, svg()).map_err(|e| format!("--svg {}: {e}", path.display()))?;
@@ -337,7 +306,7 @@ fn mtu_drop(a: MtuDropArgs) -> Result<ExitCode, String> {
         deadline_s: deadline,
     };
     let t = Instant::now();
-    let mut progress = ProgressLine::new("mtu-drop", "variants");
+    let mut progress = ProgressLine::new("px sim mtu-drop", "variants");
     let r = mtu_drop_with_progress(&p, &mut |d, n| progress.update(d, n)).map_err(|e| e.to_string())?;
     progress.finish();
     let elapsed = t.elapsed();
@@ -469,7 +438,7 @@ fn pmtud_compare(a: PmtudCompareArgs) -> Result<ExitCode, String> {
         keep_paths: false,
     };
     let t = Instant::now();
-    let mut progress = ProgressLine::new("pmtud-compare", "paths");
+    let mut progress = ProgressLine::new("px sim pmtud-compare", "paths");
     let r = pmtud_compare_with_progress(&p, &mut |d, n| progress.update(d, n)).map_err(|e| e.to_string())?;
     progress.finish();
     let elapsed = t.elapsed();
@@ -586,7 +555,7 @@ fn mtu_benefit(a: MtuBenefitArgs) -> Result<ExitCode, String> {
         seed: a.common.seed,
     };
     let t = Instant::now();
-    let mut progress = ProgressLine::new("mtu-benefit", "runs");
+    let mut progress = ProgressLine::new("px sim mtu-benefit", "runs");
     let r = mtu_benefit_with_progress(&p, &mut |d, n| progress.update(d, n)).map_err(|e| e.to_string())?;
     progress.finish();
     let elapsed = t.elapsed();
