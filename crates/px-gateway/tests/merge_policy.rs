@@ -17,7 +17,11 @@ fn seg(v6: bool, off: u32, len: usize) -> TcpSpec {
     TcpSpec::inbound(v6, 1, 1_000 + off, stream_bytes(1, off, len)).ts(1_000, 77)
 }
 
+/// The inner host's MSS (a connection whose handshake the gateway did not
+/// see is merged only up to the safe size), then the segments that make the
+/// flow bulk; returns the next stream offset.
 fn warm(h: &mut Harness, v6: bool) -> u32 {
+    announce_inner_mss(h, v6, 1, 1_000);
     for i in 0..2u32 {
         let v = h.feed_tcp(Port::Outer, &seg(v6, i * MSS_TS as u32, MSS_TS));
         assert!(matches!(v, Verdict::Forward { .. }), "warm-up {i}: {v:?}");
@@ -42,6 +46,7 @@ fn finish(h: &mut Harness) -> Vec<Wire> {
 fn ce_count_stays_exact() {
     for v6 in [false, true] {
         let mut h = Harness::new(test_config());
+        announce_inner_mss(&mut h, v6, 1, 1_000);
         let mut off = 0;
         for i in 0..6u32 {
             let mut s = seg(v6, off, MSS_TS);

@@ -93,7 +93,7 @@ fn sighup_reload_mid_transfer_is_exact_and_refuses_fixed_keys() {
         gw.reload();
         let log = gw.wait_log("px gateway: reloaded the configuration:");
         assert!(log.contains("engine.merge_timeout_us 500 -> 2000"), "{log}");
-        assert!(log.contains("engine.psh \"flush\" -> \"hold\""), "{log}");
+        assert!(log.contains("engine.psh \"adaptive\" -> \"hold\""), "{log}");
         wait_metric(&lab, "px_gateway_merge_timeout_seconds{worker=\"0\"}", 0.002);
         let at = progress.load(Ordering::Relaxed);
         eprintln!("reloaded after {at} bytes");

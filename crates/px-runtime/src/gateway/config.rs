@@ -350,7 +350,7 @@ mod tests {
             [
                 "engine.caravan_prefixes [] -> [\"203.0.113.0/24\"]",
                 "engine.merge_timeout_us 500 -> 200",
-                "engine.psh \"flush\" -> \"hold\"",
+                "engine.psh \"adaptive\" -> \"hold\"",
                 "log_interval_s 10 -> 1",
             ]
         );
