@@ -9,10 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use px_gateway::{Config, Engine, Port, Verdict};
-use px_wire::offload::{Checksum, PacketMeta};
+use px_gateway::{Config, Engine, Port};
+use px_wire::offload::Checksum;
 
-use crate::drive::{drain, prefetch};
+use crate::drive::{drain, feed};
 use crate::trace::{Chunk, Direction, Trace, TraceConfig};
 
 /// What one run measured.
@@ -126,29 +126,9 @@ fn run_direction(
             memcpy_time += copy(&chunk);
         }
         let t0 = Instant::now();
-        for i in 0..chunk.frames.len() {
-            let t_ns = chunk.frames[i].t_ns;
-            last_ns = t_ns;
-            let now = base + Duration::from_nanos(t_ns);
-            // Timers fire at their deadline, as an I/O loop's would.
-            while let Some(d) = engine.poll_timeout().filter(|d| *d <= now) {
-                engine.handle_timeout(d);
-                sent += drain(&mut engine);
-            }
-            // Like any batched I/O loop (DPDK's rte_prefetch0), pull the
-            // headers of a frame a few ahead into the cache.
-            if let Some(next) = chunk.frames.get(i + 8) {
-                prefetch(&chunk.data[next.offset..]);
-                prefetch(&chunk.data[next.offset + 64..]);
-            }
-            let v =
-                engine.handle_packet(now, from, chunk.frame_mut(i), PacketMeta { csum: rx_csum, ..PacketMeta::PLAIN });
-            sent += drain(&mut engine);
-            if let Verdict::Forward { .. } = v {
-                sent += chunk.frames[i].len as u64;
-            }
-        }
+        sent += feed(&mut engine, &mut chunk, from, rx_csum, base);
         engine_time += t0.elapsed();
+        last_ns = chunk.frames.last().map_or(last_ns, |f| f.t_ns);
         if with_memcpy && !memcpy_first {
             memcpy_time += copy(&chunk);
         }

@@ -1,6 +1,7 @@
 //! One module per `px` subcommand.
 
 pub mod bench;
+pub mod bench_dpdk;
 pub mod caravan;
 pub mod fpmtud;
 pub mod gateway;
