@@ -116,6 +116,9 @@ struct BulkFlow {
     dport: u16,
     seq: u32,
     ack: u32,
+    /// The sequence numbers the flow started with (its SYN's and SYN-ACK's).
+    isn: u32,
+    irs: u32,
     write_left: usize,
     ts_offset: u32,
     tsecr: u32,
@@ -185,13 +188,16 @@ impl Trace {
                 ((rate / 8.0 * 1e-3) / cfg.segment as f64).clamp(1.0, (65_536 / cfg.segment).max(1) as f64) as usize;
             let period_ns = (burst * cfg.segment) as f64 * 8.0 / rate * 1e9;
             let start = rng.gen_range(0.0..period_ns);
+            let (seq, ack): (u32, u32) = (rng.r#gen(), rng.r#gen());
             bulk.push(BulkFlow {
                 src,
                 dst,
                 sport: 10_000 + (i / 200) as u16 * 256 + (i % 256) as u16,
                 dport: 5201,
-                seq: rng.r#gen(),
-                ack: rng.r#gen(),
+                seq,
+                ack,
+                isn: seq.wrapping_sub(1),
+                irs: ack.wrapping_sub(1),
                 write_left: cfg.write_size,
                 ts_offset: rng.r#gen(),
                 tsecr: rng.r#gen(),
@@ -222,6 +228,32 @@ impl Trace {
 
     pub fn config(&self) -> &TraceConfig {
         &self.cfg
+    }
+
+    /// The opening handshake of every bulk flow: `[0]` the senders' SYNs
+    /// announcing `sender_mss`, `[1]` the receivers' SYN-ACKs announcing
+    /// `receiver_mss`, both at time 0. A gateway merges toward an inner host
+    /// only once it has seen that host's MSS, so a run that measures merging
+    /// hands these to it first (untimed). Small flows have none (they are
+    /// never merged anyway).
+    pub fn handshakes(&self, sender_mss: u16, receiver_mss: u16) -> [Chunk; 2] {
+        let (mut syns, mut synacks) = (Chunk::default(), Chunk::default());
+        for (i, f) in self.bulk.iter().enumerate() {
+            let syn =
+                Syn { src: f.src, dst: f.dst, sport: f.sport, dport: f.dport, seq: f.isn, ack: 0, mss: sender_mss };
+            write_syn(&mut syns, &syn, f.ts_offset, 0, i as u32);
+            let synack = Syn {
+                src: f.dst,
+                dst: f.src,
+                sport: f.dport,
+                dport: f.sport,
+                seq: f.irs,
+                ack: f.isn.wrapping_add(1),
+                mss: receiver_mss,
+            };
+            write_syn(&mut synacks, &synack, f.tsecr, f.ts_offset, i as u32);
+        }
+        [syns, synacks]
     }
 
     /// Appends up to `max_packets` frames, or until `max_bytes` of frames.
@@ -352,6 +384,46 @@ fn write_frame(chunk: &mut Chunk, h: Hdr, pat_off: usize, len: usize, pattern: &
     chunk.payload_bytes += len as u64;
 }
 
+struct Syn {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    /// 0 for a SYN; the peer's ISN + 1 for a SYN-ACK.
+    ack: u32,
+    mss: u16,
+}
+
+/// Ethernet + IPv4 (DF) + TCP SYN or SYN-ACK with MSS, NOP NOP timestamps;
+/// checksums complete.
+fn write_syn(chunk: &mut Chunk, h: &Syn, tsval: u32, tsecr: u32, flow: u32) {
+    const HDR: usize = 14 + 20 + 36;
+    let offset = chunk.data.len();
+    chunk.data.resize(offset + HDR, 0);
+    let f = &mut chunk.data[offset..];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    ipv4::emit_header(&mut f[14..34], 0, (20 + 36) as u16, 0, true, 64, 6, h.src, h.dst);
+    let t = &mut f[34..70];
+    t[0..2].copy_from_slice(&h.sport.to_be_bytes());
+    t[2..4].copy_from_slice(&h.dport.to_be_bytes());
+    t[4..8].copy_from_slice(&h.seq.to_be_bytes());
+    t[8..12].copy_from_slice(&h.ack.to_be_bytes());
+    t[12] = 9 << 4;
+    t[13] = 0x02 | if h.ack != 0 { 0x10 } else { 0 };
+    t[14..16].copy_from_slice(&65_535u16.to_be_bytes());
+    t[20..22].copy_from_slice(&[2, 4]);
+    t[22..24].copy_from_slice(&h.mss.to_be_bytes());
+    t[24..28].copy_from_slice(&[1, 1, 8, 10]);
+    t[28..32].copy_from_slice(&tsval.to_be_bytes());
+    t[32..36].copy_from_slice(&tsecr.to_be_bytes());
+    let c = pseudo_v4(h.src, h.dst, 6, 36).plus(Sum::of(&f[34..HDR])).checksum();
+    f[50..52].copy_from_slice(&c.to_be_bytes());
+    chunk.frames.push(FrameRef { offset, len: HDR, t_ns: 0, flow, payload_at: HDR as u16 });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,5 +469,34 @@ mod tests {
         assert_eq!(psh, 3);
         assert_eq!(t.ceiling.packets, 3 * 2);
         assert_eq!(t.ceiling.full, 3);
+    }
+
+    #[test]
+    fn handshakes_announce_each_sides_mss() {
+        let cfg = TraceConfig { flows: 3, ..TraceConfig::inbound_default() };
+        let mut t = Trace::new(cfg, 8948);
+        let [syns, synacks] = t.handshakes(1460, 8960);
+        let mut c = Chunk::default();
+        t.fill(&mut c, 50, usize::MAX);
+        for (chunk, syn_ack, mss) in [(&syns, false, 1460), (&synacks, true, 8960)] {
+            assert_eq!(chunk.frames.len(), 3);
+            for f in &chunk.frames {
+                let frame = &chunk.data[f.offset..f.offset + f.len];
+                let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+                let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else { panic!("not ipv4") };
+                let Some(etherparse::TransportSlice::Tcp(tcp)) = p.transport else { panic!("not tcp") };
+                let want = tcp.to_header().calc_checksum_ipv4(&ip.header().to_header(), tcp.payload()).unwrap();
+                assert_eq!(tcp.checksum(), want);
+                assert!(tcp.syn() && tcp.ack() == syn_ack && tcp.payload().is_empty());
+                let opts: Vec<_> = tcp.options_iterator().filter_map(Result::ok).collect();
+                assert!(opts.contains(&etherparse::TcpOptionElement::MaximumSegmentSize(mss)), "{opts:?}");
+            }
+        }
+        // The data continues the handshake: first data seq = SYN seq + 1.
+        let data = &c.data[c.frames[0].offset..];
+        let first = etherparse::TcpSlice::from_slice(&data[34..c.frames[0].len]).unwrap();
+        let i = c.frames[0].flow as usize;
+        let syn = etherparse::TcpSlice::from_slice(&syns.data[syns.frames[i].offset + 34..][..36]).unwrap();
+        assert_eq!(first.sequence_number(), syn.sequence_number().wrapping_add(1));
     }
 }

@@ -32,7 +32,7 @@ use px_gateway::{Config, Engine, Port};
 use px_wire::offload::Checksum;
 
 use crate::drive::{drain, feed};
-use crate::trace::{Chunk, Trace, TraceConfig};
+use crate::trace::{Chunk, Direction, Trace, TraceConfig};
 
 /// What DPDK 22.11's GRO/GSO do differently, printed beside the figures.
 pub const DPDK_SEMANTICS: &str = "DPDK 22.11 heavyweight GRO (rte_gro_reassemble + rte_gro_timeout_flush every hold \
@@ -64,11 +64,30 @@ pub fn write_pcap(path: &Path, chunk: &Chunk) -> std::io::Result<()> {
     w.into_writer().flush()
 }
 
-/// Generates `packets` frames of a trace in one chunk (the whole trace).
-pub fn trace_frames(tc: &TraceConfig, packets: usize, inner_mss: usize) -> Chunk {
-    let mut chunk = Chunk::default();
-    Trace::new(tc.clone(), inner_mss).fill(&mut chunk, packets, usize::MAX);
-    chunk
+/// A whole trace in memory: its data frames, and the bulk flows' opening
+/// handshakes ([`Trace::handshakes`]).
+#[derive(Debug, Default)]
+pub struct TraceFrames {
+    pub data: Chunk,
+    /// The senders' SYNs and the receivers' SYN-ACKs.
+    pub syns: Chunk,
+    pub synacks: Chunk,
+}
+
+/// Generates `packets` frames of a trace in one chunk (the whole trace),
+/// with the handshakes: each side announces its link's MSS (`mtu - 40`),
+/// the sender's link being the one whose segments the trace carries.
+pub fn trace_frames(tc: &TraceConfig, packets: usize, imtu: u16, emtu: u16) -> TraceFrames {
+    let (inner, outer) = (imtu - 40, emtu - 40);
+    let (sender, receiver) = match tc.direction {
+        Direction::Inbound => (outer, inner),
+        Direction::Outbound => (inner, outer),
+    };
+    let mut trace = Trace::new(tc.clone(), imtu as usize - 52);
+    let [syns, synacks] = trace.handshakes(sender, receiver);
+    let mut data = Chunk::default();
+    trace.fill(&mut data, packets, usize::MAX);
+    TraceFrames { data, syns, synacks }
 }
 
 /// One engine run over a whole chunk (a fresh copy of it).
@@ -86,28 +105,46 @@ impl SideRun {
     }
 }
 
-/// Feeds a copy of `frames` through a fresh engine from `from`; returns the
+/// Feeds a copy of `frames` through a fresh engine from `from`, after its
+/// handshakes (untimed: the engine then knows both ends' MSS); returns the
 /// timed run and the engine's counters.
 pub fn engine_run(
-    frames: &Chunk,
+    frames: &TraceFrames,
     work: &mut Chunk,
     from: Port,
     ecfg: &Config,
     rx_csum: Checksum,
 ) -> (SideRun, px_gateway::Counters) {
-    work.data.clear();
-    work.data.extend_from_slice(&frames.data);
-    work.frames.clone_from(&frames.frames);
     let mut engine = Engine::new(ecfg.clone()).expect("benchmark engine configuration is valid");
     let base = Instant::now();
+    let to = match from {
+        Port::Outer => Port::Inner,
+        Port::Inner => Port::Outer,
+    };
+    for (c, port) in [(&frames.syns, from), (&frames.synacks, to)] {
+        copy_chunk(c, work);
+        feed(&mut engine, work, port, rx_csum, base);
+    }
+    let primed = engine.counters().clone();
+    copy_chunk(&frames.data, work);
     let t0 = Instant::now();
     let mut sent = feed(&mut engine, work, from, rx_csum, base);
-    let last_ns = frames.frames.last().map_or(0, |f| f.t_ns);
+    let last_ns = frames.data.frames.last().map_or(0, |f| f.t_ns);
     engine.flush_all(base + Duration::from_nanos(last_ns) + ecfg.merge_timeout);
     sent += drain(&mut engine);
     let seconds = t0.elapsed().as_secs_f64();
     std::hint::black_box(sent);
-    (SideRun::of(frames.payload_bytes, frames.frames.len(), seconds), engine.counters().clone())
+    let mut c = engine.counters().clone();
+    // The handshakes are not part of the measured traffic.
+    c.inner_tcp_data_out -= primed.inner_tcp_data_out;
+    c.inner_tcp_full_out -= primed.inner_tcp_full_out;
+    (SideRun::of(frames.data.payload_bytes, frames.data.frames.len(), seconds), c)
+}
+
+fn copy_chunk(from: &Chunk, to: &mut Chunk) {
+    to.data.clear();
+    to.data.extend_from_slice(&from.data);
+    to.frames.clone_from(&from.frames);
 }
 
 /// The harness's binary: built from `bench/dpdk/` into `target/dpdk/` when
@@ -236,7 +273,7 @@ mod tests {
     #[test]
     fn pcap_round_trip() {
         let tc = TraceConfig { flows: 4, ..TraceConfig::inbound_default() };
-        let chunk = trace_frames(&tc, 50, 8948);
+        let chunk = trace_frames(&tc, 50, 9000, 1500).data;
         let path = std::env::temp_dir().join(format!("px-bench-pcap-{}.pcap", std::process::id()));
         write_pcap(&path, &chunk).unwrap();
         let bytes = std::fs::read(&path).unwrap();
@@ -254,11 +291,12 @@ mod tests {
     #[test]
     fn engine_run_merges_the_frames() {
         let tc = TraceConfig { flows: 8, ..TraceConfig::inbound_default() };
-        let chunk = trace_frames(&tc, 5_000, 8948);
+        let frames = trace_frames(&tc, 5_000, 9000, 1500);
+        assert_eq!((frames.syns.frames.len(), frames.synacks.frames.len()), (8, 8));
         let mut work = Chunk::default();
         let cfg = Config { max_flows: 1 << 10, ..Config::default() };
-        let (run, c) = engine_run(&chunk, &mut work, Port::Outer, &cfg, Checksum::Valid);
-        assert!(run.gbps > 0.0 && c.merged_out > 0 && c.conversion_yield() > 0.5);
+        let (run, c) = engine_run(&frames, &mut work, Port::Outer, &cfg, Checksum::Valid);
+        assert!(run.gbps > 0.0 && c.merged_out > 0 && c.conversion_yield() > 0.5, "{c:?}");
         let spread = Spread::of(vec![3.0, 1.0, 2.0]);
         assert_eq!((spread.median, spread.min, spread.max), (2.0, 1.0, 3.0));
     }

@@ -15,6 +15,11 @@ pub enum BenchCommand {
     /// merge (legacy → b-network), split (b-network → legacy, in software and
     /// with GSO) and a memcpy of the same payload bytes as the reference.
     Engine(EngineArgs),
+    /// (root) The gateway's real I/O path against Linux forwarding on the
+    /// same frames: a generator replays the trace from both ends of px-lab's
+    /// gateway line as fast as it can, sinks count what arrives; px gateway
+    /// and then a Linux router (GRO on) forward on one pinned CPU.
+    Gateway(super::bench_gateway::GatewayBenchArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -108,6 +113,7 @@ pub struct EngineArgs {
 pub fn run(cmd: BenchCommand) -> Result<ExitCode, String> {
     match cmd {
         BenchCommand::Engine(a) => engine(a),
+        BenchCommand::Gateway(a) => super::bench_gateway::run(a),
     }
 }
 

@@ -47,14 +47,15 @@ pub fn run(a: &EngineArgs, cfg: &BenchConfig) -> Result<ExitCode, String> {
     let cpu = a.cpu.unwrap_or_else(px_lab::exp::cpu::rx_cpu);
     let (n_in, n_out) = (a.packets.min(MAX_IN) as usize, a.split_packets.min(MAX_OUT) as usize);
     let inner_mss = cfg.engine.imtu as usize - 52;
+    let (imtu, emtu) = (cfg.engine.imtu, cfg.engine.emtu);
     let say = |m: &str| {
         if !a.json {
             eprintln!("px bench engine --vs dpdk: {m}");
         }
     };
     say(&format!("generating {n_in} inbound + {n_out} outbound frames…"));
-    let inbound = vs_dpdk::trace_frames(&cfg.inbound, n_in, inner_mss);
-    let outbound = vs_dpdk::trace_frames(&cfg.outbound, n_out, inner_mss);
+    let inbound = vs_dpdk::trace_frames(&cfg.inbound, n_in, imtu, emtu);
+    let outbound = vs_dpdk::trace_frames(&cfg.outbound, n_out, imtu, emtu);
     let (repo, target) = repo_and_target();
     let dir = target.join("dpdk");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -62,8 +63,8 @@ pub fn run(a: &EngineArgs, cfg: &BenchConfig) -> Result<ExitCode, String> {
     // The DPDK side: build (or find) the harness and write the pcaps.
     let harness = vs_dpdk::harness(&repo, &target).and_then(|exe| {
         say(&format!("harness {}", exe.display()));
-        vs_dpdk::write_pcap(&gro_pcap, &inbound).map_err(|e| format!("{}: {e}", gro_pcap.display()))?;
-        vs_dpdk::write_pcap(&gso_pcap, &outbound).map_err(|e| format!("{}: {e}", gso_pcap.display()))?;
+        vs_dpdk::write_pcap(&gro_pcap, &inbound.data).map_err(|e| format!("{}: {e}", gro_pcap.display()))?;
+        vs_dpdk::write_pcap(&gso_pcap, &outbound.data).map_err(|e| format!("{}: {e}", gso_pcap.display()))?;
         Ok(exe)
     });
     let mut absent = harness.as_ref().err().cloned();
@@ -134,9 +135,10 @@ pub fn run(a: &EngineArgs, cfg: &BenchConfig) -> Result<ExitCode, String> {
     });
     let setup = json!({
         "cpu": cpu, "runs": a.runs, "flows": a.flows, "inbound_packets": n_in, "outbound_packets": n_out,
-        "inbound_payload_bytes": inbound.payload_bytes, "outbound_payload_bytes": outbound.payload_bytes,
+        "inbound_payload_bytes": inbound.data.payload_bytes, "outbound_payload_bytes": outbound.data.payload_bytes,
         "imtu": cfg.engine.imtu, "emtu": cfg.engine.emtu, "hold_us": cfg.engine.merge_timeout.as_micros() as u64,
         "rx_csum": "verified (both sides: NIC CHECKSUM_UNNECESSARY)",
+        "handshakes": "px is handed each bulk flow's SYN and SYN-ACK first, untimed (it merges toward an inner host only once it knows that host's MSS); the pcaps carry the data frames only",
         "timed": "px: handle_packet + timers + drain + final flush over the whole trace, checksums completed inline; \
                   dpdk: rte_gro_reassemble + timeout flushes + re-segmentation to the iMTU + checksum recomputation \
                   (gro), rte_gso_segment + checksum recomputation (gso); loading frames is untimed on both sides",

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_dpdk;
+pub mod bench_gateway;
 pub mod caravan;
 pub mod fpmtud;
 pub mod gateway;
