@@ -20,7 +20,8 @@ fn gateway_and_router_rounds_deliver_every_flow_exactly() {
         .expect("px runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-    for k in ["gateway_gbps", "router_gbps", "gateway_cpu_s_per_gb", "router_cpu_s_per_gb", "gateway_yield"] {
+    let keys = ["gateway_gbps", "router_gbps", "gateway_cpu_s_per_gb", "router_cpu_s_per_gb", "gateway_yield"];
+    for k in keys.iter().chain(&["gateway_own_cpu_s_per_gb", "router_own_cpu_s_per_gb"]) {
         assert!(v[k].as_f64().is_some_and(|x| x.is_finite() && x >= 0.0), "{k}: {v}");
     }
     for (round, bnet_mtu) in [("gateway", 9000), ("router", 1500)] {
