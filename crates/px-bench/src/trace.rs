@@ -239,19 +239,10 @@ impl Trace {
     pub fn handshakes(&self, sender_mss: u16, receiver_mss: u16) -> [Chunk; 2] {
         let (mut syns, mut synacks) = (Chunk::default(), Chunk::default());
         for (i, f) in self.bulk.iter().enumerate() {
-            let syn =
-                Syn { src: f.src, dst: f.dst, sport: f.sport, dport: f.dport, seq: f.isn, ack: 0, mss: sender_mss };
-            write_syn(&mut syns, &syn, f.ts_offset, 0, i as u32);
-            let synack = Syn {
-                src: f.dst,
-                dst: f.src,
-                sport: f.dport,
-                dport: f.sport,
-                seq: f.irs,
-                ack: f.isn.wrapping_add(1),
-                mss: receiver_mss,
-            };
-            write_syn(&mut synacks, &synack, f.tsecr, f.ts_offset, i as u32);
+            let syn = Tcp { sport: f.sport, dport: f.dport, seq: f.isn, ack: 0, flags: 0x02 };
+            write_syn(&mut syns, (f.src, f.dst), &syn, sender_mss, (f.ts_offset, 0), i as u32);
+            let synack = Tcp { sport: f.dport, dport: f.sport, seq: f.irs, ack: f.isn.wrapping_add(1), flags: 0x12 };
+            write_syn(&mut synacks, (f.dst, f.src), &synack, receiver_mss, (f.tsecr, f.ts_offset), i as u32);
         }
         [syns, synacks]
     }
@@ -361,19 +352,10 @@ fn write_frame(chunk: &mut Chunk, h: Hdr, pat_off: usize, len: usize, pattern: &
     let offset = chunk.data.len();
     chunk.data.resize(offset + HDR + len, 0);
     let f = &mut chunk.data[offset..];
-    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    ipv4::emit_header(&mut f[14..34], 0, (20 + 32 + len) as u16, h.ident, true, 64, 6, h.src, h.dst);
+    let tcp =
+        Tcp { sport: h.sport, dport: h.dport, seq: h.seq, ack: h.ack, flags: 0x10 | if h.psh { 0x08 } else { 0 } };
+    emit_headers(f, h.src, h.dst, h.ident, &tcp, 32, len, 512);
     let t = &mut f[34..66];
-    t[0..2].copy_from_slice(&h.sport.to_be_bytes());
-    t[2..4].copy_from_slice(&h.dport.to_be_bytes());
-    t[4..8].copy_from_slice(&h.seq.to_be_bytes());
-    t[8..12].copy_from_slice(&h.ack.to_be_bytes());
-    t[12] = 8 << 4;
-    t[13] = 0x10 | if h.psh { 0x08 } else { 0 };
-    t[14..16].copy_from_slice(&512u16.to_be_bytes());
-    t[16..20].copy_from_slice(&[0, 0, 0, 0]);
     t[20..24].copy_from_slice(&[1, 1, 8, 10]);
     t[24..28].copy_from_slice(&h.tsval.to_be_bytes());
     t[28..32].copy_from_slice(&h.tsecr.to_be_bytes());
@@ -384,42 +366,49 @@ fn write_frame(chunk: &mut Chunk, h: Hdr, pat_off: usize, len: usize, pattern: &
     chunk.payload_bytes += len as u64;
 }
 
-struct Syn {
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+/// The TCP fields every frame of the trace sets.
+struct Tcp {
     sport: u16,
     dport: u16,
     seq: u32,
-    /// 0 for a SYN; the peer's ISN + 1 for a SYN-ACK.
     ack: u32,
-    mss: u16,
+    flags: u8,
 }
 
-/// Ethernet + IPv4 (DF) + TCP SYN or SYN-ACK with MSS, NOP NOP timestamps;
-/// checksums complete.
-fn write_syn(chunk: &mut Chunk, h: &Syn, tsval: u32, tsecr: u32, flow: u32) {
-    const HDR: usize = 14 + 20 + 36;
-    let offset = chunk.data.len();
-    chunk.data.resize(offset + HDR, 0);
-    let f = &mut chunk.data[offset..];
+/// Ethernet, IPv4 (DF, TTL 64) and the first 20 bytes of a TCP header of
+/// `th` bytes carrying `len` payload bytes; the checksum field zero.
+#[allow(clippy::too_many_arguments)]
+fn emit_headers(f: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, ident: u16, h: &Tcp, th: usize, len: usize, window: u16) {
     f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
     f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
     f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    ipv4::emit_header(&mut f[14..34], 0, (20 + 36) as u16, 0, true, 64, 6, h.src, h.dst);
-    let t = &mut f[34..70];
+    ipv4::emit_header(&mut f[14..34], 0, (20 + th + len) as u16, ident, true, 64, 6, src, dst);
+    let t = &mut f[34..54];
     t[0..2].copy_from_slice(&h.sport.to_be_bytes());
     t[2..4].copy_from_slice(&h.dport.to_be_bytes());
     t[4..8].copy_from_slice(&h.seq.to_be_bytes());
     t[8..12].copy_from_slice(&h.ack.to_be_bytes());
-    t[12] = 9 << 4;
-    t[13] = 0x02 | if h.ack != 0 { 0x10 } else { 0 };
-    t[14..16].copy_from_slice(&65_535u16.to_be_bytes());
+    t[12] = ((th / 4) as u8) << 4;
+    t[13] = h.flags;
+    t[14..16].copy_from_slice(&window.to_be_bytes());
+    t[16..20].copy_from_slice(&[0, 0, 0, 0]);
+}
+
+/// Ethernet + IPv4 (DF) + a TCP SYN or SYN-ACK (`tcp`) with MSS, NOP NOP
+/// timestamps (`ts`: TSval, TSecr); checksums complete.
+fn write_syn(chunk: &mut Chunk, (src, dst): (Ipv4Addr, Ipv4Addr), tcp: &Tcp, mss: u16, ts: (u32, u32), flow: u32) {
+    const HDR: usize = 14 + 20 + 36;
+    let offset = chunk.data.len();
+    chunk.data.resize(offset + HDR, 0);
+    let f = &mut chunk.data[offset..];
+    emit_headers(f, src, dst, 0, tcp, 36, 0, 65_535);
+    let t = &mut f[34..70];
     t[20..22].copy_from_slice(&[2, 4]);
-    t[22..24].copy_from_slice(&h.mss.to_be_bytes());
+    t[22..24].copy_from_slice(&mss.to_be_bytes());
     t[24..28].copy_from_slice(&[1, 1, 8, 10]);
-    t[28..32].copy_from_slice(&tsval.to_be_bytes());
-    t[32..36].copy_from_slice(&tsecr.to_be_bytes());
-    let c = pseudo_v4(h.src, h.dst, 6, 36).plus(Sum::of(&f[34..HDR])).checksum();
+    t[28..32].copy_from_slice(&ts.0.to_be_bytes());
+    t[32..36].copy_from_slice(&ts.1.to_be_bytes());
+    let c = pseudo_v4(src, dst, 6, 36).plus(Sum::of(&f[34..HDR])).checksum();
     f[50..52].copy_from_slice(&c.to_be_bytes());
     chunk.frames.push(FrameRef { offset, len: HDR, t_ns: 0, flow, payload_at: HDR as u16 });
 }
