@@ -151,7 +151,7 @@ pub fn run(a: &EngineArgs, cfg: &BenchConfig) -> Result<ExitCode, String> {
             "px_merge_mpps": pm_pps.median, "px_split_mpps": ps_pps.median, "px_yield": py.median,
             "px_merge_gbps_spread": pm, "px_split_gbps_spread": ps,
             "px_runs": px_runs.iter().map(|r| json!({"merge": r.merge, "split": r.split, "yield": r.yield_})).collect::<Vec<_>>(),
-            "dpdk_semantics": DPDK_SEMANTICS, "setup": setup, "dpdk": dpdk.is_some(),
+            "dpdk_semantics": DPDK_SEMANTICS, "setup": setup, "dpdk": dpdk.is_some(), "runs": a.runs,
         });
         match (&dpdk, o.as_object_mut()) {
             (Some(serde_json::Value::Object(d)), Some(m)) => m.extend(d.clone()),
