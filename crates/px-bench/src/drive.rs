@@ -60,3 +60,17 @@ pub(crate) fn feed(engine: &mut Engine, chunk: &mut Chunk, from: Port, rx_csum: 
     }
     sent
 }
+
+/// Opens the trace's bulk flows on `engine`: their SYNs arrive on `from`,
+/// the SYN-ACKs on the other port, so the engine knows both ends' MSS (it
+/// merges toward an inner host only once it has seen that host's MSS).
+/// Untimed in every benchmark; the frames are rewritten in place.
+pub(crate) fn open_flows(engine: &mut Engine, [syns, synacks]: [&mut Chunk; 2], from: Port, rx_csum: Checksum) {
+    let base = Instant::now();
+    let back = match from {
+        Port::Outer => Port::Inner,
+        Port::Inner => Port::Outer,
+    };
+    feed(engine, syns, from, rx_csum, base);
+    feed(engine, synacks, back, rx_csum, base);
+}

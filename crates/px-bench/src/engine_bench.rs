@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use px_gateway::{Config, Engine, Port};
 use px_wire::offload::Checksum;
 
-use crate::drive::{drain, feed};
+use crate::drive::{drain, feed, open_flows};
 use crate::trace::{Chunk, Direction, Trace, TraceConfig};
 
 /// What one run measured.
@@ -97,6 +97,11 @@ fn run_direction(
         Direction::Inbound => Port::Outer,
         Direction::Outbound => Port::Inner,
     };
+    // Each side announces its link's MSS; the trace's segments come from the sender's.
+    let (inner, outer) = (ecfg.imtu - 40, ecfg.emtu - 40);
+    let (sender, receiver) = if from == Port::Outer { (outer, inner) } else { (inner, outer) };
+    let [mut syns, mut synacks] = trace.handshakes(sender, receiver);
+    open_flows(&mut engine, [&mut syns, &mut synacks], from, rx_csum);
     let mut chunk = Chunk::default();
     let mut sinks: Vec<Vec<u8>> = if with_memcpy { vec![vec![0u8; mss]; tc.flows + 512] } else { Vec::new() };
     let mut fill_at: Vec<usize> = vec![0; sinks.len()];

@@ -31,7 +31,7 @@ use pcap_file::{Endianness, TsResolution};
 use px_gateway::{Config, Engine, Port};
 use px_wire::offload::Checksum;
 
-use crate::drive::{drain, feed};
+use crate::drive::{drain, feed, open_flows};
 use crate::trace::{Chunk, Direction, Trace, TraceConfig};
 
 /// What DPDK 22.11's GRO/GSO do differently, printed beside the figures.
@@ -116,15 +116,11 @@ pub fn engine_run(
     rx_csum: Checksum,
 ) -> (SideRun, px_gateway::Counters) {
     let mut engine = Engine::new(ecfg.clone()).expect("benchmark engine configuration is valid");
+    let (mut syns, mut synacks) = (Chunk::default(), Chunk::default());
+    copy_chunk(&frames.syns, &mut syns);
+    copy_chunk(&frames.synacks, &mut synacks);
+    open_flows(&mut engine, [&mut syns, &mut synacks], from, rx_csum);
     let base = Instant::now();
-    let to = match from {
-        Port::Outer => Port::Inner,
-        Port::Inner => Port::Outer,
-    };
-    for (c, port) in [(&frames.syns, from), (&frames.synacks, to)] {
-        copy_chunk(c, work);
-        feed(&mut engine, work, port, rx_csum, base);
-    }
     let primed = engine.counters().clone();
     copy_chunk(&frames.data, work);
     let t0 = Instant::now();
