@@ -9,10 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use px_gateway::{Config, Engine, Port, Verdict};
-use px_wire::offload::{Checksum, PacketMeta};
+use px_gateway::{Config, Engine, Port};
+use px_wire::offload::Checksum;
 
-use crate::drive::{drain, prefetch};
+use crate::drive::{drain, feed, open_flows};
 use crate::trace::{Chunk, Direction, Trace, TraceConfig};
 
 /// What one run measured.
@@ -98,21 +98,15 @@ fn run_direction(
         Direction::Inbound => Port::Outer,
         Direction::Outbound => Port::Inner,
     };
+    // Each side announces its link's MSS; the trace's segments come from the sender's.
+    let (inner, outer) = (ecfg.imtu - 40, ecfg.emtu - 40);
+    let (sender, receiver) = if from == Port::Outer { (outer, inner) } else { (inner, outer) };
+    let [mut syns, mut synacks] = trace.handshakes(sender, receiver);
+    open_flows(&mut engine, [&mut syns, &mut synacks], from, rx_csum);
     let mut chunk = Chunk::default();
     let mut sinks: Vec<Vec<u8>> = if with_memcpy { vec![vec![0u8; mss]; tc.flows + 512] } else { Vec::new() };
     let mut fill_at: Vec<usize> = vec![0; sinks.len()];
     let base = Instant::now();
-    // The receivers' SYN-ACKs first (untimed), as every real connection
-    // starts: they tell the engine each receiver's MSS.
-    let receiver_mss = match tc.direction {
-        Direction::Inbound => ecfg.imtu - 40,
-        Direction::Outbound => ecfg.emtu - 40,
-    };
-    trace.handshakes(&mut chunk, receiver_mss);
-    for i in 0..chunk.frames.len() {
-        let _ = engine.handle_packet(base, from.other(), chunk.frame_mut(i), PacketMeta::PLAIN);
-        drain(&mut engine);
-    }
     let (mut engine_time, mut memcpy_time) = (Duration::ZERO, Duration::ZERO);
     let (mut done, mut payload, mut sent) = (0usize, 0u64, 0u64);
     let mut last_ns = 0;
@@ -138,29 +132,9 @@ fn run_direction(
             memcpy_time += copy(&chunk);
         }
         let t0 = Instant::now();
-        for i in 0..chunk.frames.len() {
-            let t_ns = chunk.frames[i].t_ns;
-            last_ns = t_ns;
-            let now = base + Duration::from_nanos(t_ns);
-            // Timers fire at their deadline, as an I/O loop's would.
-            while let Some(d) = engine.poll_timeout().filter(|d| *d <= now) {
-                engine.handle_timeout(d);
-                sent += drain(&mut engine);
-            }
-            // Like any batched I/O loop (DPDK's rte_prefetch0), pull the
-            // headers of a frame a few ahead into the cache.
-            if let Some(next) = chunk.frames.get(i + 8) {
-                prefetch(&chunk.data[next.offset..]);
-                prefetch(&chunk.data[next.offset + 64..]);
-            }
-            let v =
-                engine.handle_packet(now, from, chunk.frame_mut(i), PacketMeta { csum: rx_csum, ..PacketMeta::PLAIN });
-            sent += drain(&mut engine);
-            if let Verdict::Forward { .. } = v {
-                sent += chunk.frames[i].len as u64;
-            }
-        }
+        sent += feed(&mut engine, &mut chunk, from, rx_csum, base);
         engine_time += t0.elapsed();
+        last_ns = chunk.frames.last().map_or(last_ns, |f| f.t_ns);
         if with_memcpy && !memcpy_first {
             memcpy_time += copy(&chunk);
         }

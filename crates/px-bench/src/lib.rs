@@ -5,6 +5,7 @@ mod drive;
 pub mod engine_bench;
 pub mod trace;
 pub mod udp_trace;
+pub mod vs_dpdk;
 
 pub use engine_bench::{
     BenchConfig, RunResult, YieldComparison, YieldResult, inbound_yield, run_once, yield_comparison,

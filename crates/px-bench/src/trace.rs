@@ -116,6 +116,9 @@ struct BulkFlow {
     dport: u16,
     seq: u32,
     ack: u32,
+    /// The sequence numbers the flow started with (its SYN's and SYN-ACK's).
+    isn: u32,
+    irs: u32,
     write_left: usize,
     ts_offset: u32,
     tsecr: u32,
@@ -185,13 +188,16 @@ impl Trace {
                 ((rate / 8.0 * 1e-3) / cfg.segment as f64).clamp(1.0, (65_536 / cfg.segment).max(1) as f64) as usize;
             let period_ns = (burst * cfg.segment) as f64 * 8.0 / rate * 1e9;
             let start = rng.gen_range(0.0..period_ns);
+            let (seq, ack): (u32, u32) = (rng.r#gen(), rng.r#gen());
             bulk.push(BulkFlow {
                 src,
                 dst,
                 sport: 10_000 + (i / 200) as u16 * 256 + (i % 256) as u16,
                 dport: 5201,
-                seq: rng.r#gen(),
-                ack: rng.r#gen(),
+                seq,
+                ack,
+                isn: seq.wrapping_sub(1),
+                irs: ack.wrapping_sub(1),
                 write_left: cfg.write_size,
                 ts_offset: rng.r#gen(),
                 tsecr: rng.r#gen(),
@@ -224,31 +230,21 @@ impl Trace {
         &self.cfg
     }
 
-    /// Opens every bulk connection: the receiving host's SYN-ACK,
-    /// announcing `receiver_mss`, as it leaves toward the sender (for an
-    /// inbound trace it comes from the inner port). The gateway learns from
-    /// it what the receiver takes, as from any real handshake; a connection
-    /// whose handshake it did not see is merged only up to the safe size
-    /// (`docs/gateway-tcp.md`). Untimed; call before the first [`Trace::fill`].
-    pub fn handshakes(&self, chunk: &mut Chunk, receiver_mss: u16) {
-        chunk.clear();
+    /// The opening handshake of every bulk flow: `[0]` the senders' SYNs
+    /// announcing `sender_mss`, `[1]` the receivers' SYN-ACKs announcing
+    /// `receiver_mss`, both at time 0. A gateway merges toward an inner host
+    /// only once it has seen that host's MSS, so a run that measures merging
+    /// hands these to it first (untimed). Small flows have none (they are
+    /// never merged anyway).
+    pub fn handshakes(&self, sender_mss: u16, receiver_mss: u16) -> [Chunk; 2] {
+        let (mut syns, mut synacks) = (Chunk::default(), Chunk::default());
         for (i, f) in self.bulk.iter().enumerate() {
-            // The receiver's ISN is one before the ACK number the data
-            // carries; it acknowledges the sender's ISN + 1, the first data byte.
-            let h = Hdr {
-                src: f.dst,
-                dst: f.src,
-                sport: f.dport,
-                dport: f.sport,
-                seq: f.ack.wrapping_sub(1),
-                ack: f.seq,
-                ident: 0,
-                tsval: f.tsecr,
-                tsecr: f.ts_offset,
-                psh: false,
-            };
-            write_syn_ack(chunk, h, receiver_mss, i as u32);
+            let syn = Tcp { sport: f.sport, dport: f.dport, seq: f.isn, ack: 0, flags: 0x02 };
+            write_syn(&mut syns, (f.src, f.dst), &syn, sender_mss, (f.ts_offset, 0), i as u32);
+            let synack = Tcp { sport: f.dport, dport: f.sport, seq: f.irs, ack: f.isn.wrapping_add(1), flags: 0x12 };
+            write_syn(&mut synacks, (f.dst, f.src), &synack, receiver_mss, (f.tsecr, f.ts_offset), i as u32);
         }
+        [syns, synacks]
     }
 
     /// Appends up to `max_packets` frames, or until `max_bytes` of frames.
@@ -356,19 +352,10 @@ fn write_frame(chunk: &mut Chunk, h: Hdr, pat_off: usize, len: usize, pattern: &
     let offset = chunk.data.len();
     chunk.data.resize(offset + HDR + len, 0);
     let f = &mut chunk.data[offset..];
-    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    ipv4::emit_header(&mut f[14..34], 0, (20 + 32 + len) as u16, h.ident, true, 64, 6, h.src, h.dst);
+    let tcp =
+        Tcp { sport: h.sport, dport: h.dport, seq: h.seq, ack: h.ack, flags: 0x10 | if h.psh { 0x08 } else { 0 } };
+    emit_headers(f, h.src, h.dst, h.ident, &tcp, 32, len, 512);
     let t = &mut f[34..66];
-    t[0..2].copy_from_slice(&h.sport.to_be_bytes());
-    t[2..4].copy_from_slice(&h.dport.to_be_bytes());
-    t[4..8].copy_from_slice(&h.seq.to_be_bytes());
-    t[8..12].copy_from_slice(&h.ack.to_be_bytes());
-    t[12] = 8 << 4;
-    t[13] = 0x10 | if h.psh { 0x08 } else { 0 };
-    t[14..16].copy_from_slice(&512u16.to_be_bytes());
-    t[16..20].copy_from_slice(&[0, 0, 0, 0]);
     t[20..24].copy_from_slice(&[1, 1, 8, 10]);
     t[24..28].copy_from_slice(&h.tsval.to_be_bytes());
     t[28..32].copy_from_slice(&h.tsecr.to_be_bytes());
@@ -379,65 +366,56 @@ fn write_frame(chunk: &mut Chunk, h: Hdr, pat_off: usize, len: usize, pattern: &
     chunk.payload_bytes += len as u64;
 }
 
-/// A SYN-ACK of `h` with the options Linux sends (MSS, NOP NOP,
-/// timestamps), through the same frame writer as the data.
-fn write_syn_ack(chunk: &mut Chunk, h: Hdr, mss: u16, flow: u32) {
-    let at = chunk.data.len();
-    let (src, dst) = (h.src, h.dst);
-    write_frame(chunk, h, 0, 0, &[], 0, flow);
-    let f = &mut chunk.data[at..];
-    // The data writer's options are NOP NOP timestamps (12 bytes); a SYN's
-    // are MSS, NOP NOP, timestamps (16): rebuild TCP header and lengths.
-    let mut tcp = [0u8; 36];
-    tcp[..20].copy_from_slice(&f[34..54]);
-    tcp[12] = 9 << 4;
-    tcp[13] = 0x12; // SYN | ACK
-    tcp[16..18].copy_from_slice(&[0, 0]);
-    tcp[20..24].copy_from_slice(&[2, 4, (mss >> 8) as u8, mss as u8]);
-    tcp[24..36].copy_from_slice(&f[54..66]);
-    let c = pseudo_v4(src, dst, 6, 36).plus(Sum::of(&tcp)).checksum();
-    tcp[16..18].copy_from_slice(&c.to_be_bytes());
-    chunk.data.truncate(at);
-    chunk.data.extend_from_slice(&[0u8; 14 + 20]);
-    chunk.data.extend_from_slice(&tcp);
-    let f = &mut chunk.data[at..];
+/// The TCP fields every frame of the trace sets.
+struct Tcp {
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+}
+
+/// Ethernet, IPv4 (DF, TTL 64) and the first 20 bytes of a TCP header of
+/// `th` bytes carrying `len` payload bytes; the checksum field zero.
+#[allow(clippy::too_many_arguments)]
+fn emit_headers(f: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, ident: u16, h: &Tcp, th: usize, len: usize, window: u16) {
     f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
     f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
     f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    ipv4::emit_header(&mut f[14..34], 0, 20 + 36, 0, true, 64, 6, src, dst);
-    if let Some(r) = chunk.frames.last_mut() {
-        r.len = 14 + 20 + 36;
-        r.payload_at = r.len as u16;
-    }
+    ipv4::emit_header(&mut f[14..34], 0, (20 + th + len) as u16, ident, true, 64, 6, src, dst);
+    let t = &mut f[34..54];
+    t[0..2].copy_from_slice(&h.sport.to_be_bytes());
+    t[2..4].copy_from_slice(&h.dport.to_be_bytes());
+    t[4..8].copy_from_slice(&h.seq.to_be_bytes());
+    t[8..12].copy_from_slice(&h.ack.to_be_bytes());
+    t[12] = ((th / 4) as u8) << 4;
+    t[13] = h.flags;
+    t[14..16].copy_from_slice(&window.to_be_bytes());
+    t[16..20].copy_from_slice(&[0, 0, 0, 0]);
+}
+
+/// Ethernet + IPv4 (DF) + a TCP SYN or SYN-ACK (`tcp`) with MSS, NOP NOP
+/// timestamps (`ts`: TSval, TSecr); checksums complete.
+fn write_syn(chunk: &mut Chunk, (src, dst): (Ipv4Addr, Ipv4Addr), tcp: &Tcp, mss: u16, ts: (u32, u32), flow: u32) {
+    const HDR: usize = 14 + 20 + 36;
+    let offset = chunk.data.len();
+    chunk.data.resize(offset + HDR, 0);
+    let f = &mut chunk.data[offset..];
+    emit_headers(f, src, dst, 0, tcp, 36, 0, 65_535);
+    let t = &mut f[34..70];
+    t[20..22].copy_from_slice(&[2, 4]);
+    t[22..24].copy_from_slice(&mss.to_be_bytes());
+    t[24..28].copy_from_slice(&[1, 1, 8, 10]);
+    t[28..32].copy_from_slice(&ts.0.to_be_bytes());
+    t[32..36].copy_from_slice(&ts.1.to_be_bytes());
+    let c = pseudo_v4(src, dst, 6, 36).plus(Sum::of(&f[34..HDR])).checksum();
+    f[50..52].copy_from_slice(&c.to_be_bytes());
+    chunk.frames.push(FrameRef { offset, len: HDR, t_ns: 0, flow, payload_at: HDR as u16 });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn handshakes_are_valid_syn_acks_announcing_the_mss() {
-        let t = Trace::new(TraceConfig { flows: 5, ..TraceConfig::inbound_default() }, 8948);
-        let mut c = Chunk::default();
-        t.handshakes(&mut c, 8960);
-        assert_eq!(c.frames.len(), 5);
-        assert_eq!(c.payload_bytes, 0);
-        for f in &c.frames {
-            let frame = &c.data[f.offset..f.offset + f.len];
-            let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
-            let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else { panic!("not ipv4") };
-            assert_eq!(ip.header().to_header().header_checksum, ip.header().header_checksum());
-            let Some(etherparse::TransportSlice::Tcp(tcp)) = p.transport else { panic!("not tcp") };
-            assert!(tcp.syn() && tcp.ack() && tcp.payload().is_empty());
-            let want = tcp.to_header().calc_checksum_ipv4(&ip.header().to_header(), &[]).unwrap();
-            assert_eq!(tcp.checksum(), want);
-            let mss = tcp.options_iterator().find_map(|o| match o {
-                Ok(etherparse::TcpOptionElement::MaximumSegmentSize(m)) => Some(m),
-                _ => None,
-            });
-            assert_eq!(mss, Some(8960));
-        }
-    }
 
     #[test]
     fn deterministic_and_valid() {
@@ -480,5 +458,34 @@ mod tests {
         assert_eq!(psh, 3);
         assert_eq!(t.ceiling.packets, 3 * 2);
         assert_eq!(t.ceiling.full, 3);
+    }
+
+    #[test]
+    fn handshakes_announce_each_sides_mss() {
+        let cfg = TraceConfig { flows: 3, ..TraceConfig::inbound_default() };
+        let mut t = Trace::new(cfg, 8948);
+        let [syns, synacks] = t.handshakes(1460, 8960);
+        let mut c = Chunk::default();
+        t.fill(&mut c, 50, usize::MAX);
+        for (chunk, syn_ack, mss) in [(&syns, false, 1460), (&synacks, true, 8960)] {
+            assert_eq!(chunk.frames.len(), 3);
+            for f in &chunk.frames {
+                let frame = &chunk.data[f.offset..f.offset + f.len];
+                let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+                let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else { panic!("not ipv4") };
+                let Some(etherparse::TransportSlice::Tcp(tcp)) = p.transport else { panic!("not tcp") };
+                let want = tcp.to_header().calc_checksum_ipv4(&ip.header().to_header(), tcp.payload()).unwrap();
+                assert_eq!(tcp.checksum(), want);
+                assert!(tcp.syn() && tcp.ack() == syn_ack && tcp.payload().is_empty());
+                let opts: Vec<_> = tcp.options_iterator().filter_map(Result::ok).collect();
+                assert!(opts.contains(&etherparse::TcpOptionElement::MaximumSegmentSize(mss)), "{opts:?}");
+            }
+        }
+        // The data continues the handshake: first data seq = SYN seq + 1.
+        let data = &c.data[c.frames[0].offset..];
+        let first = etherparse::TcpSlice::from_slice(&data[34..c.frames[0].len]).unwrap();
+        let i = c.frames[0].flow as usize;
+        let syn = etherparse::TcpSlice::from_slice(&syns.data[syns.frames[i].offset + 34..][..36]).unwrap();
+        assert_eq!(first.sequence_number(), syn.sequence_number().wrapping_add(1));
     }
 }

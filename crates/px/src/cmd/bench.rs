@@ -15,6 +15,11 @@ pub enum BenchCommand {
     /// merge (legacy → b-network), split (b-network → legacy, in software and
     /// with GSO) and a memcpy of the same payload bytes as the reference.
     Engine(EngineArgs),
+    /// (root) The gateway's real I/O path against Linux forwarding on the
+    /// same frames: a generator replays the trace from both ends of px-lab's
+    /// gateway line as fast as it can, sinks count what arrives; px gateway
+    /// and then a Linux router (GRO on) forward on one pinned CPU.
+    Gateway(super::bench_gateway::GatewayBenchArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -23,6 +28,13 @@ pub enum CsumArg {
     Verified,
     /// Nobody verified them: the engine checks each segment it merges.
     Unverified,
+}
+
+/// A reference implementation to run beside the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VsArg {
+    /// DPDK 22.11's GRO and GSO libraries (bench/dpdk, built on demand).
+    Dpdk,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -36,64 +48,74 @@ pub enum PshArg {
 pub struct EngineArgs {
     /// Bulk flows in the trace (the paper: 800 iPerf flows).
     #[arg(long, default_value_t = 800, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    flows: u32,
+    pub(crate) flows: u32,
     /// Inbound packets (1448-byte segments) per run.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1000..=100_000_000))]
-    packets: u64,
+    pub(crate) packets: u64,
     /// Outbound packets (8948-byte segments) per run.
     #[arg(long, default_value_t = 150_000, value_parser = clap::value_parser!(u64).range(100..=10_000_000))]
-    split_packets: u64,
+    pub(crate) split_packets: u64,
     /// Lowest and highest per-flow rate in Gbps (each flow draws one).
     #[arg(long, default_value_t = 1.0)]
-    rate_min: f64,
+    pub(crate) rate_min: f64,
     #[arg(long, default_value_t = 2.0)]
-    rate_max: f64,
+    pub(crate) rate_max: f64,
     /// Application write size in bytes; PSH ends each write (iperf3: 128 KiB).
     #[arg(long, default_value_t = 131_072, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
-    write_size: u64,
+    pub(crate) write_size: u64,
     /// Share of input packets from small flows (0..1). Small flows are
     /// never merged, so each of their packets is also an output packet: at 2 %
     /// of the input they are ~12 % of what leaves, and the yield then measures
     /// the mix more than the merge. 0.5 % keeps the workload bulk-dominated,
     /// like the paper's 800 iPerf flows (which have none).
     #[arg(long, default_value_t = 0.005)]
-    small_share: f64,
+    pub(crate) small_share: f64,
     /// Merge timeout in microseconds (default: the engine's default).
     #[arg(long)]
-    merge_timeout_us: Option<u64>,
+    pub(crate) merge_timeout_us: Option<u64>,
     /// What PSH does to held data: adaptive (default: per flow, docs/merge.md),
     /// flush (at once, the first round's rule) or hold (PSH always rides).
     /// The yield with flush and with `--small-share 0` is reported beside.
     #[arg(long, value_enum, default_value_t = PshArg::Adaptive)]
-    psh: PshArg,
+    pub(crate) psh: PshArg,
     /// Inner and outer MTU.
     #[arg(long, default_value_t = 9000)]
-    imtu: u16,
+    pub(crate) imtu: u16,
     #[arg(long, default_value_t = 1500)]
-    emtu: u16,
+    pub(crate) emtu: u16,
     /// How received checksums arrive.
     #[arg(long, value_enum, default_value_t = CsumArg::Verified)]
-    rx_csum: CsumArg,
+    pub(crate) rx_csum: CsumArg,
     /// Runs; the table shows the median and the range.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
-    runs: u32,
+    pub(crate) runs: u32,
     /// Frames are generated in chunks of this many KiB just before the engine
     /// (and the memcpy reference) read them, so that they sit in the CPU
     /// cache as frames DMA'd by a NIC with DDIO do. Larger than the last-level
     /// cache measures reads from DRAM instead.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=4 << 20))]
-    chunk_kib: u64,
+    pub(crate) chunk_kib: u64,
     /// Seed of the trace.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Print one JSON object instead of the table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
+    /// Run a reference beside the engine on the same frames, alternating
+    /// run by run on one core. With `dpdk`, the whole trace is held in memory
+    /// (the harness reads pcaps): at most 300 000 inbound and 30 000 outbound
+    /// packets are used.
+    #[arg(long, value_enum)]
+    pub(crate) vs: Option<VsArg>,
+    /// The CPU both sides run on with `--vs` (default: the last one).
+    #[arg(long)]
+    pub(crate) cpu: Option<usize>,
 }
 
 pub fn run(cmd: BenchCommand) -> Result<ExitCode, String> {
     match cmd {
         BenchCommand::Engine(a) => engine(a),
+        BenchCommand::Gateway(a) => super::bench_gateway::run(a),
     }
 }
 
@@ -143,6 +165,9 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
         engine,
         chunk_bytes: a.chunk_kib as usize * 1024,
     };
+    if a.vs == Some(VsArg::Dpdk) {
+        return super::bench_dpdk::run(&a, &cfg);
+    }
     let mut runs: Vec<RunResult> = Vec::new();
     for i in 0..a.runs {
         if !a.json {
