@@ -218,9 +218,16 @@ fn tcp_fast_open_syn_with_data_is_cut_with_one_syn() {
     let dir = Scratch::new("tfo");
     let pcap = dir.0.join("legacy.pcap");
     let filter = format!("tcp port {port}");
+    // --immediate-mode: libpcap hands each packet over at once instead of
+    // in blocks retired on a timeout of up to a second, and -U writes it at
+    // once; the capture is stopped (killed) half a second after the last
+    // connection, which under load could lose the block with its SYN.
     let dump = lab
         .ns(lab.legacy)
-        .spawn("tcpdump", &["-i", LEGACY_DEV, "-n", "-U", "-s", "128", "-w", pcap.to_str().unwrap(), &filter])
+        .spawn(
+            "tcpdump",
+            &["-i", LEGACY_DEV, "-n", "--immediate-mode", "-U", "-s", "128", "-w", pcap.to_str().unwrap(), &filter],
+        )
         .expect("tcpdump");
     std::thread::sleep(Duration::from_millis(800));
     let server = sock(LEGACY_V4, port);
