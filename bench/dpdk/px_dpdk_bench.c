@@ -949,6 +949,24 @@ static void spin_until(uint64_t tsc)
 		rte_pause();
 }
 
+/* What a run's output showed, kept for the JSON (the last run's). */
+static void record_output(struct pass *ps, const struct out_stats *st, const struct sink *s)
+{
+	ps->out_frames = st->frames;
+	ps->out_data_segs = st->data_segs;
+	ps->out_full = st->full;
+	ps->out_payload = st->payload;
+	ps->out_psh = st->psh;
+	ps->out_psh_bytes = st->psh_bytes;
+	ps->out_ooo = st->ooo;
+	ps->out_ce = st->ce;
+	ps->out_cwr = st->cwr;
+	ps->out_max_ip_len = st->max_ip_len;
+	ps->out_merged = st->merged;
+	ps->out_resegmented = s->resegmented;
+	ps->csum_fixed = s->csum_fixed;
+}
+
 static void run_gro(const struct cfg *c, const struct trace *t, struct pools *pl, struct pass *ps)
 {
 	struct rte_mbuf **in = malloc(t->n * sizeof(*in));
@@ -1058,19 +1076,7 @@ static void run_gro(const struct cfg *c, const struct trace *t, struct pools *pl
 			fprintf(stderr, "px_dpdk_bench: gro run %u: output differs from run 1 "
 				"(%" PRIu64 " frames vs %" PRIu64 "): timing-dependent flushes\n",
 				r + 1, st.frames, ps->out_frames);
-		ps->out_frames = st.frames;
-		ps->out_data_segs = st.data_segs;
-		ps->out_full = st.full;
-		ps->out_payload = st.payload;
-		ps->out_psh = st.psh;
-		ps->out_psh_bytes = st.psh_bytes;
-		ps->out_ooo = st.ooo;
-		ps->out_ce = st.ce;
-		ps->out_cwr = st.cwr;
-		ps->out_max_ip_len = st.max_ip_len;
-		ps->out_merged = st.merged;
-		ps->out_resegmented = s.resegmented;
-		ps->csum_fixed = s.csum_fixed;
+		record_output(ps, &st, &s);
 		ps->flush_calls = g.flush_calls;
 		ps->flush_slips += g.slips;
 		for (size_t j = 0; j < s.n; j++)
@@ -1123,19 +1129,7 @@ static void run_gso(const struct cfg *c, const struct trace *t, struct pools *pl
 					      c->dump && r + 1 == c->runs);
 		if (fails)
 			die(EXIT_CHECK, "gso run %u: %u check(s) failed", r + 1, fails);
-		ps->out_frames = st.frames;
-		ps->out_data_segs = st.data_segs;
-		ps->out_full = st.full;
-		ps->out_payload = st.payload;
-		ps->out_psh = st.psh;
-		ps->out_psh_bytes = st.psh_bytes;
-		ps->out_ooo = st.ooo;
-		ps->out_ce = st.ce;
-		ps->out_cwr = st.cwr;
-		ps->out_max_ip_len = st.max_ip_len;
-		ps->out_merged = st.merged;
-		ps->out_resegmented = s.resegmented;
-		ps->csum_fixed = s.csum_fixed;
+		record_output(ps, &st, &s);
 		for (size_t j = 0; j < s.n; j++)
 			rte_pktmbuf_free(out[j]);
 	}
