@@ -143,13 +143,18 @@ fn frame(
     let mut f = Vec::with_capacity(14 + 40 + l4.len());
     f.extend_from_slice(&dst);
     f.extend_from_slice(&src);
+    if let Some(at) = csum_at {
+        let (sb, db): (&[u8], &[u8]) = match (&s, &d) {
+            (Ip::V4(s), Ip::V4(d)) => (s, d),
+            (Ip::V6(s), Ip::V6(d)) => (s, d),
+            _ => unreachable!(),
+        };
+        let pseudo = sum(sb, sum(db, u32::from(proto) + l4.len() as u32));
+        let c = fold(sum(&l4, pseudo));
+        l4[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    }
     match (s, d) {
         (Ip::V4(s), Ip::V4(d)) => {
-            if let Some(at) = csum_at {
-                let pseudo = sum(&s, sum(&d, u32::from(proto) + l4.len() as u32));
-                let c = fold(sum(&l4, pseudo));
-                l4[at..at + 2].copy_from_slice(&c.to_be_bytes());
-            }
             f.extend_from_slice(&[0x08, 0x00]);
             let tl = (20 + l4.len()) as u16;
             let mut h = [0x45, tos, 0, 0, 0, 1, 0x40, 0, 64, proto, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -161,11 +166,6 @@ fn frame(
             f.extend_from_slice(&h);
         }
         (Ip::V6(s), Ip::V6(d)) => {
-            if let Some(at) = csum_at {
-                let pseudo = sum(&s, sum(&d, u32::from(proto) + l4.len() as u32));
-                let c = fold(sum(&l4, pseudo));
-                l4[at..at + 2].copy_from_slice(&c.to_be_bytes());
-            }
             f.extend_from_slice(&[0x86, 0xdd]);
             f.extend_from_slice(&[0x60 | (tos >> 4), tos << 4, 0, 0]);
             f.extend_from_slice(&(l4.len() as u16).to_be_bytes());
