@@ -3,6 +3,10 @@
 //! sequences of SYNs, data, ICMP, caravans, tunnels and malformed frames
 //! across both ports, every output checked after every call, per-flow byte
 //! exactness at the end (see `tests/common/seq.rs`).
+//!
+//! Debugging: `PX_SEQ_SEED=n` replays one case, `PX_SEQ_TRACE=1` prints
+//! every frame fed and its verdict, `PX_SEQ_SKIPS=1` why flows were left
+//! out of the byte-exactness check.
 
 mod common;
 
