@@ -14,8 +14,8 @@
 //! - fake caravans: UDP with the caravan DSCP toward the b-network;
 //! - malformed frames (IPv4 total length beyond the frame, header length
 //!   below 20, truncated TCP, IPv6 payload length beyond the frame) and
-//!   oversized ones (9000-byte frames onto the 1500-byte link: the veth
-//!   drops them before the gateway, as a NIC would).
+//!   oversized ones (9000-byte frames onto the 1500-byte link: the bridge
+//!   in front of the gateway does not forward them, as a switch would not).
 //!
 //! Topology: the demo line (legacy, eMTU 1500 — gw — bnet, iMTU 9000, bump
 //! addressing) with a bridge in the legacy namespace joining the legacy
@@ -555,6 +555,11 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
         let inter = inter_thread.join().expect("interactive");
         (sent, ends, inter, sizes, attack_time, hwm_attack.max(proc_status_kib(gw.pid, "VmHWM:")), drops_text)
     });
+    // The port's kernel counters: frames that reached it (the gateway's
+    // rx plus what its socket dropped). Frames above the link MTU (the
+    // oversized ones) are not among them: the bridge in front does not
+    // forward a frame longer than its port's MTU, as a switch would not.
+    let link_stats = lab.ns(lab.gw).ip(&["-s", "link", "show", "dev", GW_OUTER]).unwrap_or_default();
     let exit = gw.stop();
     exit.assert_clean();
     let c = &exit.stats["counters"];
@@ -585,6 +590,7 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
         c["flows_created"], c["flows_evicted"], c["syns_ignored"], c["caravan"]["remarked"], sizes_after.tx
     );
     eprintln!("hostile lab: metrics\n{drops_text}");
+    eprintln!("hostile lab: gateway outer port (kernel counters)\n{link_stats}");
     eprintln!("hostile lab: counters {c}");
     eprintln!("hostile lab: total {:.1?}", t_start.elapsed());
 
