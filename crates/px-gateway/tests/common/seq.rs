@@ -229,6 +229,9 @@ impl Driver<'_> {
             urg: b1 & 0x10 != 0 && b1 & 0x20 != 0,
             ece: b1 & 0x20 != 0 && b1 & 0x10 == 0,
             cwr: b1 & 0x30 == 0x30 && b1 & 0x40 != 0,
+            // AccECN's AE bit (the former NS), so the ECN merge and split
+            // rules meet it too.
+            ae: b1 & 0x90 == 0x90,
         };
         let tsval = self.tsval();
         let raw = options(&mut self.inp, tsval, 7, i >= 4);
