@@ -534,13 +534,25 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
         let attack_time = t0.elapsed();
         let hwm_attack = proc_status_kib(gw.pid, "VmHWM:");
         // After the attack: the live flow's frames on the outer link.
+        // The flood cost the live flow packets (dropped by the kernel at
+        // the gateway's sockets, counted), so its retransmission timer may
+        // have backed off for seconds: wait up to 20 s for it to move again,
+        // then watch 2 s of what it sends.
         let obs = FrameObserver::start(lab.ns(lab.gw), GW_OUTER).expect("observer");
         let got = progress.load(Ordering::Relaxed);
         let t_obs = Instant::now();
-        while !done.load(Ordering::SeqCst) && t_obs.elapsed() < Duration::from_secs(2) {
+        while !done.load(Ordering::SeqCst)
+            && progress.load(Ordering::Relaxed) == got
+            && t_obs.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let recovered = t_obs.elapsed();
+        while !done.load(Ordering::SeqCst) && t_obs.elapsed() < recovered + Duration::from_secs(2) {
             std::thread::sleep(Duration::from_millis(20));
         }
         let sizes = obs.stop();
+        eprintln!("live flow moving again {:.1} s after the attack", recovered.as_secs_f64());
         assert!(progress.load(Ordering::Relaxed) > got || done.load(Ordering::SeqCst), "no progress after the attack");
         let drops_text = metrics(&lab, metrics_addr)
             .lines()
