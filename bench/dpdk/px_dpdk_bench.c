@@ -494,6 +494,19 @@ static uint32_t nodata_len(const struct pinfo *pi, uint32_t frame_len)
 /* seq a before b, modulo 2^32 */
 static int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
+/* One segment of a stream seen: its bytes counted, the highest sequence
+ * moved on. Returns 1 when the segment starts below that (out of order). */
+static int stream_advance(uint32_t *hi, uint8_t *hi_set, uint64_t *bytes, uint32_t seq, uint32_t len)
+{
+	int ooo = *hi_set && seq_lt(seq, *hi);
+	uint32_t end = seq + len;
+	if (!*hi_set || seq_lt(*hi, end))
+		*hi = end;
+	*hi_set = 1;
+	*bytes += len;
+	return ooo;
+}
+
 /* ------------------------------------------------------------------ */
 /* Statistics                                                           */
 
@@ -575,13 +588,7 @@ static void account_input(struct pass *ps, const struct trace *t, unsigned mtu_c
 		}
 		ps->in_ce += pi.ecn == 3;
 		ps->in_cwr += (pi.flags & RTE_TCP_CWR_FLAG) != 0;
-		if (f->in_hi_set && seq_lt(pi.seq, f->in_hi))
-			ps->in_ooo++;
-		uint32_t end = pi.seq + pi.payload;
-		if (!f->in_hi_set || seq_lt(f->in_hi, end))
-			f->in_hi = end;
-		f->in_hi_set = 1;
-		f->in_bytes += pi.payload;
+		ps->in_ooo += stream_advance(&f->in_hi, &f->in_hi_set, &f->in_bytes, pi.seq, pi.payload);
 		struct wsum w = {pi.seq, 0};
 		wsum_add(&w, ip + pi.l3 + pi.l4, pi.payload, 0);
 		f->in_wsum += w.sum;
@@ -663,13 +670,7 @@ static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout
 					ps->name, k);
 			continue;
 		}
-		if (f->out_hi_set && seq_lt(pi.seq, f->out_hi))
-			st->ooo++;
-		uint32_t end = pi.seq + pi.payload;
-		if (!f->out_hi_set || seq_lt(f->out_hi, end))
-			f->out_hi = end;
-		f->out_hi_set = 1;
-		f->out_bytes += pi.payload;
+		st->ooo += stream_advance(&f->out_hi, &f->out_hi_set, &f->out_bytes, pi.seq, pi.payload);
 		struct wsum w = {pi.seq, 0};
 		mbuf_runs(m, pi.l2 + pi.l3 + pi.l4, pi.payload, run_wsum, &w);
 		f->out_wsum += w.sum;
