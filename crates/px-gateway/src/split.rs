@@ -120,7 +120,8 @@ impl Engine {
 
     /// Forwards a TCP segment toward `to` unchanged, or cut to what the
     /// egress allows (by GSO or in software) if it is larger. `flow` is the
-    /// segment's flow slot if the caller knows it (it is looked up otherwise).
+    /// segment's flow slot; `None` when the caller's lookup found no flow (an
+    /// untracked connection: nothing is looked up again here).
     pub(crate) fn forward_tcp(
         &mut self,
         now: Instant,
@@ -169,11 +170,7 @@ impl Engine {
         if corrupt {
             self.counters.bad_checksum += 1;
         }
-        let keep_cwr = cwr_on_every_piece(
-            flow.or_else(|| self.flows.peek(&crate::flow::FlowKey::of_segment(seg, frame, to.other())))
-                .and_then(|i| self.flows.get(i))
-                .is_some_and(|f| f.accecn),
-        );
+        let keep_cwr = cwr_on_every_piece(flow.and_then(|i| self.flows.get(i)).is_some_and(|f| f.accecn));
         // The virtio header can ask the kernel for CWR on the first piece
         // only (VIRTIO_NET_HDR_GSO_ECN), not on all: AccECN CWR is cut here.
         let gso_ok = gso_ok && !(keep_cwr && seg.has(flags::CWR));
