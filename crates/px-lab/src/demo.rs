@@ -117,6 +117,10 @@ pub struct DemoResult {
     pub outbound: Direction,
     /// CPU the gateway process used, in cores (over its whole run).
     pub gateway_cpu_cores: f64,
+    /// The gateway's early flushes over all rounds (holds sent before they
+    /// were full), in the order of `px_gateway::FlushReason::ALL`: what
+    /// keeps `yield` below 1.
+    pub gateway_flushes: Vec<u64>,
     /// Offload settings, as text.
     pub offloads: &'static str,
     /// Seconds of each iperf3 run.
@@ -146,6 +150,8 @@ pub fn build() -> Result<Line, String> {
 struct GatewayOutcome {
     yield_: Option<f64>,
     cpu_cores: f64,
+    /// `counters.flush` of its final stats, in the engine's reason order.
+    flushes: Vec<u64>,
 }
 
 fn stop_gateway(g: GatewayProcess) -> Result<GatewayOutcome, String> {
@@ -153,7 +159,11 @@ fn stop_gateway(g: GatewayProcess) -> Result<GatewayOutcome, String> {
     if !status.success() {
         return Err(format!("px gateway exited with {status}; its log:\n{log}"));
     }
-    Ok(GatewayOutcome { yield_: stats["yield"].as_f64(), cpu_cores })
+    let flushes = stats["counters"]["flush"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_u64().unwrap_or(0)).collect())
+        .unwrap_or_default();
+    Ok(GatewayOutcome { yield_: stats["yield"].as_f64(), cpu_cores, flushes })
 }
 
 /// One round: both directions through the gateway, then through the router.
@@ -406,6 +416,9 @@ fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions)
         inbound: dir(true),
         outbound: dir(false),
         gateway_cpu_cores: mean(&|r| r.gstats.cpu_cores),
+        gateway_flushes: (0..rounds.iter().map(|r| r.gstats.flushes.len()).max().unwrap_or(0))
+            .map(|i| rounds.iter().filter_map(|r| r.gstats.flushes.get(i)).sum())
+            .collect(),
         offloads: OFFLOADS_NOTE,
         seconds_per_run: o.seconds,
         rounds: o.rounds,

@@ -82,13 +82,6 @@ pub struct GatewayBenchArgs {
     json: bool,
 }
 
-/// Which side a frame leaves from.
-#[derive(Clone, Copy)]
-enum End {
-    Legacy,
-    Bnet,
-}
-
 /// The pre-built frames of one round and the flow of each.
 struct Frames {
     inbound: TraceFrames,
@@ -119,6 +112,76 @@ fn tcp4(frame: &[u8]) -> Option<(u128, usize)> {
         k
     });
     Some((key, ip_len.checked_sub(ihl + doff)?))
+}
+
+/// How one replay of a direction's frames moves its flows forward: the
+/// payload each flow carries in one pass, and the pass's length on the
+/// trace's 1 ms timestamp clock.
+struct PassStep {
+    seq: Vec<u32>,
+    ts: u32,
+}
+
+impl PassStep {
+    fn of(c: &Chunk, flow_of: &[u32], flows: usize) -> PassStep {
+        let mut seq = vec![0u32; flows];
+        for (f, id) in c.frames.iter().zip(flow_of) {
+            seq[*id as usize] = seq[*id as usize].wrapping_add((f.len - f.payload_at as usize) as u32);
+        }
+        let ts = c.frames.last().map_or(0, |f| (f.t_ns / 1_000_000) as u32) + 1;
+        PassStep { seq, ts }
+    }
+
+    /// Rewrites every TCP/IPv4 frame of `c` for the next pass, so that a
+    /// replay continues each flow's byte stream instead of sending it
+    /// again: the sequence number moves on by the flow's payload in one
+    /// pass, TSval and TSecr by the pass's length (a gateway must see new
+    /// in-order data with timestamps that do not go back, or it merges
+    /// nothing: repeated sequence space is a retransmission). The TCP
+    /// checksum is updated incrementally (RFC 1624).
+    fn advance(&self, c: &mut Chunk, flow_of: &[u32]) {
+        for (i, id) in flow_of.iter().enumerate().take(c.frames.len()) {
+            let step = self.seq[*id as usize];
+            let f = c.frame_mut(i);
+            if f.len() < 54 || f[12..14] != [0x08, 0x00] || f[23] != 6 {
+                continue;
+            }
+            let th = 14 + (f[14] & 0x0f) as usize * 4;
+            let doff = (f.get(th + 12).map_or(0, |b| b >> 4) as usize * 4).min(f.len().saturating_sub(th));
+            if doff < 20 {
+                continue;
+            }
+            let read = |f: &[u8], at: usize| u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
+            let mut csum = u16::from_be_bytes([f[th + 16], f[th + 17]]);
+            let mut shift = |f: &mut [u8], at: usize, by: u32| {
+                let old = read(f, at);
+                let new = old.wrapping_add(by);
+                csum = px_wire::checksum::update_u32(csum, old, new);
+                f[at..at + 4].copy_from_slice(&new.to_be_bytes());
+            };
+            shift(f, th + 4, step);
+            // Options: find the timestamps (kind 8, length 10).
+            let mut o = th + 20;
+            while o < th + doff {
+                match f[o] {
+                    0 => break,
+                    1 => o += 1,
+                    kind => {
+                        let len = f.get(o + 1).map_or(0, |l| *l as usize);
+                        if len < 2 || o + len > th + doff {
+                            break;
+                        }
+                        if kind == 8 && len == 10 {
+                            shift(f, o + 2, self.ts);
+                            shift(f, o + 6, self.ts);
+                        }
+                        o += len;
+                    }
+                }
+            }
+            f[th + 16..th + 18].copy_from_slice(&csum.to_be_bytes());
+        }
+    }
 }
 
 impl Flows {
@@ -172,7 +235,7 @@ fn open(ns: &Netns, dev: &str) -> Result<PacketSocket, String> {
 /// sinks see; the sinks stop 300 ms after the last frame arrives.
 fn replay(
     line: &Line,
-    frames: &Frames,
+    frames: &mut Frames,
     ids: &HashMap<u128, u32>,
     a: &GatewayBenchArgs,
     gen_cpu: usize,
@@ -247,38 +310,39 @@ fn replay(
         });
         let _ = pin_current_thread(gen_cpu);
         let mut g = Tally { payload_sent: vec![0; flows], ..Tally::default() };
-        let dirs: [(&Chunk, &[u32], End); 2] = [
-            (&frames.inbound.data, &frames.in_flow, End::Legacy),
-            (&frames.outbound.data, &frames.out_flow, End::Bnet),
+        let steps = [
+            PassStep::of(&frames.inbound.data, &frames.in_flow, flows),
+            PassStep::of(&frames.outbound.data, &frames.out_flow, flows),
         ];
         let totals = [frames.inbound.data.data.len() as f64, frames.outbound.data.data.len() as f64];
         let (mut next, mut sent_bytes) = ([0usize; 2], [0f64; 2]);
-        let mut pending: Vec<(PacketMeta, &[u8])> = Vec::with_capacity(64);
         while t0.elapsed().as_secs_f64() < seconds {
             // The direction behind in its share of bytes goes next, so both
             // directions keep the trace's byte ratio.
             let d = if sent_bytes[0] / totals[0] <= sent_bytes[1] / totals[1] { 0 } else { 1 };
-            let (chunk, ids, end) = dirs[d];
-            pending.clear();
-            for j in 0..64 {
-                let f = chunk.frames[(next[d] + j) % chunk.frames.len()];
-                pending.push((PacketMeta::PLAIN, &chunk.data[f.offset..f.offset + f.len]));
+            let (chunk, ids, sock) = match d {
+                0 => (&mut frames.inbound.data, &frames.in_flow, &tx[0]),
+                _ => (&mut frames.outbound.data, &frames.out_flow, &tx[1]),
+            };
+            if next[d] == chunk.frames.len() {
+                // The end of the trace: the next pass continues every flow.
+                steps[d].advance(chunk, ids);
+                next[d] = 0;
             }
-            let sock = &tx[match end {
-                End::Legacy => 0,
-                End::Bnet => 1,
-            }];
+            let end = (next[d] + 64).min(chunk.frames.len());
+            let pending: Vec<(PacketMeta, &[u8])> = chunk.frames[next[d]..end]
+                .iter()
+                .map(|f| (PacketMeta::PLAIN, &chunk.data[f.offset..f.offset + f.len]))
+                .collect();
             let n = sock.send_batch(&mut txb, &pending).unwrap_or(0);
-            for j in 0..n {
-                let i = (next[d] + j) % chunk.frames.len();
-                let f = chunk.frames[i];
-                g.payload_sent[ids[i] as usize] += (f.len - f.payload_at as usize) as u64;
+            for (f, id) in chunk.frames[next[d]..next[d] + n].iter().zip(&ids[next[d]..]) {
+                g.payload_sent[*id as usize] += (f.len - f.payload_at as usize) as u64;
                 g.bytes_sent += f.len as u64;
                 sent_bytes[d] += f.len as f64;
             }
             g.frames_sent += n as u64;
             g.frames_in[d] += n as u64;
-            next[d] = (next[d] + n) % chunk.frames.len();
+            next[d] += n;
             if n == 0 {
                 std::thread::yield_now();
             }
@@ -398,10 +462,10 @@ pub fn run(a: GatewayBenchArgs) -> Result<ExitCode, String> {
     let workers = a.workers.to_string();
     say(&format!("round 1: px gateway ({} worker(s), CPU {pin}) for {} s…", a.workers, a.seconds));
     let gw = GatewayProcess::start_wrapped(&line, &["taskset", "-c", &pin], &exe, &["--workers", &workers])?;
-    let frames = Frames { inbound, outbound, in_flow, out_flow };
+    let mut frames = Frames { inbound, outbound, in_flow, out_flow };
     let own = |pid: Option<u32>| pid.and_then(px_lab::exp::cpu::process_cpu_seconds).unwrap_or(0.0);
     let (c0, p0) = (CpuTimes::now(), own(Some(gw.pid)));
-    let t = replay(&line, &frames, &keys.ids, &a, gen_cpu)?;
+    let t = replay(&line, &mut frames, &keys.ids, &a, gen_cpu)?;
     let use_gw = c0.since(cpu);
     let p1 = own(Some(gw.pid));
     let exit = gw.stop()?;
@@ -460,10 +524,10 @@ pub fn run(a: GatewayBenchArgs) -> Result<ExitCode, String> {
                 c.frame_mut(i)[0..6].copy_from_slice(&dst);
             }
         }
-        let frames = Frames { inbound, outbound, in_flow: frames.in_flow, out_flow: recut_flow };
+        let mut frames = Frames { inbound, outbound, in_flow: frames.in_flow, out_flow: recut_flow };
         let ksoft = ksoftirqd(cpu);
         let (c0, k0) = (CpuTimes::now(), own(ksoft));
-        let t = replay(&line, &frames, &keys.ids, &a, gen_cpu)?;
+        let t = replay(&line, &mut frames, &keys.ids, &a, gen_cpu)?;
         let use_r = c0.since(cpu);
         let r = report(&t, &use_r, own(ksoft) - k0 + use_r.softirq_s);
         out.insert("router_gbps".into(), r["gbps"].clone());
@@ -526,4 +590,53 @@ pub fn run(a: GatewayBenchArgs) -> Result<ExitCode, String> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use px_wire::checksum::{Sum, fold, pseudo_v4};
+
+    /// Sequence number, TSval and payload length of a trace frame (IPv4,
+    /// no IP options, NOP NOP TS first in the TCP options).
+    fn fields(f: &[u8]) -> (u32, u32, u32) {
+        let at = |i: usize| u32::from_be_bytes([f[i], f[i + 1], f[i + 2], f[i + 3]]);
+        (at(38), at(34 + 24), tcp4(f).unwrap().1 as u32)
+    }
+
+    fn tcp_checksum_ok(f: &[u8]) -> bool {
+        let ip_len = u16::from_be_bytes([f[16], f[17]]) as usize;
+        let src = std::net::Ipv4Addr::new(f[26], f[27], f[28], f[29]);
+        let dst = std::net::Ipv4Addr::new(f[30], f[31], f[32], f[33]);
+        let l4 = &f[34..14 + ip_len];
+        fold(pseudo_v4(src, dst, 6, l4.len() as u16).plus(Sum::of(l4))) == 0xffff
+    }
+
+    #[test]
+    fn a_second_pass_continues_every_flow() {
+        let cfg = TraceConfig { flows: 5, small_share: 0.0, ..TraceConfig::inbound_default() };
+        let mut t = trace_frames(&cfg, 600, 9000, 1500);
+        let mut keys = Flows::default();
+        let ids = keys.ids_of(&t.data);
+        let step = PassStep::of(&t.data, &ids, keys.ids.len());
+        // Where each flow's stream ends in the first pass, and its last TSval.
+        let mut end: HashMap<u32, (u32, u32)> = HashMap::new();
+        for (i, id) in ids.iter().enumerate() {
+            let (seq, tsval, len) = fields(t.data.frame_mut(i));
+            end.insert(*id, (seq.wrapping_add(len), tsval));
+        }
+        step.advance(&mut t.data, &ids);
+        let mut seen = std::collections::HashSet::new();
+        for (i, id) in ids.iter().enumerate() {
+            let f = t.data.frame_mut(i);
+            assert!(tcp_checksum_ok(f), "frame {i}: checksum after the shift");
+            let (seq, tsval, _) = fields(f);
+            if seen.insert(*id) {
+                let (want_seq, last_ts) = end[id];
+                assert_eq!(seq, want_seq, "flow {id} continues where the first pass ended");
+                assert!(tsval >= last_ts, "flow {id}: TSval {tsval} went back from {last_ts}");
+            }
+        }
+        assert_eq!(seen.len(), 5);
+    }
 }
