@@ -167,6 +167,88 @@ fn caravans_through_the_gateway_both_ways() {
     let _ = std::fs::remove_file(cfg);
 }
 
+/// The Wireshark dissector (contrib/wireshark) on a capture the gateway
+/// itself wrote (`--capture`), not on crafted pcaps: caravans built toward
+/// the capable host and caravans from it, and an F-PMTUD exchange through
+/// the gateway. tshark must decode every caravan the gateway counted, with
+/// the records it counted, and the probe's messages, with no malformed
+/// record and no dissector error.
+#[test]
+fn dissector_decodes_the_gateways_own_capture() {
+    if skip() {
+        return;
+    }
+    if !std::process::Command::new("tshark").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIP dissector_decodes_the_gateways_own_capture: tshark not installed (Debian: tshark)");
+        return;
+    }
+    let _g = serialize();
+    let lab = GwLab::build(None);
+    let (legacy, bnet) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
+    let cfg = config_file();
+    let pcap = std::env::temp_dir().join(format!("px-dissector-lab-{}.pcapng", std::process::id()));
+    let gw = Gateway::start(&lab, &["--config", cfg.to_str().unwrap(), "--capture", pcap.to_str().unwrap()]);
+    lab.ping_both();
+    let args = ["--flows", "2", "--count", "300", "--size", "1000", "--rate", "5000"];
+    let rx = start_recv(bnet, &["--port", "4433", "--expect", "600", "--idle-ms", "1500"], None);
+    let _ = send(legacy, &[&["--to", &format!("{BNET_V4}:4433")][..], &args[..]].concat());
+    let (ok, v) = finish(rx);
+    assert_exact(&v, 600, ok);
+    let rx = start_recv(legacy, &["--port", "5433", "--expect", "600", "--idle-ms", "1500"], None);
+    let _ = send(bnet, &[&["--to", &format!("{LEGACY_V4}:5433"), "--caravan"][..], &args[..]].concat());
+    let (ok, v) = finish(rx);
+    assert_exact(&v, 600, ok);
+    // F-PMTUD through the gateway: a responder on the b-network host.
+    let mut responder = bnet.command(PX);
+    responder.args(["fpmtud", "--json-stats"]).stdout(Stdio::null()).stderr(Stdio::null());
+    let responder = LabChild::spawn(&mut responder).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let probe = legacy.command(PX).args(["probe", BNET_V4, "--method", "fpmtud", "--json"]).output().unwrap();
+    drop(responder);
+    let exit = gw.stop();
+    exit.assert_clean();
+    let c = &exit.stats["counters"]["caravan"];
+    let log_line = exit.log.lines().find(|l| l.contains("capture: ")).unwrap_or_default().to_string();
+    assert!(log_line.contains(" 0 records dropped"), "the capture lost frames: {log_line}");
+    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/wireshark/packetexpress.lua");
+    let tshark = |filter: &str, fields: &[&str]| {
+        let mut cmd = std::process::Command::new("tshark");
+        cmd.args(["-n", "-X", &format!("lua_script:{lua}"), "-r", pcap.to_str().unwrap(), "-Y", filter]);
+        cmd.args(["-T", "fields", "-E", "separator=,"]);
+        for f in fields {
+            cmd.args(["-e", f]);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success() && !err.contains("Lua"), "tshark -Y {filter}: {err}");
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect::<Vec<_>>()
+    };
+    // Every caravan appears once in the capture: those built on the inner
+    // port's send side, those opened on its receive side.
+    let caravans = tshark("pxcaravan && !icmp", &["pxcaravan.records"]);
+    let records: u64 = caravans.iter().map(|l| l.parse::<u64>().unwrap_or_else(|_| panic!("records: {l:?}"))).sum();
+    let u = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("no {k} in {c}"));
+    eprintln!("capture: {} caravans, {records} records; gateway: {c}", caravans.len());
+    assert_eq!(caravans.len() as u64, u("built") + u("opened"), "caravans in the capture vs the gateway's counters");
+    assert_eq!(records, u("built_datagrams") + u("opened_datagrams"), "records in the capture");
+    // The b-network sender's caravans reach the gateway with the outer
+    // checksum partial (veth checksum offload): the capture completes it
+    // and says so in the frame's comment, so none reads as malformed.
+    let malformed = tshark("pxcaravan.malformed", &["frame.number", "frame.interface_name", "pxcaravan.malformed"]);
+    assert!(malformed.is_empty(), "caravans decoded as malformed: {malformed:?}");
+    let filled = tshark("frame.comment contains \"checksum filled in\"", &["frame.number"]);
+    eprintln!("frames with a checksum completed by the capture: {}", filled.len());
+    // The probe's exchange: probes (fragmented on the way, reassembled by
+    // tshark) and the responder's report.
+    let kinds = tshark("fpmtud", &["fpmtud.kind"]);
+    eprintln!("px probe: {}", String::from_utf8_lossy(&probe.stdout).trim());
+    assert!(kinds.iter().any(|k| k.contains("probe")), "no F-PMTUD probe decoded: {kinds:?}");
+    assert!(kinds.iter().any(|k| k.contains("report")), "no F-PMTUD report decoded: {kinds:?}");
+    assert!(!kinds.iter().any(|k| k.contains("unknown")), "a refused F-PMTUD message: {kinds:?}");
+    let _ = std::fs::remove_file(&pcap);
+    let _ = std::fs::remove_file(cfg);
+}
+
 /// UDP bulk to a receiver pinned to one core (CPU 1; the sender and the
 /// gateway share CPU 0): the same sender, plain to a non-capable port, then
 /// to a capable one, alternating, in the same run.

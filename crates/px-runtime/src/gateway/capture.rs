@@ -20,6 +20,15 @@
 //! the file past `capture_max_bytes`, FILE becomes FILE.1 (FILE.1 becomes
 //! FILE.2, ...; `capture_files` files in all) and a new FILE starts with
 //! its own header blocks, so every file opens on its own in Wireshark.
+//!
+//! Checksum offload: a frame the kernel hands over (or takes) with its L4
+//! checksum only partial (`CHECKSUM_PARTIAL`, the pseudo-header sum: a
+//! local sender on a veth never fills it, a NIC would on the wire) is
+//! recorded with the checksum completed, and an EPB comment says so
+//! ([`FILLED_COMMENT`]). Otherwise every checksum-verifying dissector would
+//! flag frames the gateway itself treated as good (the kernel vouched for
+//! them); the comment keeps the capture honest about the one field it
+//! changed. A frame cut by the snap length keeps its partial field.
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -37,6 +46,8 @@ use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use px_gateway::Port;
+use px_wire::checksum::Sum;
+use px_wire::offload::Checksum;
 
 use super::metrics::ProcessCounters;
 
@@ -48,6 +59,10 @@ const SPARE: usize = 256;
 /// `epb_flags` direction bits (pcapng §4.3.1).
 const INBOUND: u32 = 0b01;
 const OUTBOUND: u32 = 0b10;
+
+/// The EPB comment on a frame whose L4 checksum the capture completed.
+pub const FILLED_COMMENT: &str =
+    "px capture: L4 checksum filled in (the kernel handed the frame over with a partial checksum: checksum offload)";
 
 /// Which way a frame crossed its port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +98,8 @@ struct Record {
     ts: Duration,
     orig_len: u32,
     data: Vec<u8>,
+    /// The capture completed a partial L4 checksum in `data`.
+    filled: bool,
 }
 
 /// A worker's end of the capture.
@@ -102,20 +119,40 @@ impl Tap {
         self.ts = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     }
 
-    /// Queues a copy of `frame`; false if the queue was full and the
-    /// record was given up.
+    /// Queues a copy of `frame` (`csum`: its checksum state as the socket
+    /// reported or will report it, see the module docs); false if the
+    /// queue was full and the record was given up.
     #[inline]
-    pub fn record(&mut self, port: Port, dir: Direction, frame: &[u8]) -> bool {
+    pub fn record(&mut self, port: Port, dir: Direction, frame: &[u8], csum: Checksum) -> bool {
         let n = frame.len().min(self.snaplen);
         let mut data = self.spare.try_recv().unwrap_or_default();
         data.clear();
         data.extend_from_slice(&frame[..n]);
-        let r = Record { worker: self.worker, port, dir, ts: self.ts, orig_len: frame.len() as u32, data };
+        let filled = n == frame.len() && complete_checksum(&mut data, csum);
+        let r = Record { worker: self.worker, port, dir, ts: self.ts, orig_len: frame.len() as u32, data, filled };
         match self.records.try_send(r) {
             Ok(()) => true,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
         }
     }
+}
+
+/// Completes a partial L4 checksum in place (the field holds the
+/// pseudo-header sum; the sum from `start` to the end is folded in, as the
+/// NIC would). False if `csum` is not partial or points outside `frame`.
+fn complete_checksum(frame: &mut [u8], csum: Checksum) -> bool {
+    let Checksum::Partial { start, offset } = csum else { return false };
+    let (start, at) = (start as usize, start as usize + offset as usize);
+    if at + 2 > frame.len() {
+        return false;
+    }
+    let mut c = Sum::of(&frame[start..]).checksum();
+    // UDP sends an all-zero result as all ones (zero means "none").
+    if offset == 6 && c == 0 {
+        c = 0xffff;
+    }
+    frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    true
 }
 
 /// Opens the capture file (an error here stops the gateway before it
@@ -227,16 +264,19 @@ impl CaptureFile {
         Ok(w)
     }
 
-    /// Size of the EPB for `len` captured bytes with one flags option.
-    fn epb_len(len: usize) -> u64 {
+    /// Size of the EPB for `len` captured bytes with one flags option (and
+    /// the checksum comment if `filled`).
+    fn epb_len(len: usize, filled: bool) -> u64 {
         // Header and trailer 12, fixed fields 20, data padded to 4,
-        // flags option 8, end of options 4.
-        (12 + 20 + len.div_ceil(4) * 4 + 8 + 4) as u64
+        // flags option 8, comment option 4 + text padded to 4, end of
+        // options 4.
+        let comment = if filled { 4 + FILLED_COMMENT.len().div_ceil(4) * 4 } else { 0 };
+        (12 + 20 + len.div_ceil(4) * 4 + 8 + comment + 4) as u64
     }
 
     fn write(&mut self, r: &Record) -> io::Result<()> {
         let written = self.writer.get_ref().written;
-        if self.packets > 0 && written + Self::epb_len(r.data.len()) > self.spec.max_bytes {
+        if self.packets > 0 && written + Self::epb_len(r.data.len(), r.filled) > self.spec.max_bytes {
             self.rotate()?;
         }
         let epb = EnhancedPacketBlock {
@@ -247,10 +287,13 @@ impl CaptureFile {
             timestamp: r.ts,
             original_len: r.orig_len,
             data: Cow::Borrowed(&r.data),
-            options: vec![EnhancedPacketOption::Flags(match r.dir {
+            options: [EnhancedPacketOption::Flags(match r.dir {
                 Direction::Rx => INBOUND,
                 Direction::Tx => OUTBOUND,
-            })],
+            })]
+            .into_iter()
+            .chain(r.filled.then_some(EnhancedPacketOption::Comment(Cow::Borrowed(FILLED_COMMENT))))
+            .collect(),
         };
         self.writer.write_block(&epb.into_block()).map_err(io::Error::other)?;
         self.packets += 1;
@@ -343,8 +386,8 @@ mod tests {
         let counts = Arc::new(ProcessCounters::default());
         let (mut taps, h) = start(&s, 2, counts.clone()).unwrap();
         taps[0].tick();
-        assert!(taps[0].record(Port::Outer, Direction::Rx, &[1; 100]));
-        assert!(taps[1].record(Port::Inner, Direction::Tx, &[2; 300]));
+        assert!(taps[0].record(Port::Outer, Direction::Rx, &[1; 100], Checksum::Unknown));
+        assert!(taps[1].record(Port::Inner, Direction::Tx, &[2; 300], Checksum::Unknown));
         drop(taps);
         h.join().unwrap();
         let (ifaces, pkts) = read(&s.path);
@@ -378,7 +421,7 @@ mod tests {
         for i in 0..100u8 {
             // A full queue gives the record up: wait for room instead, so
             // that this test's count is exact.
-            while !taps[0].record(Port::Inner, Direction::Rx, &[i; 150]) {
+            while !taps[0].record(Port::Inner, Direction::Rx, &[i; 150], Checksum::Unknown) {
                 std::thread::sleep(Duration::from_millis(1));
             }
             sent += 1;
@@ -399,6 +442,33 @@ mod tests {
         cleanup(&s);
     }
 
+    /// A UDP/IPv4 frame as a local sender's kernel hands it to a veth with
+    /// checksum offload: the field holds the pseudo-header sum only. The
+    /// capture completes it to what etherparse computes; a frame whose
+    /// checksum is already complete (Unknown) is left alone.
+    #[test]
+    fn a_partial_checksum_is_completed_in_the_record() {
+        let payload: Vec<u8> = (0..1001u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut frame = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([198, 51, 100, 1], [198, 51, 100, 2], 64)
+            .udp(40000, 4433)
+            .write(&mut frame, &payload)
+            .unwrap();
+        let good = frame.clone();
+        let (l4, len) = (34usize, (8 + payload.len()) as u16);
+        let pseudo = px_wire::checksum::pseudo_v4([198, 51, 100, 1].into(), [198, 51, 100, 2].into(), 17, len);
+        frame[l4 + 6..l4 + 8].copy_from_slice(&px_wire::checksum::fold(pseudo).to_be_bytes());
+        assert_ne!(frame, good);
+        let mut unknown = frame.clone();
+        assert!(!complete_checksum(&mut unknown, Checksum::Unknown));
+        assert_eq!(unknown, frame, "a complete (Unknown) checksum is not touched");
+        assert!(complete_checksum(&mut frame, Checksum::Partial { start: l4 as u16, offset: 6 }));
+        assert_eq!(frame, good);
+        let mut short = frame[..l4 + 7].to_vec();
+        assert!(!complete_checksum(&mut short, Checksum::Partial { start: l4 as u16, offset: 6 }));
+    }
+
     #[test]
     fn a_full_queue_drops_the_record_not_the_caller() {
         let s = spec("full", 1 << 30, 1);
@@ -407,7 +477,9 @@ mod tests {
         // Far more than the queue holds, as fast as possible: some are
         // given up (reported false), none blocks.
         let t0 = std::time::Instant::now();
-        let given_up = (0..QUEUE * 20).filter(|_| !taps[0].record(Port::Outer, Direction::Tx, &[0; 64])).count();
+        let given_up = (0..QUEUE * 20)
+            .filter(|_| !taps[0].record(Port::Outer, Direction::Tx, &[0; 64], Checksum::Unknown))
+            .count();
         assert!(t0.elapsed() < Duration::from_secs(5));
         drop(taps);
         h.join().unwrap();

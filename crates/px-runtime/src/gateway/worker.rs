@@ -210,7 +210,7 @@ fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut 
         };
         // As received, before the engine rewrites anything in place.
         if let Some(t) = &mut sc.tap
-            && !t.record(port, Direction::Rx, frame)
+            && !t.record(port, Direction::Rx, frame, meta.csum)
         {
             sc.extra.capture_dropped += 1;
         }
@@ -248,8 +248,8 @@ fn send_port(engine: &mut Engine, sc: &mut Scratch, port: Port, sock: &PacketSoc
         return;
     }
     if let Some(t) = &mut sc.tap {
-        for (_, frame) in list.iter().filter_map(|f| f.bytes(rx)) {
-            if !t.record(port, Direction::Tx, frame) {
+        for (meta, frame) in list.iter().filter_map(|f| f.bytes(rx)) {
+            if !t.record(port, Direction::Tx, frame, meta.csum) {
                 sc.extra.capture_dropped += 1;
             }
         }
