@@ -74,16 +74,16 @@ fn inner_mss(cfg: &Config) -> usize {
     cfg.imtu as usize - 20 - 32
 }
 
-struct DirResult {
-    payload: u64,
+pub(crate) struct DirResult {
+    pub(crate) payload: u64,
     packets: u64,
-    engine: Duration,
+    pub(crate) engine: Duration,
     memcpy: Duration,
     counters: px_gateway::Counters,
     ceiling: f64,
 }
 
-fn run_direction(
+pub(crate) fn run_direction(
     tc: &TraceConfig,
     packets: usize,
     ecfg: &Config,

@@ -3,6 +3,7 @@
 
 mod drive;
 pub mod engine_bench;
+pub mod scaling;
 pub mod trace;
 pub mod udp_trace;
 pub mod vs_dpdk;

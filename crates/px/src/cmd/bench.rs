@@ -110,6 +110,13 @@ pub struct EngineArgs {
     /// The CPU both sides run on with `--vs` (default: the last one).
     #[arg(long)]
     pub(crate) cpu: Option<usize>,
+    /// Scaling instead of the one-core table: the trace's flows divided among
+    /// this many threads (each its own engine, as RSS divides flows among
+    /// gateway workers), pinned to CPUs 0..N-1, against the same work on one
+    /// thread in the same run; merge and software split. Each thread's share
+    /// runs exactly what the one-core bench runs; the N-thread figure is the sum of the threads' rates.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=256))]
+    pub(crate) threads: Option<u32>,
 }
 
 pub fn run(cmd: BenchCommand) -> Result<ExitCode, String> {
@@ -167,6 +174,9 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
     };
     if a.vs == Some(VsArg::Dpdk) {
         return super::bench_dpdk::run(&a, &cfg);
+    }
+    if let Some(n) = a.threads {
+        return engine_scaling(&a, &cfg, n as usize);
     }
     let mut runs: Vec<RunResult> = Vec::new();
     for i in 0..a.runs {
@@ -257,5 +267,71 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
     let last = runs.last().map(|r| r.flushes.clone()).unwrap_or_default();
     let flushes: Vec<String> = last.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
     println!("\n  early flushes (last run): {}", if flushes.is_empty() { "none".into() } else { flushes.join(", ") });
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `px bench engine --threads N`: merge and split on one thread and on N.
+fn engine_scaling(a: &EngineArgs, cfg: &BenchConfig, n: usize) -> Result<ExitCode, String> {
+    let cpus = px_lab::exp::cpu::online_cpus();
+    if n > cpus {
+        return Err(format!("--threads {n}: this machine has {cpus} CPUs online (one thread per CPU)"));
+    }
+    let pin = |k: usize| {
+        if let Err(e) = px_lab::exp::cpu::pin_current_thread(k) {
+            eprintln!("px bench engine: cannot pin thread {k}: {e}");
+        }
+    };
+    let mut runs = Vec::new();
+    for i in 0..a.runs {
+        if !a.json {
+            eprintln!("px bench engine: scaling run {}/{} (1 thread, then {n})…", i + 1, a.runs);
+        }
+        runs.push(px_bench::scaling::scaling(cfg, n, &pin));
+    }
+    type Metric = (&'static str, &'static str, fn(&px_bench::scaling::ScalingResult) -> f64);
+    let metrics: [Metric; 6] = [
+        ("merge_gbps_1", "merge, 1 thread (Gbps)", |r| r.merge_gbps_1),
+        ("merge_gbps_n", "merge, N threads (Gbps, all together)", |r| r.merge_gbps_n),
+        ("merge_scaling", "merge scaling (N threads / 1)", |r| r.merge_scaling()),
+        ("split_gbps_1", "split (software), 1 thread (Gbps)", |r| r.split_gbps_1),
+        ("split_gbps_n", "split (software), N threads (Gbps)", |r| r.split_gbps_n),
+        ("split_scaling", "split scaling (N threads / 1)", |r| r.split_scaling()),
+    ];
+    let med = |f: &dyn Fn(&px_bench::scaling::ScalingResult) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(|x, y| x.total_cmp(y));
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    if a.json {
+        let mut obj = serde_json::Map::new();
+        for (k, _, f) in &metrics {
+            let (m, lo, hi) = med(f);
+            obj.insert((*k).into(), serde_json::json!(m));
+            obj.insert(format!("{k}_range"), serde_json::json!([lo, hi]));
+        }
+        obj.insert(
+            "setup".into(),
+            serde_json::json!({
+                "threads": n, "cpus": (0..n).collect::<Vec<_>>(), "flows": a.flows, "inbound_packets": a.packets,
+                "outbound_packets": a.split_packets, "runs": a.runs, "statistic": "median over runs",
+                "loadavg": load.trim(),
+            }),
+        );
+        println!("{}", serde_json::Value::Object(obj));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "px bench engine --threads {n} — {} flows divided among {n} threads (CPUs 0..{}), the same work on 1 thread \
+         as the reference; {} run(s), load {}: median [min – max]\n",
+        a.flows,
+        n - 1,
+        a.runs,
+        load.trim()
+    );
+    for (_, label, f) in &metrics {
+        let (m, lo, hi) = med(f);
+        println!("  {label:<44} {m:>9.3}   [{lo:.3} – {hi:.3}]");
+    }
     Ok(ExitCode::SUCCESS)
 }
