@@ -3,26 +3,33 @@
 //! here for every TCP path) is handed to segmentation offload or cut in
 //! software the way a correct TSO cuts it. Every piece carries a copy of
 //! the headers with its own sequence number, IP length and (IPv4) an IP ID
-//! counting up from the original's; FIN and PSH stay on the last piece
-//! only; CWR on the first only, unless the flow uses AccECN (see
-//! [`cwr_on_every_piece`]); both checksums are recomputed, the payload's in
-//! the same pass that copies it.
+//! counting up from the original's; both checksums are recomputed, the
+//! payload's in the same pass that copies it.
 //!
-//! Two rules go beyond what Linux's `tcp_gso_segment` does, because it
-//! never meets such segments (Linux does not TSO a SYN, nor an urgent
-//! send): the pieces are what the sender's TCP would have sent had it
-//! sent them one by one.
-//! - SYN with data (TCP Fast Open): SYN on the first piece only, and its
-//!   sequence slot counts: piece 2 starts at ISN + 1 + the first piece's data.
-//! - URG: the urgent pointer is an offset from each segment's own sequence
-//!   (RFC 9293 §3.8.5): each piece before the urgent point carries URG
-//!   with the pointer less the piece's offset; pieces after it carry
-//!   neither (GSO would copy URG and the pointer unchanged onto every
-//!   piece, moving the urgent point forward by the piece's offset on the
-//!   receiver, which then takes the wrong byte out of the stream).
+//! What each piece carries, flag by flag. Linux's `tcp_gso_segment`
+//! (`net/ipv4/tcp_offload.c`) clears FIN and PSH on every piece but the
+//! last and CWR on every piece but the first (unless the segment is
+//! AccECN's), and copies everything else; the gateway does the same, and
+//! goes beyond it where Linux never meets the segment (its TCP does not
+//! TSO a SYN, an urgent send or an RST), so that the pieces are what the
+//! sender's TCP would have sent had it sent them one by one:
 //!
-//! Both are cut in software, never handed to GSO. The IPv4 ID counts up by
-//! one per piece as Linux GSO counts it (`inet_gso_segment` without
+//! | flag | pieces | why |
+//! |---|---|---|
+//! | FIN | last only | it follows the last byte (as Linux GSO) |
+//! | PSH | last only | "deliver up to here" (as Linux GSO) |
+//! | RST | last only | an RST on an earlier piece would reset the connection before the rest of the data arrived; on the last piece its sequence number is the receiver's next expected one once the data before it is in (RFC 5961 §3.2 asks for exactly that) |
+//! | CWR | first only | classic ECN (as Linux GSO); every piece for AccECN, see [`cwr_on_every_piece`] |
+//! | SYN | first only | its sequence slot counts: piece 2 starts at ISN + 1 + the first piece's data (TCP Fast Open) |
+//! | URG | pieces before the urgent point | the pointer is an offset from each segment's own sequence (RFC 9293 §3.8.5): each piece before the urgent point carries it less the piece's offset; pieces after it carry neither (GSO would copy URG and the pointer unchanged, moving the urgent point forward on the receiver) |
+//! | ACK, ECE, AE | every piece | the acknowledgement, window and ECN echo are the same for every byte of the segment (as Linux GSO) |
+//!
+//! Options are copied onto every piece unchanged, as Linux GSO copies them
+//! (timestamps, SACK blocks and all).
+//!
+//! SYN, URG and RST segments are cut in software, never handed to GSO (the
+//! kernel would copy these flags onto every piece). The IPv4 ID counts up
+//! by one per piece as Linux GSO counts it (`inet_gso_segment` without
 //! `SKB_GSO_TCP_FIXEDID`, which virtio headers cannot carry), so a software
 //! cut and a GSO hand-off give the same frames.
 
@@ -174,8 +181,8 @@ impl Engine {
         // The virtio header can ask the kernel for CWR on the first piece
         // only (VIRTIO_NET_HDR_GSO_ECN), not on all: AccECN CWR is cut here.
         let gso_ok = gso_ok && !(keep_cwr && seg.has(flags::CWR));
-        // SYN and URG pieces need more than GSO does (see the module docs).
-        if gso_ok && !corrupt && seg.flags & (flags::SYN | flags::URG) == 0 {
+        // SYN, URG and RST pieces need more than GSO does (see the module docs).
+        if gso_ok && !corrupt && seg.flags & (flags::SYN | flags::URG | flags::RST) == 0 {
             let g = prepare_gso(frame, seg, limit);
             self.counters.gso_out += 1;
             return self.forward(to, seg.info.end, g);
@@ -237,7 +244,8 @@ fn write_piece(
     };
     let mut f = seg.flags;
     if !last {
-        f &= !(flags::FIN | flags::PSH);
+        // FIN, PSH and RST follow the last byte (the table in the module docs).
+        f &= !(flags::FIN | flags::PSH | flags::RST);
     }
     // The SYN takes the first sequence number, then the data follows.
     let mut seq = seg.seq.wrapping_add(off as u32);

@@ -354,6 +354,43 @@ fn urgent_pointer_follows_each_piece() {
     }
 }
 
+/// An RST carrying more data than the egress takes (the inner host aborts
+/// with diagnostic data) is cut with RST on the last piece only, like FIN:
+/// an RST on an earlier piece would reset the connection before the rest
+/// of the data arrived. ACK and ECE stay on every piece, CWR on the first,
+/// PSH on the last (Linux `tcp_gso_segment`). Never handed to GSO, which
+/// would copy RST onto every piece.
+#[test]
+fn rst_with_data_is_split_with_the_rst_on_the_last_piece() {
+    for gso in [false, true] {
+        for v6 in [false, true] {
+            let mut h = Harness::new(Config { outer_gso: gso, ..test_config() });
+            let mut s = outbound(v6, 0, 4000);
+            s.flags = Flags { rst: true, ack: true, psh: true, ece: true, cwr: true, ..Flags::default() };
+            assert_eq!(h.feed_tcp(Port::Inner, &s), Verdict::Consumed, "gso={gso} v6={v6}");
+            let w = h.check_outputs().unwrap();
+            let n = 4000usize.div_ceil(omss_ts(v6));
+            assert_eq!(w.len(), n, "gso={gso} v6={v6}");
+            let mut got = Vec::new();
+            for (i, (p, w)) in w.iter().enumerate() {
+                assert_eq!(*p, Port::Outer);
+                let t = w.tcp().unwrap();
+                let last = i == n - 1;
+                assert_eq!(t.rst, last, "gso={gso} v6={v6}: RST on the last piece only (piece {i})");
+                assert_eq!(t.psh, last, "gso={gso} v6={v6}: PSH on the last piece only (piece {i})");
+                assert_eq!(t.cwr, i == 0, "gso={gso} v6={v6}: CWR on the first piece only (piece {i})");
+                assert!(t.ack && t.ece && !t.fin && !t.syn, "gso={gso} v6={v6} piece {i}");
+                assert_eq!(t.sequence_number, 78u32.wrapping_add(got.len() as u32), "gso={gso} v6={v6} piece {i}");
+                got.extend_from_slice(&w.payload);
+            }
+            assert_eq!(got, stream_bytes(2, 0, 4000), "gso={gso} v6={v6}");
+            h.oracle.verify().unwrap();
+            h.check_accounting().unwrap();
+            assert_eq!(h.eng.counters().split_in, 1, "gso={gso} v6={v6}: cut in software");
+        }
+    }
+}
+
 /// IPv4 IDs count up by one per piece from the original's, with or without
 /// DF, as Linux GSO counts them (no fixed-ID flag travels in a virtio
 /// header), so a software cut equals a GSO hand-off.
