@@ -766,23 +766,19 @@ impl Harness {
     pub fn check_accounting(&self) -> Result<(), String> {
         let c = self.eng.counters();
         let rx = c.inner.rx_packets + c.outer.rx_packets;
-        let acc = c.forwarded + c.merged_in + c.split_in + c.fragmented_in + c.total_drops();
+        let acc = c.received_accounted();
         if rx != self.tally.fed || rx != acc {
-            return Err(format!(
-                "rx {rx}, fed {}, forwarded {} + merged_in {} + split_in {} + fragmented_in {} + drops {} = {acc}",
-                self.tally.fed,
-                c.forwarded,
-                c.merged_in,
-                c.split_in,
-                c.fragmented_in,
-                c.total_drops()
-            ));
+            return Err(format!("rx {rx}, fed {}, accounted for {acc}: {c:?}", self.tally.fed));
         }
         if c.forwarded != self.tally.forward || c.total_drops() != self.tally.dropped {
             return Err(format!("counters {c:?} disagree with verdicts {:?}", self.tally));
         }
-        if c.merged_in + c.split_in + c.fragmented_in != self.tally.consumed {
-            return Err(format!("consumed {} != merged_in + split_in + fragmented_in ({c:?})", self.tally.consumed));
+        let consumed = c.merged_in + c.split_in + c.fragmented_in + c.caravan.packed_in + c.caravan.opened;
+        if consumed != self.tally.consumed {
+            return Err(format!(
+                "consumed {} != merged_in + split_in + fragmented_in + caravans packed and opened ({c:?})",
+                self.tally.consumed
+            ));
         }
         Ok(())
     }
