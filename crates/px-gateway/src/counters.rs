@@ -273,6 +273,19 @@ impl Counters {
         self.drop.iter().sum()
     }
 
+    /// Received packets accounted for, each exactly once: forwarded,
+    /// merged, cut, fragmented, dropped by reason, packed into a caravan or
+    /// opened as one. Equals `inner.rx_packets + outer.rx_packets`.
+    pub fn received_accounted(&self) -> u64 {
+        self.forwarded
+            + self.merged_in
+            + self.split_in
+            + self.fragmented_in
+            + self.total_drops()
+            + self.caravan.packed_in
+            + self.caravan.opened
+    }
+
     /// The paper's conversion yield: the share of TCP data packets sent to
     /// the inner port whose payload is exactly the inner MSS.
     pub fn conversion_yield(&self) -> f64 {
@@ -360,6 +373,15 @@ pub struct CaravanCounters {
     /// Outbound caravans unpacked, and datagrams they gave.
     pub opened: u64,
     pub opened_datagrams: u64,
+    /// Datagrams of opened caravans too big for the egress (eMTU or learned
+    /// path MTU), given the router's treatment: IPv4 without DF fragmented
+    /// (the fragments count in `fragments_out`) ...
+    pub too_big_fragmented: u64,
+    /// ... anything else dropped, with an ICMP "fragmentation needed" /
+    /// "packet too big" back to the inner host where one is allowed. These
+    /// are datagrams, not received packets: their caravan is counted once,
+    /// in `opened`, and they count neither in `fragmented_in` nor in `drop`.
+    pub too_big_dropped: u64,
     /// Outbound caravans dropped whole, by [`Malformed`] reason.
     pub malformed: [u64; 6],
 }
@@ -380,7 +402,7 @@ impl CaravanCounters {
     }
 
     pub fn accumulate(&mut self, o: &CaravanCounters) {
-        let pairs: [(&mut u64, u64); 11] = [
+        let pairs: [(&mut u64, u64); 13] = [
             (&mut self.packed_in, o.packed_in),
             (&mut self.built, o.built),
             (&mut self.built_full, o.built_full),
@@ -392,6 +414,8 @@ impl CaravanCounters {
             (&mut self.remarked, o.remarked),
             (&mut self.opened, o.opened),
             (&mut self.opened_datagrams, o.opened_datagrams),
+            (&mut self.too_big_fragmented, o.too_big_fragmented),
+            (&mut self.too_big_dropped, o.too_big_dropped),
         ];
         for (a, b) in pairs {
             *a += b;

@@ -3,26 +3,33 @@
 //! here for every TCP path) is handed to segmentation offload or cut in
 //! software the way a correct TSO cuts it. Every piece carries a copy of
 //! the headers with its own sequence number, IP length and (IPv4) an IP ID
-//! counting up from the original's; FIN and PSH stay on the last piece
-//! only; CWR on the first only, unless the flow uses AccECN (see
-//! [`cwr_on_every_piece`]); both checksums are recomputed, the payload's in
-//! the same pass that copies it.
+//! counting up from the original's; both checksums are recomputed, the
+//! payload's in the same pass that copies it.
 //!
-//! Two rules go beyond what Linux's `tcp_gso_segment` does, because it
-//! never meets such segments (Linux does not TSO a SYN, nor an urgent
-//! send): the pieces are what the sender's TCP would have sent had it
-//! sent them one by one.
-//! - SYN with data (TCP Fast Open): SYN on the first piece only, and its
-//!   sequence slot counts: piece 2 starts at ISN + 1 + the first piece's data.
-//! - URG: the urgent pointer is an offset from each segment's own sequence
-//!   (RFC 9293 §3.8.5): each piece before the urgent point carries URG
-//!   with the pointer less the piece's offset; pieces after it carry
-//!   neither (GSO would copy URG and the pointer unchanged onto every
-//!   piece, moving the urgent point forward by the piece's offset on the
-//!   receiver, which then takes the wrong byte out of the stream).
+//! What each piece carries, flag by flag. Linux's `tcp_gso_segment`
+//! (`net/ipv4/tcp_offload.c`) clears FIN and PSH on every piece but the
+//! last and CWR on every piece but the first (unless the segment is
+//! AccECN's), and copies everything else; the gateway does the same, and
+//! goes beyond it where Linux never meets the segment (its TCP does not
+//! TSO a SYN, an urgent send or an RST), so that the pieces are what the
+//! sender's TCP would have sent had it sent them one by one:
 //!
-//! Both are cut in software, never handed to GSO. The IPv4 ID counts up by
-//! one per piece as Linux GSO counts it (`inet_gso_segment` without
+//! | flag | pieces | why |
+//! |---|---|---|
+//! | FIN | last only | it follows the last byte (as Linux GSO) |
+//! | PSH | last only | "deliver up to here" (as Linux GSO) |
+//! | RST | last only | an RST on an earlier piece would reset the connection before the rest of the data arrived; on the last piece its sequence number is the receiver's next expected one once the data before it is in (RFC 5961 §3.2 asks for exactly that) |
+//! | CWR | first only | classic ECN (as Linux GSO); for AccECN every piece of the first segment: all pieces of a plain segment, the pieces of the first segment of a GRO super-packet (see [`cwr_on_every_piece`]) |
+//! | SYN | first only | its sequence slot counts: piece 2 starts at ISN + 1 + the first piece's data (TCP Fast Open) |
+//! | URG | pieces before the urgent point | the pointer is an offset from each segment's own sequence (RFC 9293 §3.8.5): each piece before the urgent point carries it less the piece's offset; pieces after it carry neither (GSO would copy URG and the pointer unchanged, moving the urgent point forward on the receiver) |
+//! | ACK, ECE, AE | every piece | the acknowledgement, window and ECN echo are the same for every byte of the segment (as Linux GSO) |
+//!
+//! Options are copied onto every piece unchanged, as Linux GSO copies them
+//! (timestamps, SACK blocks and all).
+//!
+//! SYN, URG and RST segments are cut in software, never handed to GSO (the
+//! kernel would copy these flags onto every piece). The IPv4 ID counts up
+//! by one per piece as Linux GSO counts it (`inet_gso_segment` without
 //! `SKB_GSO_TCP_FIXEDID`, which virtio headers cannot carry), so a software
 //! cut and a GSO hand-off give the same frames.
 
@@ -57,6 +64,9 @@ use crate::segment::{Seg, is_accecn_synack};
 /// which the peer reads as 6 more CE marks. Linux keeps CWR on every segment
 /// for SKB_GSO_TCP_ACCECN. The gateway knows a connection uses AccECN from
 /// its SYN-ACK ([`is_accecn_synack`]); not knowing, it cuts as Linux does.
+/// A GRO super-packet is several segments, and only the first can have
+/// carried CWR (Linux GRO flushes on a segment with CWR rather than merge
+/// it): CWR stays on the pieces of that first segment only.
 ///
 /// AE and ECE are never touched: in classic ECN AE is zero and ECE is a
 /// state echoed on every segment; in AccECN both are ACE bits.
@@ -171,11 +181,22 @@ impl Engine {
             self.counters.bad_checksum += 1;
         }
         let keep_cwr = cwr_on_every_piece(flow.and_then(|i| self.flows.get(i)).is_some_and(|f| f.accecn));
+        // The bytes whose pieces keep CWR: in an AccECN flow, those of the
+        // first segment, which is the whole segment unless it is a GRO
+        // super-packet. Linux GRO never merges a segment with CWR onto
+        // another (`tcp_gro_receive` flushes on it), so only a
+        // super-packet's first segment can have carried CWR; its later
+        // segments, had they gained it, would report an ACE 2 higher.
+        let cwr_span = match meta.tcp_gso_size() {
+            _ if !keep_cwr => 0,
+            Some(g) if g > 0 && len > g as usize => g as usize,
+            _ => len,
+        };
         // The virtio header can ask the kernel for CWR on the first piece
         // only (VIRTIO_NET_HDR_GSO_ECN), not on all: AccECN CWR is cut here.
         let gso_ok = gso_ok && !(keep_cwr && seg.has(flags::CWR));
-        // SYN and URG pieces need more than GSO does (see the module docs).
-        if gso_ok && !corrupt && seg.flags & (flags::SYN | flags::URG) == 0 {
+        // SYN, URG and RST pieces need more than GSO does (see the module docs).
+        if gso_ok && !corrupt && seg.flags & (flags::SYN | flags::URG | flags::RST) == 0 {
             let g = prepare_gso(frame, seg, limit);
             self.counters.gso_out += 1;
             return self.forward(to, seg.info.end, g);
@@ -186,7 +207,7 @@ impl Engine {
         while off < len {
             let n = limit.min(len - off);
             let mut buf = self.pool.get();
-            let end = write_piece(frame, seg, i, off, n, off + n == len, keep_cwr, &mut buf);
+            let end = write_piece(frame, seg, i, off, n, off + n == len, cwr_span, &mut buf);
             if corrupt {
                 // Off by one in the sum: can never verify.
                 buf[seg.info.l4 + 17] ^= 1;
@@ -202,7 +223,8 @@ impl Engine {
 
 /// Writes piece `i` of `seg` (payload `[off, off + len)`) into `out`,
 /// returning its length. `out` must hold the headers and `len` bytes.
-/// `keep_cwr`: CWR stays on every piece ([`cwr_on_every_piece`]).
+/// CWR stays on the first piece and on every piece starting before
+/// `cwr_span` (0 for classic ECN; see [`cwr_on_every_piece`]).
 #[allow(clippy::too_many_arguments)]
 fn write_piece(
     frame: &[u8],
@@ -211,7 +233,7 @@ fn write_piece(
     off: usize,
     len: usize,
     last: bool,
-    keep_cwr: bool,
+    cwr_span: usize,
     out: &mut [u8],
 ) -> usize {
     let hdr = seg.payload_start();
@@ -237,13 +259,14 @@ fn write_piece(
     };
     let mut f = seg.flags;
     if !last {
-        f &= !(flags::FIN | flags::PSH);
+        // FIN, PSH and RST follow the last byte (the table in the module docs).
+        f &= !(flags::FIN | flags::PSH | flags::RST);
     }
     // The SYN takes the first sequence number, then the data follows.
     let mut seq = seg.seq.wrapping_add(off as u32);
     if i != 0 {
         f &= !flags::SYN;
-        if !keep_cwr {
+        if off >= cwr_span {
             f &= !flags::CWR;
         }
         seq = seq.wrapping_add(seg.has(flags::SYN) as u32);
@@ -312,7 +335,7 @@ mod tests {
             for i in 0..3 {
                 let n = 1000.min(2500 - off);
                 let mut out = vec![0u8; 2048];
-                let end = write_piece(&f, &seg, i, off, n, off + n == 2500, false, &mut out);
+                let end = write_piece(&f, &seg, i, off, n, off + n == 2500, 0, &mut out);
                 let p = &out[..end];
                 assert_eq!(end, hdr + n);
                 assert_eq!(&p[hdr..], &f[hdr + off..hdr + off + n], "payload of piece {i}");

@@ -198,7 +198,7 @@ fn hammer(seed: u64, cases: usize) -> u64 {
     let c = eng.counters();
     let rx = c.inner.rx_packets + c.outer.rx_packets;
     assert_eq!(rx, fed);
-    assert_eq!(rx, c.forwarded + c.merged_in + c.split_in + c.fragmented_in + c.total_drops(), "{c:?}");
+    assert_eq!(rx, c.received_accounted(), "{c:?}");
     fed
 }
 

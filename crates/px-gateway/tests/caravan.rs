@@ -459,14 +459,47 @@ fn unpacked_datagrams_too_big_for_the_outside_get_router_treatment() {
     let out = d.take();
     assert_eq!(out.len(), 3 + 1);
     assert!(out.iter().all(|(p, f)| *p == Port::Outer && f.len() - 14 <= 1500));
-    // DF set: dropped, ICMP "fragmentation needed" back inside.
-    let _ = d.feed(Port::Inner, caravan_frame("203.0.113.2", "198.51.100.1", 443, 4000, &big, true));
-    let out = d.take();
-    assert_eq!(out.len(), 2);
-    assert_eq!(out[0].0, Port::Inner);
-    assert!(matches!(check_wire_frame(&out[0].1).unwrap().transport, Some(TransportHeader::Icmpv4(_))));
-    assert_eq!(out[1].0, Port::Outer);
-    assert_eq!(d.eng.counters().drops(DropReason::TooBigDf), 1);
+    // DF set, or IPv6: dropped, ICMP "fragmentation needed" / ICMPv6
+    // "packet too big" back inside.
+    for (src, dst) in [("203.0.113.2", "198.51.100.1"), ("2001:db8:2::2", "2001:db8:1::1")] {
+        let _ = d.feed(Port::Inner, caravan_frame(src, dst, 443, 4000, &big, true));
+        let out = d.take();
+        assert_eq!(out.len(), 2, "{src}");
+        assert_eq!((out[0].0, out[1].0), (Port::Inner, Port::Outer), "{src}");
+        let icmp = check_wire_frame(&out[0].1).unwrap().transport;
+        let right_family = match icmp {
+            Some(TransportHeader::Icmpv4(_)) => src.contains('.'),
+            Some(TransportHeader::Icmpv6(_)) => src.contains(':'),
+            _ => false,
+        };
+        assert!(right_family, "{src}: {icmp:?}");
+    }
+}
+
+/// A caravan whose datagram is too big for the outside is one received
+/// packet, counted once (in `caravan.opened`); the datagram's router
+/// treatment has counters of its own and is not counted again as a
+/// fragmented or dropped received packet.
+#[test]
+fn an_opened_caravan_with_a_datagram_too_big_is_counted_once() {
+    let big = vec![payload(7, 0, 3000), payload(7, 1, 100)];
+    for (src, dst, df) in [
+        ("203.0.113.2", "198.51.100.1", false),
+        ("203.0.113.2", "198.51.100.1", true),
+        ("2001:db8:2::2", "2001:db8:1::1", true),
+    ] {
+        let mut d = Drive::new(cfg());
+        assert_eq!(d.feed(Port::Inner, caravan_frame(src, dst, 443, 4000, &big, df)), Verdict::Consumed);
+        let c = d.eng.counters();
+        let case = format!("{src} df={df}");
+        assert_eq!((c.caravan.opened, c.caravan.opened_datagrams), (1, 2), "{case}");
+        assert_eq!((c.fragmented_in, c.total_drops()), (0, 0), "{case}: counted again as a received packet");
+        assert_eq!(c.received_accounted(), c.inner.rx_packets + c.outer.rx_packets, "{case}: {c:?}");
+        let (fragmented, dropped) = if df { (0, 1) } else { (1, 0) };
+        assert_eq!((c.caravan.too_big_fragmented, c.caravan.too_big_dropped), (fragmented, dropped), "{case}");
+        assert_eq!(c.fragments_out, 3 * fragmented, "{case}");
+        assert_eq!(c.icmp_sent, dropped, "{case}");
+    }
 }
 
 #[test]

@@ -38,15 +38,8 @@ fn spoof(t: &mut [u8], host: u8, port: u16) {
 fn a_million_spoofed_syns_leave_a_live_flow_its_state_and_memory_bounded() {
     let max_flows = 4096;
     let mut h = Harness::new(Config { max_flows, ..test_config() });
-    // The live connection: SYN from outside, SYN-ACK from inside with MSS 4000.
-    let mut syn = seg(0, 0).with_opts(vec![TcpOptionElement::MaximumSegmentSize(1460)]);
-    syn.seq = ISN.wrapping_sub(1);
-    syn.flags = Flags { syn: true, ..Flags::default() };
-    let _ = h.feed_tcp(Port::Outer, &syn);
-    let mut sa = TcpSpec::outbound(false, 1, 9, vec![]).with_opts(vec![TcpOptionElement::MaximumSegmentSize(4000)]);
-    sa.flags = Flags { syn: true, ack: true, ..Flags::default() };
-    sa.ack = ISN;
-    let _ = h.feed_tcp(Port::Inner, &sa);
+    // The live connection, its inner host announcing MSS 4000.
+    open_connection(&mut h, false, 1, ISN, Some(4000));
 
     let mut template = TcpSpec::inbound(false, 2, 1, vec![])
         .with_opts(vec![TcpOptionElement::MaximumSegmentSize(1460)])

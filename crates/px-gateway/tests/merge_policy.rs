@@ -136,6 +136,35 @@ fn split_keeps_the_ace_field_on_every_piece_of_an_accecn_flow() {
     }
 }
 
+/// A GRO super-packet is several segments, and only its first can have
+/// carried CWR: Linux GRO never merges a segment with CWR onto another
+/// (`tcp_gro_receive` flushes on it), so the super-packet's CWR is its
+/// first segment's. Cut to the outer MSS in an AccECN flow, the pieces of
+/// that first segment keep CWR (one segment, one ACE); the pieces of the
+/// later segments, which had CWR clear, must not gain it (their ACE would
+/// read 2 higher, mod 8: CE marks that never happened).
+#[test]
+fn an_accecn_gro_super_packet_keeps_cwr_on_its_first_segment_only() {
+    let mut h = Harness::new(test_config());
+    accecn_handshake(&mut h, false);
+    let g = 8948usize; // the inner host's segment size (9000 less IPv4, TCP and timestamps)
+    let mut big = TcpSpec::outbound(false, 1, 501, stream_bytes(1, 0, 3 * g)).ts(1, 2);
+    big.flags = Flags { ack: true, cwr: true, ece: true, ..Flags::default() };
+    assert_eq!(h.feed(Port::Inner, big.build(), gro_meta(Checksum::Valid, g as u16)), Verdict::Consumed);
+    let w = h.check_outputs().unwrap();
+    let pieces: Vec<_> = w.iter().filter(|(p, w)| *p == Port::Outer && !w.payload.is_empty()).collect();
+    assert_eq!(pieces.iter().map(|(_, w)| w.payload.len()).sum::<usize>(), 3 * g);
+    for (_, p) in &pieces {
+        let t = p.tcp().unwrap();
+        // Where the piece starts in the super-packet's stream.
+        let off = t.sequence_number.wrapping_sub(501) as usize;
+        assert_eq!(t.cwr, off < g, "piece at offset {off}: CWR only on the first segment's pieces");
+        assert!(t.ece, "piece at offset {off}: ECE on every piece");
+    }
+    h.oracle.verify().unwrap();
+    h.check_accounting().unwrap();
+}
+
 /// Handed to GSO, a segment carrying CWR says so (VIRTIO_NET_HDR_GSO_ECN:
 /// the kernel then keeps CWR on the first segment only). An AccECN
 /// segment with CWR is cut in software, as the virtio header cannot ask the

@@ -444,15 +444,8 @@ fn gro_super_packet_passed_with_inner_gso_keeps_its_segment_size() {
 #[test]
 fn merge_respects_the_inner_hosts_mss() {
     let mut h = Harness::new(test_config());
-    // SYN from outside, SYN-ACK from inside advertising MSS 4000.
-    let mut syn = seg(false, 1, 0, 0).with_opts(vec![TcpOptionElement::MaximumSegmentSize(1460)]);
-    syn.seq = ISN.wrapping_sub(1);
-    syn.flags = Flags { syn: true, ..Flags::default() };
-    let _ = h.feed_tcp(Port::Outer, &syn);
-    let mut sa = TcpSpec::outbound(false, 1, 9, vec![]).with_opts(vec![TcpOptionElement::MaximumSegmentSize(4000)]);
-    sa.flags = Flags { syn: true, ack: true, ..Flags::default() };
-    sa.ack = ISN;
-    let _ = h.feed_tcp(Port::Inner, &sa);
+    // The inner host advertises MSS 4000.
+    open_connection(&mut h, false, 1, ISN, Some(4000));
     let mut off = 0;
     for _ in 0..10 {
         let _ = h.feed_tcp(Port::Outer, &seg(false, 1, off, MSS_TS));
@@ -508,14 +501,7 @@ fn ip_options_and_extension_headers_are_not_merged_and_survive_a_split() {
 fn inner_host_without_mss_gets_the_default_mss() {
     for (v6, default) in [(false, 536usize), (true, 1220)] {
         let mut h = Harness::new(test_config());
-        let mut syn = seg(v6, 1, 0, 0).with_opts(vec![TcpOptionElement::MaximumSegmentSize(1460)]);
-        syn.seq = ISN.wrapping_sub(1);
-        syn.flags = Flags { syn: true, ..Flags::default() };
-        let _ = h.feed_tcp(Port::Outer, &syn);
-        let mut sa = TcpSpec::outbound(v6, 1, 9, vec![]);
-        sa.flags = Flags { syn: true, ack: true, ..Flags::default() };
-        sa.ack = ISN;
-        let _ = h.feed_tcp(Port::Inner, &sa);
+        open_connection(&mut h, v6, 1, ISN, None);
         // IPv4 without options (536 bytes make a flow bulk), IPv6 with
         // timestamps (the MSS less the option, RFC 6691).
         let piece = if v6 { default - 12 } else { default };

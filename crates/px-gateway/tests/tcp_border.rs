@@ -25,20 +25,6 @@ fn syn(from_outside: bool, v6: bool, seq: u32, mss: u16, ack: bool) -> TcpSpec {
     s
 }
 
-/// Outer SYN (MSS 1460/1440), inner SYN-ACK (the inner MSS), outer ACK:
-/// an established connection of flow 1.
-fn handshake(h: &mut Harness, v6: bool, inner_mss: u16) {
-    let omss = if v6 { 1440 } else { 1460 };
-    let _ = h.feed_tcp(Port::Outer, &syn(true, v6, ISN.wrapping_sub(1), omss, false));
-    let mut sa = syn(false, v6, 77, inner_mss, true);
-    sa.ack = ISN;
-    let _ = h.feed_tcp(Port::Inner, &sa);
-    let mut ack = TcpSpec::inbound(v6, 1, ISN, vec![]).ts(1, 1);
-    ack.ack = 78;
-    let _ = h.feed_tcp(Port::Outer, &ack);
-    h.check_outputs().unwrap();
-}
-
 /// Inbound data of flow 1 at stream offset `off`, timestamps on.
 fn inbound(v6: bool, off: u32, len: usize) -> TcpSpec {
     TcpSpec::inbound(v6, 1, ISN.wrapping_add(off), stream_bytes(1, off, len)).ts(1_000, 77)
@@ -46,7 +32,7 @@ fn inbound(v6: bool, off: u32, len: usize) -> TcpSpec {
 
 /// Outbound data of flow 1 at offset `off` of the inner host's stream.
 fn outbound(v6: bool, off: u32, len: usize) -> TcpSpec {
-    TcpSpec::outbound(v6, 1, 78u32.wrapping_add(off), stream_bytes(2, off, len)).ts(500, 600)
+    TcpSpec::outbound(v6, 1, (INNER_ISN + 1).wrapping_add(off), stream_bytes(2, off, len)).ts(500, 600)
 }
 
 /// The inner host resets flow 1 (IPv4).
@@ -100,7 +86,7 @@ fn signature(kind: u8, mss: Option<u16>) -> Vec<u8> {
 fn spoofed_syn_with_mss_1_leaves_a_live_flows_split_size_unchanged() {
     for v6 in [false, true] {
         let mut h = Harness::new(test_config());
-        handshake(&mut h, v6, 8960);
+        open_connection(&mut h, v6, 1, ISN, Some(8960));
         let _ = h.feed_tcp(Port::Inner, &outbound(v6, 0, 8000));
         assert!(sizes(&h.check_outputs().unwrap(), Port::Outer).iter().all(|s| *s == omss_ts(v6) || *s < 1400));
         let spoof = syn(true, v6, 0x5555_0000, 1, false).build();
@@ -123,7 +109,7 @@ fn a_tiny_announced_mss_is_floored_like_linux() {
     for mss in [0u16, 1, 47] {
         let mut h = Harness::new(test_config());
         let _ = h.feed_tcp(Port::Outer, &syn(true, false, ISN.wrapping_sub(1), mss, false));
-        let mut sa = syn(false, false, 77, 8960, true);
+        let mut sa = syn(false, false, INNER_ISN, 8960, true);
         sa.ack = ISN;
         let _ = h.feed_tcp(Port::Inner, &sa);
         let _ = h.feed_tcp(Port::Inner, &outbound(false, 0, 720));
@@ -140,7 +126,7 @@ fn a_tiny_announced_mss_is_floored_like_linux() {
 fn a_syn_after_the_connection_ended_starts_a_new_one() {
     for end in ["rst-inside", "fin-both", "blind-rst"] {
         let mut h = Harness::new(test_config());
-        handshake(&mut h, false, 8960);
+        open_connection(&mut h, false, 1, ISN, Some(8960));
         match end {
             "rst-inside" => {
                 reset_from_inside(&mut h);
@@ -174,7 +160,7 @@ fn a_syn_after_the_connection_ended_starts_a_new_one() {
 #[test]
 fn a_new_connection_resets_the_expected_sequence() {
     let mut h = Harness::new(test_config());
-    handshake(&mut h, false, 8960);
+    open_connection(&mut h, false, 1, ISN, Some(8960));
     for i in 0..8u32 {
         let _ = h.feed_tcp(Port::Outer, &inbound(false, i * 1448, 1448));
     }
@@ -204,7 +190,7 @@ fn a_new_connection_resets_the_expected_sequence() {
 #[test]
 fn held_data_is_never_overtaken_whatever_the_mss() {
     let mut h = Harness::new(test_config());
-    handshake(&mut h, false, 8960);
+    open_connection(&mut h, false, 1, ISN, Some(8960));
     for i in 0..3u32 {
         let _ = h.feed_tcp(Port::Outer, &inbound(false, i * 1448, 1448));
     }
@@ -241,7 +227,7 @@ fn md5_and_ao_flows_pass_untouched() {
             let f = with_raw_options(&s, &signature(kind, Some(omss)));
             assert_eq!(h.feed(Port::Outer, f.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
             assert_eq!(h.out.last().unwrap().frame, f, "kind {kind} v6={v6}: SYN not raised");
-            let mut sa = syn(false, v6, 77, 8960, true);
+            let mut sa = syn(false, v6, INNER_ISN, 8960, true);
             sa.ack = ISN;
             let f = with_raw_options(&sa, &signature(kind, Some(8960)));
             assert_eq!(h.feed(Port::Inner, f.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
@@ -354,6 +340,47 @@ fn urgent_pointer_follows_each_piece() {
     }
 }
 
+/// An RST carrying more data than the egress takes (the inner host aborts
+/// with diagnostic data) is cut with RST on the last piece only, like FIN:
+/// an RST on an earlier piece would reset the connection before the rest
+/// of the data arrived. ACK and ECE stay on every piece, CWR on the first,
+/// PSH on the last (Linux `tcp_gso_segment`). Never handed to GSO, which
+/// would copy RST onto every piece.
+#[test]
+fn rst_with_data_is_split_with_the_rst_on_the_last_piece() {
+    for gso in [false, true] {
+        for v6 in [false, true] {
+            let mut h = Harness::new(Config { outer_gso: gso, ..test_config() });
+            let mut s = outbound(v6, 0, 4000);
+            s.flags = Flags { rst: true, ack: true, psh: true, ece: true, cwr: true, ..Flags::default() };
+            assert_eq!(h.feed_tcp(Port::Inner, &s), Verdict::Consumed, "gso={gso} v6={v6}");
+            let w = h.check_outputs().unwrap();
+            let n = 4000usize.div_ceil(omss_ts(v6));
+            assert_eq!(w.len(), n, "gso={gso} v6={v6}");
+            let mut got = Vec::new();
+            for (i, (p, w)) in w.iter().enumerate() {
+                assert_eq!(*p, Port::Outer);
+                let t = w.tcp().unwrap();
+                let last = i == n - 1;
+                assert_eq!(t.rst, last, "gso={gso} v6={v6}: RST on the last piece only (piece {i})");
+                assert_eq!(t.psh, last, "gso={gso} v6={v6}: PSH on the last piece only (piece {i})");
+                assert_eq!(t.cwr, i == 0, "gso={gso} v6={v6}: CWR on the first piece only (piece {i})");
+                assert!(t.ack && t.ece && !t.fin && !t.syn, "gso={gso} v6={v6} piece {i}");
+                assert_eq!(
+                    t.sequence_number,
+                    (INNER_ISN + 1).wrapping_add(got.len() as u32),
+                    "gso={gso} v6={v6} piece {i}"
+                );
+                got.extend_from_slice(&w.payload);
+            }
+            assert_eq!(got, stream_bytes(2, 0, 4000), "gso={gso} v6={v6}");
+            h.oracle.verify().unwrap();
+            h.check_accounting().unwrap();
+            assert_eq!(h.eng.counters().split_in, 1, "gso={gso} v6={v6}: cut in software");
+        }
+    }
+}
+
 /// IPv4 IDs count up by one per piece from the original's, with or without
 /// DF, as Linux GSO counts them (no fixed-ID flag travels in a virtio
 /// header), so a software cut equals a GSO hand-off.
@@ -405,7 +432,7 @@ fn the_handshakes_mss_outlives_the_flow_entry() {
     for how in ["expired", "evicted", "syn-flood"] {
         let cfg = Config { max_flows: 4, flow_idle_timeout: Duration::from_secs(5), ..test_config() };
         let mut h = Harness::new(cfg);
-        handshake(&mut h, false, 4000);
+        open_connection(&mut h, false, 1, ISN, Some(4000));
         let mut off = 0u32;
         for _ in 0..6 {
             let _ = h.feed_tcp(Port::Outer, &inbound(false, off, 1448));

@@ -1,8 +1,10 @@
 //! Unpacking: an outbound caravan is validated whole, then cut into its
 //! datagrams with IP headers rebuilt (length, DSCP 0, a fresh IPv4 ID,
 //! header checksum) and the records' own UDP checksums kept; a datagram
-//! larger than the egress gets the router treatment. A malformed caravan is
-//! dropped whole and counted by reason.
+//! larger than the egress gets the router treatment, counted as the
+//! datagram's own (`caravan.too_big_*`): the caravan is the received packet,
+//! counted once, in `caravan.opened`. A malformed caravan is dropped whole
+//! and counted by reason.
 
 use std::time::Instant;
 
@@ -83,17 +85,20 @@ impl Engine {
             self.queue(Transmit { port: Port::Outer, buf, start: 0, end, meta: PacketMeta::PLAIN });
             return;
         }
-        let _ = match info.version {
-            IpVersion::V4 if !info.dont_frag => self.fragment(Port::Outer, &buf, &info, mtu),
-            IpVersion::V4 => {
+        // The router's treatment, counted as the datagram's own: the caravan
+        // it came in is the received packet, counted once (in `opened`).
+        let fragmented = match info.version {
+            IpVersion::V4 if !info.dont_frag => self.write_fragments(Port::Outer, &buf, &info, mtu),
+            _ => {
                 self.too_big(now, Port::Inner, &buf, &info, mtu as u16);
-                self.drop(DropReason::TooBigDf)
-            }
-            IpVersion::V6 => {
-                self.too_big(now, Port::Inner, &buf, &info, mtu as u16);
-                self.drop(DropReason::TooBigV6)
+                false
             }
         };
+        if fragmented {
+            self.counters.caravan.too_big_fragmented += 1;
+        } else {
+            self.counters.caravan.too_big_dropped += 1;
+        }
         self.pool.put(buf);
     }
 

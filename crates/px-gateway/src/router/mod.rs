@@ -95,16 +95,28 @@ impl Engine {
         self.pmtu.get(to, dst, now).map_or(limit, |m| m.min(limit))
     }
 
+    /// Fragments a received packet to `mtu` toward `to` (RFC 791 §3.2), or
+    /// drops it if no fragment could carry data.
     pub(crate) fn fragment(&mut self, to: Port, frame: &[u8], info: &FrameInfo, mtu: usize) -> Verdict {
+        if !self.write_fragments(to, frame, info, mtu) {
+            return self.drop(DropReason::TooBigUncuttable);
+        }
+        self.counters.fragmented_in += 1;
+        Verdict::Consumed
+    }
+
+    /// Queues the fragments of `frame` for `mtu` toward `to`, counted in
+    /// `fragments_out`. False, and nothing queued, if `mtu` leaves no room
+    /// for data after the headers.
+    pub(crate) fn write_fragments(&mut self, to: Port, frame: &[u8], info: &FrameInfo, mtu: usize) -> bool {
         let mut later = [0u8; 40];
         let later_len = frames::later_options(frame, info, &mut later);
         let data_len = info.end - info.l4;
         let first_room = (mtu - info.ip_header_len()) / 8 * 8;
         let later_room = (mtu - 20 - later_len) / 8 * 8;
         if first_room == 0 || later_room == 0 {
-            return self.drop(DropReason::TooBigUncuttable);
+            return false;
         }
-        self.counters.fragmented_in += 1;
         let mut off = 0;
         while off < data_len {
             let room = if off == 0 { first_room } else { later_room };
@@ -115,7 +127,7 @@ impl Engine {
             self.queue(Transmit { port: to, buf, start: 0, end, meta: PacketMeta::PLAIN });
             off += n;
         }
-        Verdict::Consumed
+        true
     }
 
     pub(crate) fn too_big(&mut self, now: Instant, from: Port, frame: &[u8], info: &FrameInfo, mtu: u16) {

@@ -553,6 +553,18 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.caravan.opened_datagrams),
     },
     Family {
+        name: "px_gateway_caravan_datagrams_too_big_total",
+        kind: Counter,
+        help: "Datagrams of unpacked caravans too big for the outside, fragmented or dropped (ICMP sent) as a router would.",
+        counters: &["caravan.too_big_fragmented", "caravan.too_big_dropped"],
+        rows: |s| {
+            per_worker_by(s, "result", |w| {
+                let c = &w.counters.caravan;
+                vec![("fragmented", c.too_big_fragmented), ("dropped", c.too_big_dropped)]
+            })
+        },
+    },
+    Family {
         name: "px_gateway_caravan_yield_ratio",
         kind: Gauge,
         help: "Share of caravans built that were full (all workers).",
