@@ -259,6 +259,56 @@ fn adaptive_psh_rides_for_a_flow_whose_data_keeps_coming() {
     assert!(last.tcp().unwrap().psh, "carries the PSH of a byte it holds");
 }
 
+/// Writes of one segment each, whose PSH is followed 10 µs later by the
+/// next write: evidence that the flow is bulk.
+fn pushes_followed_by_data(h: &mut Harness, off: &mut u32, n: usize) {
+    for _ in 0..n {
+        let _ = h.feed_tcp(Port::Outer, &psh(seg(false, *off, MSS_TS)));
+        *off += MSS_TS as u32;
+        h.advance(Duration::from_micros(10));
+        let _ = h.feed_tcp(Port::Outer, &seg(false, *off, MSS_TS));
+        *off += MSS_TS as u32;
+        h.advance(Duration::from_micros(10));
+    }
+}
+
+/// A riding PSH waits for the next write only the 32 µs grace while the
+/// flow's evidence is young (two PSHs followed by data), and up to the
+/// merge timeout once the flow is a steady bulk sender (eight in a row, no
+/// data from the inner host): a write that ends a TSO burst is followed by
+/// the next one a burst period later. A request from the inner host makes
+/// the next PSH flush at once again. Fails if every riding PSH waits only
+/// the grace, or if a young history waits longer.
+#[test]
+fn a_steady_bulk_senders_psh_waits_for_the_next_write() {
+    let cfg = test_config();
+    let timeout = cfg.merge_timeout;
+    assert!(timeout > Duration::from_micros(100));
+    let mut h = Harness::new(cfg);
+    let mut off = warm(&mut h, false);
+    pushes_followed_by_data(&mut h, &mut off, 2);
+    let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
+    off += MSS_TS as u32;
+    assert!(h.eng.held_bytes() > 0, "young evidence: the PSH rides");
+    h.advance(Duration::from_micros(40));
+    assert_eq!(h.eng.held_bytes(), 0, "young evidence: sent after the 32 µs grace");
+    pushes_followed_by_data(&mut h, &mut off, 8);
+    let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
+    off += MSS_TS as u32;
+    h.advance(Duration::from_micros(40));
+    assert!(h.eng.held_bytes() > 0, "steady bulk: still waiting for the next write after the grace");
+    h.advance(timeout);
+    assert_eq!(h.eng.held_bytes(), 0, "steady bulk: never past the merge timeout");
+    // The inner host asks for something: the next PSH is an answer's end.
+    let mut req_seq = 1u32;
+    request(&mut h, &mut req_seq);
+    let _ = h.feed_tcp(Port::Outer, &seg(false, off, MSS_TS));
+    off += MSS_TS as u32;
+    let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
+    assert_eq!(h.eng.held_bytes(), 0, "after a request the PSH flushes at once");
+    finish(&mut h);
+}
+
 /// Request/response: every PSH is followed by silence (the sender waits
 /// for an answer): PSH flushes at once, even after the flow was bulk.
 #[test]

@@ -29,7 +29,10 @@
 //! A PSH that rides waits for more data at most [`PSH_GRACE`] (32 µs, as
 //! mlx5 LRO holds), not the whole merge timeout: a bulk sender's next
 //! segment is microseconds behind, and an answer whose end was taken for
-//! bulk waits no longer than that.
+//! bulk waits no longer than that. A steady bulk sender ([`STEADY_BULK`]:
+//! eight PSHs in a row followed by its own data in time, no data from the
+//! inner host) waits up to the merge timeout: its write often ends a TSO
+//! burst, and the next write comes a burst period later.
 //!
 //! The evidence is per flow ([`Flow::psh_history`]): whether the last two
 //! PSHs were followed by more data within the merge timeout with no data
@@ -72,6 +75,18 @@ const BULK_MIN_PAYLOAD: u32 = 536;
 /// the first PSH was followed by more data) waits no longer than this. It
 /// is the hold of mlx5's hardware LRO, which ORs PSH into the aggregate.
 pub const PSH_GRACE: std::time::Duration = std::time::Duration::from_micros(32);
+
+/// The PSH history of a steady bulk sender: each of its last eight PSHs was
+/// followed by more of its data within the merge timeout, with no data from
+/// the inner host since. Its riding PSH waits up to the merge timeout, not
+/// [`PSH_GRACE`]: a sender whose writes end at a TSO burst's end sends the
+/// next write a burst period later (0.26–0.52 ms at 1–2 Gbps), and cutting
+/// there costs a short segment every write. An answer could look like this
+/// only after eight pushes inside it (Linux pushes when half the largest
+/// window is unsent) with no request since, that is a download of several
+/// windows; its end waits at most the merge timeout, once, and the next
+/// request from the inner host clears the history.
+const STEADY_BULK: u8 = u8::MAX;
 
 impl Engine {
     /// TCP from the outer port: merged into held inner-MSS segments if the
@@ -219,8 +234,13 @@ impl Engine {
         if seg.flags & ends != 0 && self.flows.get(idx).is_some_and(|f| f.held.is_some()) {
             self.emit_hold(idx, seg.flags & ends, Some(FlushReason::PshFin), now);
         } else if self.cfg.psh == PshPolicy::Adaptive && seg.has(flags::PSH) {
-            // A riding PSH waits for more data only briefly (see PSH_GRACE).
-            if let Some(id) = self.flows.get(idx).and_then(|f| f.held.as_ref()).map(|h| h.id) {
+            // A riding PSH waits for more data only briefly (see PSH_GRACE),
+            // unless the flow has shown itself a steady bulk sender (see
+            // STEADY_BULK): then the hold deadline alone bounds the wait.
+            if let Some(f) = self.flows.get(idx)
+                && let Some(id) = f.held.as_ref().map(|h| h.id)
+                && f.psh_history != STEADY_BULK
+            {
                 let grace = PSH_GRACE.min(self.cfg.merge_timeout);
                 self.deadlines.push_grace(now + grace, Timer::Hold { flow: idx, id });
             }
