@@ -49,7 +49,7 @@ use crate::link::LinkConfig;
 use crate::net::{Network, PathConfig, RouterPolicy};
 use crate::svg::{self, BarChart, LineChart, Series};
 use crate::time::SimTime;
-use crate::transport::{BulkReceiver, BulkSender, TransportConfig};
+use crate::transport::{BulkReceiver, BulkSender, PicoquicPmtu, PmtuController, SenderModel, TransportConfig};
 
 /// The blog's Table 1: (variant, completion seconds, losses).
 pub const BLOG_TABLE: [(&str, f64, u64); 4] =
@@ -159,6 +159,9 @@ pub struct MtuDropParams {
     pub loss: f64,
     /// Give up after this many simulated seconds.
     pub deadline_s: f64,
+    /// The sender: the picoquic model (default) or RFC 9002 NewReno (the
+    /// simulator's earlier sender, kept to reproduce the earlier results).
+    pub sender: SenderModel,
 }
 
 impl Default for MtuDropParams {
@@ -178,9 +181,13 @@ impl Default for MtuDropParams {
             seed: 1,
             loss: 0.0,
             deadline_s: 300.0,
+            sender: SenderModel::Picoquic,
         }
     }
 }
+
+/// IPv4 (20) + UDP (8) header bytes: a QUIC packet of n bytes is n + 28 of IP.
+const UDP_IPV4_OVERHEAD: u32 = 28;
 
 /// How often the timeline looks at the sender.
 const TIMELINE_STEP: Duration = Duration::from_millis(20);
@@ -326,11 +333,19 @@ fn run_variant(p: &MtuDropParams, variant: RttVariant, base: Instant) -> Result<
     let mut cfg = DplpmtudConfig::new(u16::try_from(p.max_packet_bytes).unwrap_or(u16::MAX));
     cfg.strategy = p.search.strategy();
     cfg.min_probe_timer = Duration::from_millis(p.min_probe_timer_ms);
-    let tcfg = TransportConfig::quic_like(p.file_bytes);
+    let mut tcfg = TransportConfig::quic_like(p.file_bytes);
+    tcfg.model = p.sender;
     let max_ack_delay = tcfg.max_ack_delay;
     cfg.max_ack_delay = max_ack_delay;
-    let pmtu = DplpmtudController::new(cfg, base).map_err(|_| ExperimentError::InvalidParam("DPLPMTUD config"))?;
-    let sender = BulkSender::new(tcfg.clone(), variant.estimator(), Box::new(pmtu));
+    let pmtu: Box<dyn PmtuController> = match p.sender {
+        // picoquic's own discovery and black-hole reaction; the peer's
+        // max_packet_size is the largest packet, as a QUIC packet.
+        SenderModel::Picoquic => Box::new(PicoquicPmtu::new(p.max_packet_bytes - UDP_IPV4_OVERHEAD, UDP_IPV4_OVERHEAD)),
+        SenderModel::Rfc9002NewReno => {
+            Box::new(DplpmtudController::new(cfg, base).map_err(|_| ExperimentError::InvalidParam("DPLPMTUD config"))?)
+        }
+    };
+    let sender = BulkSender::new(tcfg.clone(), variant.estimator(), pmtu);
     let receiver = BulkReceiver::new(tcfg);
     let mut net = Network::new(path(p), p.seed, sender, receiver)?;
     let drop_at = SimTime::from_secs_f64(p.drop_at_s);
@@ -601,6 +616,32 @@ mod tests {
         let b = mtu_drop(&p).expect("runs");
         assert_eq!(a, b);
         assert!(mtu_drop_svg(&a).contains("Once 3V"));
+    }
+
+    #[test]
+    fn zz_print() {
+        for sender in [SenderModel::Picoquic, SenderModel::Rfc9002NewReno] {
+            let r = mtu_drop(&MtuDropParams { sender, ..MtuDropParams::default() }).expect("runs");
+            for row in &r.rows {
+                eprintln!(
+                    "{:?} {} t={:?} lost={} ptos={} ss_exit={:?} srtt_exit={:?} srtt_drop={:.3} cwnd_drop={} inflight={} det={:?} final={} probes={}/{}",
+                    sender,
+                    row.variant,
+                    row.completion_s,
+                    row.losses,
+                    row.ptos,
+                    row.slow_start_exit_s,
+                    row.srtt_at_slow_start_exit_s,
+                    row.srtt_at_drop_s,
+                    row.cwnd_at_drop_bytes,
+                    row.in_flight_at_drop_bytes,
+                    row.black_hole_detected_s,
+                    row.final_plpmtu,
+                    row.probes_sent,
+                    row.probes_lost
+                );
+            }
+        }
     }
 
     #[test]

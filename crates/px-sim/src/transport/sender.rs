@@ -1,6 +1,7 @@
 //! The bulk sender: packet numbers, loss detection and probe timeout as
 //! RFC 9002 §6 specifies them, NewReno, and a PMTU controller choosing the
-//! packet size.
+//! packet size; or, with [`SenderModel::Picoquic`], picoquic's sender (see
+//! `picoquic` below).
 //!
 //! Guarantees: every stream byte is (re)sent until acknowledged; a byte
 //! range is retransmitted only after the packet carrying it was declared
@@ -16,7 +17,7 @@ use px_pmtud::rtt::{GRANULARITY, RttEstimator, RttSample};
 use serde::Serialize;
 
 use super::TransportConfig;
-use super::newreno::NewReno;
+use super::congestion::{Congestion, LostPacket, SenderModel};
 use super::pmtu::PmtuController;
 use super::ranges::RangeSet;
 use crate::net::Endpoint;
@@ -95,7 +96,15 @@ pub struct BulkSender {
     cfg: TransportConfig,
     rtt: Box<dyn RttEstimator>,
     pmtu: Box<dyn PmtuController>,
-    cc: NewReno,
+    cc: Congestion,
+    /// picoquic's leaky-bucket pacer (unused by the RFC 9002 model).
+    pacer: picoquic::Pacer,
+    /// When the largest acknowledged packet was sent, and when its ACK came.
+    largest_acked_sent: SimTime,
+    largest_acked_at: SimTime,
+    /// Send time of the newest timer-declared loss event (picoquic counts
+    /// consecutive timer events to back its timer off).
+    last_timer_event: Option<SimTime>,
     next_pn: u64,
     /// Packets from `sent_base` on; earlier ones are settled.
     sent: VecDeque<SentPacket>,
@@ -120,12 +129,16 @@ impl BulkSender {
     /// `pmtu` for its packet size.
     #[must_use]
     pub fn new(cfg: TransportConfig, rtt: Box<dyn RttEstimator>, pmtu: Box<dyn PmtuController>) -> Self {
-        let cc = NewReno::new(pmtu.plpmtu());
+        let cc = Congestion::for_model(cfg.model, pmtu.plpmtu());
         BulkSender {
             cfg,
             rtt,
             pmtu,
             cc,
+            pacer: picoquic::Pacer::default(),
+            largest_acked_sent: SimTime::ZERO,
+            largest_acked_at: SimTime::ZERO,
+            last_timer_event: None,
             next_pn: 0,
             sent: VecDeque::with_capacity(256),
             sent_base: 0,
@@ -165,7 +178,7 @@ impl BulkSender {
 
     /// The congestion controller.
     #[must_use]
-    pub fn congestion(&self) -> &NewReno {
+    pub fn congestion(&self) -> &Congestion {
         &self.cc
     }
 
@@ -260,8 +273,11 @@ impl BulkSender {
         self.rtt.pto(self.cfg.max_ack_delay)
     }
 
-    /// RFC 9002 §A.8 SetLossDetectionTimer.
+    /// RFC 9002 §A.8 SetLossDetectionTimer (picoquic: its own deadlines).
     fn loss_timer(&self) -> Option<SimTime> {
+        if self.cfg.model == SenderModel::Picoquic {
+            return self.picoquic_loss_deadline();
+        }
         if let Some(t) = self.loss_time {
             return Some(t);
         }
@@ -302,7 +318,7 @@ impl BulkSender {
                     continue;
                 }
                 self.outstanding -= 1;
-                self.cc.on_acked(p.time_sent, p.size);
+                self.cc.on_acked(now, p.time_sent, p.size);
                 if p.probe {
                     self.pmtu.on_probe_acked(now, p.size);
                 } else {
@@ -315,6 +331,10 @@ impl BulkSender {
             }
         }
         let Some((newest, sent_at)) = largest_newly_acked else { return };
+        if self.largest_acked.is_none_or(|l| newest > l) {
+            self.largest_acked_sent = sent_at;
+            self.largest_acked_at = now;
+        }
         self.largest_acked = Some(self.largest_acked.map_or(largest, |l| l.max(largest)));
         // RFC 9002 §5.1: a sample only when the largest acked is newly acked.
         if newest == largest {
@@ -322,6 +342,7 @@ impl BulkSender {
                 if self.first_rtt_sample.is_some() { ack_delay.min(self.cfg.max_ack_delay) } else { ack_delay };
             self.rtt.on_ack(RttSample { latest_rtt: now - sent_at, ack_delay, acked_packet_number: largest });
             self.first_rtt_sample.get_or_insert(now);
+            self.cc.on_rtt_sample(now, now - sent_at);
         }
         self.detect_lost(now);
         self.pto_count = 0;
@@ -358,8 +379,57 @@ impl BulkSender {
         }
     }
 
-    /// RFC 9002 §A.10 DetectAndRemoveLostPackets.
+    /// Declares lost what the model's rules say is lost.
     fn detect_lost(&mut self, now: SimTime) {
+        match self.cfg.model {
+            SenderModel::Rfc9002NewReno => self.detect_lost_rfc9002(now),
+            SenderModel::Picoquic => self.detect_lost_picoquic(now),
+        }
+    }
+
+    /// Takes packet `i` (outstanding) out of flight as lost; true if it
+    /// was a data packet (a lost PMTU probe is not congestion, RFC 9000 §14.4).
+    fn mark_lost(&mut self, now: SimTime, i: usize) -> bool {
+        let p = self.sent[i];
+        self.sent[i].state = State::Lost;
+        self.outstanding -= 1;
+        if p.probe {
+            self.stats.probes_lost += 1;
+            self.cc.on_discarded(p.size);
+            self.pmtu.on_probe_lost(now, p.size);
+            return false;
+        }
+        self.stats.packets_lost += 1;
+        self.pmtu.on_packet_lost(now, p.size);
+        if p.len > 0 {
+            self.retransmit.push_back((p.offset, p.len));
+        }
+        true
+    }
+
+    /// Tells the controller about `lost` and records a slow-start exit.
+    fn report_lost(&mut self, now: SimTime, lost: &[LostPacket]) {
+        if !lost.is_empty() {
+            let largest = self.largest_acked.unwrap_or(0);
+            self.cc.on_lost(now, lost, self.next_pn, largest, self.rtt.smoothed_rtt());
+        }
+        self.note_congestion_state();
+    }
+
+    /// Records when (and at which smoothed RTT) slow start first ended,
+    /// whether a loss or a delay signal ended it.
+    fn note_congestion_state(&mut self) {
+        if self.stats.slow_start_exit.is_none() {
+            if let Some(at) = self.cc.slow_start_exit() {
+                self.stats.slow_start_exit = Some(at);
+                self.stats.srtt_at_slow_start_exit = Some(self.rtt.smoothed_rtt());
+            }
+        }
+        self.stats.congestion_events = self.cc.congestion_events();
+    }
+
+    /// RFC 9002 §A.10 DetectAndRemoveLostPackets.
+    fn detect_lost_rfc9002(&mut self, now: SimTime) {
         let Some(largest_acked) = self.largest_acked else { return };
         self.loss_time = None;
         let srtt = self.rtt.smoothed_rtt();
@@ -369,8 +439,7 @@ impl BulkSender {
         let loss_delay = (latest.max(srtt) * 9 / 8).max(GRANULARITY);
         let pc_duration = self.pto_duration().saturating_mul(PERSISTENT_CONGESTION_THRESHOLD);
 
-        let mut lost_bytes = 0u64;
-        let mut newest_lost: Option<SimTime> = None;
+        let mut lost = Vec::new();
         // Persistent congestion: the longest run of lost packets with no
         // acknowledged packet between them (RFC 9002 §7.6.2).
         let mut run_start: Option<SimTime> = None;
@@ -397,36 +466,16 @@ impl BulkSender {
                 run_start = None;
                 continue;
             }
-            self.sent[i].state = State::Lost;
-            self.outstanding -= 1;
-            if p.probe {
-                // RFC 9000 §14.4: a lost PMTU probe is not a congestion signal.
-                self.stats.probes_lost += 1;
-                self.cc.on_discarded(p.size);
-                self.pmtu.on_probe_lost(now, p.size);
+            if !self.mark_lost(now, i) {
                 continue;
             }
-            self.stats.packets_lost += 1;
-            self.pmtu.on_packet_lost(now, p.size);
-            lost_bytes += u64::from(p.size);
-            newest_lost = Some(newest_lost.map_or(p.time_sent, |t| t.max(p.time_sent)));
-            if p.len > 0 {
-                self.retransmit.push_back((p.offset, p.len));
-            }
+            lost.push(LostPacket { pn, size: p.size, sent: p.time_sent, by_timer: false });
             let start = *run_start.get_or_insert(p.time_sent);
             if self.first_rtt_sample.is_some_and(|f| f < start) && p.time_sent - start > pc_duration {
                 persistent = true;
             }
         }
-        if let Some(newest) = newest_lost {
-            let before = self.cc.congestion_events;
-            self.cc.on_lost(now, lost_bytes, newest);
-            if self.cc.congestion_events != before && self.stats.slow_start_exit.is_none() {
-                self.stats.slow_start_exit = Some(now);
-                self.stats.srtt_at_slow_start_exit = Some(srtt);
-            }
-            self.stats.congestion_events = self.cc.congestion_events;
-        }
+        self.report_lost(now, &lost);
         if persistent {
             self.stats.persistent_congestion += 1;
             self.cc.on_persistent_congestion();
@@ -436,6 +485,12 @@ impl BulkSender {
 
     /// RFC 9002 §A.9 OnLossDetectionTimeout.
     fn on_loss_timeout(&mut self, now: SimTime) {
+        if self.cfg.model == SenderModel::Picoquic {
+            // picoquic has no separate PTO probe here: its timer declares
+            // the packets lost and they are sent again.
+            self.detect_lost(now);
+            return;
+        }
         if self.loss_time.is_some() {
             self.detect_lost(now);
             return;
@@ -491,10 +546,14 @@ impl Endpoint for BulkSender {
             let probe_size = if self.pto_probes == 0 { size.min(self.pmtu.base_size()) } else { size };
             return Some(self.pto_probe(now, probe_size));
         }
+        if !self.pacing_allows(now, size) {
+            return None;
+        }
         if let Some(probe) = self.pmtu.probe_due() {
             if self.cc.can_send(probe) {
                 if let Some(probe) = self.pmtu.poll_probe(now, self.rtt.as_ref()) {
                     self.stats.probes_sent += 1;
+                    self.on_paced_send(now, probe);
                     return Some(self.padding_packet(now, probe, true));
                 }
             }
@@ -503,6 +562,7 @@ impl Endpoint for BulkSender {
             return None;
         }
         let (off, len) = self.next_chunk(size)?;
+        self.on_paced_send(now, size);
         Some(self.data_packet(now, off, len))
     }
 
@@ -510,12 +570,11 @@ impl Endpoint for BulkSender {
         if self.is_complete() {
             return None;
         }
-        match (self.loss_timer(), self.pmtu.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.loss_timer(), self.pmtu.poll_timeout(), self.pacing_deadline()].into_iter().flatten().min()
     }
 }
+
+mod picoquic;
 
 #[cfg(test)]
 mod tests {
