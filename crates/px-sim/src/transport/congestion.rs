@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::cubic::{Cubic, LossKind};
+use super::cubic::{Cubic, LossContext, LossKind};
 use super::newreno::NewReno;
 use crate::time::SimTime;
 
@@ -53,8 +53,8 @@ pub struct LostPacket {
 pub enum Congestion {
     /// RFC 9002 NewReno.
     NewReno(NewReno),
-    /// CUBIC with HyStart.
-    Cubic(Cubic),
+    /// picoquic's CUBIC (boxed: it carries its RTT filter).
+    Cubic(Box<Cubic>),
 }
 
 macro_rules! each {
@@ -72,7 +72,7 @@ impl Congestion {
     pub fn for_model(model: SenderModel, max_datagram: u32) -> Self {
         match model {
             SenderModel::Rfc9002NewReno => Congestion::NewReno(NewReno::new(max_datagram)),
-            SenderModel::Picoquic => Congestion::Cubic(Cubic::new(max_datagram)),
+            SenderModel::Picoquic => Congestion::Cubic(Box::new(Cubic::new(max_datagram))),
         }
     }
 
@@ -170,9 +170,10 @@ impl Congestion {
                 }
             }
             Congestion::Cubic(c) => {
+                let cx = LossContext { next_pn, largest_acked, srtt };
                 for p in lost {
                     let kind = if p.by_timer { LossKind::Timer } else { LossKind::Repeat };
-                    c.on_packet_lost(now, p.pn, p.size, kind, next_pn, largest_acked, srtt);
+                    c.on_packet_lost(now, p.pn, p.size, kind, cx);
                 }
             }
         }

@@ -67,6 +67,18 @@ pub enum LossKind {
     Timer,
 }
 
+/// What the recovery rules need to know about the sender when a loss is
+/// reported.
+#[derive(Clone, Copy, Debug)]
+pub struct LossContext {
+    /// The next packet number the sender will use (ends the recovery period).
+    pub next_pn: u64,
+    /// The largest packet number acknowledged so far.
+    pub largest_acked: u64,
+    /// The sender's smoothed RTT.
+    pub srtt: Duration,
+}
+
 /// picoquic's HyStart filter: the last `RTT_SCOPE` samples and the
 /// smallest windowed maximum seen.
 #[derive(Clone, Debug, Default)]
@@ -279,28 +291,17 @@ impl Cubic {
         self.slow_start_exit.get_or_insert(now);
     }
 
-    /// A data packet `pn` was declared lost (`kind` says how). `next_pn` is
-    /// the next packet number the sender will use, `largest_acked` the
-    /// largest it has seen acknowledged, `srtt` its smoothed RTT.
-    pub fn on_packet_lost(
-        &mut self,
-        now: SimTime,
-        pn: u64,
-        size: u32,
-        kind: LossKind,
-        next_pn: u64,
-        largest_acked: u64,
-        srtt: Duration,
-    ) {
+    /// A data packet `pn` of `size` bytes was declared lost (`kind` says how).
+    pub fn on_packet_lost(&mut self, now: SimTime, pn: u64, size: u32, kind: LossKind, cx: LossContext) {
         self.bytes_in_flight = self.bytes_in_flight.saturating_sub(u64::from(size));
         let react = if self.avoidance {
             pn >= self.recovery_pn && self.filter.loss_counts(pn, kind)
         } else {
             self.filter.loss_counts(pn, kind)
-                && (now.saturating_since(self.epoch_start) > srtt || self.recovery_pn <= largest_acked)
+                && (now.saturating_since(self.epoch_start) > cx.srtt || self.recovery_pn <= cx.largest_acked)
         };
         if react {
-            self.enter_recovery(now, kind, next_pn);
+            self.enter_recovery(now, kind, cx.next_pn);
         }
     }
 
@@ -360,6 +361,10 @@ mod tests {
         SimTime::from_millis(v)
     }
 
+    fn cx(next_pn: u64, largest_acked: u64, srtt_ms: u64) -> LossContext {
+        LossContext { next_pn, largest_acked, srtt: ms(srtt_ms) }
+    }
+
     #[test]
     fn leaves_slow_start_after_seven_samples_a_quarter_above_the_minimum() {
         let mut cc = Cubic::new(MD);
@@ -371,14 +376,15 @@ mod tests {
             cc.on_rtt_sample(at(100 + 10 * i), ms(240));
         }
         assert!(cc.in_initial_slow_start());
-        // 260 ms is 30 % above; the window of 7 must fill with it, then 7 more.
-        for i in 0..13 {
+        // 260 ms is 30 % above; the window of 7 must fill with it (the
+        // seventh counts once), then 6 more.
+        for i in 0..12 {
             cc.on_rtt_sample(at(400 + 10 * i), ms(260));
             assert!(cc.in_initial_slow_start(), "sample {i}");
         }
-        cc.on_rtt_sample(at(530), ms(260));
+        cc.on_rtt_sample(at(520), ms(260));
         assert!(!cc.in_slow_start() && cc.hystart_exit);
-        assert_eq!(cc.slow_start_exit, Some(at(530)));
+        assert_eq!(cc.slow_start_exit, Some(at(520)));
         // min RTT 200 ms > 100 ms: the window gives back half of what
         // exceeds window x 100/200, i.e. a quarter.
         assert_eq!(cc.window(), CWIN_INITIAL - CWIN_INITIAL / 4);
@@ -399,10 +405,10 @@ mod tests {
         let mut cc = Cubic::new(MD);
         let w = cc.window();
         // One loss among many packets: smoothed rate 1/16 < 0.15.
-        cc.on_packet_lost(at(500), 40, MD, LossKind::Repeat, 60, 50, ms(200));
+        cc.on_packet_lost(at(500), 40, MD, LossKind::Repeat, cx(60, 50, 200));
         assert_eq!((cc.window(), cc.congestion_events), (w, 0));
         // A timer loss always counts: minimum window, slow start, ssthresh set.
-        cc.on_packet_lost(at(900), 70, MD, LossKind::Timer, 90, 50, ms(200));
+        cc.on_packet_lost(at(900), 70, MD, LossKind::Timer, cx(90, 50, 200));
         assert_eq!(cc.window(), CWIN_MINIMUM);
         assert_eq!(cc.congestion_events, 1);
         assert!(cc.in_slow_start() && cc.ssthresh() < u64::MAX);
@@ -418,7 +424,7 @@ mod tests {
         let w = cc.window();
         let mut pn = 100;
         while cc.congestion_events == 0 {
-            cc.on_packet_lost(at(1000), pn, MD, LossKind::Repeat, 200, 150, ms(200));
+            cc.on_packet_lost(at(1000), pn, MD, LossKind::Repeat, cx(200, 150, 200));
             pn += 1;
             assert!(pn < 110, "a run of consecutive losses passes the 0.15 threshold");
         }
@@ -427,7 +433,7 @@ mod tests {
         assert!(cc.window().abs_diff(expect) <= 2, "{} vs {expect}", cc.window());
         // Losses of packets sent before recovery began change nothing more.
         let w2 = cc.window();
-        cc.on_packet_lost(at(1010), 150, MD, LossKind::Repeat, 210, 150, ms(200));
+        cc.on_packet_lost(at(1010), 150, MD, LossKind::Repeat, cx(210, 150, 200));
         assert_eq!(cc.window(), w2);
     }
 
@@ -439,7 +445,7 @@ mod tests {
             cc.on_acked(at(100), MD);
         }
         for pn in 100..110 {
-            cc.on_packet_lost(at(1000), pn, MD, LossKind::Repeat, 200, 150, ms(200));
+            cc.on_packet_lost(at(1000), pn, MD, LossKind::Repeat, cx(200, 150, 200));
         }
         let after = cc.window();
         let peak = (cc.w_max * f64::from(MD)) as u64;

@@ -73,6 +73,9 @@ pub struct SenderStats {
     pub slow_start_exit: Option<SimTime>,
     /// smoothed RTT when slow start ended.
     pub srtt_at_slow_start_exit: Option<Duration>,
+    /// When the handshake round trip ended and data could flow (picoquic
+    /// model; the RFC 9002 model sends data from time zero).
+    pub handshake_done: Option<SimTime>,
 }
 
 /// Sender state at the end of one round trip (an ACK of a packet sent after
@@ -112,6 +115,9 @@ pub struct BulkSender {
     outstanding: u64,
     next_offset: u64,
     retransmit: VecDeque<(u64, u32)>,
+    /// picoquic model: lost ranges to repeat at once, with the packet size
+    /// in force when each loss was found.
+    repeat_now: VecDeque<(u64, u32, u32)>,
     acked: RangeSet,
     largest_acked: Option<u64>,
     loss_time: Option<SimTime>,
@@ -145,6 +151,7 @@ impl BulkSender {
             outstanding: 0,
             next_offset: 0,
             retransmit: VecDeque::new(),
+            repeat_now: VecDeque::new(),
             acked: RangeSet::new(),
             largest_acked: None,
             loss_time: None,
@@ -400,9 +407,13 @@ impl BulkSender {
             return false;
         }
         self.stats.packets_lost += 1;
+        let size_in_force = self.pmtu.plpmtu();
         self.pmtu.on_packet_lost(now, p.size);
         if p.len > 0 {
-            self.retransmit.push_back((p.offset, p.len));
+            match self.cfg.model {
+                SenderModel::Rfc9002NewReno => self.retransmit.push_back((p.offset, p.len)),
+                SenderModel::Picoquic => self.repeat_now.push_back((p.offset, p.len, size_in_force)),
+            }
         }
         true
     }
@@ -535,6 +546,14 @@ impl Endpoint for BulkSender {
     fn poll_transmit(&mut self, now: SimTime) -> Option<Packet> {
         if self.is_complete() {
             return None;
+        }
+        if self.cfg.model == SenderModel::Picoquic {
+            if self.stats.handshake_done.is_none() {
+                return self.handshake_flight(now);
+            }
+            if let Some(p) = self.repeat_lost(now) {
+                return Some(p);
+            }
         }
         let size = self.pmtu.plpmtu();
         self.cc.set_max_datagram(size);

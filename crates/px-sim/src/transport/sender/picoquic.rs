@@ -34,6 +34,10 @@ use super::{BulkSender, State};
 use crate::time::SimTime;
 use crate::transport::congestion::LostPacket;
 
+/// Packets of the server's handshake flight (Initial + Handshake with the
+/// test certificate), sent at the initial size before any data.
+const HANDSHAKE_PACKETS: u64 = 3;
+
 /// picoquic's `PICOQUIC_RACK_DELAY` / 2: the cap on the RACK reordering allowance.
 const RACK_DELAY_MAX: Duration = Duration::from_millis(5);
 /// `PICOQUIC_MAX_BANDWIDTH_TIME_INTERVAL_MAX`: 15 ms.
@@ -179,6 +183,48 @@ impl BulkSender {
         if let Some((rate, _)) = self.pacing_params() {
             self.pacer.bucket -= f64::from(size) / rate;
         }
+    }
+
+    /// The handshake: picoquic's test opens the connection
+    /// (`tls_api_connection_loop`) before the download starts, so the sender's
+    /// estimator and the slow-start filter have seen the unloaded path's RTT
+    /// before the first data flight. Modelled as one round trip: a flight of
+    /// `HANDSHAKE_PACKETS` packets at the initial size, then data once the
+    /// first ACK has come back.
+    pub(super) fn handshake_flight(&mut self, now: SimTime) -> Option<crate::packet::Packet> {
+        if self.largest_acked.is_some() {
+            self.stats.handshake_done = Some(now);
+            return crate::net::Endpoint::poll_transmit(self, now);
+        }
+        if self.next_pn >= HANDSHAKE_PACKETS {
+            return None;
+        }
+        let size = self.pmtu.base_size();
+        Some(self.padding_packet(now, size, false))
+    }
+
+    /// picoquic finds a loss while preparing a packet and puts the lost
+    /// frames in that very packet (`picoquic_retransmit_needed_packet`), so
+    /// a repeat leaves at once, at the size in force when its loss was found,
+    /// in the lost packet's place in the window. A range that no longer
+    /// fits that size (the size was reset by an earlier loss of the same
+    /// batch) or is partly acknowledged joins the ordinary retransmission
+    /// queue, which splits it to the current size.
+    pub(super) fn repeat_lost(&mut self, now: SimTime) -> Option<crate::packet::Packet> {
+        while let Some((off, len, size)) = self.repeat_now.pop_front() {
+            let end = off + u64::from(len);
+            if self.acked.first_gap_from(off) >= end {
+                continue;
+            }
+            let whole = self.acked.first_gap_from(off) == off
+                && self.acked.next_start_after(off).is_none_or(|n| n >= end)
+                && len + self.cfg.header_bytes <= size;
+            if whole {
+                return Some(self.data_packet(now, off, len));
+            }
+            self.retransmit.push_front((off, len));
+        }
+        None
     }
 
     /// When a send the pacer held back may go.
