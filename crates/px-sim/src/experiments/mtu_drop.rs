@@ -5,36 +5,42 @@
 //! the blog's three once-per-RTT variants) and compare completion time and
 //! losses with the blog's Table 1.
 //!
-//! Everything path-MTU related is `px-pmtud`: its estimators drive the
-//! transport's PTO and the DPLPMTUD probe timer, its RFC 8899 state machine
-//! chooses the packet size, its black-hole detector notices the drop. The
-//! router before the 1 Mb/s link is an ICMP black hole (like the blog's
+//! Two senders ([`SenderModel`]):
+//!
+//! - **picoquic model** (default): the sender of the test behind the blog,
+//!   `mtu_drop_test` / `mtu_drop_cc_algotest` in picoquic's
+//!   `picoquictest/tls_api_test.c`: picoquic's CUBIC, pacing, loss rules
+//!   and PMTU reaction (`transport::cubic`, `transport::sender` and its
+//!   `picoquic` module, `transport::picoquic_pmtu`, each citing the picoquic
+//!   function it follows). The RTT estimator under test sets the smoothed
+//!   RTT (pacing, RACK allowance, CUBIC's recovery test) and the
+//!   retransmission timer (the timer rules that find the black-holed
+//!   packets). The drop is timed from the end of the handshake, as the test
+//!   times it from the start of the download.
+//! - **RFC 9002 NewReno** (`--sender newreno`): the simulator's earlier
+//!   sender, with `px-pmtud`'s DPLPMTUD (its estimators also drive the
+//!   probe timer, its black-hole detector notices the drop); kept so the
+//!   earlier results can be produced.
+//!
+//! The router before the 1 Mb/s link is an ICMP black hole (like the test's
 //! simulated link, it just drops what no longer fits).
 //!
-//! Every default is taken from the blog's text or from RFC 9002, never
-//! fitted to the blog's numbers:
+//! Defaults come from the blog's text and the picoquic test, never fitted
+//! to the blog's numbers:
 //!
 //! | parameter | value | source |
 //! |---|---|---|
-//! | file, link rate, delay | 1 MB, 1 Mb/s, 100 ms each way | blog: "download of a 1MB file over a 1Mbps link, with the transmission delay set at 100ms in each direction" |
-//! | path MTU before / after, time of the drop | 1500 / 1394 B, 1 s | blog: "Initially, the path MTU is set to 1,500 bytes ... waits for 1 second ... At that point, the path MTU is reset to 1,394 bytes" |
-//! | largest packet (MAX_PLPMTU) | 1468 B IP = a 1440-byte QUIC packet | blog: discovery must have the connection "using a packet size of 1,440 bytes" (a QUIC packet, i.e. a UDP payload: + 8 UDP + 20 IPv4) |
-//! | bottleneck queue | unlimited | blog: the losses counted are "the packet losses caused by the MTU drop"; the picoquic test the blog ran builds its simulated links without a queue-delay limit |
-//! | congestion control | NewReno, loss-based slow-start exit | issue 5 and RFC 9002 §7.3.1 (slow start until the first loss); the blog does not name picoquic's controller |
-//! | ACKs, loss detection | every 2nd packet or 25 ms; kPacketThreshold 3, 9/8 RTT, PTO | RFC 9000 §13.2.2, RFC 9002 §6 |
-//! | what counts as a loss | a data packet declared lost by RFC 9002 loss detection | the blog's "Losses" column; DPLPMTUD probes are not data and are reported apart |
-//! | PROBE_TIMER floor | none: the PTO alone | QUIC stacks (picoquic) time their probes with the PTO; RFC 8899's 1 s floor is a flag |
+//! | file, link rate, delay | 1 MB, 1 Mb/s, 100 ms each way | blog; the test's `test_scenario_very_long`, `mtu_drop_latency`, `picosec_1mbps` on both links |
+//! | path MTU before / after, time of the drop | 1500 / 1394 B, 1 s | blog; the test waits 1 s after starting the download, then sets (1252 + 1536) / 2 |
+//! | largest packet | 1468 B IP = a 1440-byte QUIC packet | blog: "using a packet size of 1,440 bytes"; + 8 UDP + 20 IPv4 |
+//! | bottleneck queue | unlimited | the test's links have `queue_delay_max` 0, "no limit" in `picoquictest/sim_link.c` |
+//! | what counts as a loss | a data packet declared lost | the blog's "Losses"; PMTU probes are reported apart |
+//! | PROBE_TIMER floor (NewReno) | none: the PTO alone | QUIC stacks time their probes with the PTO; RFC 8899's 1 s floor is a flag |
 //!
-//! What this reproduces (tests below, figures in `docs/sim.md`): Once 3V
-//! fastest, then Once 4V, then Once MaxRTT, Classic slowest, because
-//! Classic's smoothed RTT follows the queueing delay and its PTO is the
-//! longest when the sender waits for it. What it cannot: the blog's loss
-//! counts. NewReno's slow start ends only on a loss and the queue is
-//! unlimited, so every run meets the drop in slow start with the same
-//! window, and loses the same packets (those sent into the black hole while
-//! the pre-drop queue drained); the blog's controller had left start-up on
-//! delay signals and drained its queue, so its losses grew with the time
-//! its timers took.
+//! What each reproduces and what not: `docs/sim.md` (tests below pin it).
+//! In short, neither makes Classic lose more than Once 3V: with both, the
+//! window at the drop (which sets the losses) comes out of slow start
+//! untouched by the estimator.
 
 use std::time::{Duration, Instant};
 
@@ -487,7 +493,7 @@ pub fn mtu_drop_svg(r: &MtuDropResult) -> String {
             ("simulated".into(), col(|row| row.losses as f64)),
             ("blog, Table 1".into(), col(|row| row.blog_losses as f64)),
         ],
-        note: Some("simulated: RFC 9002 NewReno, unlimited queue; DPLPMTUD probes are not counted".into()),
+        note: Some(format!("simulated: {}, unlimited queue; PMTU probes are not counted", p.sender.label())),
     };
     let drop = vec![(p.drop_at_s, format!("MTU drop ({} s)", p.drop_at_s))];
     let end = r.rows.iter().filter_map(|row| row.completion_s).fold(0.0, f64::max);
