@@ -775,4 +775,105 @@ mod tests {
         assert_eq!((s.stats().probes_lost, s.stats().packets_lost, s.stats().congestion_events), (1, 0, 0));
         assert!(log.borrow().contains(&("probe lost", 4000)));
     }
+
+    /// The picoquic model over the same recorder: 1500-byte packets, base 1200.
+    fn pico_sender(total: u64) -> (BulkSender, Log) {
+        let log = Log::default();
+        let pmtu = Recorder { size: 1500, probe: None, log: Rc::clone(&log) };
+        let mut cfg = TransportConfig::quic_like(total);
+        cfg.model = SenderModel::Picoquic;
+        (BulkSender::new(cfg, Box::new(ClassicRtt::default()), Box::new(pmtu)), log)
+    }
+
+    /// Handshake acknowledged at 100 ms, then the first data flight.
+    fn pico_started(total: u64) -> (BulkSender, Log, Vec<Packet>) {
+        let (mut s, log) = pico_sender(total);
+        let _ = flush(&mut s, SimTime::ZERO);
+        s.on_packet(SimTime::from_millis(100), &ack(&[(0, 2)]));
+        let flight = flush(&mut s, SimTime::from_millis(100));
+        (s, log, flight)
+    }
+
+    #[test]
+    fn picoquic_model_sends_a_handshake_flight_and_data_only_after_its_ack() {
+        let (mut s, _) = pico_sender(100_000);
+        let hs = flush(&mut s, SimTime::ZERO);
+        assert_eq!(hs.len(), 3);
+        assert!(hs.iter().all(|p| p.size == 1200 && data(p).2 == 0), "padding at the base size");
+        assert!(flush(&mut s, SimTime::from_millis(50)).is_empty(), "no data before the ACK");
+        s.on_packet(SimTime::from_millis(100), &ack(&[(0, 2)]));
+        let flight = flush(&mut s, SimTime::from_millis(100));
+        assert_eq!(s.stats().handshake_done, Some(SimTime::from_millis(100)));
+        // picoquic's initial window 15 360 B + the 3 600 B of handshake acked in
+        // slow start = 18 960 B: twelve 1500-byte packets.
+        assert_eq!(flight.len(), 12);
+        assert_eq!(data(&flight[0]), (3, 0, 1440));
+    }
+
+    #[test]
+    fn picoquic_model_finds_losses_by_three_later_acks_and_repeats_them_at_once() {
+        let (mut s, log, flight) = pico_started(100_000);
+        assert_eq!(flight.len(), 12);
+        // pn 3, 4, 5 missing; 6..14 acknowledged: three or more later packets.
+        s.on_packet(SimTime::from_millis(200), &ack(&[(6, 14), (0, 2)]));
+        assert_eq!((s.stats().packets_lost, s.stats().ptos), (3, 0));
+        assert_eq!(log.borrow().iter().filter(|e| e.0 == "lost").count(), 3);
+        // The third loss in a row lifts the smoothed loss rate over 0.15.
+        assert_eq!(s.stats().congestion_events, 1);
+        let repeats: Vec<u64> = flush(&mut s, SimTime::from_millis(200)).iter().take(3).map(|p| data(p).1).collect();
+        assert_eq!(repeats, [0, 1440, 2880]);
+    }
+
+    #[test]
+    fn picoquic_model_timer_losses_drop_the_window_and_repeat_at_the_size_in_force() {
+        let (mut s, log, flight) = pico_started(100_000);
+        let rto = s.rtt().pto(Duration::from_millis(25));
+        // Nothing later acknowledged: lost at the newest send + RTO.
+        let deadline = SimTime::from_millis(100) + rto;
+        assert_eq!(s.poll_timeout(), Some(deadline));
+        s.on_timeout(deadline);
+        assert_eq!((s.stats().packets_lost, s.stats().ptos), (12, 1));
+        assert_eq!(s.congestion().window(), crate::transport::cubic::CWIN_MINIMUM);
+        assert!(log.borrow().iter().any(|e| *e == ("lost", 1500)));
+        // All twelve go again at once at 1500 bytes, though the window is now
+        // two packets: each repeat takes its lost packet's place.
+        let repeats = flush(&mut s, deadline);
+        assert_eq!(repeats.len(), 12);
+        for (p, orig) in repeats.iter().zip(&flight) {
+            assert_eq!((p.size, data(p).1), (orig.size, data(orig).1));
+        }
+        // The next timer event is backed off: twice the RTO after the repeats.
+        assert_eq!(s.poll_timeout(), Some(deadline + rto * 2));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+        // Under random loss both ways, with picoquic's PMTU reaction and an
+        // MTU that drops and comes back, every byte arrives, once.
+        #[test]
+        fn picoquic_model_delivers_every_byte_once(seed in 0u64..1000, loss in 0.0f64..0.08, drop in 1u64..4000) {
+            use crate::link::LinkConfig;
+            use crate::net::{PathConfig, RouterPolicy};
+            use crate::transport::{run_transfer, PicoquicPmtu};
+            let mut l = LinkConfig::ideal(1500, Duration::from_millis(20));
+            l.bandwidth_bps = 5_000_000;
+            l.loss = loss;
+            l.queue_bytes = Some(80_000);
+            let mut b = l.clone();
+            b.mtu_changes = vec![(SimTime::from_millis(drop), 1394), (SimTime::from_millis(drop + 3000), 1500)];
+            let path = PathConfig { links: vec![l, b], routers: vec![RouterPolicy { sends_ptb: false, ..RouterPolicy::default() }] };
+            let mut cfg = TransportConfig::quic_like(600_000);
+            cfg.model = SenderModel::Picoquic;
+            let r = run_transfer(
+                path,
+                seed,
+                cfg,
+                Box::new(ClassicRtt::default()),
+                Box::new(PicoquicPmtu::new(1440, 28)),
+                SimTime::from_millis(600_000),
+            ).expect("valid path");
+            proptest::prop_assert!(r.completion_s.is_some(), "{:?}", r.sender);
+            proptest::prop_assert_eq!(r.receiver.delivered_bytes, 600_000);
+        }
+    }
 }
