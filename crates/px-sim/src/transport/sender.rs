@@ -834,7 +834,7 @@ mod tests {
         s.on_timeout(deadline);
         assert_eq!((s.stats().packets_lost, s.stats().ptos), (12, 1));
         assert_eq!(s.congestion().window(), crate::transport::cubic::CWIN_MINIMUM);
-        assert!(log.borrow().iter().any(|e| *e == ("lost", 1500)));
+        assert!(log.borrow().contains(&("lost", 1500)));
         // All twelve go again at once at 1500 bytes, though the window is now
         // two packets: each repeat takes its lost packet's place.
         let repeats = flush(&mut s, deadline);
