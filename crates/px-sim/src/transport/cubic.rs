@@ -361,6 +361,16 @@ mod tests {
         SimTime::from_millis(v)
     }
 
+    /// Slow start through `n` packets sent and acknowledged at 100 ms.
+    fn grown(n: usize) -> Cubic {
+        let mut cc = Cubic::new(MD);
+        for _ in 0..n {
+            cc.on_sent(MD);
+            cc.on_acked(at(100), MD);
+        }
+        cc
+    }
+
     fn cx(next_pn: u64, largest_acked: u64, srtt_ms: u64) -> LossContext {
         LossContext { next_pn, largest_acked, srtt: ms(srtt_ms) }
     }
@@ -416,11 +426,7 @@ mod tests {
 
     #[test]
     fn a_burst_of_losses_enters_avoidance_at_seven_eighths() {
-        let mut cc = Cubic::new(MD);
-        for _ in 0..40 {
-            cc.on_sent(MD);
-            cc.on_acked(at(100), MD);
-        }
+        let mut cc = grown(40);
         let w = cc.window();
         let mut pn = 100;
         while cc.congestion_events == 0 {
@@ -439,11 +445,7 @@ mod tests {
 
     #[test]
     fn avoidance_grows_back_past_w_max() {
-        let mut cc = Cubic::new(MD);
-        for _ in 0..30 {
-            cc.on_sent(MD);
-            cc.on_acked(at(100), MD);
-        }
+        let mut cc = grown(30);
         for pn in 100..110 {
             cc.on_packet_lost(at(1000), pn, MD, LossKind::Repeat, cx(200, 150, 200));
         }
