@@ -811,6 +811,20 @@ mod tests {
     }
 
     #[test]
+    fn picoquic_model_sends_the_handshake_again_when_it_is_lost() {
+        let (mut s, _) = pico_sender(100_000);
+        assert_eq!(flush(&mut s, SimTime::ZERO).len(), 3);
+        // No ACK: the timer declares the flight lost, and it goes again.
+        let t = s.poll_timeout().expect("timer armed");
+        s.on_timeout(t);
+        let again = flush(&mut s, t);
+        assert!(!again.is_empty() && again.iter().all(|p| p.size == 1200 && data(p).2 == 0), "{again:?}");
+        let pn = data(&again[0]).0;
+        s.on_packet(t + Duration::from_millis(100), &ack(&[(pn, pn)]));
+        assert!(flush(&mut s, t + Duration::from_millis(100)).iter().any(|p| data(p).2 > 0), "data after the ACK");
+    }
+
+    #[test]
     fn picoquic_model_finds_losses_by_three_later_acks_and_repeats_them_at_once() {
         let (mut s, log, flight) = pico_started(100_000);
         assert_eq!(flight.len(), 12);

@@ -190,13 +190,15 @@ impl BulkSender {
     /// estimator and the slow-start filter have seen the unloaded path's RTT
     /// before the first data flight. Modelled as one round trip: a flight of
     /// `HANDSHAKE_PACKETS` packets at the initial size, then data once the
-    /// first ACK has come back.
+    /// first ACK has come back. A flight lost entirely (the timer rules
+    /// declare it lost) is sent again.
     pub(super) fn handshake_flight(&mut self, now: SimTime) -> Option<crate::packet::Packet> {
         if self.largest_acked.is_some() {
             self.stats.handshake_done = Some(now);
             return crate::net::Endpoint::poll_transmit(self, now);
         }
-        if self.next_pn >= HANDSHAKE_PACKETS {
+        let first_flight = self.next_pn < HANDSHAKE_PACKETS;
+        if !first_flight && self.outstanding > 0 {
             return None;
         }
         let size = self.pmtu.base_size();
