@@ -13,14 +13,14 @@
 //! |---|---|
 //! | event core | [`time`], [`queue`], [`trace`] |
 //! | network | [`packet`], [`link`], [`net`], [`datagram`] |
-//! | transport | [`transport`] (RFC 9002 loss detection, NewReno), [`dplpmtud`] (adapter to `px-pmtud`) |
+//! | transport | [`transport`] (RFC 9002 loss detection and NewReno, or the picoquic sender model: its CUBIC, pacing, loss rules and PMTU reaction), [`dplpmtud`] (adapter to `px-pmtud`) |
 //! | PMTUD endpoints | [`probers`] |
 //! | experiments | [`experiments`]: `mtu_drop`, `pmtud_compare`, `mtu_benefit`, each with an SVG from [`svg`] |
 //!
 //! Supported: IPv4 chains, per-hop router policy, per-link MTU changes,
 //! one bulk flow or one prober per run. Not supported: IPv6, branching
-//! topologies, cross traffic, reordering, pacing, CUBIC/BBR, TCP
-//! handshakes (see `docs/sim.md`).
+//! topologies, cross traffic, reordering, BBR, TCP handshakes (the
+//! picoquic model has a one-round-trip handshake; see `docs/sim.md`).
 
 pub mod datagram;
 pub mod dplpmtud;

@@ -249,6 +249,24 @@ impl<A: Endpoint, B: Endpoint> Network<A, B> {
         self.fwd.len()
     }
 
+    /// From `at` on, link `link` (both directions) carries at most `mtu`
+    /// bytes: for an experiment whose MTU change is timed from an event of
+    /// the run (the picoquic MTU-drop test drops it 1 s after the handshake).
+    /// Earlier changes stay; `at` must not lie in the past.
+    pub fn schedule_mtu_change(&mut self, link: usize, at: SimTime, mtu: u32) -> Result<(), PathError> {
+        if mtu < 68 {
+            return Err(PathError::MtuTooSmall { link, mtu });
+        }
+        for links in [&mut self.fwd, &mut self.rev] {
+            if let Some(l) = links.get_mut(link) {
+                let changes = &mut l.config.mtu_changes;
+                changes.push((at.max(self.now), mtu));
+                changes.sort_by_key(|c| c.0);
+            }
+        }
+        Ok(())
+    }
+
     /// Runs until `stop` returns true (checked after every event), no event
     /// is left, or the next event would be later than `deadline`. Returns
     /// the time reached. Can be called again to continue.

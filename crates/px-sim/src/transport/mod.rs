@@ -6,7 +6,10 @@
 //! One sender ([`BulkSender`]) moves `total_bytes` stream bytes to one
 //! receiver ([`BulkReceiver`]). Every data packet has DF set, like QUIC's.
 
+mod congestion;
+mod cubic;
 mod newreno;
+mod picoquic_pmtu;
 mod pmtu;
 mod ranges;
 mod receiver;
@@ -17,7 +20,10 @@ use std::time::Duration;
 use px_pmtud::rtt::RttEstimator;
 use serde::Serialize;
 
+pub use congestion::{Congestion, LostPacket, SenderModel};
+pub use cubic::Cubic;
 pub use newreno::NewReno;
+pub use picoquic_pmtu::PicoquicPmtu;
 pub use pmtu::{FixedPmtu, PmtuController};
 pub use ranges::RangeSet;
 pub use receiver::{BulkReceiver, ReceiverStats};
@@ -42,6 +48,8 @@ pub struct TransportConfig {
     pub ack_eliciting_threshold: u32,
     /// Record window and progress at the end of each round trip.
     pub record_rounds: bool,
+    /// Which sender runs: RFC 9002 NewReno or the picoquic model.
+    pub model: SenderModel,
 }
 
 impl TransportConfig {
@@ -58,6 +66,7 @@ impl TransportConfig {
             max_ack_delay: Duration::from_millis(25),
             ack_eliciting_threshold: 2,
             record_rounds: false,
+            model: SenderModel::Rfc9002NewReno,
         }
     }
 
@@ -72,6 +81,7 @@ impl TransportConfig {
             max_ack_delay: Duration::from_millis(25),
             ack_eliciting_threshold: 2,
             record_rounds: false,
+            model: SenderModel::Rfc9002NewReno,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The bulk sender: packet numbers, loss detection and probe timeout as
 //! RFC 9002 §6 specifies them, NewReno, and a PMTU controller choosing the
-//! packet size.
+//! packet size; or, with [`SenderModel::Picoquic`], picoquic's sender (see
+//! `picoquic` below).
 //!
 //! Guarantees: every stream byte is (re)sent until acknowledged; a byte
 //! range is retransmitted only after the packet carrying it was declared
@@ -16,7 +17,7 @@ use px_pmtud::rtt::{GRANULARITY, RttEstimator, RttSample};
 use serde::Serialize;
 
 use super::TransportConfig;
-use super::newreno::NewReno;
+use super::congestion::{Congestion, LostPacket, SenderModel};
 use super::pmtu::PmtuController;
 use super::ranges::RangeSet;
 use crate::net::Endpoint;
@@ -72,6 +73,9 @@ pub struct SenderStats {
     pub slow_start_exit: Option<SimTime>,
     /// smoothed RTT when slow start ended.
     pub srtt_at_slow_start_exit: Option<Duration>,
+    /// When the handshake round trip ended and data could flow (picoquic
+    /// model; the RFC 9002 model sends data from time zero).
+    pub handshake_done: Option<SimTime>,
 }
 
 /// Sender state at the end of one round trip (an ACK of a packet sent after
@@ -95,7 +99,15 @@ pub struct BulkSender {
     cfg: TransportConfig,
     rtt: Box<dyn RttEstimator>,
     pmtu: Box<dyn PmtuController>,
-    cc: NewReno,
+    cc: Congestion,
+    /// picoquic's leaky-bucket pacer (unused by the RFC 9002 model).
+    pacer: picoquic::Pacer,
+    /// When the largest acknowledged packet was sent, and when its ACK came.
+    largest_acked_sent: SimTime,
+    largest_acked_at: SimTime,
+    /// Send time of the newest timer-declared loss event (picoquic counts
+    /// consecutive timer events to back its timer off).
+    last_timer_event: Option<SimTime>,
     next_pn: u64,
     /// Packets from `sent_base` on; earlier ones are settled.
     sent: VecDeque<SentPacket>,
@@ -103,6 +115,9 @@ pub struct BulkSender {
     outstanding: u64,
     next_offset: u64,
     retransmit: VecDeque<(u64, u32)>,
+    /// picoquic model: lost ranges to repeat at once, with the packet size
+    /// in force when each loss was found.
+    repeat_now: VecDeque<(u64, u32, u32)>,
     acked: RangeSet,
     largest_acked: Option<u64>,
     loss_time: Option<SimTime>,
@@ -120,18 +135,23 @@ impl BulkSender {
     /// `pmtu` for its packet size.
     #[must_use]
     pub fn new(cfg: TransportConfig, rtt: Box<dyn RttEstimator>, pmtu: Box<dyn PmtuController>) -> Self {
-        let cc = NewReno::new(pmtu.plpmtu());
+        let cc = Congestion::for_model(cfg.model, pmtu.plpmtu());
         BulkSender {
             cfg,
             rtt,
             pmtu,
             cc,
+            pacer: picoquic::Pacer::default(),
+            largest_acked_sent: SimTime::ZERO,
+            largest_acked_at: SimTime::ZERO,
+            last_timer_event: None,
             next_pn: 0,
             sent: VecDeque::with_capacity(256),
             sent_base: 0,
             outstanding: 0,
             next_offset: 0,
             retransmit: VecDeque::new(),
+            repeat_now: VecDeque::new(),
             acked: RangeSet::new(),
             largest_acked: None,
             loss_time: None,
@@ -165,7 +185,7 @@ impl BulkSender {
 
     /// The congestion controller.
     #[must_use]
-    pub fn congestion(&self) -> &NewReno {
+    pub fn congestion(&self) -> &Congestion {
         &self.cc
     }
 
@@ -260,8 +280,11 @@ impl BulkSender {
         self.rtt.pto(self.cfg.max_ack_delay)
     }
 
-    /// RFC 9002 §A.8 SetLossDetectionTimer.
+    /// RFC 9002 §A.8 SetLossDetectionTimer (picoquic: its own deadlines).
     fn loss_timer(&self) -> Option<SimTime> {
+        if self.cfg.model == SenderModel::Picoquic {
+            return self.picoquic_loss_deadline();
+        }
         if let Some(t) = self.loss_time {
             return Some(t);
         }
@@ -302,7 +325,7 @@ impl BulkSender {
                     continue;
                 }
                 self.outstanding -= 1;
-                self.cc.on_acked(p.time_sent, p.size);
+                self.cc.on_acked(now, p.time_sent, p.size);
                 if p.probe {
                     self.pmtu.on_probe_acked(now, p.size);
                 } else {
@@ -315,6 +338,10 @@ impl BulkSender {
             }
         }
         let Some((newest, sent_at)) = largest_newly_acked else { return };
+        if self.largest_acked.is_none_or(|l| newest > l) {
+            self.largest_acked_sent = sent_at;
+            self.largest_acked_at = now;
+        }
         self.largest_acked = Some(self.largest_acked.map_or(largest, |l| l.max(largest)));
         // RFC 9002 §5.1: a sample only when the largest acked is newly acked.
         if newest == largest {
@@ -322,6 +349,7 @@ impl BulkSender {
                 if self.first_rtt_sample.is_some() { ack_delay.min(self.cfg.max_ack_delay) } else { ack_delay };
             self.rtt.on_ack(RttSample { latest_rtt: now - sent_at, ack_delay, acked_packet_number: largest });
             self.first_rtt_sample.get_or_insert(now);
+            self.cc.on_rtt_sample(now, now - sent_at);
         }
         self.detect_lost(now);
         self.pto_count = 0;
@@ -358,8 +386,61 @@ impl BulkSender {
         }
     }
 
-    /// RFC 9002 §A.10 DetectAndRemoveLostPackets.
+    /// Declares lost what the model's rules say is lost.
     fn detect_lost(&mut self, now: SimTime) {
+        match self.cfg.model {
+            SenderModel::Rfc9002NewReno => self.detect_lost_rfc9002(now),
+            SenderModel::Picoquic => self.detect_lost_picoquic(now),
+        }
+    }
+
+    /// Takes packet `i` (outstanding) out of flight as lost; true if it
+    /// was a data packet (a lost PMTU probe is not congestion, RFC 9000 §14.4).
+    fn mark_lost(&mut self, now: SimTime, i: usize) -> bool {
+        let p = self.sent[i];
+        self.sent[i].state = State::Lost;
+        self.outstanding -= 1;
+        if p.probe {
+            self.stats.probes_lost += 1;
+            self.cc.on_discarded(p.size);
+            self.pmtu.on_probe_lost(now, p.size);
+            return false;
+        }
+        self.stats.packets_lost += 1;
+        let size_in_force = self.pmtu.plpmtu();
+        self.pmtu.on_packet_lost(now, p.size);
+        if p.len > 0 {
+            match self.cfg.model {
+                SenderModel::Rfc9002NewReno => self.retransmit.push_back((p.offset, p.len)),
+                SenderModel::Picoquic => self.repeat_now.push_back((p.offset, p.len, size_in_force)),
+            }
+        }
+        true
+    }
+
+    /// Tells the controller about `lost` and records a slow-start exit.
+    fn report_lost(&mut self, now: SimTime, lost: &[LostPacket]) {
+        if !lost.is_empty() {
+            let largest = self.largest_acked.unwrap_or(0);
+            self.cc.on_lost(now, lost, self.next_pn, largest, self.rtt.smoothed_rtt());
+        }
+        self.note_congestion_state();
+    }
+
+    /// Records when (and at which smoothed RTT) slow start first ended,
+    /// whether a loss or a delay signal ended it.
+    fn note_congestion_state(&mut self) {
+        if self.stats.slow_start_exit.is_none() {
+            if let Some(at) = self.cc.slow_start_exit() {
+                self.stats.slow_start_exit = Some(at);
+                self.stats.srtt_at_slow_start_exit = Some(self.rtt.smoothed_rtt());
+            }
+        }
+        self.stats.congestion_events = self.cc.congestion_events();
+    }
+
+    /// RFC 9002 §A.10 DetectAndRemoveLostPackets.
+    fn detect_lost_rfc9002(&mut self, now: SimTime) {
         let Some(largest_acked) = self.largest_acked else { return };
         self.loss_time = None;
         let srtt = self.rtt.smoothed_rtt();
@@ -369,8 +450,7 @@ impl BulkSender {
         let loss_delay = (latest.max(srtt) * 9 / 8).max(GRANULARITY);
         let pc_duration = self.pto_duration().saturating_mul(PERSISTENT_CONGESTION_THRESHOLD);
 
-        let mut lost_bytes = 0u64;
-        let mut newest_lost: Option<SimTime> = None;
+        let mut lost = Vec::new();
         // Persistent congestion: the longest run of lost packets with no
         // acknowledged packet between them (RFC 9002 §7.6.2).
         let mut run_start: Option<SimTime> = None;
@@ -397,36 +477,16 @@ impl BulkSender {
                 run_start = None;
                 continue;
             }
-            self.sent[i].state = State::Lost;
-            self.outstanding -= 1;
-            if p.probe {
-                // RFC 9000 §14.4: a lost PMTU probe is not a congestion signal.
-                self.stats.probes_lost += 1;
-                self.cc.on_discarded(p.size);
-                self.pmtu.on_probe_lost(now, p.size);
+            if !self.mark_lost(now, i) {
                 continue;
             }
-            self.stats.packets_lost += 1;
-            self.pmtu.on_packet_lost(now, p.size);
-            lost_bytes += u64::from(p.size);
-            newest_lost = Some(newest_lost.map_or(p.time_sent, |t| t.max(p.time_sent)));
-            if p.len > 0 {
-                self.retransmit.push_back((p.offset, p.len));
-            }
+            lost.push(LostPacket { pn, size: p.size, sent: p.time_sent, by_timer: false });
             let start = *run_start.get_or_insert(p.time_sent);
             if self.first_rtt_sample.is_some_and(|f| f < start) && p.time_sent - start > pc_duration {
                 persistent = true;
             }
         }
-        if let Some(newest) = newest_lost {
-            let before = self.cc.congestion_events;
-            self.cc.on_lost(now, lost_bytes, newest);
-            if self.cc.congestion_events != before && self.stats.slow_start_exit.is_none() {
-                self.stats.slow_start_exit = Some(now);
-                self.stats.srtt_at_slow_start_exit = Some(srtt);
-            }
-            self.stats.congestion_events = self.cc.congestion_events;
-        }
+        self.report_lost(now, &lost);
         if persistent {
             self.stats.persistent_congestion += 1;
             self.cc.on_persistent_congestion();
@@ -436,6 +496,12 @@ impl BulkSender {
 
     /// RFC 9002 §A.9 OnLossDetectionTimeout.
     fn on_loss_timeout(&mut self, now: SimTime) {
+        if self.cfg.model == SenderModel::Picoquic {
+            // picoquic has no separate PTO probe here: its timer declares
+            // the packets lost and they are sent again.
+            self.detect_lost(now);
+            return;
+        }
         if self.loss_time.is_some() {
             self.detect_lost(now);
             return;
@@ -481,6 +547,14 @@ impl Endpoint for BulkSender {
         if self.is_complete() {
             return None;
         }
+        if self.cfg.model == SenderModel::Picoquic {
+            if self.stats.handshake_done.is_none() {
+                return self.handshake_flight(now);
+            }
+            if let Some(p) = self.repeat_lost(now) {
+                return Some(p);
+            }
+        }
         let size = self.pmtu.plpmtu();
         self.cc.set_max_datagram(size);
         if self.pto_probes > 0 {
@@ -491,10 +565,14 @@ impl Endpoint for BulkSender {
             let probe_size = if self.pto_probes == 0 { size.min(self.pmtu.base_size()) } else { size };
             return Some(self.pto_probe(now, probe_size));
         }
+        if !self.pacing_allows(now, size) {
+            return None;
+        }
         if let Some(probe) = self.pmtu.probe_due() {
             if self.cc.can_send(probe) {
                 if let Some(probe) = self.pmtu.poll_probe(now, self.rtt.as_ref()) {
                     self.stats.probes_sent += 1;
+                    self.on_paced_send(now, probe);
                     return Some(self.padding_packet(now, probe, true));
                 }
             }
@@ -503,6 +581,7 @@ impl Endpoint for BulkSender {
             return None;
         }
         let (off, len) = self.next_chunk(size)?;
+        self.on_paced_send(now, size);
         Some(self.data_packet(now, off, len))
     }
 
@@ -510,12 +589,11 @@ impl Endpoint for BulkSender {
         if self.is_complete() {
             return None;
         }
-        match (self.loss_timer(), self.pmtu.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.loss_timer(), self.pmtu.poll_timeout(), self.pacing_deadline()].into_iter().flatten().min()
     }
 }
+
+mod picoquic;
 
 #[cfg(test)]
 mod tests {
@@ -696,5 +774,120 @@ mod tests {
         s.on_packet(SimTime::from_millis(100), &ack(&[(1, 5)]));
         assert_eq!((s.stats().probes_lost, s.stats().packets_lost, s.stats().congestion_events), (1, 0, 0));
         assert!(log.borrow().contains(&("probe lost", 4000)));
+    }
+
+    /// The picoquic model over the same recorder: 1500-byte packets, base 1200.
+    fn pico_sender(total: u64) -> (BulkSender, Log) {
+        let log = Log::default();
+        let pmtu = Recorder { size: 1500, probe: None, log: Rc::clone(&log) };
+        let mut cfg = TransportConfig::quic_like(total);
+        cfg.model = SenderModel::Picoquic;
+        (BulkSender::new(cfg, Box::new(ClassicRtt::default()), Box::new(pmtu)), log)
+    }
+
+    /// Handshake acknowledged at 100 ms, then the first data flight.
+    fn pico_started(total: u64) -> (BulkSender, Log, Vec<Packet>) {
+        let (mut s, log) = pico_sender(total);
+        let _ = flush(&mut s, SimTime::ZERO);
+        s.on_packet(SimTime::from_millis(100), &ack(&[(0, 2)]));
+        let flight = flush(&mut s, SimTime::from_millis(100));
+        (s, log, flight)
+    }
+
+    #[test]
+    fn picoquic_model_sends_a_handshake_flight_and_data_only_after_its_ack() {
+        let (mut s, _) = pico_sender(100_000);
+        let hs = flush(&mut s, SimTime::ZERO);
+        assert_eq!(hs.len(), 3);
+        assert!(hs.iter().all(|p| p.size == 1200 && data(p).2 == 0), "padding at the base size");
+        assert!(flush(&mut s, SimTime::from_millis(50)).is_empty(), "no data before the ACK");
+        s.on_packet(SimTime::from_millis(100), &ack(&[(0, 2)]));
+        let flight = flush(&mut s, SimTime::from_millis(100));
+        assert_eq!(s.stats().handshake_done, Some(SimTime::from_millis(100)));
+        // picoquic's initial window 15 360 B + the 3 600 B of handshake acked in
+        // slow start = 18 960 B: twelve 1500-byte packets.
+        assert_eq!(flight.len(), 12);
+        assert_eq!(data(&flight[0]), (3, 0, 1440));
+    }
+
+    #[test]
+    fn picoquic_model_sends_the_handshake_again_when_it_is_lost() {
+        let (mut s, _) = pico_sender(100_000);
+        assert_eq!(flush(&mut s, SimTime::ZERO).len(), 3);
+        // No ACK: the timer declares the flight lost, and it goes again.
+        let t = s.poll_timeout().expect("timer armed");
+        s.on_timeout(t);
+        let again = flush(&mut s, t);
+        assert!(!again.is_empty() && again.iter().all(|p| p.size == 1200 && data(p).2 == 0), "{again:?}");
+        let pn = data(&again[0]).0;
+        s.on_packet(t + Duration::from_millis(100), &ack(&[(pn, pn)]));
+        assert!(flush(&mut s, t + Duration::from_millis(100)).iter().any(|p| data(p).2 > 0), "data after the ACK");
+    }
+
+    #[test]
+    fn picoquic_model_finds_losses_by_three_later_acks_and_repeats_them_at_once() {
+        let (mut s, log, flight) = pico_started(100_000);
+        assert_eq!(flight.len(), 12);
+        // pn 3, 4, 5 missing; 6..14 acknowledged: three or more later packets.
+        s.on_packet(SimTime::from_millis(200), &ack(&[(6, 14), (0, 2)]));
+        assert_eq!((s.stats().packets_lost, s.stats().ptos), (3, 0));
+        assert_eq!(log.borrow().iter().filter(|e| e.0 == "lost").count(), 3);
+        // The third loss in a row lifts the smoothed loss rate over 0.15.
+        assert_eq!(s.stats().congestion_events, 1);
+        let repeats: Vec<u64> = flush(&mut s, SimTime::from_millis(200)).iter().take(3).map(|p| data(p).1).collect();
+        assert_eq!(repeats, [0, 1440, 2880]);
+    }
+
+    #[test]
+    fn picoquic_model_timer_losses_drop_the_window_and_repeat_at_the_size_in_force() {
+        let (mut s, log, flight) = pico_started(100_000);
+        let rto = s.rtt().pto(Duration::from_millis(25));
+        // Nothing later acknowledged: lost at the newest send + RTO.
+        let deadline = SimTime::from_millis(100) + rto;
+        assert_eq!(s.poll_timeout(), Some(deadline));
+        s.on_timeout(deadline);
+        assert_eq!((s.stats().packets_lost, s.stats().ptos), (12, 1));
+        assert_eq!(s.congestion().window(), crate::transport::cubic::CWIN_MINIMUM);
+        assert!(log.borrow().contains(&("lost", 1500)));
+        // All twelve go again at once at 1500 bytes, though the window is now
+        // two packets: each repeat takes its lost packet's place.
+        let repeats = flush(&mut s, deadline);
+        assert_eq!(repeats.len(), 12);
+        for (p, orig) in repeats.iter().zip(&flight) {
+            assert_eq!((p.size, data(p).1), (orig.size, data(orig).1));
+        }
+        // The next timer event is backed off: twice the RTO after the repeats.
+        assert_eq!(s.poll_timeout(), Some(deadline + rto * 2));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+        // Under random loss both ways, with picoquic's PMTU reaction and an
+        // MTU that drops and comes back, every byte arrives, once.
+        #[test]
+        fn picoquic_model_delivers_every_byte_once(seed in 0u64..1000, loss in 0.0f64..0.08, drop in 1u64..4000) {
+            use crate::link::LinkConfig;
+            use crate::net::{PathConfig, RouterPolicy};
+            use crate::transport::{run_transfer, PicoquicPmtu};
+            let mut l = LinkConfig::ideal(1500, Duration::from_millis(20));
+            l.bandwidth_bps = 5_000_000;
+            l.loss = loss;
+            l.queue_bytes = Some(80_000);
+            let mut b = l.clone();
+            b.mtu_changes = vec![(SimTime::from_millis(drop), 1394), (SimTime::from_millis(drop + 3000), 1500)];
+            let path = PathConfig { links: vec![l, b], routers: vec![RouterPolicy { sends_ptb: false, ..RouterPolicy::default() }] };
+            let mut cfg = TransportConfig::quic_like(600_000);
+            cfg.model = SenderModel::Picoquic;
+            let r = run_transfer(
+                path,
+                seed,
+                cfg,
+                Box::new(ClassicRtt::default()),
+                Box::new(PicoquicPmtu::new(1440, 28)),
+                SimTime::from_millis(600_000),
+            ).expect("valid path");
+            proptest::prop_assert!(r.completion_s.is_some(), "{:?}", r.sender);
+            proptest::prop_assert_eq!(r.receiver.delivered_bytes, 600_000);
+        }
     }
 }

@@ -15,6 +15,7 @@ use px_sim::experiments::{
     ProgressLine, RttVariant, SearchKind, mtu_benefit_svg, mtu_benefit_with_progress, mtu_drop_svg,
     mtu_drop_with_progress, pmtud_compare_svg, pmtud_compare_with_progress,
 };
+use px_sim::transport::SenderModel;
 
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
@@ -71,6 +72,16 @@ impl From<VariantArg> for RttVariant {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SenderArg {
+    /// picoquic's sender as its MTU-drop test runs it: CUBIC with its delay
+    /// exit from slow start, its pacer, RACK and timer losses, MTU reset to
+    /// 1252 after 11 full-size losses (docs/sim.md).
+    Picoquic,
+    /// The earlier sender: RFC 9002 NewReno with px-pmtud's DPLPMTUD.
+    Newreno,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SearchArg {
     /// lsquic: the maximum first, then bisection to 99 %.
     Lsquic,
@@ -104,10 +115,14 @@ pub struct MtuDropArgs {
     /// packet, 1468 B of IPv4, or --mtu-before if that is smaller).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1200..=9216))]
     max_packet: Option<u32>,
-    /// When the MTU drops, seconds.
+    /// When the MTU drops, seconds (picoquic sender: after the handshake, as
+    /// in picoquic's test; newreno: from time zero).
     #[arg(long, default_value_t = 1.0)]
     drop_at_s: f64,
-    /// DPLPMTUD search.
+    /// The sender to simulate.
+    #[arg(long, value_enum, default_value_t = SenderArg::Picoquic)]
+    sender: SenderArg,
+    /// DPLPMTUD search (newreno sender only; picoquic probes as picoquic does).
     #[arg(long, value_enum, default_value_t = SearchArg::Lsquic)]
     search: SearchArg,
     /// Floor of DPLPMTUD's PROBE_TIMER, ms (RFC 8899 says 1000; 0 = the PTO alone, as QUIC stacks do).
@@ -304,6 +319,10 @@ fn mtu_drop(a: MtuDropArgs) -> Result<ExitCode, String> {
         seed: a.common.seed,
         loss,
         deadline_s: deadline,
+        sender: match a.sender {
+            SenderArg::Picoquic => SenderModel::Picoquic,
+            SenderArg::Newreno => SenderModel::Rfc9002NewReno,
+        },
     };
     let t = Instant::now();
     let mut progress = ProgressLine::new("px sim mtu-drop", "variants");
@@ -321,9 +340,18 @@ fn mtu_drop(a: MtuDropArgs) -> Result<ExitCode, String> {
 
 fn print_mtu_drop(r: &MtuDropResult, elapsed: Duration) {
     let p = &r.params;
+    let sender = match p.sender {
+        SenderModel::Picoquic => {
+            "picoquic model (CUBIC, paced, RACK/timer losses, MTU reset after 11 losses; drop timed from the handshake)"
+                .to_string()
+        }
+        SenderModel::Rfc9002NewReno => {
+            format!("RFC 9002 NewReno, DPLPMTUD {:?} (PROBE_TIMER floor {} ms)", p.search, p.min_probe_timer_ms)
+        }
+    };
     println!(
         "px sim mtu-drop — {} B over {} Mb/s, {} ms each way, queue {}, path MTU {} -> {} at {} s, \
-         packets up to {} B, DPLPMTUD {:?} (PROBE_TIMER floor {} ms), NewReno, seed {}",
+         packets up to {} B, {sender}, seed {}",
         p.file_bytes,
         p.bandwidth_bps as f64 / 1e6,
         p.one_way_delay_ms,
@@ -332,8 +360,6 @@ fn print_mtu_drop(r: &MtuDropResult, elapsed: Duration) {
         p.mtu_after,
         p.drop_at_s,
         p.max_packet_bytes,
-        p.search,
-        p.min_probe_timer_ms,
         p.seed
     );
     println!();
@@ -401,7 +427,7 @@ fn print_mtu_drop(r: &MtuDropResult, elapsed: Duration) {
         None => {}
     }
     println!(
-        "  (srtt, raw rtt, PTO in seconds; 'detected' = when DPLPMTUD lowered the PLPMTU; {} variants in {:.1?})",
+        "  (srtt, raw rtt, PTO in seconds; 'detected' = when the PLPMTU fell; PTOs = timer events; {} variants in {:.1?})",
         r.rows.len(),
         elapsed
     );
