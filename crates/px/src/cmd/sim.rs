@@ -120,7 +120,7 @@ pub struct MtuDropArgs {
     #[arg(long, default_value_t = 1.0)]
     drop_at_s: f64,
     /// The sender to simulate.
-    #[arg(long, value_enum, default_value_t = SenderArg::Picoquic)]
+    #[arg(long, value_enum, default_value_t = SenderArg::Newreno)]
     sender: SenderArg,
     /// DPLPMTUD search (newreno sender only; picoquic probes as picoquic does).
     #[arg(long, value_enum, default_value_t = SearchArg::Lsquic)]
