@@ -234,6 +234,18 @@ fn dissector_decodes_the_gateways_own_capture() {
     // The b-network sender's caravans reach the gateway with the outer
     // checksum partial (veth checksum offload): the capture completes it
     // and says so in the frame's comment, so none reads as malformed.
+    // Each record as the senders wrote it: 1000-byte datagrams to the
+    // receiver's port (4433 inward, 5433 outward), checksums good.
+    for (field, want) in [
+        ("pxcaravan.record.payload_len", &["1000"][..]),
+        ("pxcaravan.record.dstport", &["4433", "5433"][..]),
+        ("pxcaravan.record.checksum.status", &["1"][..]),
+    ] {
+        let values = tshark("pxcaravan && !icmp", &[field]);
+        let all: Vec<&str> = values.iter().flat_map(|l| l.split(',')).collect();
+        assert_eq!(all.len() as u64, records, "{field}: one value per record");
+        assert!(all.iter().all(|v| want.contains(v)), "{field}: {:?}", all.iter().find(|v| !want.contains(v)));
+    }
     let malformed = tshark("pxcaravan.malformed", &["frame.number", "frame.interface_name", "pxcaravan.malformed"]);
     assert!(malformed.is_empty(), "caravans decoded as malformed: {malformed:?}");
     let filled = tshark("frame.comment contains \"checksum filled in\"", &["frame.number"]);
