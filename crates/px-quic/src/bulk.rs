@@ -1,0 +1,180 @@
+//! The lsquic blog's experiment: N parallel connections fetch the same
+//! file with the largest UDP payload fixed, for each payload size, `runs`
+//! times (the sizes interleaved, so a change in the machine's load hits
+//! every size alike).
+//!
+//! What is timed: from the moment all N connections are established to
+//! the last byte of the last fetch (the handshakes are not counted; the
+//! blog timed whole fetches of 1 GB, where a handshake is noise). What is
+//! counted, from the server's side: UDP datagrams and bytes sent, the
+//! size quinn held (`current_mtu`), lost packets and congestion events;
+//! from both hosts, datagrams dropped on a full socket buffer.
+
+use std::time::{Duration, Instant};
+
+use quinn::{Connection, Endpoint, TokioRuntime};
+use serde::Serialize;
+use tokio::runtime::Runtime;
+
+use crate::config::{self, Sizing};
+use crate::path::{MTU, QuicPath};
+use crate::tls::{SERVER_NAME, Tls};
+use crate::{QuicError, QuicOptions, fetch, io_err};
+
+/// First UDP port of the server (each run takes the next).
+const BASE_PORT: u16 = 4433;
+
+/// Upper bound on one run (connections, transfer, close).
+const RUN_LIMIT: Duration = Duration::from_secs(300);
+
+/// One run of one payload size.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BulkRun {
+    /// The fixed largest UDP payload.
+    pub payload: u16,
+    /// Seconds from all connections established to the last byte.
+    pub seconds: f64,
+    /// UDP datagrams the server sent (all connections).
+    pub datagrams: u64,
+    /// UDP payload bytes the server sent.
+    pub udp_bytes: u64,
+    /// The smallest `current_mtu` quinn reported on the server's connections.
+    pub server_mtu: u16,
+    /// Packets the server declared lost.
+    pub lost_packets: u64,
+    /// Congestion events on the server's connections.
+    pub congestion_events: u64,
+    /// Datagrams the two hosts dropped on a full socket receive buffer.
+    pub rcvbuf_drops: u64,
+}
+
+/// Runs every payload `o.runs` times; the runs in the order made.
+pub fn run(
+    rt: &Runtime,
+    lab: &QuicPath,
+    tls: &Tls,
+    o: &QuicOptions,
+    say: &dyn Fn(&str),
+) -> Result<Vec<BulkRun>, QuicError> {
+    let mut out = Vec::new();
+    let mut port = BASE_PORT;
+    for r in 0..o.runs {
+        for &payload in &o.payloads {
+            say(&format!(
+                "px lab quic: run {}/{}, payload {payload} B: {} connections × {} bytes…",
+                r + 1,
+                o.runs,
+                o.connections,
+                o.bytes
+            ));
+            let once = rt.block_on(async {
+                tokio::time::timeout(RUN_LIMIT, once(lab, tls, payload, o, port))
+                    .await
+                    .map_err(|_| QuicError::Timeout("a transfer run", RUN_LIMIT))?
+            })?;
+            out.push(once);
+            port += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// A server endpoint in the server host, sized by `sizing`.
+pub(crate) fn server(lab: &QuicPath, tls: &Tls, sizing: Sizing, port: u16) -> Result<Endpoint, QuicError> {
+    let sock = QuicPath::socket(lab.server_ns(), QuicPath::server_addr(port)?)?;
+    let mut sc = tls.server.clone();
+    sc.transport_config(config::transport(sizing));
+    Endpoint::new(config::endpoint(MTU - 28)?, Some(sc), sock, std::sync::Arc::new(TokioRuntime))
+        .map_err(io_err("server endpoint"))
+}
+
+/// A client endpoint in the client host, connected to the server on `port`.
+pub(crate) async fn connect(
+    lab: &QuicPath,
+    tls: &Tls,
+    sizing: Sizing,
+    port: u16,
+) -> Result<(Endpoint, Connection), QuicError> {
+    let sock = QuicPath::socket(lab.client_ns(), QuicPath::client_addr(0)?)?;
+    let mut ep = Endpoint::new(config::endpoint(MTU - 28)?, None, sock, std::sync::Arc::new(TokioRuntime))
+        .map_err(io_err("client endpoint"))?;
+    let mut cc = tls.client.clone();
+    cc.transport_config(config::transport(sizing));
+    ep.set_default_client_config(cc);
+    let conn = ep.connect(QuicPath::server_addr(port)?, SERVER_NAME)?.await?;
+    Ok((ep, conn))
+}
+
+/// Accepts one connection on `ep`.
+pub(crate) async fn accept(ep: &Endpoint) -> Result<Connection, QuicError> {
+    let incoming = ep.accept().await.ok_or_else(|| QuicError::Stream("server endpoint closed".into()))?;
+    Ok(incoming.await?)
+}
+
+/// Closes a client connection and waits until its endpoint is idle.
+pub(crate) async fn close(ep: Endpoint, conn: Connection) {
+    conn.close(0u32.into(), b"done");
+    let _ = tokio::time::timeout(Duration::from_secs(2), ep.wait_idle()).await;
+}
+
+async fn once(lab: &QuicPath, tls: &Tls, payload: u16, o: &QuicOptions, port: u16) -> Result<BulkRun, QuicError> {
+    let sizing = Sizing::Fixed(payload);
+    let server_ep = server(lab, tls, sizing, port)?;
+    let n = o.connections;
+    let accepting = {
+        let ep = server_ep.clone();
+        tokio::spawn(async move {
+            let mut serving = Vec::with_capacity(n);
+            for _ in 0..n {
+                let conn = accept(&ep).await?;
+                let c = conn.clone();
+                serving.push((conn, tokio::spawn(fetch::serve(c))));
+            }
+            Ok::<_, QuicError>(serving)
+        })
+    };
+    let mut clients = Vec::with_capacity(n);
+    for _ in 0..n {
+        clients.push(connect(lab, tls, sizing, port).await?);
+    }
+    let drops_before = lab.rcvbuf_errors()?;
+    let t0 = Instant::now();
+    let fetches: Vec<_> = clients
+        .iter()
+        .map(|(_, c)| {
+            let (c, bytes) = (c.clone(), o.bytes);
+            tokio::spawn(async move { fetch::fetch(&c, bytes).await })
+        })
+        .collect();
+    for f in fetches {
+        f.await.map_err(|e| QuicError::Stream(format!("fetch task: {e}")))??;
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let drops_after = lab.rcvbuf_errors()?;
+    for (ep, conn) in clients {
+        close(ep, conn).await;
+    }
+    let serving = accepting.await.map_err(|e| QuicError::Stream(format!("accept task: {e}")))??;
+    let mut run = BulkRun {
+        payload,
+        seconds,
+        datagrams: 0,
+        udp_bytes: 0,
+        server_mtu: u16::MAX,
+        lost_packets: 0,
+        congestion_events: 0,
+        rcvbuf_drops: (0..2).map(|i| drops_after[i].saturating_sub(drops_before[i])).sum(),
+    };
+    for (conn, task) in serving {
+        task.await.map_err(|e| QuicError::Stream(format!("serve task: {e}")))??;
+        let s = conn.stats();
+        run.datagrams += s.udp_tx.datagrams;
+        run.udp_bytes += s.udp_tx.bytes;
+        run.server_mtu = run.server_mtu.min(s.path.current_mtu);
+        run.lost_packets += s.path.lost_packets;
+        run.congestion_events += s.path.congestion_events;
+    }
+    server_ep.close(0u32.into(), b"bye");
+    server_ep.wait_idle().await;
+    Ok(run)
+}
