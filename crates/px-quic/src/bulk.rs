@@ -10,6 +10,7 @@
 //! size quinn held (`current_mtu`), lost packets and congestion events;
 //! from both hosts, datagrams dropped on a full socket buffer.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quinn::{Connection, Endpoint, TokioRuntime};
@@ -18,6 +19,7 @@ use tokio::runtime::Runtime;
 
 use crate::config::{self, Sizing};
 use crate::path::{MTU, QuicPath};
+use crate::socket::GsoCapped;
 use crate::tls::{SERVER_NAME, Tls};
 use crate::{QuicError, QuicOptions, fetch, io_err};
 
@@ -36,6 +38,10 @@ pub struct BulkRun {
     pub seconds: f64,
     /// UDP datagrams the server sent (all connections).
     pub datagrams: u64,
+    /// UDP datagrams the clients received (all connections): with
+    /// `datagrams`, tells real losses from packets declared lost that
+    /// arrived.
+    pub client_datagrams: u64,
     /// UDP payload bytes the server sent.
     pub udp_bytes: u64,
     /// The smallest `current_mtu` quinn reported on the server's connections.
@@ -81,10 +87,10 @@ pub fn run(
 
 /// A server endpoint in the server host, sized by `sizing`.
 pub(crate) fn server(lab: &QuicPath, tls: &Tls, sizing: Sizing, port: u16) -> Result<Endpoint, QuicError> {
-    let sock = QuicPath::socket(lab.server_ns(), QuicPath::server_addr(port)?)?;
+    let sock = GsoCapped::wrap(QuicPath::socket(lab.server_ns(), QuicPath::server_addr(port)?)?, sizing.largest())?;
     let mut sc = tls.server.clone();
     sc.transport_config(config::transport(sizing));
-    Endpoint::new(config::endpoint(MTU - 28)?, Some(sc), sock, std::sync::Arc::new(TokioRuntime))
+    Endpoint::new_with_abstract_socket(config::endpoint(MTU - 28)?, Some(sc), sock, Arc::new(TokioRuntime))
         .map_err(io_err("server endpoint"))
 }
 
@@ -95,8 +101,8 @@ pub(crate) async fn connect(
     sizing: Sizing,
     port: u16,
 ) -> Result<(Endpoint, Connection), QuicError> {
-    let sock = QuicPath::socket(lab.client_ns(), QuicPath::client_addr(0)?)?;
-    let mut ep = Endpoint::new(config::endpoint(MTU - 28)?, None, sock, std::sync::Arc::new(TokioRuntime))
+    let sock = GsoCapped::wrap(QuicPath::socket(lab.client_ns(), QuicPath::client_addr(0)?)?, sizing.largest())?;
+    let mut ep = Endpoint::new_with_abstract_socket(config::endpoint(MTU - 28)?, None, sock, Arc::new(TokioRuntime))
         .map_err(io_err("client endpoint"))?;
     let mut cc = tls.client.clone();
     cc.transport_config(config::transport(sizing));
@@ -151,6 +157,7 @@ async fn once(lab: &QuicPath, tls: &Tls, payload: u16, o: &QuicOptions, port: u1
     }
     let seconds = t0.elapsed().as_secs_f64();
     let drops_after = lab.rcvbuf_errors()?;
+    let client_datagrams = clients.iter().map(|(_, c)| c.stats().udp_rx.datagrams).sum();
     for (ep, conn) in clients {
         close(ep, conn).await;
     }
@@ -159,6 +166,7 @@ async fn once(lab: &QuicPath, tls: &Tls, payload: u16, o: &QuicOptions, port: u1
         payload,
         seconds,
         datagrams: 0,
+        client_datagrams,
         udp_bytes: 0,
         server_mtu: u16::MAX,
         lost_packets: 0,

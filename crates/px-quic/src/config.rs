@@ -26,6 +26,17 @@ pub enum Sizing {
     },
 }
 
+impl Sizing {
+    /// The largest UDP payload a connection of this sizing may send.
+    #[must_use]
+    pub fn largest(self) -> u16 {
+        match self {
+            Sizing::Fixed(p) => p,
+            Sizing::Discover { initial, ceiling } => initial.max(ceiling),
+        }
+    }
+}
+
 /// The transport settings for `sizing`; everything else is quinn's default
 /// (Cubic, flow control windows).
 #[must_use]

@@ -38,6 +38,10 @@ pub struct PayloadResult {
     pub blog_faster_pct: Option<f64>,
     /// Mean UDP datagram the server sent (bytes, over all runs).
     pub mean_datagram: f64,
+    /// UDP datagrams the server sent (all runs).
+    pub datagrams_sent: u64,
+    /// UDP datagrams the clients received (all runs).
+    pub datagrams_received: u64,
     /// Packets the server declared lost (all runs).
     pub lost_packets: u64,
     /// Datagrams dropped on a full socket receive buffer (both hosts, all runs).
@@ -164,6 +168,8 @@ impl QuicResult {
                     faster_than_1252_pct: 0.0,
                     blog_faster_pct: BLOG.iter().find(|b| b.0 == payload).map(|b| b.1),
                     mean_datagram: if dgrams > 0 { bytes as f64 / dgrams as f64 } else { 0.0 },
+                    datagrams_sent: dgrams,
+                    datagrams_received: runs.iter().map(|r| r.client_datagrams).sum(),
                     lost_packets: runs.iter().map(|r| r.lost_packets).sum(),
                     rcvbuf_drops: runs.iter().map(|r| r.rcvbuf_drops).sum(),
                     runs,
@@ -215,27 +221,38 @@ impl QuicResult {
         );
         let _ = writeln!(
             s,
-            "{:>8} {:>9} {:>19} {:>13} {:>7} {:>10} {:>6} {:>10}",
-            "payload", "seconds", "min–max", "faster vs 1252", "blog", "mean dgram", "lost", "sock drops"
+            "{:>8} {:>9} {:>19} {:>13} {:>7} {:>10} {:>9} {:>9} {:>7} {:>10}",
+            "payload",
+            "seconds",
+            "min–max",
+            "faster vs 1252",
+            "blog",
+            "mean dgram",
+            "sent",
+            "received",
+            "lost",
+            "sock drops"
         );
         for p in &self.payloads {
             let _ = writeln!(
                 s,
-                "{:>8} {:>9.3} {:>19} {:>12.1}% {:>7} {:>10.0} {:>6} {:>10}",
+                "{:>8} {:>9.3} {:>19} {:>12.1}% {:>7} {:>10.0} {:>9} {:>9} {:>7} {:>10}",
                 p.payload,
                 p.seconds,
                 format!("{:.3}–{:.3}", p.seconds_min, p.seconds_max),
                 p.faster_than_1252_pct,
                 p.blog_faster_pct.map_or("—".into(), |b| format!("{b:.0} %")),
                 p.mean_datagram,
+                p.datagrams_sent,
+                p.datagrams_received,
                 p.lost_packets,
                 p.rcvbuf_drops
             );
         }
         let _ = writeln!(
             s,
-            "(lost: packets the server's quinn declared lost, all runs; sock drops: datagrams the hosts dropped on a \
-             full socket buffer of {} KB asked)",
+            "(sent / received: UDP datagrams of the server and of the clients; lost: packets the server's quinn \
+             declared lost; sock drops: datagrams the hosts dropped on a full socket buffer of {} KB asked; all runs)",
             crate::path::SOCKET_BUFFER >> 10
         );
         let _ = writeln!(s, "blog: {}", self.blog);

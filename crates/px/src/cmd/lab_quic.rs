@@ -20,7 +20,7 @@ const NOT_BUILT: &str = "px lab quic is not in this build of px (it carries a QU
 pub struct QuicArgs {
     /// Bytes each connection fetches (the blog: 1 GB; scaled so a run
     /// takes a few seconds here).
-    #[arg(long, default_value_t = 20_000_000, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
+    #[arg(long, default_value_t = 50_000_000, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
     bytes: u64,
     /// Runs per payload size; the median is reported with the range.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
