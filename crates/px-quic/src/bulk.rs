@@ -10,18 +10,16 @@
 //! size quinn held (`current_mtu`), lost packets and congestion events;
 //! from both hosts, datagrams dropped on a full socket buffer.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quinn::{Connection, Endpoint, TokioRuntime};
 use serde::Serialize;
 use tokio::runtime::Runtime;
 
-use crate::config::{self, Sizing};
-use crate::path::{MTU, QuicPath};
-use crate::socket::GsoCapped;
-use crate::tls::{SERVER_NAME, Tls};
-use crate::{QuicError, QuicOptions, fetch, io_err};
+use crate::config::Sizing;
+use crate::endpoint::{accept, close_client, close_server, connect, server};
+use crate::path::QuicPath;
+use crate::tls::Tls;
+use crate::{QuicError, QuicOptions, fetch};
 
 /// First UDP port of the server (each run takes the next).
 const BASE_PORT: u16 = 4433;
@@ -85,44 +83,6 @@ pub fn run(
     Ok(out)
 }
 
-/// A server endpoint in the server host, sized by `sizing`.
-pub(crate) fn server(lab: &QuicPath, tls: &Tls, sizing: Sizing, port: u16) -> Result<Endpoint, QuicError> {
-    let sock = GsoCapped::wrap(QuicPath::socket(lab.server_ns(), QuicPath::server_addr(port)?)?, sizing.largest())?;
-    let mut sc = tls.server.clone();
-    sc.transport_config(config::transport(sizing));
-    Endpoint::new_with_abstract_socket(config::endpoint(MTU - 28)?, Some(sc), sock, Arc::new(TokioRuntime))
-        .map_err(io_err("server endpoint"))
-}
-
-/// A client endpoint in the client host, connected to the server on `port`.
-pub(crate) async fn connect(
-    lab: &QuicPath,
-    tls: &Tls,
-    sizing: Sizing,
-    port: u16,
-) -> Result<(Endpoint, Connection), QuicError> {
-    let sock = GsoCapped::wrap(QuicPath::socket(lab.client_ns(), QuicPath::client_addr(0)?)?, sizing.largest())?;
-    let mut ep = Endpoint::new_with_abstract_socket(config::endpoint(MTU - 28)?, None, sock, Arc::new(TokioRuntime))
-        .map_err(io_err("client endpoint"))?;
-    let mut cc = tls.client.clone();
-    cc.transport_config(config::transport(sizing));
-    ep.set_default_client_config(cc);
-    let conn = ep.connect(QuicPath::server_addr(port)?, SERVER_NAME)?.await?;
-    Ok((ep, conn))
-}
-
-/// Accepts one connection on `ep`.
-pub(crate) async fn accept(ep: &Endpoint) -> Result<Connection, QuicError> {
-    let incoming = ep.accept().await.ok_or_else(|| QuicError::Stream("server endpoint closed".into()))?;
-    Ok(incoming.await?)
-}
-
-/// Closes a client connection and waits until its endpoint is idle.
-pub(crate) async fn close(ep: Endpoint, conn: Connection) {
-    conn.close(0u32.into(), b"done");
-    let _ = tokio::time::timeout(Duration::from_secs(2), ep.wait_idle()).await;
-}
-
 async fn once(lab: &QuicPath, tls: &Tls, payload: u16, o: &QuicOptions, port: u16) -> Result<BulkRun, QuicError> {
     let sizing = Sizing::Fixed(payload);
     let server_ep = server(lab, tls, sizing, port)?;
@@ -159,7 +119,7 @@ async fn once(lab: &QuicPath, tls: &Tls, payload: u16, o: &QuicOptions, port: u1
     let drops_after = lab.rcvbuf_errors()?;
     let client_datagrams = clients.iter().map(|(_, c)| c.stats().udp_rx.datagrams).sum();
     for (ep, conn) in clients {
-        close(ep, conn).await;
+        close_client(ep, conn).await;
     }
     let serving = accepting.await.map_err(|e| QuicError::Stream(format!("accept task: {e}")))??;
     let mut run = BulkRun {
@@ -182,7 +142,6 @@ async fn once(lab: &QuicPath, tls: &Tls, payload: u16, o: &QuicOptions, port: u1
         run.lost_packets += s.path.lost_packets;
         run.congestion_events += s.path.congestion_events;
     }
-    server_ep.close(0u32.into(), b"bye");
-    server_ep.wait_idle().await;
+    close_server(server_ep).await;
     Ok(run)
 }

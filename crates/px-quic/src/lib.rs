@@ -19,6 +19,7 @@
 //!
 //! - [`tls`]: the self-signed certificate made at run time.
 //! - [`config`]: quinn's transport settings (fixed size or PMTUD).
+//! - [`endpoint`]: server and client endpoints on the path.
 //! - [`socket`]: quinn's socket with GSO batches that fit 64 KB (quinn
 //!   0.11 silently loses batches of large packets otherwise).
 //! - [`summary`]: medians, ranges, "% faster".
@@ -26,6 +27,7 @@
 
 pub mod bulk;
 pub mod config;
+pub mod endpoint;
 pub mod fetch;
 pub mod path;
 pub mod report;
@@ -102,7 +104,8 @@ pub struct QuicOptions {
     pub runs: usize,
     /// Parallel connections (the blog: five).
     pub connections: usize,
-    /// Largest UDP payloads to compare; the first is the baseline.
+    /// Largest UDP payloads to compare; the first is the baseline of
+    /// `faster_than_1252_pct` (1252 in `px lab quic`, as in the blog).
     pub payloads: Vec<u16>,
     /// Delay each way.
     pub delay: Duration,

@@ -28,8 +28,8 @@ use serde::Serialize;
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 
-use crate::bulk::{accept, close, connect, server};
 use crate::config::Sizing;
+use crate::endpoint::{accept, close_client, close_server, connect, server};
 use crate::path::{MTU, QuicPath};
 use crate::summary::is_full_size;
 use crate::tls::Tls;
@@ -91,7 +91,7 @@ pub fn run(
         probed.push(rt.block_on(once(lab, tls, sizing, probe, o.short_bytes, full, port))?);
         port += 1;
     }
-    responder.stop();
+    drop(responder);
     Ok((own, probed))
 }
 
@@ -147,10 +147,9 @@ async fn once(
     let fetch_ms = t0.elapsed().as_secs_f64() * 1e3;
     // Keep the connection up until the server's size was seen to settle.
     let _ = full_rx.await;
-    close(ep, conn).await;
+    close_client(ep, conn).await;
     let (reached, stats) = watching.await.map_err(|e| QuicError::Stream(format!("watch task: {e}")))??;
-    server_ep.close(0u32.into(), b"bye");
-    let _ = tokio::time::timeout(Duration::from_secs(2), server_ep.wait_idle()).await;
+    close_server(server_ep).await;
     let initial_payload = match sizing {
         Sizing::Fixed(p) | Sizing::Discover { initial: p, .. } => p,
     };
@@ -180,7 +179,8 @@ async fn watch(conn: &Connection, full: u16) -> Option<Instant> {
     None
 }
 
-/// px-runtime's F-PMTUD responder, bound in the client host, on a thread.
+/// px-runtime's F-PMTUD responder, bound in the client host, on a thread
+/// until dropped.
 struct Responder {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
@@ -199,21 +199,13 @@ impl Responder {
             .map_err(io_err("responder thread"))?;
         Ok(Responder { addr, stop, thread: Some(thread) })
     }
-
-    fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 impl Drop for Responder {
     fn drop(&mut self) {
-        self.halt();
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
