@@ -10,7 +10,7 @@
 //! size quinn held (`current_mtu`), lost packets and congestion events;
 //! from both hosts, datagrams dropped on a full socket buffer.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 use tokio::runtime::Runtime;
@@ -19,13 +19,7 @@ use crate::config::Sizing;
 use crate::endpoint::{accept, close_client, close_server, connect, server};
 use crate::path::QuicPath;
 use crate::tls::Tls;
-use crate::{QuicError, QuicOptions, fetch};
-
-/// First UDP port of the server (each run takes the next).
-const BASE_PORT: u16 = 4433;
-
-/// Upper bound on one run (connections, transfer, close).
-const RUN_LIMIT: Duration = Duration::from_secs(300);
+use crate::{QuicError, QuicOptions, block_on_bounded, fetch};
 
 /// One run of one payload size.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -61,7 +55,6 @@ pub fn run(
     say: &dyn Fn(&str),
 ) -> Result<Vec<BulkRun>, QuicError> {
     let mut out = Vec::new();
-    let mut port = BASE_PORT;
     for r in 0..o.runs {
         for &payload in &o.payloads {
             say(&format!(
@@ -71,21 +64,16 @@ pub fn run(
                 o.connections,
                 o.bytes
             ));
-            let once = rt.block_on(async {
-                tokio::time::timeout(RUN_LIMIT, once(lab, tls, payload, o, port))
-                    .await
-                    .map_err(|_| QuicError::Timeout("a transfer run", RUN_LIMIT))?
-            })?;
+            let once = block_on_bounded(rt, "a transfer run", once(lab, tls, payload, o))?;
             out.push(once);
-            port += 1;
         }
     }
     Ok(out)
 }
 
-async fn once(lab: &QuicPath, tls: &Tls, payload: u16, o: &QuicOptions, port: u16) -> Result<BulkRun, QuicError> {
+async fn once(lab: &QuicPath, tls: &Tls, payload: u16, o: &QuicOptions) -> Result<BulkRun, QuicError> {
     let sizing = Sizing::Fixed(payload);
-    let server_ep = server(lab, tls, sizing, port)?;
+    let (server_ep, at) = server(lab, tls, sizing)?;
     let n = o.connections;
     let accepting = {
         let ep = server_ep.clone();
@@ -101,7 +89,7 @@ async fn once(lab: &QuicPath, tls: &Tls, payload: u16, o: &QuicOptions, port: u1
     };
     let mut clients = Vec::with_capacity(n);
     for _ in 0..n {
-        clients.push(connect(lab, tls, sizing, port).await?);
+        clients.push(connect(lab, tls, sizing, at).await?);
     }
     let drops_before = lab.rcvbuf_errors()?;
     let t0 = Instant::now();

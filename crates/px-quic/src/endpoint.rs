@@ -3,10 +3,11 @@
 //! [`Sizing`], both on [`GsoCapped`] sockets, accepting UDP payloads up to
 //! the path's largest.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use quinn::{Connection, Endpoint, TokioRuntime};
+use quinn::{AsyncUdpSocket, Connection, Endpoint, TokioRuntime};
 
 use crate::config::{self, Sizing};
 use crate::path::{MTU, QuicPath};
@@ -17,21 +18,24 @@ use crate::{QuicError, io_err};
 /// How long closing waits for an endpoint's connections to drain.
 const IDLE_LIMIT: Duration = Duration::from_secs(2);
 
-/// A server endpoint in the server host, sized by `sizing`.
-pub fn server(lab: &QuicPath, tls: &Tls, sizing: Sizing, port: u16) -> Result<Endpoint, QuicError> {
-    let sock = GsoCapped::wrap(QuicPath::socket(lab.server_ns(), QuicPath::server_addr(port)?)?, sizing.largest())?;
+/// A server endpoint in the server host on a port of the kernel's
+/// choosing, sized by `sizing`; its address with it.
+pub fn server(lab: &QuicPath, tls: &Tls, sizing: Sizing) -> Result<(Endpoint, SocketAddr), QuicError> {
+    let sock = GsoCapped::wrap(QuicPath::socket(lab.server_ns(), QuicPath::server_addr(0)?)?, sizing.largest())?;
+    let addr = sock.local_addr().map_err(io_err("getsockname"))?;
     let mut sc = tls.server.clone();
     sc.transport_config(config::transport(sizing));
-    Endpoint::new_with_abstract_socket(config::endpoint(MTU - 28)?, Some(sc), sock, Arc::new(TokioRuntime))
-        .map_err(io_err("server endpoint"))
+    let ep = Endpoint::new_with_abstract_socket(config::endpoint(MTU - 28)?, Some(sc), sock, Arc::new(TokioRuntime))
+        .map_err(io_err("server endpoint"))?;
+    Ok((ep, addr))
 }
 
-/// A client endpoint in the client host, connected to the server on `port`.
+/// A client endpoint in the client host, connected to the server at `to`.
 pub async fn connect(
     lab: &QuicPath,
     tls: &Tls,
     sizing: Sizing,
-    port: u16,
+    to: SocketAddr,
 ) -> Result<(Endpoint, Connection), QuicError> {
     let sock = GsoCapped::wrap(QuicPath::socket(lab.client_ns(), QuicPath::client_addr(0)?)?, sizing.largest())?;
     let mut ep = Endpoint::new_with_abstract_socket(config::endpoint(MTU - 28)?, None, sock, Arc::new(TokioRuntime))
@@ -39,7 +43,7 @@ pub async fn connect(
     let mut cc = tls.client.clone();
     cc.transport_config(config::transport(sizing));
     ep.set_default_client_config(cc);
-    let conn = ep.connect(QuicPath::server_addr(port)?, SERVER_NAME)?.await?;
+    let conn = ep.connect(to, SERVER_NAME)?.await?;
     Ok((ep, conn))
 }
 

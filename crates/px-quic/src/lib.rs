@@ -91,6 +91,18 @@ pub enum QuicError {
     Timeout(&'static str, Duration),
 }
 
+/// Upper bound on one run (connections, transfer, close).
+const RUN_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs `fut` to completion on `rt`, failing with `what` after [`RUN_LIMIT`].
+fn block_on_bounded<T>(
+    rt: &tokio::runtime::Runtime,
+    what: &'static str,
+    fut: impl Future<Output = Result<T, QuicError>>,
+) -> Result<T, QuicError> {
+    rt.block_on(async { tokio::time::timeout(RUN_LIMIT, fut).await.map_err(|_| QuicError::Timeout(what, RUN_LIMIT))? })
+}
+
 fn io_err(step: &'static str) -> impl FnOnce(std::io::Error) -> QuicError {
     move |source| QuicError::Io { step, source }
 }

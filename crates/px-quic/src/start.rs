@@ -33,10 +33,8 @@ use crate::endpoint::{accept, close_client, close_server, connect, server};
 use crate::path::{MTU, QuicPath};
 use crate::summary::is_full_size;
 use crate::tls::Tls;
-use crate::{QuicError, QuicOptions, fetch, io_err};
+use crate::{QuicError, QuicOptions, block_on_bounded, fetch, io_err};
 
-/// First UDP port of the server for these runs.
-const BASE_PORT: u16 = 4533;
 /// quinn's default `MtuDiscoveryConfig::minimum_change`.
 const QUINN_MINIMUM_CHANGE: u16 = 20;
 /// How long the server's packet size is watched for reaching full size.
@@ -73,7 +71,6 @@ pub fn run(
     let full = MTU - 28;
     let responder = Responder::start(lab)?;
     let (mut own, mut probed) = (Vec::new(), Vec::new());
-    let mut port = BASE_PORT;
     for r in 0..o.runs {
         say(&format!(
             "px lab quic: PMTUD start, run {}/{}: quinn from 1200, then from one F-PMTUD probe…",
@@ -81,15 +78,13 @@ pub fn run(
             o.runs
         ));
         let sizing = Sizing::Discover { initial: QUIC_MIN_PAYLOAD, ceiling: full };
-        own.push(rt.block_on(once(lab, tls, sizing, (0.0, 0), o.short_bytes, full, port))?);
-        port += 1;
+        own.push(block_on_bounded(rt, "a PMTUD-start run", once(lab, tls, sizing, (0.0, 0), o.short_bytes, full))?);
         let (m, probe_time) = measure(lab, responder.addr)?;
         let start = TransportStart::from_measurement(&m, false, QUIC_MIN_PAYLOAD)
             .ok_or_else(|| QuicError::Probe(format!("no usable path MTU: {:?} ({})", m.pmtu, m.note)))?;
         let sizing = Sizing::Discover { initial: start.initial_payload, ceiling: start.search_ceiling };
         let probe = (probe_time.as_secs_f64() * 1e3, m.round_trips);
-        probed.push(rt.block_on(once(lab, tls, sizing, probe, o.short_bytes, full, port))?);
-        port += 1;
+        probed.push(block_on_bounded(rt, "a PMTUD-start run", once(lab, tls, sizing, probe, o.short_bytes, full))?);
     }
     drop(responder);
     Ok((own, probed))
@@ -124,9 +119,8 @@ async fn once(
     probe: (f64, u32),
     short_bytes: u64,
     full: u16,
-    port: u16,
 ) -> Result<StartRun, QuicError> {
-    let server_ep = server(lab, tls, sizing, port)?;
+    let (server_ep, at) = server(lab, tls, sizing)?;
     let (full_tx, full_rx) = oneshot::channel();
     let watching = {
         let ep = server_ep.clone();
@@ -142,7 +136,7 @@ async fn once(
     // The client keeps quinn's own start: the server's packets are measured.
     let client_sizing = Sizing::Discover { initial: QUIC_MIN_PAYLOAD, ceiling: full };
     let t0 = Instant::now();
-    let (ep, conn) = connect(lab, tls, client_sizing, port).await?;
+    let (ep, conn) = connect(lab, tls, client_sizing, at).await?;
     fetch::fetch(&conn, short_bytes).await?;
     let fetch_ms = t0.elapsed().as_secs_f64() * 1e3;
     // Keep the connection up until the server's size was seen to settle.
