@@ -51,6 +51,9 @@
 //!   `poll_timeout()`; read `outcome()` ([`session::Measurement`]).
 //!   `px probe` drives them on a socket, `px sim pmtud-compare` in
 //!   simulated time.
+//! * [`transport`] — [`transport::TransportStart`]: what a transport (QUIC)
+//!   starts with after one measurement: the UDP payload known to pass and the
+//!   ceiling of its own search (`examples/transport_start.rs`).
 //!
 //! # Example: F-PMTUD against a responder, in simulated time
 //!
@@ -102,3 +105,4 @@ pub mod fpmtud;
 pub mod rtt;
 pub mod search;
 pub mod session;
+pub mod transport;

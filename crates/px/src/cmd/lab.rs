@@ -1,12 +1,12 @@
 //! `px lab …`: the namespace lab (root). The demo and its hands-on variant
 //! live in `lab_demo`, the path-MTU comparison in `lab_pmtud`, the paper's
-//! end-host experiments in `lab_exp`.
+//! end-host experiments in `lab_exp`, the QUIC stack in `lab_quic`.
 
 use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::cmd::{lab_demo, lab_exp, lab_pmtud, lab_rr};
+use crate::cmd::{lab_demo, lab_exp, lab_pmtud, lab_quic, lab_rr};
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -43,6 +43,11 @@ pub enum LabCommand {
     /// Request/response latency (64 B requests; 1 KB, 16 KB, 64 KB answers)
     /// through px gateway and through a plain Linux router (needs root).
     Rr(lab_rr::RrArgs),
+    /// The lsquic DPLPMTUD blog with a real QUIC stack (quinn): 5
+    /// connections, largest UDP payload 1252/1472/4096/8952 over MTU 9000,
+    /// and quinn's PMTUD against an F-PMTUD start (needs root and a px
+    /// built with `--features quic`).
+    Quic(lab_quic::QuicArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -58,5 +63,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Parallel(a) => lab_exp::parallel(a),
         LabCommand::Report(a) => lab_exp::report(a),
         LabCommand::Rr(a) => lab_rr::rr(a),
+        LabCommand::Quic(a) => lab_quic::quic(a),
     }
 }
