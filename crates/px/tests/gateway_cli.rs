@@ -40,6 +40,12 @@ fn check_config_prints_the_effective_configuration() {
     assert!(stdout.contains("max_flows = 65536\n") && stdout.contains("log_interval_s = 10\n"), "{stdout}");
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/gateway.toml");
     assert!(px(&["gateway", "--check-config", example]).status.success());
+    // The capture's snap length as a flag, checked like the key.
+    let out = px(&["gateway", "--check-config", f.path(), "--capture-snaplen", "128"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("capture_snaplen = 128\n"), "{out:?}");
+    let out = px(&["gateway", "--check-config", f.path(), "--capture-snaplen", "10"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("capture_snaplen"), "{out:?}");
 }
 
 #[test]

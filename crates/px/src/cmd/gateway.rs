@@ -79,6 +79,10 @@ pub struct GatewayArgs {
     /// Capture files kept, the current one included.
     #[arg(long, value_name = "N")]
     capture_files: Option<u32>,
+    /// Bytes captured of each frame (64..=262144; e.g. 128 keeps the
+    /// headers only, which costs far less than whole frames).
+    #[arg(long, value_name = "BYTES")]
+    capture_snaplen: Option<u32>,
     /// Log lines as text (human, the default) or one JSON object per line.
     #[arg(long, value_name = "FORMAT", value_parser = ["human", "json"], default_value = "human")]
     log_format: String,
@@ -137,6 +141,9 @@ impl GatewayArgs {
         }
         if let Some(v) = self.capture_max_bytes {
             c.capture_max_bytes = v;
+        }
+        if let Some(v) = self.capture_snaplen {
+            c.capture_snaplen = v;
         }
         if let Some(v) = self.capture_files {
             c.capture_files = v;
