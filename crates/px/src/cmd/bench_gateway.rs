@@ -43,6 +43,7 @@ use px_lab::exp::cpu::{CpuTimes, REST_CPU, pin_current_thread, steer_rx};
 use px_lab::gateway::GatewayProcess;
 use px_lab::line::{BNET_DEV, GW_INNER, GW_OUTER, LEGACY_DEV};
 use px_lab::{Addressing, Line, LineSpec, Netns};
+use px_wire::tcp::{self, TcpOption, TcpSegment};
 use serde_json::json;
 
 /// How long the middle box's ports let GRO hold frames across NAPI polls
@@ -141,45 +142,29 @@ impl PassStep {
     /// checksum is updated incrementally (RFC 1624).
     fn advance(&self, c: &mut Chunk, flow_of: &[u32]) {
         for (i, id) in flow_of.iter().enumerate().take(c.frames.len()) {
-            let step = self.seq[*id as usize];
             let f = c.frame_mut(i);
             if f.len() < 54 || f[12..14] != [0x08, 0x00] || f[23] != 6 {
                 continue;
             }
             let th = 14 + (f[14] & 0x0f) as usize * 4;
-            let doff = (f.get(th + 12).map_or(0, |b| b >> 4) as usize * 4).min(f.len().saturating_sub(th));
-            if doff < 20 {
-                continue;
-            }
-            let read = |f: &[u8], at: usize| u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
-            let mut csum = u16::from_be_bytes([f[th + 16], f[th + 17]]);
-            let mut shift = |f: &mut [u8], at: usize, by: u32| {
-                let old = read(f, at);
-                let new = old.wrapping_add(by);
-                csum = px_wire::checksum::update_u32(csum, old, new);
-                f[at..at + 4].copy_from_slice(&new.to_be_bytes());
-            };
-            shift(f, th + 4, step);
-            // Options: find the timestamps (kind 8, length 10).
-            let mut o = th + 20;
-            while o < th + doff {
-                match f[o] {
-                    0 => break,
-                    1 => o += 1,
-                    kind => {
-                        let len = f.get(o + 1).map_or(0, |l| *l as usize);
-                        if len < 2 || o + len > th + doff {
-                            break;
-                        }
-                        if kind == 8 && len == 10 {
-                            shift(f, o + 2, self.ts);
-                            shift(f, o + 6, self.ts);
-                        }
-                        o += len;
-                    }
+            let Ok(seg) = TcpSegment::new_checked(&f[th..]) else { continue };
+            let ts_at = seg.options().filter_map(Result::ok).find_map(|(at, o)| {
+                matches!(o, TcpOption::Timestamps { .. }).then_some(th + tcp::MIN_HEADER_LEN + at + 2)
+            });
+            let (seq, mut csum) = (seg.seq(), seg.checksum());
+            let next = seq.wrapping_add(self.seq[*id as usize]);
+            csum = px_wire::checksum::update_u32(csum, seq, next);
+            if let Some(at) = ts_at {
+                for at in [at, at + 4] {
+                    let old = u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
+                    let new = old.wrapping_add(self.ts);
+                    csum = px_wire::checksum::update_u32(csum, old, new);
+                    f[at..at + 4].copy_from_slice(&new.to_be_bytes());
                 }
             }
-            f[th + 16..th + 18].copy_from_slice(&csum.to_be_bytes());
+            let mut seg = TcpSegment::new_unchecked(&mut f[th..]);
+            seg.set_seq(next);
+            seg.set_checksum(csum);
         }
     }
 }
