@@ -408,19 +408,12 @@ fn write_tunnel_piece(frame: &[u8], info: &FrameInfo, e: &Encap, p: Piece, zero_
 }
 
 /// Completes a partial checksum (`CHECKSUM_PARTIAL`: the field at `start +
-/// offset` holds the pseudo-header sum) over `frame[start..end]`, as the
-/// kernel's `skb_checksum_help` does. UDP's computed zero is sent as all
-/// ones (harmless for TCP).
+/// offset` holds the pseudo-header sum) over `frame[start..end]`
+/// ([`checksum::finish_partial`]); nothing if `end` is past the frame.
 fn finish_checksum(frame: &mut [u8], start: usize, offset: usize, end: usize) {
-    let field = start + offset;
-    if field + 2 > end || end > frame.len() {
-        return;
+    if let Some(packet) = frame.get_mut(..end) {
+        checksum::finish_partial(packet, start, offset);
     }
-    let mut c = Sum::of(&frame[start..end]).checksum();
-    if c == 0 && offset == 6 {
-        c = 0xffff;
-    }
-    frame[field..field + 2].copy_from_slice(&c.to_be_bytes());
 }
 
 #[cfg(test)]

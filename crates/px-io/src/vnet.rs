@@ -135,20 +135,11 @@ pub enum ChecksumError {
 /// folded, complemented and stored (RFC 1071). Needed before a frame with
 /// a partial checksum leaves through a port without `PACKET_VNET_HDR`.
 pub fn finish_checksum(frame: &mut [u8], start: u16, offset: u16) -> Result<(), ChecksumError> {
-    let (s, o) = (usize::from(start), usize::from(offset));
-    let field = s + o;
-    if field + 2 > frame.len() {
-        return Err(ChecksumError::OutOfRange { start, offset, len: frame.len() });
+    if checksum::finish_partial(frame, usize::from(start), usize::from(offset)) {
+        Ok(())
+    } else {
+        Err(ChecksumError::OutOfRange { start, offset, len: frame.len() })
     }
-    let sum = ones_complement_sum(&frame[s..]);
-    let mut c = !sum;
-    // UDP (RFC 768): a computed 0 is sent as all ones; harmless for TCP,
-    // where 0x0000 and 0xffff are equivalent in one's complement.
-    if c == 0 && o == 6 {
-        c = 0xffff;
-    }
-    frame[field..field + 2].copy_from_slice(&c.to_be_bytes());
-    Ok(())
 }
 
 /// RFC 1071 one's complement sum of `data` (odd length padded with zero),

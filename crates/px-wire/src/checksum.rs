@@ -103,6 +103,26 @@ pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> Sum {
     Sum::of(dst)
 }
 
+/// Completes a partial checksum (`CHECKSUM_PARTIAL`) in place, as the
+/// kernel's `skb_checksum_help` does: the field at `start + offset` already
+/// holds the pseudo-header sum, so the one's complement sum over
+/// `data[start..]` (field included) is folded, complemented and stored
+/// (RFC 1071). For a UDP field (`offset` 6) a computed zero is stored as
+/// all ones (RFC 768: zero means "no checksum"). False, and nothing
+/// written, if the field lies outside `data`.
+pub fn finish_partial(data: &mut [u8], start: usize, offset: usize) -> bool {
+    let field = start + offset;
+    if field + 2 > data.len() {
+        return false;
+    }
+    let mut c = Sum::of(&data[start..]).checksum();
+    if c == 0 && offset == 6 {
+        c = 0xffff;
+    }
+    data[field..field + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
 /// Sum of the IPv4 pseudo-header (RFC 793 §3.1).
 #[inline]
 pub fn pseudo_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, l4_len: u16) -> Sum {
@@ -212,6 +232,20 @@ mod tests {
             let s = copy_and_sum(&mut dst, &data);
             prop_assert_eq!(&dst, &data);
             prop_assert_eq!(fold(s), reference(&data));
+        }
+
+        /// A finished partial checksum verifies: with the field holding a
+        /// pseudo-header sum P, P plus the covered bytes afterwards sum to
+        /// all ones. A field outside the data is refused, nothing written.
+        #[test]
+        fn finish_partial_verifies(mut data in proptest::collection::vec(any::<u8>(), 9..600), start in 0usize..2, p in any::<u16>()) {
+            let field = start + 6;
+            data[field..field + 2].copy_from_slice(&p.to_be_bytes());
+            prop_assert!(finish_partial(&mut data, start, 6));
+            prop_assert_eq!(fold(Sum::of(&data[start..]).add_u16(p)), 0xffff);
+            let (len, copy) = (data.len(), data.clone());
+            prop_assert!(!finish_partial(&mut data, len - 1, 0));
+            prop_assert_eq!(data, copy);
         }
     }
 }

@@ -46,7 +46,6 @@ use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use px_gateway::Port;
-use px_wire::checksum::Sum;
 use px_wire::offload::Checksum;
 
 use super::metrics::ProcessCounters;
@@ -137,22 +136,12 @@ impl Tap {
     }
 }
 
-/// Completes a partial L4 checksum in place (the field holds the
-/// pseudo-header sum; the sum from `start` to the end is folded in, as the
-/// NIC would). False if `csum` is not partial or points outside `frame`.
+/// Completes a partial L4 checksum in place, as the NIC would
+/// ([`px_io::vnet::finish_checksum`]). False if `csum` is not partial or
+/// points outside `frame`.
 fn complete_checksum(frame: &mut [u8], csum: Checksum) -> bool {
     let Checksum::Partial { start, offset } = csum else { return false };
-    let (start, at) = (start as usize, start as usize + offset as usize);
-    if at + 2 > frame.len() {
-        return false;
-    }
-    let mut c = Sum::of(&frame[start..]).checksum();
-    // UDP sends an all-zero result as all ones (zero means "none").
-    if offset == 6 && c == 0 {
-        c = 0xffff;
-    }
-    frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
-    true
+    px_io::vnet::finish_checksum(frame, start, offset).is_ok()
 }
 
 /// Opens the capture file (an error here stops the gateway before it
