@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::gateway::{GatewayExit, GatewayProcess};
+use crate::gateway::GatewayProcess;
 use crate::line::{Addressing, LEFT_V4, Line, LineSpec};
 use crate::netns::LabChild;
 use crate::observe::{FrameObserver, FrameSizes};
@@ -155,15 +155,11 @@ struct GatewayOutcome {
 }
 
 fn stop_gateway(g: GatewayProcess) -> Result<GatewayOutcome, String> {
-    let GatewayExit { status, stats, log, cpu_cores, .. } = g.stop()?;
-    if !status.success() {
-        return Err(format!("px gateway exited with {status}; its log:\n{log}"));
+    let exit = g.stop()?;
+    if !exit.status.success() {
+        return Err(format!("px gateway exited with {}; its log:\n{}", exit.status, exit.log));
     }
-    let flushes = stats["counters"]["flush"]
-        .as_array()
-        .map(|a| a.iter().map(|v| v.as_u64().unwrap_or(0)).collect())
-        .unwrap_or_default();
-    Ok(GatewayOutcome { yield_: stats["yield"].as_f64(), cpu_cores, flushes })
+    Ok(GatewayOutcome { yield_: exit.stats["yield"].as_f64(), cpu_cores: exit.cpu_cores, flushes: exit.flush_counts() })
 }
 
 /// One round: both directions through the gateway, then through the router.

@@ -48,6 +48,15 @@ impl GatewayExit {
     pub fn counter(&self, name: &str) -> u64 {
         self.stats["counters"][name].as_u64().unwrap_or(0)
     }
+
+    /// The early flushes of the final stats (`counters.flush`), in the
+    /// order of `px_gateway::FlushReason::ALL`; empty if absent.
+    pub fn flush_counts(&self) -> Vec<u64> {
+        self.stats["counters"]["flush"]
+            .as_array()
+            .map(|a| a.iter().map(|v| v.as_u64().unwrap_or(0)).collect())
+            .unwrap_or_default()
+    }
 }
 
 impl GatewayProcess {

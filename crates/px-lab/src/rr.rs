@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::demo::{LEGACY_ADDR, OFFLOADS_NOTE};
-use crate::gateway::{GatewayExit, GatewayProcess};
+use crate::gateway::GatewayProcess;
 use crate::line::{Addressing, Line};
 
 /// Request size (bytes): the first 4 carry the answer's size.
@@ -153,10 +153,10 @@ pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, String> {
     say(&format!("px lab rr: through px gateway, {} transactions per size…", o.transactions));
     let gw = GatewayProcess::start(&lab, &o.exe, &o.gateway_args)?;
     let through_gw = measure(&lab, LEGACY_ADDR, 7001, o);
-    let GatewayExit { status, log, stats, .. } = gw.stop()?;
+    let exit = gw.stop()?;
     let through_gw = through_gw?;
-    if !status.success() {
-        return Err(format!("px gateway exited with {status}; its log:\n{log}"));
+    if !exit.status.success() {
+        return Err(format!("px gateway exited with {}; its log:\n{}", exit.status, exit.log));
     }
     lab.address(Addressing::Router).map_err(|e| e.to_string())?;
     say("px lab rr: through a plain Linux router…");
@@ -180,15 +180,12 @@ pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, String> {
             }
         })
         .collect();
-    let gateway_flushes = stats["counters"]["flush"]
-        .as_array()
-        .map(|a| a.iter().map(|v| v.as_u64().unwrap_or(0)).collect())
-        .unwrap_or_default();
+    let gateway_flushes = exit.flush_counts();
     Ok(RrResult {
         sizes,
         request_bytes: REQUEST,
         offloads: OFFLOADS_NOTE,
-        gateway_yield: stats["yield"].as_f64(),
+        gateway_yield: exit.stats["yield"].as_f64(),
         gateway_flushes,
     })
 }

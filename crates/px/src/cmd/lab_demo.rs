@@ -65,18 +65,13 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode, String> {
     })?;
     if a.json {
         let mut v = serde_json::to_value(&res).map_err(|e| e.to_string())?;
-        v["gateway_flushes"] = named_flushes(&res.gateway_flushes).into();
+        v["gateway_flushes"] = super::named_flushes(&res.gateway_flushes).into();
         println!("{v}");
     } else {
         print_table(&res);
         eprintln!("px lab demo: done in {:.0} s; namespaces removed.", t0.elapsed().as_secs_f64());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Early-flush counters by the engine's reason names.
-fn named_flushes(counts: &[u64]) -> serde_json::Map<String, serde_json::Value> {
-    px_gateway::FlushReason::ALL.iter().zip(counts).map(|(f, n)| (f.name().to_string(), (*n).into())).collect()
 }
 
 fn print_table(r: &DemoResult) {
@@ -136,16 +131,7 @@ fn print_table(r: &DemoResult) {
         format!("{}/{}", o.gateway_retransmits, o.router_retransmits),
     );
     println!("{:<44} {:>14.2}", "gateway CPU (cores, whole run)", r.gateway_cpu_cores);
-    let early: Vec<String> = named_flushes(&r.gateway_flushes)
-        .iter()
-        .filter(|(_, n)| n.as_u64() != Some(0))
-        .map(|(k, n)| format!("{k} {n}"))
-        .collect();
-    println!(
-        "{:<44} {}",
-        "gateway early flushes (all rounds)",
-        if early.is_empty() { "none".into() } else { early.join(", ") }
-    );
+    println!("{:<44} {}", "gateway early flushes (all rounds)", super::early_flushes_text(&r.gateway_flushes));
     println!("\nthroughput: no observer on the path (mean of rounds); frame sizes: a separate observed pass;");
     println!("b-network host CPU: {}", r.bnet_cpu_accounting);
 }

@@ -40,11 +40,7 @@ pub fn rr(a: RrArgs) -> Result<ExitCode, String> {
             eprintln!("{line}");
         }
     })?;
-    let flushes: serde_json::Map<String, serde_json::Value> = px_gateway::FlushReason::ALL
-        .iter()
-        .zip(&r.gateway_flushes)
-        .map(|(f, n)| (f.name().to_string(), serde_json::json!(n)))
-        .collect();
+    let flushes = super::named_flushes(&r.gateway_flushes);
     if json {
         let mut obj = serde_json::Map::new();
         for s in &r.sizes {
@@ -77,8 +73,6 @@ pub fn rr(a: RrArgs) -> Result<ExitCode, String> {
         );
     }
     println!("\n  target: gateway p99 within max(50 µs, 10 %) of the router's p99");
-    let f: Vec<String> =
-        flushes.iter().filter(|(_, n)| n.as_u64() != Some(0)).map(|(k, n)| format!("{k} {n}")).collect();
-    println!("  gateway early flushes: {}", if f.is_empty() { "none".into() } else { f.join(", ") });
+    println!("  gateway early flushes: {}", super::early_flushes_text(&r.gateway_flushes));
     Ok(ExitCode::SUCCESS)
 }

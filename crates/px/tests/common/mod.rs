@@ -205,7 +205,7 @@ pub trait ExitChecks {
 
 impl ExitChecks for GatewayExit {
     fn flushes(&self, reason: px_gateway::FlushReason) -> u64 {
-        self.stats["counters"]["flush"][reason as usize].as_u64().unwrap_or(0)
+        self.flush_counts().get(reason as usize).copied().unwrap_or(0)
     }
 
     fn assert_clean(&self) {
