@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
+use px_bench::vs_dpdk::Spread;
 use px_bench::{BenchConfig, RunResult, TraceConfig, run_once, yield_comparison};
 use px_gateway::Config;
 use px_wire::offload::Checksum;
@@ -195,9 +196,8 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
     // time): one untimed replay each gives the comparisons issue 11 asks for.
     let cmp = yield_comparison(&cfg);
     let med = |f: &dyn Fn(&RunResult) -> f64| {
-        let mut v: Vec<f64> = runs.iter().map(f).collect();
-        v.sort_by(|x, y| x.total_cmp(y));
-        (v[v.len() / 2], v[0], v[v.len() - 1])
+        let s = Spread::of(runs.iter().map(f).collect());
+        (s.median, s.min, s.max)
     };
     type Metric = (&'static str, &'static str, fn(&RunResult) -> f64);
     let metrics: [Metric; 12] = [
@@ -298,9 +298,8 @@ fn engine_scaling(a: &EngineArgs, cfg: &BenchConfig, n: usize) -> Result<ExitCod
         ("split_scaling", "split scaling (N threads / 1)", |r| r.split_scaling()),
     ];
     let med = |f: &dyn Fn(&px_bench::scaling::ScalingResult) -> f64| {
-        let mut v: Vec<f64> = runs.iter().map(f).collect();
-        v.sort_by(|x, y| x.total_cmp(y));
-        (v[v.len() / 2], v[0], v[v.len() - 1])
+        let s = Spread::of(runs.iter().map(f).collect());
+        (s.median, s.min, s.max)
     };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     if a.json {
