@@ -236,14 +236,7 @@ fn adaptive_psh_rides_for_a_flow_whose_data_keeps_coming() {
     let mut h = Harness::new(cfg);
     let mut off = warm(&mut h, false);
     // Two writes whose PSH is followed at once by more data: shown bulk.
-    for _ in 0..2 {
-        let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
-        off += MSS_TS as u32;
-        h.advance(Duration::from_micros(10));
-        let _ = h.feed_tcp(Port::Outer, &seg(false, off, MSS_TS));
-        off += MSS_TS as u32;
-        h.advance(Duration::from_micros(10));
-    }
+    pushes_followed_by_data(&mut h, &mut off, 2);
     let held_before = h.eng.held_bytes();
     let _ = h.feed_tcp(Port::Outer, &psh(seg(false, off, MSS_TS)));
     off += MSS_TS as u32;
