@@ -329,6 +329,16 @@ impl Engine {
         self.out.push_back(t);
     }
 
+    /// How many frames wait to be transmitted: a mark for [`Engine::queued_since`].
+    pub(crate) fn queued(&self) -> usize {
+        self.out.len()
+    }
+
+    /// The frames queued after the mark `first` (from [`Engine::queued`]).
+    pub(crate) fn queued_since(&mut self, first: usize) -> impl Iterator<Item = &mut Transmit> {
+        self.out.range_mut(first..)
+    }
+
     /// Queues a frame the engine built and [`Engine::forward`] already counted.
     pub(crate) fn queue_forwarded(&mut self, t: Transmit) {
         self.out.push_back(t);

@@ -136,8 +136,15 @@ impl<'a> Seg<'a> {
 
     /// True when the complete checksum of the segment verifies.
     pub fn checksum_ok(&self, frame: &[u8]) -> bool {
-        let s = self.pseudo(frame, self.info.end - self.info.l4).plus(Sum::of(&frame[self.info.l4..self.info.end]));
-        checksum::fold(s) == 0xffff
+        self.checksum_ok_with_payload(frame, Sum::of(&frame[self.payload_start()..self.info.end]))
+    }
+
+    /// True when the checksum verifies given `payload`, the payload's sum
+    /// computed elsewhere (e.g. piece by piece while copying it): the
+    /// payload is not read again.
+    pub fn checksum_ok_with_payload(&self, frame: &[u8], payload: Sum) -> bool {
+        let s = self.pseudo(frame, self.info.end - self.info.l4).plus(self.header_sum(frame));
+        checksum::fold(s.plus(payload.at_offset(self.th))) == 0xffff
     }
 }
 

@@ -172,14 +172,13 @@ impl Engine {
             Port::Outer => self.cfg.outer_gso,
         };
         // Each piece's checksum is computed from its own bytes, which would
-        // hide corruption of a segment nobody verified: check it first. A
-        // corrupt segment is cut in software with every piece's checksum
+        // hide corruption of a segment nobody verified: it is verified, and
+        // a corrupt segment is cut in software with every piece's checksum
         // spoiled, so that the receiver drops them all, as it would have
         // dropped the whole (invariant 1: never deliver corrupted bytes).
-        let corrupt = meta.csum == Checksum::Unknown && self.cfg.verify_checksums && !seg.checksum_ok(frame);
-        if corrupt {
-            self.counters.bad_checksum += 1;
-        }
+        // The software cut verifies from the pieces' own sums (below), so
+        // the payload is read once; GSO is verified first, by a read.
+        let verify = meta.csum == Checksum::Unknown && self.cfg.verify_checksums;
         let keep_cwr = cwr_on_every_piece(flow.and_then(|i| self.flows.get(i)).is_some_and(|f| f.accecn));
         // The bytes whose pieces keep CWR: in an AccECN flow, those of the
         // first segment, which is the whole segment unless it is a GRO
@@ -196,67 +195,124 @@ impl Engine {
         // only (VIRTIO_NET_HDR_GSO_ECN), not on all: AccECN CWR is cut here.
         let gso_ok = gso_ok && !(keep_cwr && seg.has(flags::CWR));
         // SYN, URG and RST pieces need more than GSO does (see the module docs).
-        if gso_ok && !corrupt && seg.flags & (flags::SYN | flags::URG | flags::RST) == 0 {
-            let g = prepare_gso(frame, seg, limit);
-            self.counters.gso_out += 1;
-            return self.forward(to, seg.info.end, g);
+        let mut corrupt = false;
+        if gso_ok && seg.flags & (flags::SYN | flags::URG | flags::RST) == 0 {
+            if !verify || seg.checksum_ok(frame) {
+                let g = prepare_gso(frame, seg, limit);
+                self.counters.gso_out += 1;
+                return self.forward(to, seg.info.end, g);
+            }
+            corrupt = true;
         }
         self.counters.split_in += 1;
+        let first = self.queued();
+        let sums = PieceSums::of(frame, seg);
+        let mut payload = Sum::default();
         let mut off = 0;
         let mut i = 0;
         while off < len {
             let n = limit.min(len - off);
             let mut buf = self.pool.get();
-            let end = write_piece(frame, seg, i, off, n, off + n == len, cwr_span, &mut buf);
-            if corrupt {
-                // Off by one in the sum: can never verify.
-                buf[seg.info.l4 + 17] ^= 1;
-            }
+            let (end, psum) = write_piece(frame, seg, &sums, i, off, n, off + n == len, cwr_span, &mut buf);
+            payload = payload.plus(psum.at_offset(off));
             self.counters.split_out += 1;
             self.queue(Transmit { port: to, buf, start: 0, end, meta: PacketMeta::PLAIN });
             off += n;
             i += 1;
         }
+        // The pieces' payload sums add up to the segment's (at their
+        // offsets): with the unchanged headers they verify the original
+        // checksum without a second read of the payload.
+        corrupt |= verify && !seg.checksum_ok_with_payload(frame, payload);
+        if corrupt {
+            self.counters.bad_checksum += 1;
+            for t in self.queued_since(first) {
+                // Off by one in the sum: can never verify.
+                t.buf[seg.info.l4 + 17] ^= 1;
+            }
+        }
         Verdict::Consumed
     }
 }
 
+/// The sums every piece of one segment shares, computed once per segment
+/// instead of once per piece: the headers with the fields a piece changes
+/// set to zero (their words are added back per piece), and the
+/// pseudo-header without its length (for IPv6 with extension headers,
+/// finding the final destination means parsing them).
+struct PieceSums {
+    /// The IPv4 header without total length, identification and checksum.
+    ip: Sum,
+    /// The TCP header without sequence number, offset-and-flags word,
+    /// checksum and urgent pointer.
+    tcp: Sum,
+    /// The pseudo-header with a zero length.
+    pseudo: Sum,
+}
+
+impl PieceSums {
+    fn of(frame: &[u8], seg: &Seg) -> PieceSums {
+        let info = &seg.info;
+        let zeroed = |h: &[u8], fields: &[usize]| {
+            let mut c = [0u8; 60];
+            let c = &mut c[..h.len()];
+            c.copy_from_slice(h);
+            for f in fields {
+                c[*f..*f + 2].copy_from_slice(&[0, 0]);
+            }
+            Sum::of(c)
+        };
+        let ip = match info.version {
+            IpVersion::V4 => zeroed(&frame[info.l3..info.l4], &[2, 4, 10]),
+            IpVersion::V6 => Sum::default(),
+        };
+        PieceSums {
+            ip,
+            tcp: zeroed(&frame[info.l4..seg.payload_start()], &[4, 6, 12, 16, 18]),
+            pseudo: seg.pseudo(frame, 0),
+        }
+    }
+}
+
 /// Writes piece `i` of `seg` (payload `[off, off + len)`) into `out`,
-/// returning its length. `out` must hold the headers and `len` bytes.
+/// returning its length and the sum of its payload (as if at an even
+/// offset). `out` must hold the headers and `len` bytes. Both checksums
+/// are the shared sums of [`PieceSums`] plus the words this piece changed,
+/// so the headers are not summed again piece by piece.
 /// CWR stays on the first piece and on every piece starting before
 /// `cwr_span` (0 for classic ECN; see [`cwr_on_every_piece`]).
 #[allow(clippy::too_many_arguments)]
 fn write_piece(
     frame: &[u8],
     seg: &Seg,
+    sums: &PieceSums,
     i: usize,
     off: usize,
     len: usize,
     last: bool,
     cwr_span: usize,
     out: &mut [u8],
-) -> usize {
+) -> (usize, Sum) {
     let hdr = seg.payload_start();
     let info = &seg.info;
     out[..hdr].copy_from_slice(&frame[..hdr]);
     let src = &frame[hdr + off..hdr + off + len];
     let psum = checksum::copy_and_sum(&mut out[hdr..hdr + len], src);
     let l4_len = seg.th + len;
-    let pseudo = match info.version {
+    let word = |out: &[u8], at: usize| Sum(u16::from_be_bytes([out[at], out[at + 1]]) as u64);
+    match info.version {
         IpVersion::V4 => {
             let mut ip = Ipv4Packet::new_unchecked(&mut out[info.l3..]);
             ip.set_total_len((info.l4 - info.l3 + l4_len) as u16);
             ip.set_ident(ip.ident().wrapping_add(i as u16));
-            ip.fill_checksum();
-            checksum::pseudo_v4(ip.src(), ip.dst(), 6, l4_len as u16)
+            let c = sums.ip.plus(word(out, info.l3 + 2)).plus(word(out, info.l3 + 4)).checksum();
+            out[info.l3 + 10..info.l3 + 12].copy_from_slice(&c.to_be_bytes());
         }
         IpVersion::V6 => {
             let mut ip = Ipv6Packet::new_unchecked(&mut out[info.l3..]);
             ip.set_payload_len((info.l4 - info.l3 - px_wire::ipv6::HEADER_LEN + l4_len) as u16);
-            // The final destination of a routing header (the addresses are the frame's).
-            info.pseudo_header(frame, 6, l4_len)
         }
-    };
+    }
     let mut f = seg.flags;
     if !last {
         // FIN, PSH and RST follow the last byte (the table in the module docs).
@@ -284,10 +340,11 @@ fn write_piece(
     let mut tcp = TcpSegment::new_unchecked(&mut out[info.l4..]);
     tcp.set_seq(seq);
     tcp.set_flags(f);
-    tcp.set_checksum(0);
-    let c = pseudo.plus(Sum::of(&out[info.l4..hdr])).plus(psum.at_offset(seg.th)).checksum();
-    out[info.l4 + 16..info.l4 + 18].copy_from_slice(&c.to_be_bytes());
-    hdr + len
+    let l4 = info.l4;
+    let changed = [l4 + 4, l4 + 6, l4 + 12, l4 + 18].iter().fold(Sum::default(), |s, at| s.plus(word(out, *at)));
+    let c = sums.pseudo.plus(Sum(l4_len as u64)).plus(sums.tcp).plus(changed).plus(psum.at_offset(seg.th)).checksum();
+    out[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+    (hdr + len, psum)
 }
 
 /// Prepares `frame` in place for segmentation offload: checksum field set to
@@ -335,7 +392,7 @@ mod tests {
             for i in 0..3 {
                 let n = 1000.min(2500 - off);
                 let mut out = vec![0u8; 2048];
-                let end = write_piece(&f, &seg, i, off, n, off + n == 2500, 0, &mut out);
+                let (end, _) = write_piece(&f, &seg, &PieceSums::of(&f, &seg), i, off, n, off + n == 2500, 0, &mut out);
                 let p = &out[..end];
                 assert_eq!(end, hdr + n);
                 assert_eq!(&p[hdr..], &f[hdr + off..hdr + off + n], "payload of piece {i}");

@@ -587,6 +587,36 @@ fn split_does_not_launder_a_corrupt_segment() {
     }
 }
 
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// The software cut verifies the original checksum from the pieces'
+    /// own sums (no second read): a flip of any bit in the payload or the
+    /// sequence, acknowledgement or window fields, at even or odd offsets, in any piece, still
+    /// leaves every piece failing; and an intact segment's pieces all verify.
+    #[test]
+    fn the_software_cut_catches_a_flip_anywhere(v6 in proptest::bool::ANY, len in 1449usize..9000, at in 0.0f64..1.0, bit in 0u8..8, flip in proptest::bool::ANY) {
+        let mut h = Harness::new(Config { outer_gso: false, ..test_config() });
+        let mut f = big_out(v6, 1, len).build();
+        let n = f.len();
+        let l4 = n - len - 32;
+        // Any payload byte, or a byte of the sequence, acknowledgement or
+        // window fields (a flip elsewhere in the header changes what the
+        // segment is, not only whether it verifies).
+        let header = [4usize, 5, 6, 7, 8, 9, 10, 11, 14, 15];
+        let pos = if at < 0.1 { l4 + header[(at * 100.0) as usize % header.len()] } else { l4 + 32 + ((len - 1) as f64 * at) as usize };
+        if flip {
+            f[pos] ^= 1 << bit;
+        }
+        let _ = h.feed(Port::Inner, f, PacketMeta::PLAIN);
+        let outs = std::mem::take(&mut h.out);
+        proptest::prop_assert!(outs.len() > 1);
+        for (i, o) in outs.iter().enumerate() {
+            proptest::prop_assert_eq!(check_wire_frame(&o.frame).is_err(), flip, "piece {} of {}, byte {}", i, outs.len(), pos);
+        }
+        proptest::prop_assert_eq!(h.eng.counters().bad_checksum, flip as u64);
+    }
+}
+
 /// UDP with a partial checksum (`CHECKSUM_PARTIAL` from a local sender)
 /// leaves with a complete one, whole or fragmented.
 #[test]
