@@ -348,7 +348,9 @@ fn run_variant(p: &MtuDropParams, variant: RttVariant, base: Instant) -> Result<
     let pmtu: Box<dyn PmtuController> = match p.sender {
         // picoquic's own discovery and black-hole reaction; the peer's
         // max_packet_size is the largest packet, as a QUIC packet.
-        SenderModel::Picoquic => Box::new(PicoquicPmtu::new(p.max_packet_bytes - UDP_IPV4_OVERHEAD, UDP_IPV4_OVERHEAD)),
+        SenderModel::Picoquic | SenderModel::Bbr => {
+            Box::new(PicoquicPmtu::new(p.max_packet_bytes - UDP_IPV4_OVERHEAD, UDP_IPV4_OVERHEAD))
+        }
         SenderModel::Rfc9002NewReno => {
             Box::new(DplpmtudController::new(cfg, base).map_err(|_| ExperimentError::InvalidParam("DPLPMTUD config"))?)
         }
@@ -360,7 +362,7 @@ fn run_variant(p: &MtuDropParams, variant: RttVariant, base: Instant) -> Result<
         // picoquic's test waits 1 s after the connection is up and the
         // download has started (`tls_api_wait_for_timeout` after
         // `test_api_init_send_recv_scenario`), then lowers the path MTU.
-        SenderModel::Picoquic => {
+        SenderModel::Picoquic | SenderModel::Bbr => {
             net.run(SimTime::from_secs_f64(p.deadline_s), |s, _| s.stats().handshake_done.is_some());
             let start =
                 net.a.stats().handshake_done.ok_or(ExperimentError::InvalidParam("handshake never completed"))?;
@@ -387,8 +389,7 @@ fn run_variant(p: &MtuDropParams, variant: RttVariant, base: Instant) -> Result<
     let pto_at_drop = net.a.rtt().pto(max_ack_delay);
     let latest_at_drop = net.a.rtt().latest_rtt().unwrap_or_default();
     let cc = net.a.congestion();
-    let (cwnd_at_drop, in_flight_at_drop, slow_start_at_drop) =
-        (cc.window(), cc.bytes_in_flight(), cc.window() < cc.ssthresh());
+    let (cwnd_at_drop, in_flight_at_drop, slow_start_at_drop) = (cc.window(), cc.bytes_in_flight(), cc.in_slow_start());
     // Until the PLPMTU falls below its pre-drop value the black hole is not
     // yet detected; then run to the end.
     let mut detected = None;
@@ -558,9 +559,56 @@ mod tests {
         MtuDropParams { sender: SenderModel::Picoquic, ..MtuDropParams::default() }
     }
 
+    /// The picoquic sender with picoquic's BBR (`--sender bbr`).
+    fn bbr() -> MtuDropParams {
+        MtuDropParams { sender: SenderModel::Bbr, ..MtuDropParams::default() }
+    }
+
+    #[test]
+    fn bbr_model_discovers_1440_resets_to_1252_after_the_drop_and_completes() {
+        let r = mtu_drop(&bbr()).expect("runs");
+        for row in &r.rows {
+            assert_eq!((row.plpmtu_at_drop, row.final_plpmtu), (1468, 1280), "{row:?}");
+            assert_eq!(row.black_holes, 1, "{row:?}");
+            let t = row.completion_s.expect("completes");
+            assert!(t > 8.0 && t < 20.0, "{row:?}");
+            assert!(row.losses > 10, "{row:?}");
+        }
+    }
+
+    /// What the BBR model shows (traced in docs/sim.md): picoquic's BBRv1
+    /// runs its long-RTT start-up (HyStart on raw RTT samples) on this
+    /// 200 ms path; the pacer (window / smoothed RTT × 1.25) runs faster than
+    /// the 1 Mb/s link whichever estimator feeds it, so the sender is always
+    /// held by the window, which grows the same in every run. Start-up ends at
+    /// the same instant, the same bytes are in flight at the drop, and the
+    /// same packets are lost; the estimator moves only the completion times.
+    #[test]
+    fn bbr_model_start_up_and_losses_do_not_depend_on_the_estimator() {
+        let r = mtu_drop(&bbr()).expect("runs");
+        let first = &r.rows[0];
+        let exit = first.slow_start_exit_s.expect("start-up ends");
+        for row in &r.rows {
+            assert_eq!(row.slow_start_exit_s, Some(exit), "{row:?}");
+            assert_eq!(row.in_flight_at_drop_bytes, first.in_flight_at_drop_bytes, "{row:?}");
+            assert_eq!(row.losses, first.losses, "{row:?}");
+        }
+        // Classic's smoothed RTT follows the start-up queue, once-per-RTT's does not.
+        let srtt_exit = |i: usize| r.rows[i].srtt_at_slow_start_exit_s.expect("recorded");
+        assert!(srtt_exit(0) > 1.5 * srtt_exit(3), "{} vs {}", srtt_exit(0), srtt_exit(3));
+        let t: Vec<f64> = r.rows.iter().map(|row| row.completion_s.expect("completes")).collect();
+        assert!(t.iter().any(|&x| (x - t[0]).abs() > 0.1), "{t:?}");
+    }
+
+    #[test]
+    fn bbr_model_runs_are_deterministic() {
+        let p = MtuDropParams { variants: vec![RttVariant::Classic], file_bytes: 300_000, loss: 0.01, ..bbr() };
+        assert_eq!(mtu_drop(&p).expect("runs"), mtu_drop(&p).expect("runs"));
+    }
+
     /// NewReno stays the default: it reproduces the blog's order of
-    /// completion times; the picoquic model its loss level, not the order
-    /// (docs/sim.md).
+    /// completion times; the picoquic models (CUBIC, BBR) neither the order
+    /// nor the loss differences (docs/sim.md).
     #[test]
     fn the_newreno_sender_is_the_default() {
         assert_eq!(MtuDropParams::default().sender, SenderModel::Rfc9002NewReno);

@@ -79,6 +79,9 @@ pub enum SenderArg {
     Picoquic,
     /// The earlier sender: RFC 9002 NewReno with px-pmtud's DPLPMTUD.
     Newreno,
+    /// The picoquic sender with picoquic's BBR (v1, as the blog's 2023 test
+    /// ran it) instead of CUBIC.
+    Bbr,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -322,6 +325,7 @@ fn mtu_drop(a: MtuDropArgs) -> Result<ExitCode, String> {
         sender: match a.sender {
             SenderArg::Picoquic => SenderModel::Picoquic,
             SenderArg::Newreno => SenderModel::Rfc9002NewReno,
+            SenderArg::Bbr => SenderModel::Bbr,
         },
     };
     let t = Instant::now();
@@ -345,6 +349,9 @@ fn print_mtu_drop(r: &MtuDropResult, elapsed: Duration) {
             "picoquic model (CUBIC, paced, RACK/timer losses, MTU reset after 11 losses; drop timed from the handshake)"
                 .to_string()
         }
+        SenderModel::Bbr => "picoquic model with picoquic's BBRv1 (long-RTT start-up, drain, ProbeBW; paced, \
+             RACK/timer losses, MTU reset after 11 losses; drop timed from the handshake)"
+            .to_string(),
         SenderModel::Rfc9002NewReno => {
             format!("RFC 9002 NewReno, DPLPMTUD {:?} (PROBE_TIMER floor {} ms)", p.search, p.min_probe_timer_ms)
         }

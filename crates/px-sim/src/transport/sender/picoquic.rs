@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use super::{BulkSender, State};
 use crate::time::SimTime;
+use crate::transport::bbr::Pacing;
 use crate::transport::congestion::LostPacket;
 
 /// Packets of the server's handshake flight (Initial + Handshake with the
@@ -124,7 +125,14 @@ impl BulkSender {
     }
 
     /// (rate in bytes/s, bucket depth in s), or `None` when not paced.
+    /// picoquic's BBR sets the rate and quantum itself
+    /// (`picoquic_update_pacing_rate`); otherwise they come from the window.
     fn pacing_params(&self) -> Option<(f64, f64)> {
+        match self.cc.pacing() {
+            Pacing::Off => return None,
+            Pacing::Rate { rate, quantum } => return Some((rate, quantum / rate)),
+            Pacing::Window => {}
+        }
         let mss = f64::from(self.pmtu.plpmtu());
         let cwnd = self.cc.window() as f64;
         let srtt = self.rtt.smoothed_rtt().as_secs_f64();
@@ -154,7 +162,7 @@ impl BulkSender {
     /// True if the pacer lets `size` bytes go now (always in the RFC 9002
     /// model); otherwise records when it will.
     pub(super) fn pacing_allows(&mut self, now: SimTime, size: u32) -> bool {
-        if self.cfg.model != crate::transport::SenderModel::Picoquic {
+        if !self.cfg.model.is_picoquic() {
             return true;
         }
         let Some((rate, depth)) = self.pacing_params() else {
@@ -177,7 +185,7 @@ impl BulkSender {
 
     /// A packet of `size` bytes left: it spends its share of the bucket.
     pub(super) fn on_paced_send(&mut self, _now: SimTime, size: u32) {
-        if self.cfg.model != crate::transport::SenderModel::Picoquic {
+        if !self.cfg.model.is_picoquic() {
             return;
         }
         if let Some((rate, _)) = self.pacing_params() {
