@@ -1,7 +1,7 @@
 //! The bulk sender: packet numbers, loss detection and probe timeout as
 //! RFC 9002 §6 specifies them, NewReno, and a PMTU controller choosing the
-//! packet size; or, with [`SenderModel::Picoquic`], picoquic's sender (see
-//! `picoquic` below).
+//! packet size; or, with [`SenderModel::Picoquic`] and [`SenderModel::Bbr`],
+//! picoquic's sender (see `picoquic` below) with CUBIC or BBR.
 //!
 //! Guarantees: every stream byte is (re)sent until acknowledged; a byte
 //! range is retransmitted only after the packet carrying it was declared
@@ -864,6 +864,25 @@ mod tests {
         }
         // The next timer event is backed off: twice the RTO after the repeats.
         assert_eq!(s.poll_timeout(), Some(deadline + rto * 2));
+    }
+
+    #[test]
+    fn bbr_model_uses_the_2023_timer_rule_backed_off_and_capped_at_two_seconds() {
+        let log = Log::default();
+        let pmtu = Recorder { size: 1500, probe: None, log: Rc::clone(&log) };
+        let mut cfg = TransportConfig::quic_like(100_000);
+        cfg.model = SenderModel::Bbr;
+        let mut s = BulkSender::new(cfg, Box::new(ClassicRtt::default()), Box::new(pmtu));
+        assert_eq!(flush(&mut s, SimTime::ZERO).len(), 3, "the handshake flight");
+        // No ACK yet: own send + RTO, ClassicRtt's initial 333 + 4 x 166.5 + 25 ms.
+        let t = s.poll_timeout().expect("timer armed");
+        assert_eq!(t, SimTime::from_millis(1024));
+        s.on_timeout(t);
+        assert_eq!(s.stats().ptos, 1);
+        assert!(!flush(&mut s, t).is_empty(), "the flight goes again");
+        // Backed off once: 2048 ms, capped at PICOQUIC_LARGE_RETRANSMIT_TIMER
+        // (the current rule, the CUBIC model's, would wait 2048 ms).
+        assert_eq!(s.poll_timeout(), Some(t + Duration::from_secs(2)));
     }
 
     proptest::proptest! {
