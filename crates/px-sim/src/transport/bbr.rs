@@ -664,16 +664,7 @@ impl Bbr {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MD: u32 = 1468;
-
-    fn at(ms: u64) -> SimTime {
-        SimTime::from_millis(ms)
-    }
-
-    fn ms(v: u64) -> Duration {
-        Duration::from_millis(v)
-    }
+    use crate::transport::cubic::tests::{MD, at, ms};
 
     /// Sends `n` packets from `pn` at `t`, acknowledges them all at `t + rtt`
     /// (one ACK frame), and returns the next packet number.

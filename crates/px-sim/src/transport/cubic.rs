@@ -352,16 +352,17 @@ impl Cubic {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    const MD: u32 = 1468;
+    /// A 1440-byte QUIC packet over IPv4 (the BBR tests use these too).
+    pub(in crate::transport) const MD: u32 = 1468;
 
-    fn ms(v: u64) -> Duration {
+    pub(in crate::transport) fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
     }
 
-    fn at(v: u64) -> SimTime {
+    pub(in crate::transport) fn at(v: u64) -> SimTime {
         SimTime::from_millis(v)
     }
 
