@@ -1,11 +1,13 @@
 //! The sender's congestion controller: NewReno (RFC 9002, the sender the
-//! simulator always had) or CUBIC with HyStart (the picoquic sender model).
-//! One enum so the sender stays a single code path whichever runs.
+//! simulator always had), CUBIC with HyStart (the picoquic sender model) or
+//! picoquic's BBR (the BBR sender model). One enum so the sender stays a
+//! single code path whichever runs.
 
 use std::time::Duration;
 
 use serde::Serialize;
 
+use super::bbr::{Bbr, Pacing};
 use super::cubic::{Cubic, LossContext, LossKind};
 use super::newreno::NewReno;
 use crate::time::SimTime;
@@ -22,6 +24,9 @@ pub enum SenderModel {
     /// rules, and its reaction to full-size losses (see `transport::sender`,
     /// `transport::cubic`, `transport::picoquic_pmtu`).
     Picoquic,
+    /// The same picoquic sender (pacing, loss rules, handshake, PMTU
+    /// reaction) with picoquic's BBR instead of CUBIC (`transport::bbr`).
+    Bbr,
 }
 
 impl SenderModel {
@@ -30,8 +35,16 @@ impl SenderModel {
     pub fn label(self) -> &'static str {
         match self {
             SenderModel::Rfc9002NewReno => "RFC 9002 NewReno",
-            SenderModel::Picoquic => "picoquic model",
+            SenderModel::Picoquic => "picoquic model (CUBIC)",
+            SenderModel::Bbr => "picoquic model (BBR)",
         }
+    }
+
+    /// True for the senders built on picoquic's loss rules, pacer and PMTU
+    /// reaction (CUBIC or BBR).
+    #[must_use]
+    pub fn is_picoquic(self) -> bool {
+        matches!(self, SenderModel::Picoquic | SenderModel::Bbr)
     }
 }
 
@@ -48,6 +61,13 @@ pub struct LostPacket {
     pub by_timer: bool,
 }
 
+impl LostPacket {
+    /// How picoquic notifies this loss.
+    fn kind(&self) -> LossKind {
+        if self.by_timer { LossKind::Timer } else { LossKind::Repeat }
+    }
+}
+
 /// The controller in use.
 #[derive(Clone, Debug)]
 pub enum Congestion {
@@ -55,6 +75,8 @@ pub enum Congestion {
     NewReno(NewReno),
     /// picoquic's CUBIC (boxed: it carries its RTT filter).
     Cubic(Box<Cubic>),
+    /// picoquic's BBR (boxed: it carries its filters and rate samples).
+    Bbr(Box<Bbr>),
 }
 
 macro_rules! each {
@@ -62,6 +84,7 @@ macro_rules! each {
         match $self {
             Congestion::NewReno($cc) => $body,
             Congestion::Cubic($cc) => $body,
+            Congestion::Bbr($cc) => $body,
         }
     };
 }
@@ -73,6 +96,7 @@ impl Congestion {
         match model {
             SenderModel::Rfc9002NewReno => Congestion::NewReno(NewReno::new(max_datagram)),
             SenderModel::Picoquic => Congestion::Cubic(Box::new(Cubic::new(max_datagram))),
+            SenderModel::Bbr => Congestion::Bbr(Box::new(Bbr::new(max_datagram))),
         }
     }
 
@@ -100,6 +124,7 @@ impl Congestion {
         match self {
             Congestion::NewReno(c) => c.window() < c.ssthresh(),
             Congestion::Cubic(c) => c.in_slow_start(),
+            Congestion::Bbr(c) => c.in_slow_start(),
         }
     }
 
@@ -132,21 +157,38 @@ impl Congestion {
         each!(self, c => c.set_max_datagram(size));
     }
 
-    /// An in-flight packet was sent.
-    pub fn on_sent(&mut self, size: u32) {
-        each!(self, c => c.on_sent(size));
+    /// In-flight packet `pn` of `size` bytes was sent at `now`.
+    pub fn on_sent(&mut self, now: SimTime, pn: u64, size: u32) {
+        match self {
+            Congestion::NewReno(c) => c.on_sent(size),
+            Congestion::Cubic(c) => c.on_sent(size),
+            Congestion::Bbr(c) => c.on_sent(now, pn, size),
+        }
     }
 
-    /// An in-flight packet left flight without congestion meaning.
-    pub fn on_discarded(&mut self, size: u32) {
-        each!(self, c => c.on_discarded(size));
+    /// In-flight packet `pn` left flight without congestion meaning.
+    pub fn on_discarded(&mut self, pn: u64, size: u32) {
+        match self {
+            Congestion::NewReno(c) => c.on_discarded(size),
+            Congestion::Cubic(c) => c.on_discarded(size),
+            Congestion::Bbr(c) => c.on_discarded(pn, size),
+        }
     }
 
-    /// An in-flight packet sent at `sent` was acknowledged at `now`.
-    pub fn on_acked(&mut self, now: SimTime, sent: SimTime, size: u32) {
+    /// In-flight packet `pn`, sent at `sent`, was acknowledged at `now`.
+    pub fn on_acked(&mut self, now: SimTime, pn: u64, sent: SimTime, size: u32) {
         match self {
             Congestion::NewReno(c) => c.on_acked(sent, size),
             Congestion::Cubic(c) => c.on_acked(now, size),
+            Congestion::Bbr(c) => c.on_acked(now, pn, size),
+        }
+    }
+
+    /// Packet `pn`, declared lost, was acknowledged after all (only picoquic's
+    /// BBR reacts: it may end a "suspension").
+    pub fn on_spurious_loss(&mut self, pn: u64) {
+        if let Congestion::Bbr(c) = self {
+            c.on_spurious_loss(pn);
         }
     }
 
@@ -154,6 +196,33 @@ impl Congestion {
     pub fn on_rtt_sample(&mut self, now: SimTime, rtt: Duration) {
         if let Congestion::Cubic(c) = self {
             c.on_rtt_sample(now, rtt);
+        }
+    }
+
+    /// An ACK frame was processed: `rtt` is its raw RTT sample if it gave
+    /// one, `min_rtt` the path's minimum (only BBR runs per frame).
+    pub fn on_ack_frame(&mut self, now: SimTime, rtt: Option<Duration>, min_rtt: Option<Duration>) {
+        if let Congestion::Bbr(c) = self {
+            c.on_ack_frame(now, rtt, min_rtt);
+        }
+    }
+
+    /// Whether the sender's last attempt to send was stopped by the window
+    /// (picoquic's `cnx->cwin_blocked`; only BBR's start-up reads it).
+    pub fn set_window_blocked(&mut self, blocked: bool) {
+        if let Congestion::Bbr(c) = self {
+            c.set_window_blocked(blocked);
+        }
+    }
+
+    /// How picoquic's pacer is set: BBR sets a rate itself; the other
+    /// controllers (and BBR's long-RTT start-up) leave it to the window and
+    /// the smoothed RTT.
+    #[must_use]
+    pub fn pacing(&self) -> Pacing {
+        match self {
+            Congestion::Bbr(c) => c.pacing(),
+            _ => Pacing::Window,
         }
     }
 
@@ -172,8 +241,12 @@ impl Congestion {
             Congestion::Cubic(c) => {
                 let cx = LossContext { next_pn, largest_acked, srtt };
                 for p in lost {
-                    let kind = if p.by_timer { LossKind::Timer } else { LossKind::Repeat };
-                    c.on_packet_lost(now, p.pn, p.size, kind, cx);
+                    c.on_packet_lost(now, p.pn, p.size, p.kind(), cx);
+                }
+            }
+            Congestion::Bbr(c) => {
+                for p in lost {
+                    c.on_packet_lost(now, p.pn, p.size, p.kind(), srtt, next_pn);
                 }
             }
         }

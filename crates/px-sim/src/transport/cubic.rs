@@ -79,10 +79,12 @@ pub struct LossContext {
     pub srtt: Duration,
 }
 
-/// picoquic's HyStart filter: the last `RTT_SCOPE` samples and the
-/// smallest windowed maximum seen.
+/// picoquic's HyStart filter (`picoquic_min_max_rtt_t`): the last
+/// `RTT_SCOPE` samples, the smallest windowed maximum seen, and the smoothed
+/// loss rate. The BBR model (`transport::bbr`) uses it too, as picoquic's
+/// BBR does in its long-RTT start-up.
 #[derive(Clone, Debug, Default)]
-struct RttFilter {
+pub(super) struct RttFilter {
     samples: [Duration; RTT_SCOPE],
     next: usize,
     full: bool,
@@ -95,8 +97,8 @@ struct RttFilter {
 
 impl RttFilter {
     /// Adds a sample; true when the RTT has stayed a quarter above the
-    /// filtered minimum for `RTT_SCOPE` samples in a row.
-    fn rtt_rose(&mut self, now: SimTime, rtt: Duration) -> bool {
+    /// filtered minimum for `RTT_SCOPE` samples in a row (`picoquic_hystart_test`).
+    pub(super) fn rtt_rose(&mut self, now: SimTime, rtt: Duration) -> bool {
         // At most one sample per millisecond.
         if self.last_sample.is_some_and(|t| now <= t + Duration::from_millis(1)) {
             return false;
@@ -128,8 +130,10 @@ impl RttFilter {
         false
     }
 
-    /// picoquic's smoothed loss test for packet number `pn`.
-    fn loss_counts(&mut self, pn: u64, kind: LossKind) -> bool {
+    /// picoquic's smoothed loss test (`picoquic_hystart_loss_test`) for
+    /// packet number `pn`: a timer loss always counts, a packet-number loss
+    /// when the smoothed loss rate passes `threshold`.
+    pub(super) fn loss_counts(&mut self, pn: u64, kind: LossKind, threshold: f64) -> bool {
         if pn <= self.last_lost_pn && self.last_lost_pn != 0 {
             return false;
         }
@@ -138,7 +142,7 @@ impl RttFilter {
         self.drop_rate += (1.0 - self.drop_rate) * LOSS_FACTOR;
         self.last_lost_pn = pn;
         match kind {
-            LossKind::Repeat => self.drop_rate > LOSS_THRESHOLD,
+            LossKind::Repeat => self.drop_rate > threshold,
             LossKind::Timer => true,
         }
     }
@@ -295,9 +299,9 @@ impl Cubic {
     pub fn on_packet_lost(&mut self, now: SimTime, pn: u64, size: u32, kind: LossKind, cx: LossContext) {
         self.bytes_in_flight = self.bytes_in_flight.saturating_sub(u64::from(size));
         let react = if self.avoidance {
-            pn >= self.recovery_pn && self.filter.loss_counts(pn, kind)
+            pn >= self.recovery_pn && self.filter.loss_counts(pn, kind, LOSS_THRESHOLD)
         } else {
-            self.filter.loss_counts(pn, kind)
+            self.filter.loss_counts(pn, kind, LOSS_THRESHOLD)
                 && (now.saturating_since(self.epoch_start) > cx.srtt || self.recovery_pn <= cx.largest_acked)
         };
         if react {
@@ -348,16 +352,17 @@ impl Cubic {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    const MD: u32 = 1468;
+    /// A 1440-byte QUIC packet over IPv4 (the BBR tests use these too).
+    pub(in crate::transport) const MD: u32 = 1468;
 
-    fn ms(v: u64) -> Duration {
+    pub(in crate::transport) fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
     }
 
-    fn at(v: u64) -> SimTime {
+    pub(in crate::transport) fn at(v: u64) -> SimTime {
         SimTime::from_millis(v)
     }
 

@@ -6,6 +6,7 @@
 //! One sender ([`BulkSender`]) moves `total_bytes` stream bytes to one
 //! receiver ([`BulkReceiver`]). Every data packet has DF set, like QUIC's.
 
+mod bbr;
 mod congestion;
 mod cubic;
 mod newreno;
@@ -20,6 +21,7 @@ use std::time::Duration;
 use px_pmtud::rtt::RttEstimator;
 use serde::Serialize;
 
+pub use bbr::{Bbr, BbrState, Pacing};
 pub use congestion::{Congestion, LostPacket, SenderModel};
 pub use cubic::Cubic;
 pub use newreno::NewReno;

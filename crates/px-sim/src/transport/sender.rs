@@ -1,7 +1,7 @@
 //! The bulk sender: packet numbers, loss detection and probe timeout as
 //! RFC 9002 §6 specifies them, NewReno, and a PMTU controller choosing the
-//! packet size; or, with [`SenderModel::Picoquic`], picoquic's sender (see
-//! `picoquic` below).
+//! packet size; or, with [`SenderModel::Picoquic`] and [`SenderModel::Bbr`],
+//! picoquic's sender (see `picoquic` below) with CUBIC or BBR.
 //!
 //! Guarantees: every stream byte is (re)sent until acknowledged; a byte
 //! range is retransmitted only after the packet carrying it was declared
@@ -237,7 +237,7 @@ impl BulkSender {
         self.next_pn += 1;
         self.sent.push_back(pkt);
         self.outstanding += 1;
-        self.cc.on_sent(pkt.size);
+        self.cc.on_sent(now, pn, pkt.size);
         self.rtt.on_packet_sent(pn);
         self.last_ack_eliciting = Some(now);
         self.stats.packets_sent += 1;
@@ -282,7 +282,7 @@ impl BulkSender {
 
     /// RFC 9002 §A.8 SetLossDetectionTimer (picoquic: its own deadlines).
     fn loss_timer(&self) -> Option<SimTime> {
-        if self.cfg.model == SenderModel::Picoquic {
+        if self.cfg.model.is_picoquic() {
             return self.picoquic_loss_deadline();
         }
         if let Some(t) = self.loss_time {
@@ -321,11 +321,12 @@ impl BulkSender {
                 }
                 if was_lost {
                     // Acked after being declared lost: already out of flight.
+                    self.cc.on_spurious_loss(pn);
                     self.mark_acked_bytes(now, &p);
                     continue;
                 }
                 self.outstanding -= 1;
-                self.cc.on_acked(now, p.time_sent, p.size);
+                self.cc.on_acked(now, pn, p.time_sent, p.size);
                 if p.probe {
                     self.pmtu.on_probe_acked(now, p.size);
                 } else {
@@ -344,13 +345,15 @@ impl BulkSender {
         }
         self.largest_acked = Some(self.largest_acked.map_or(largest, |l| l.max(largest)));
         // RFC 9002 §5.1: a sample only when the largest acked is newly acked.
-        if newest == largest {
+        let sample = (newest == largest).then(|| now - sent_at);
+        if let Some(latest_rtt) = sample {
             let ack_delay =
                 if self.first_rtt_sample.is_some() { ack_delay.min(self.cfg.max_ack_delay) } else { ack_delay };
-            self.rtt.on_ack(RttSample { latest_rtt: now - sent_at, ack_delay, acked_packet_number: largest });
+            self.rtt.on_ack(RttSample { latest_rtt, ack_delay, acked_packet_number: largest });
             self.first_rtt_sample.get_or_insert(now);
-            self.cc.on_rtt_sample(now, now - sent_at);
+            self.cc.on_rtt_sample(now, latest_rtt);
         }
+        self.cc.on_ack_frame(now, sample, self.rtt.min_rtt());
         self.detect_lost(now);
         self.pto_count = 0;
         self.settle_front();
@@ -390,7 +393,7 @@ impl BulkSender {
     fn detect_lost(&mut self, now: SimTime) {
         match self.cfg.model {
             SenderModel::Rfc9002NewReno => self.detect_lost_rfc9002(now),
-            SenderModel::Picoquic => self.detect_lost_picoquic(now),
+            SenderModel::Picoquic | SenderModel::Bbr => self.detect_lost_picoquic(now),
         }
     }
 
@@ -402,7 +405,7 @@ impl BulkSender {
         self.outstanding -= 1;
         if p.probe {
             self.stats.probes_lost += 1;
-            self.cc.on_discarded(p.size);
+            self.cc.on_discarded(self.sent_base + i as u64, p.size);
             self.pmtu.on_probe_lost(now, p.size);
             return false;
         }
@@ -412,7 +415,7 @@ impl BulkSender {
         if p.len > 0 {
             match self.cfg.model {
                 SenderModel::Rfc9002NewReno => self.retransmit.push_back((p.offset, p.len)),
-                SenderModel::Picoquic => self.repeat_now.push_back((p.offset, p.len, size_in_force)),
+                SenderModel::Picoquic | SenderModel::Bbr => self.repeat_now.push_back((p.offset, p.len, size_in_force)),
             }
         }
         true
@@ -496,7 +499,7 @@ impl BulkSender {
 
     /// RFC 9002 §A.9 OnLossDetectionTimeout.
     fn on_loss_timeout(&mut self, now: SimTime) {
-        if self.cfg.model == SenderModel::Picoquic {
+        if self.cfg.model.is_picoquic() {
             // picoquic has no separate PTO probe here: its timer declares
             // the packets lost and they are sent again.
             self.detect_lost(now);
@@ -547,7 +550,7 @@ impl Endpoint for BulkSender {
         if self.is_complete() {
             return None;
         }
-        if self.cfg.model == SenderModel::Picoquic {
+        if self.cfg.model.is_picoquic() {
             if self.stats.handshake_done.is_none() {
                 return self.handshake_flight(now);
             }
@@ -566,6 +569,7 @@ impl Endpoint for BulkSender {
             return Some(self.pto_probe(now, probe_size));
         }
         if !self.pacing_allows(now, size) {
+            self.cc.set_window_blocked(false);
             return None;
         }
         if let Some(probe) = self.pmtu.probe_due() {
@@ -577,7 +581,9 @@ impl Endpoint for BulkSender {
                 }
             }
         }
-        if !self.cc.can_send(size) {
+        let blocked = !self.cc.can_send(size);
+        self.cc.set_window_blocked(blocked);
+        if blocked {
             return None;
         }
         let (off, len) = self.next_chunk(size)?;
@@ -860,12 +866,37 @@ mod tests {
         assert_eq!(s.poll_timeout(), Some(deadline + rto * 2));
     }
 
+    #[test]
+    fn bbr_model_uses_the_2023_timer_rule_backed_off_and_capped_at_two_seconds() {
+        let log = Log::default();
+        let pmtu = Recorder { size: 1500, probe: None, log: Rc::clone(&log) };
+        let mut cfg = TransportConfig::quic_like(100_000);
+        cfg.model = SenderModel::Bbr;
+        let mut s = BulkSender::new(cfg, Box::new(ClassicRtt::default()), Box::new(pmtu));
+        assert_eq!(flush(&mut s, SimTime::ZERO).len(), 3, "the handshake flight");
+        // No ACK yet: own send + RTO, ClassicRtt's initial 333 + 4 x 166.5 + 25 ms.
+        let t = s.poll_timeout().expect("timer armed");
+        assert_eq!(t, SimTime::from_millis(1024));
+        s.on_timeout(t);
+        assert_eq!(s.stats().ptos, 1);
+        assert!(!flush(&mut s, t).is_empty(), "the flight goes again");
+        // Backed off once: 2048 ms, capped at PICOQUIC_LARGE_RETRANSMIT_TIMER
+        // (the current rule, the CUBIC model's, would wait 2048 ms).
+        assert_eq!(s.poll_timeout(), Some(t + Duration::from_secs(2)));
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
         // Under random loss both ways, with picoquic's PMTU reaction and an
-        // MTU that drops and comes back, every byte arrives, once.
+        // MTU that drops and comes back, every byte arrives, once, with
+        // picoquic's CUBIC or its BBR.
         #[test]
-        fn picoquic_model_delivers_every_byte_once(seed in 0u64..1000, loss in 0.0f64..0.08, drop in 1u64..4000) {
+        fn picoquic_model_delivers_every_byte_once(
+            seed in 0u64..1000,
+            loss in 0.0f64..0.08,
+            drop in 1u64..4000,
+            model in proptest::prop_oneof![proptest::strategy::Just(SenderModel::Picoquic), proptest::strategy::Just(SenderModel::Bbr)],
+        ) {
             use crate::link::LinkConfig;
             use crate::net::{PathConfig, RouterPolicy};
             use crate::transport::{run_transfer, PicoquicPmtu};
@@ -877,7 +908,7 @@ mod tests {
             b.mtu_changes = vec![(SimTime::from_millis(drop), 1394), (SimTime::from_millis(drop + 3000), 1500)];
             let path = PathConfig { links: vec![l, b], routers: vec![RouterPolicy { sends_ptb: false, ..RouterPolicy::default() }] };
             let mut cfg = TransportConfig::quic_like(600_000);
-            cfg.model = SenderModel::Picoquic;
+            cfg.model = model;
             let r = run_transfer(
                 path,
                 seed,

@@ -79,6 +79,10 @@ pub enum SenderArg {
     Picoquic,
     /// The earlier sender: RFC 9002 NewReno with px-pmtud's DPLPMTUD.
     Newreno,
+    /// The picoquic sender with picoquic's BBR (v1, as the blog's 2023 test
+    /// ran it) instead of CUBIC, and the 2023 per-packet timer rule
+    /// (docs/sim.md).
+    Bbr,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -115,14 +119,14 @@ pub struct MtuDropArgs {
     /// packet, 1468 B of IPv4, or --mtu-before if that is smaller).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1200..=9216))]
     max_packet: Option<u32>,
-    /// When the MTU drops, seconds (picoquic sender: after the handshake, as
-    /// in picoquic's test; newreno: from time zero).
+    /// When the MTU drops, seconds (picoquic and bbr senders: after the
+    /// handshake, as in picoquic's test; newreno: from time zero).
     #[arg(long, default_value_t = 1.0)]
     drop_at_s: f64,
     /// The sender to simulate.
     #[arg(long, value_enum, default_value_t = SenderArg::Newreno)]
     sender: SenderArg,
-    /// DPLPMTUD search (newreno sender only; picoquic probes as picoquic does).
+    /// DPLPMTUD search (newreno sender only; picoquic and bbr probe as picoquic does).
     #[arg(long, value_enum, default_value_t = SearchArg::Lsquic)]
     search: SearchArg,
     /// Floor of DPLPMTUD's PROBE_TIMER, ms (RFC 8899 says 1000; 0 = the PTO alone, as QUIC stacks do).
@@ -322,6 +326,7 @@ fn mtu_drop(a: MtuDropArgs) -> Result<ExitCode, String> {
         sender: match a.sender {
             SenderArg::Picoquic => SenderModel::Picoquic,
             SenderArg::Newreno => SenderModel::Rfc9002NewReno,
+            SenderArg::Bbr => SenderModel::Bbr,
         },
     };
     let t = Instant::now();
@@ -345,6 +350,9 @@ fn print_mtu_drop(r: &MtuDropResult, elapsed: Duration) {
             "picoquic model (CUBIC, paced, RACK/timer losses, MTU reset after 11 losses; drop timed from the handshake)"
                 .to_string()
         }
+        SenderModel::Bbr => "picoquic model with picoquic's BBRv1 (long-RTT start-up, drain, ProbeBW; paced, \
+             RACK and 2023 per-packet timer losses, MTU reset after 11 losses; drop timed from the handshake)"
+            .to_string(),
         SenderModel::Rfc9002NewReno => {
             format!("RFC 9002 NewReno, DPLPMTUD {:?} (PROBE_TIMER floor {} ms)", p.search, p.min_probe_timer_ms)
         }

@@ -1,4 +1,5 @@
-//! The picoquic sender model's loss rules and pacer (`SenderModel::Picoquic`).
+//! The picoquic sender model's loss rules and pacer (`SenderModel::Picoquic`
+//! and `SenderModel::Bbr`).
 //!
 //! Loss rules, after `picoquic_retransmit_needed_by_packet` in
 //! `picoquic/loss_recovery.c` (read, not copied). For an outstanding packet
@@ -18,7 +19,8 @@
 //! blog varies, and through these rules it decides when the packets sent
 //! into the MTU black hole are declared lost. A timer loss of a packet sent
 //! after the previous timer event doubles the timer until an ACK arrives
-//! (picoquic's `nb_retransmit`).
+//! (picoquic's `nb_retransmit`). The BBR model replaces the last rule by the
+//! one of the 2023 sender it pairs with (`timer_deadline_2023`).
 //!
 //! Pacing, after `picoquic_update_pacing_window` in `picoquic/pacing.c`: a
 //! leaky bucket filled at the window over the smoothed RTT (× 1.25 in the
@@ -32,6 +34,8 @@ use std::time::Duration;
 
 use super::{BulkSender, State};
 use crate::time::SimTime;
+use crate::transport::SenderModel;
+use crate::transport::bbr::Pacing;
 use crate::transport::congestion::LostPacket;
 
 /// Packets of the server's handshake flight (Initial + Handshake with the
@@ -40,6 +44,8 @@ const HANDSHAKE_PACKETS: u64 = 3;
 
 /// picoquic's `PICOQUIC_RACK_DELAY` / 2: the cap on the RACK reordering allowance.
 const RACK_DELAY_MAX: Duration = Duration::from_millis(5);
+/// `PICOQUIC_LARGE_RETRANSMIT_TIMER`: the 2023 timer rule's cap.
+const LARGE_RTO: Duration = Duration::from_secs(2);
 /// `PICOQUIC_MAX_BANDWIDTH_TIME_INTERVAL_MAX`: 15 ms.
 const BURST_INTERVAL: f64 = 0.015;
 /// The first-slow-start bucket floor (`quantum_min` = 0x8000).
@@ -78,9 +84,33 @@ impl BulkSender {
                     .saturating_since(SimTime::ZERO + later_by);
             return ((sent + self.picoquic_rto(false)).min(rack), false);
         }
+        if self.cfg.model == SenderModel::Bbr {
+            return (self.timer_deadline_2023(sent), true);
+        }
         let rto = self.picoquic_rto(true);
         let last = self.last_ack_eliciting.unwrap_or(sent);
         ((last + rto).min(sent + rto.saturating_mul(2)), true)
+    }
+
+    /// The timer rule of the 2023 sender (`picoquic_retransmit_needed_by_packet`
+    /// in `picoquic/sender.c` before loss recovery moved to
+    /// `loss_recovery.c`), which the BBR model pairs with the BBR of that
+    /// time: a packet with nothing later acknowledged is lost at the later of
+    /// its own send time plus the retransmission timer (doubled per timer
+    /// event, at most twice, and capped at 2 s, `PICOQUIC_LARGE_RETRANSMIT_TIMER`:
+    /// `picoquic_current_retransmit_timer`) and the
+    /// newest ACK's arrival plus a quarter smoothed RTT plus how much later
+    /// than the newest acknowledged packet it left. Each packet thus has its
+    /// own timer: one whose RTT exceeds the estimator's PTO is declared lost
+    /// (spuriously, if the RTT merely grew).
+    fn timer_deadline_2023(&self, sent: SimTime) -> SimTime {
+        let rto = self.rtt.pto(self.cfg.max_ack_delay).saturating_mul(1 << self.pto_count.min(2)).min(LARGE_RTO);
+        let own = sent + rto;
+        if self.largest_acked.is_none() {
+            return own;
+        }
+        let alt = self.largest_acked_at + self.rtt.smoothed_rtt() / 4 + sent.saturating_since(self.largest_acked_sent);
+        own.max(alt)
     }
 
     /// The earliest deadline of any outstanding packet.
@@ -124,7 +154,14 @@ impl BulkSender {
     }
 
     /// (rate in bytes/s, bucket depth in s), or `None` when not paced.
+    /// picoquic's BBR sets the rate and quantum itself
+    /// (`picoquic_update_pacing_rate`); otherwise they come from the window.
     fn pacing_params(&self) -> Option<(f64, f64)> {
+        match self.cc.pacing() {
+            Pacing::Off => return None,
+            Pacing::Rate { rate, quantum } => return Some((rate, quantum / rate)),
+            Pacing::Window => {}
+        }
         let mss = f64::from(self.pmtu.plpmtu());
         let cwnd = self.cc.window() as f64;
         let srtt = self.rtt.smoothed_rtt().as_secs_f64();
@@ -154,7 +191,7 @@ impl BulkSender {
     /// True if the pacer lets `size` bytes go now (always in the RFC 9002
     /// model); otherwise records when it will.
     pub(super) fn pacing_allows(&mut self, now: SimTime, size: u32) -> bool {
-        if self.cfg.model != crate::transport::SenderModel::Picoquic {
+        if !self.cfg.model.is_picoquic() {
             return true;
         }
         let Some((rate, depth)) = self.pacing_params() else {
@@ -177,7 +214,7 @@ impl BulkSender {
 
     /// A packet of `size` bytes left: it spends its share of the bucket.
     pub(super) fn on_paced_send(&mut self, _now: SimTime, size: u32) {
-        if self.cfg.model != crate::transport::SenderModel::Picoquic {
+        if !self.cfg.model.is_picoquic() {
             return;
         }
         if let Some((rate, _)) = self.pacing_params() {
