@@ -54,8 +54,10 @@ pub(crate) fn feed(engine: &mut Engine, chunk: &mut Chunk, from: Port, rx_csum: 
         }
         let v = engine.handle_packet(now, from, chunk.frame_mut(i), PacketMeta { csum: rx_csum, ..PacketMeta::PLAIN });
         sent += drain(engine);
-        if let Verdict::Forward { .. } = v {
-            sent += chunk.frames[i].len as u64;
+        match v {
+            Verdict::Forward { .. } => sent += chunk.frames[i].len as u64,
+            Verdict::ForwardPart { start, end, .. } => sent += (end - start) as u64,
+            Verdict::Consumed | Verdict::Dropped(_) => {}
         }
     }
     sent

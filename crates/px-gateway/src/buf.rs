@@ -49,6 +49,13 @@ pub enum Verdict {
     /// TCP length, to be completed from `csum.start` with the result stored
     /// at `csum.start + csum.offset`).
     Forward { meta: PacketMeta },
+    /// Send part of the input frame, `frame[start..end]`, rewritten in place
+    /// (the headers moved to `start`), out of the other port, with this
+    /// offload metadata (as for `Forward`). The rest of the input was taken
+    /// by the engine: a GRO super-packet whose inner-MSS multiple is passed
+    /// on as one GSO frame while its head completed a hold and its tail
+    /// starts the next ([`crate::merge`]).
+    ForwardPart { meta: PacketMeta, start: usize, end: usize },
     /// The engine took the bytes (held, merged or cut into queued frames).
     Consumed,
     /// Dropped, and counted under this reason.

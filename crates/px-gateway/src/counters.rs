@@ -191,6 +191,10 @@ pub struct Counters {
     pub merged_in: u64,
     /// Merged segments sent to the inner port.
     pub merged_out: u64,
+    /// GSO frames of inner-MSS pieces passed on from GRO super-packets
+    /// without copying their payload ([`crate::Verdict::ForwardPart`]);
+    /// each piece also counts in `merged_out`, the input in `merged_in`.
+    pub merged_gso_out: u64,
     /// TCP data packets sent to the inner port (merged or not).
     pub inner_tcp_data_out: u64,
     /// ... of which carried exactly the inner MSS: the conversion yield's numerator.
@@ -300,10 +304,11 @@ impl Counters {
             a.tx_packets += b.tx_packets;
             a.tx_bytes += b.tx_bytes;
         }
-        let pairs: [(&mut u64, u64); 27] = [
+        let pairs: [(&mut u64, u64); 28] = [
             (&mut self.forwarded, o.forwarded),
             (&mut self.merged_in, o.merged_in),
             (&mut self.merged_out, o.merged_out),
+            (&mut self.merged_gso_out, o.merged_gso_out),
             (&mut self.inner_tcp_data_out, o.inner_tcp_data_out),
             (&mut self.inner_tcp_full_out, o.inner_tcp_full_out),
             (&mut self.split_in, o.split_in),

@@ -286,7 +286,8 @@ impl Engine {
             Verdict::Forward { meta } => {
                 self.queue_forwarded(Transmit { port: from.other(), buf, start: 0, end, meta });
             }
-            Verdict::Consumed | Verdict::Dropped(_) => self.pool.put(buf),
+            // Never for a non-TCP piece; as taken if it ever were.
+            Verdict::ForwardPart { .. } | Verdict::Consumed | Verdict::Dropped(_) => self.pool.put(buf),
         }
     }
 }

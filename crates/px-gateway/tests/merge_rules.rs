@@ -441,6 +441,67 @@ fn gro_super_packet_passed_with_inner_gso_keeps_its_segment_size() {
     finish(&mut h);
 }
 
+/// With inner GSO, a GRO super-packet on a bulk flow with nothing held is
+/// passed on, rewritten in place, as one GSO frame of inner-MSS pieces (its
+/// payload never copied); only its tail is held. The next super-packet
+/// first completes that hold (sent before it), then passes on its own
+/// whole pieces from where the hold ended. A super-packet that ends the
+/// merge (PSH here) goes whole, its last piece shorter and pushed.
+#[test]
+fn gro_super_packets_go_on_as_gso_frames_of_inner_mss_pieces() {
+    let n = 45usize;
+    for v6 in [false, true] {
+        let imss = if v6 { IMSS_TS_V6 } else { IMSS_TS_V4 };
+        let mut h = Harness::new(Config { inner_gso: true, ..test_config() });
+        let mut off = warm(&mut h, v6, 1);
+        h.check_outputs().unwrap();
+        let meta = gro_meta(Checksum::Valid, MSS_TS as u16);
+        let total = n * MSS_TS;
+        let whole = total / imss * imss;
+        // 1: nothing held.
+        let v = h.feed(Port::Outer, seg(v6, 1, off, total).build(), meta);
+        let Verdict::ForwardPart { meta: m, start, end } = v else { panic!("v6={v6}: {v:?}") };
+        assert_eq!((start, m.gso.map(|g| g.size as usize)), (0, Some(imss)), "v6={v6}");
+        assert_eq!(end - start - m.hdr_len as usize, whole);
+        let w = h.check_outputs().unwrap();
+        let d = inner_data(&w);
+        assert_eq!(d.len(), whole / imss);
+        assert!(d.iter().all(|w| w.payload.len() == imss && !w.tcp().unwrap().psh));
+        assert_eq!(d[0].tcp().unwrap().sequence_number, ISN.wrapping_add(off));
+        off += total as u32;
+        // 2: the tail of 1 is held; this one completes it first.
+        let held = total - whole;
+        let mut s = seg(v6, 1, off, total);
+        s.flags = Flags { psh: true, ..Flags::ack() };
+        let v = h.feed(Port::Outer, s.build(), meta);
+        let Verdict::ForwardPart { meta: m, start, end } = v else { panic!("v6={v6}: {v:?}") };
+        let head = imss - held;
+        assert_eq!(start, head, "the headers move up to the first byte not held");
+        assert_eq!(end - start - m.hdr_len as usize, total - head, "PSH: all the rest goes, the last piece short");
+        let w = h.check_outputs().unwrap();
+        let d = inner_data(&w);
+        let rest = total - head;
+        assert_eq!(d.len(), 1 + rest.div_ceil(imss));
+        assert_eq!(d[0].payload.len(), imss, "the completed hold, sent before the GSO frame");
+        assert_eq!(d[0].tcp().unwrap().sequence_number, ISN.wrapping_add(off - held as u32));
+        assert_eq!(d[1].tcp().unwrap().sequence_number, ISN.wrapping_add(off + head as u32));
+        let last = d.last().unwrap();
+        assert_eq!(last.payload.len(), rest % imss);
+        assert!(last.tcp().unwrap().psh && d[..d.len() - 1].iter().all(|w| !w.tcp().unwrap().psh));
+        let c = h.eng.counters().clone();
+        assert_eq!(c.merged_gso_out, 2);
+        assert_eq!(c.merged_in, 2);
+        assert_eq!(c.merged_out as usize, whole / imss + 1 + rest.div_ceil(imss));
+        assert_eq!(c.inner_tcp_full_out as usize, whole / imss + 1 + rest / imss);
+        assert_eq!(
+            c.inner_tcp_data_out as usize,
+            2 + whole / imss + 1 + rest.div_ceil(imss),
+            "2 warm-up segments passed"
+        );
+        finish(&mut h);
+    }
+}
+
 #[test]
 fn merge_respects_the_inner_hosts_mss() {
     let mut h = Harness::new(test_config());

@@ -208,8 +208,27 @@ impl Engine {
         let ts = ts_values(frame, seg);
         let mut off = 0;
         let mut rest = whole;
+        let mut part = None;
         while off < len {
-            if self.flows.get(idx).is_some_and(|f| f.held.is_none()) {
+            let nothing_held = self.flows.get(idx).is_some_and(|f| f.held.is_none());
+            // A segment that ends the merge (FIN, or a PSH that does not
+            // ride) would send its tail at once, and a queued frame leaves
+            // before the verdict's: then the tail goes as the GSO frame's
+            // last, shorter piece, so the bytes stay in order.
+            let whole = if seg.flags & ends != 0 { len - off } else { (len - off) / cap * cap };
+            // More than one piece: a GSO frame of one segment's length is
+            // not a GSO frame to the kernel (virtio_net_hdr_to_skb), and is
+            // refused.
+            if nothing_held && self.cfg.inner_gso && whole > cap && !seg.has(flags::CWR) {
+                // A GRO super-packet with more than one inner MSS left and
+                // nothing held: those pieces go on as one GSO frame, their
+                // payload never copied (what a Linux router does with a
+                // super-packet, at the larger size); only the tail starts a
+                // hold.
+                part = Some(self.pass_on_whole_pieces(idx, frame, seg, off, whole, cap, rest, ts, ends, now));
+                break;
+            }
+            if nothing_held {
                 self.start_hold(idx, frame, seg, seg.seq.wrapping_add(off as u32), cap, now);
             }
             let Some(h) = self.flows.get_mut(idx).and_then(|f| f.held.as_mut()) else { break };
@@ -245,7 +264,80 @@ impl Engine {
                 self.deadlines.push_grace(now + grace, Timer::Hold { flow: idx, id });
             }
         }
-        Verdict::Consumed
+        part.unwrap_or(Verdict::Consumed)
+    }
+
+    /// Passes on `whole` bytes of `frame`'s payload from `off` as a GSO frame
+    /// of `cap`-byte pieces (whole pieces; or all of the rest, the last
+    /// piece shorter, if the segment ends the merge), rewritten in place: the
+    /// headers move up to just before that payload, with the pieces' total
+    /// length, the sequence number of `off` and a partial checksum. The
+    /// tail after the last whole piece (if any) starts a hold first, from
+    /// the untouched headers; PSH and FIN stay with the last byte, so the
+    /// GSO frame keeps them only if there is no tail (Linux GSO then puts
+    /// them on its last piece). `rest` is the sum of the payload from
+    /// `off`. The input counts as merged (`merged_in`), each piece as a
+    /// full merged segment.
+    #[allow(clippy::too_many_arguments)]
+    fn pass_on_whole_pieces(
+        &mut self,
+        idx: u32,
+        frame: &mut [u8],
+        seg: &Seg,
+        off: usize,
+        whole: usize,
+        cap: usize,
+        rest: Sum,
+        ts: Option<(u32, u32)>,
+        ends: u8,
+        now: Instant,
+    ) -> Verdict {
+        let len = seg.payload_len();
+        let at = seg.payload_start();
+        let tail = len - off - whole;
+        if tail > 0 {
+            let (_, t) = split_sum(&frame[at + off..at + len], whole, rest);
+            self.start_hold(idx, frame, seg, seg.seq.wrapping_add((off + whole) as u32), cap, now);
+            if let Some(h) = self.flows.get_mut(idx).and_then(|f| f.held.as_mut()) {
+                h.append(&frame[at + off + whole..at + len], t, seg, ts);
+                h.psh |= ends & flags::PSH == 0 && seg.has(flags::PSH);
+                self.held_bytes += tail;
+            }
+        }
+        let start = off;
+        let end = off + at + whole;
+        frame.copy_within(..at, start);
+        let g = &mut frame[start..end];
+        let info = &seg.info;
+        let l4_len = seg.th + whole;
+        match info.version {
+            px_wire::IpVersion::V4 => {
+                let mut ip = px_wire::ipv4::Ipv4Packet::new_unchecked(&mut g[info.l3..]);
+                ip.set_total_len((info.l4 - info.l3 + l4_len) as u16);
+                ip.fill_checksum();
+            }
+            px_wire::IpVersion::V6 => {
+                let mut ip = px_wire::ipv6::Ipv6Packet::new_unchecked(&mut g[info.l3..]);
+                ip.set_payload_len((info.l4 - info.l3 - px_wire::ipv6::HEADER_LEN + l4_len) as u16);
+            }
+        }
+        let mut tcp = px_wire::tcp::TcpSegment::new_unchecked(&mut g[info.l4..]);
+        tcp.set_seq(seg.seq.wrapping_add(off as u32));
+        if tail > 0 {
+            tcp.set_flags(seg.flags & !(flags::PSH | flags::FIN));
+        }
+        let pseudo = seg.pseudo(g, l4_len);
+        g[info.l4 + 16..info.l4 + 18].copy_from_slice(&px_wire::checksum::fold(pseudo).to_be_bytes());
+        let meta = PacketMeta::tcp_gso(info.version == px_wire::IpVersion::V6, cap as u16, info.l4 as u16, at as u16);
+        let pieces = whole.div_ceil(cap) as u64;
+        self.counters.merged_gso_out += 1;
+        self.counters.merged_out += pieces;
+        self.counters.inner_tcp_data_out += pieces;
+        self.counters.inner_tcp_full_out += (whole / cap) as u64;
+        let pc = self.counters.port_mut(Port::Inner);
+        pc.tx_packets += 1;
+        pc.tx_bytes += (end - start) as u64;
+        Verdict::ForwardPart { meta, start, end }
     }
 
     /// Data from the inner host on a flow: the conversation goes both ways

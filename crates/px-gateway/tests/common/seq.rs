@@ -313,7 +313,7 @@ impl Driver<'_> {
         let ok = match v {
             Verdict::Forward { .. } => d == 1 && fwd == 1,
             Verdict::Dropped(r) => d == 1 && after.drops(r) == before.drops(r) + 1,
-            Verdict::Consumed => d == 1 && fwd == 0,
+            Verdict::Consumed | Verdict::ForwardPart { .. } => d == 1 && fwd == 0,
         };
         if !ok || after.inner.rx_packets + after.outer.rx_packets != self.h.tally.fed {
             return Err(format!("input not accounted once: verdict {v:?}, +{d}, {after:?}"));

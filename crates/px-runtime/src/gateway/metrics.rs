@@ -308,6 +308,13 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.merged_out),
     },
     Family {
+        name: "px_gateway_merged_gso_out_total",
+        kind: Counter,
+        help: "GSO frames of inner-MSS pieces passed on from GRO super-packets without copying their payload.",
+        counters: &["merged_gso_out"],
+        rows: |s| counter(s, |c| c.merged_gso_out),
+    },
+    Family {
         name: "px_gateway_inner_tcp_data_out_total",
         kind: Counter,
         help: "TCP data packets sent to the inner port (the conversion yield's denominator).",

@@ -76,7 +76,12 @@ impl LiveConfig {
 #[derive(Debug)]
 enum Frame {
     Made(Transmit),
-    Forward { slot: usize, meta: PacketMeta },
+    /// A received frame passed on: whole, or its `part` (start, end).
+    Forward {
+        slot: usize,
+        meta: PacketMeta,
+        part: Option<(usize, usize)>,
+    },
 }
 
 impl Frame {
@@ -85,7 +90,10 @@ impl Frame {
     fn bytes<'a>(&'a self, rx: &'a dyn RxFrames) -> Option<(PacketMeta, &'a [u8])> {
         match self {
             Frame::Made(t) => Some((t.meta, t.frame())),
-            Frame::Forward { slot, meta } => rx.get(*slot).ok().map(|p| (*meta, p.frame)),
+            Frame::Forward { slot, meta, part } => rx.get(*slot).ok().and_then(|p| match part {
+                None => Some((*meta, p.frame)),
+                Some((start, end)) => p.frame.get(*start..*end).map(|f| (*meta, f)),
+            }),
         }
     }
 }
@@ -216,8 +224,14 @@ fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut 
         }
         let v = engine.handle_packet(now, port, frame, meta);
         drain(engine, &mut sc.out);
-        if let Verdict::Forward { meta } = v {
-            sc.out[port.other() as usize].push(Frame::Forward { slot: i, meta });
+        match v {
+            Verdict::Forward { meta } => {
+                sc.out[port.other() as usize].push(Frame::Forward { slot: i, meta, part: None })
+            }
+            Verdict::ForwardPart { meta, start, end } => {
+                sc.out[port.other() as usize].push(Frame::Forward { slot: i, meta, part: Some((start, end)) })
+            }
+            Verdict::Consumed | Verdict::Dropped(_) => {}
         }
     }
 }
