@@ -235,6 +235,9 @@ pub struct Counters {
     /// ICMP "too big" quoting a flow this worker does not carry, passed to
     /// the other workers to validate.
     pub pmtu_passed_on: u64,
+    /// In-window "too big" errors waiting for a second one to confirm them
+    /// (`PmtuReplica::confirm`): a blind guess passes once, not twice.
+    pub pmtu_unconfirmed: u64,
     /// Segments with a bad TCP checksum, passed on unmerged (or, if too big
     /// for the egress, cut with every piece's checksum spoiled).
     pub bad_checksum: u64,
@@ -304,7 +307,7 @@ impl Counters {
             a.tx_packets += b.tx_packets;
             a.tx_bytes += b.tx_bytes;
         }
-        let pairs: [(&mut u64, u64); 28] = [
+        let pairs: [(&mut u64, u64); 29] = [
             (&mut self.forwarded, o.forwarded),
             (&mut self.merged_in, o.merged_in),
             (&mut self.merged_out, o.merged_out),
@@ -328,6 +331,7 @@ impl Counters {
             (&mut self.icmp_suppressed, o.icmp_suppressed),
             (&mut self.pmtu_ignored, o.pmtu_ignored),
             (&mut self.pmtu_passed_on, o.pmtu_passed_on),
+            (&mut self.pmtu_unconfirmed, o.pmtu_unconfirmed),
             (&mut self.bad_checksum, o.bad_checksum),
             (&mut self.non_ip, o.non_ip),
             (&mut self.flows_created, o.flows_created),

@@ -33,6 +33,10 @@ use crate::port::Port;
 const LOG_LEN: usize = 256;
 /// Candidates one engine may hand to the others per second.
 const PROPOSALS_PER_SEC: u32 = 1000;
+/// How long an in-window error waits for a second one to confirm it.
+const CONFIRM_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+/// Errors waiting for confirmation, per engine (the oldest is forgotten).
+const CONFIRM_SLOTS: usize = 64;
 
 /// A "too big" error that quotes TCP of a flow the worker it reached does
 /// not carry: valid if another worker carries the flow with `seq` in its
@@ -194,6 +198,8 @@ pub(crate) struct PmtuReplica {
     /// Bounds the candidates this engine hands to the others, so that a
     /// flood of spoofed errors costs the other workers little.
     pub proposals: crate::router::limit::IcmpLimiter,
+    /// In-window errors not yet confirmed (see [`PmtuReplica::confirm`]).
+    pending: VecDeque<(Candidate, Instant)>,
 }
 
 impl PmtuReplica {
@@ -206,7 +212,36 @@ impl PmtuReplica {
             caches,
             candidates: Vec::new(),
             proposals: crate::router::limit::IcmpLimiter::new(PROPOSALS_PER_SEC),
+            pending: VecDeque::new(),
         }
+    }
+
+    /// The MTU to learn once two errors agree, or `None` while `c` waits.
+    ///
+    /// RFC 5927 §4.1's check (the quoted sequence number inside the flow's
+    /// window) is all that a blind attacker must pass, and while a flow
+    /// has a window of W bytes in flight one guess in 2^32 / W passes it
+    /// (during a stall of a fast flow, a few thousand guesses suffice). A
+    /// router that refuses a flow's packets refuses the next ones too and
+    /// says so again, quoting other bytes: so a path MTU is lowered only
+    /// when a second in-window error toward the same destination, quoting
+    /// another sequence number, arrives within [`CONFIRM_WITHIN`]. A blind
+    /// attacker then needs two independent hits. The larger of the two
+    /// MTUs is learned (the smaller reduction), and a real router's second
+    /// error costs one more refused packet.
+    pub fn confirm(&mut self, c: &Candidate, now: Instant) -> Option<u16> {
+        self.pending.retain(|(_, at)| now.saturating_duration_since(*at) <= CONFIRM_WITHIN);
+        let same = |p: &Candidate| p.to == c.to && p.dst == c.dst;
+        if let Some(i) = self.pending.iter().position(|(p, _)| same(p) && p.seq != c.seq) {
+            let (p, _) = self.pending.remove(i).expect("position found it");
+            return Some(p.mtu.max(c.mtu));
+        }
+        self.pending.retain(|(p, _)| !same(p));
+        if self.pending.len() >= CONFIRM_SLOTS {
+            self.pending.pop_front();
+        }
+        self.pending.push_back((*c, now));
+        None
     }
 
     /// Whether the shared cache changed since this replica last caught up:
@@ -322,6 +357,37 @@ mod tests {
             c.learn(a(3), 1279 - i, t0);
         }
         assert!(c.order.len() <= 4);
+    }
+
+    #[test]
+    fn an_error_is_believed_only_when_another_about_other_bytes_confirms_it() {
+        let shared = SharedPmtu::new(4, Duration::from_secs(600));
+        let mut r = PmtuReplica::new(shared);
+        let t0 = Instant::now();
+        let c = |dst: u8, seq: u32, mtu: u16| Candidate {
+            to: Port::Outer,
+            key: FlowKey::new(a(dst), a(200), 1, 2),
+            seq,
+            dst: a(dst),
+            mtu,
+        };
+        assert_eq!(r.confirm(&c(1, 7, 576), t0), None, "one error waits");
+        assert_eq!(r.confirm(&c(1, 7, 576), t0), None, "the same bytes again confirm nothing");
+        assert_eq!(r.confirm(&c(2, 9, 576), t0), None, "another destination confirms nothing");
+        assert_eq!(r.confirm(&c(1, 9, 1000), t0), Some(1000), "other bytes: the larger MTU is learned");
+        assert_eq!(r.confirm(&c(1, 11, 576), t0), None, "a confirmation is used once");
+        // Too late: the first one is forgotten, the second one waits.
+        let late = t0 + CONFIRM_WITHIN + Duration::from_millis(1);
+        assert_eq!(r.confirm(&c(1, 13, 576), late), None);
+        assert_eq!(r.confirm(&c(1, 15, 576), late), Some(576));
+        // Bounded: a flood of errors toward many destinations keeps the
+        // newest CONFIRM_SLOTS; the oldest cannot be confirmed any more.
+        for d in 0..=CONFIRM_SLOTS as u32 {
+            assert_eq!(r.confirm(&c((d % 250) as u8, d, 576), late), None);
+        }
+        assert!(r.pending.len() <= CONFIRM_SLOTS);
+        assert_eq!(r.confirm(&c(0, 1 << 20, 576), late), None, "the first was evicted");
+        assert_eq!(r.confirm(&c(CONFIRM_SLOTS as u8, 1 << 20, 576), late), Some(576));
     }
 
     #[test]

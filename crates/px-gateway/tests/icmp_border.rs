@@ -78,6 +78,12 @@ fn connection(h: &mut Harness, v6: bool) -> Vec<u8> {
     seg.build()
 }
 
+/// A router's second error about flow 1: quoting other bytes in flight
+/// (the middle of [`connection`]'s segment), which confirms the first.
+fn second_too_big(v6: bool, mtu: u32) -> Vec<u8> {
+    too_big(Port::Outer, &data_out(v6, ISN + 700, 1400).build(), mtu)
+}
+
 /// IP lengths of the TCP data frames sent out of `port` by the next outbound
 /// segment of 8000 bytes.
 fn next_sizes(h: &mut Harness, v6: bool, seq: u32) -> Vec<usize> {
@@ -108,6 +114,12 @@ fn a_valid_too_big_lowers_the_flow() {
         let mut h = Harness::new(test_config());
         let quoted = connection(&mut h, v6);
         let _ = h.feed(Port::Outer, too_big(Port::Outer, &quoted, mtu as u32), PacketMeta::PLAIN);
+        // One error in the window is what a blind guess can produce: it
+        // waits for the router's next one, about other bytes.
+        assert_eq!((h.eng.counters().pmtu_learned, h.eng.counters().pmtu_unconfirmed), (0, 1), "v6={v6}");
+        let _ = h.feed(Port::Outer, too_big(Port::Outer, &quoted, mtu as u32), PacketMeta::PLAIN);
+        assert_eq!(h.eng.counters().pmtu_learned, 0, "v6={v6}: the same bytes again confirm nothing");
+        let _ = h.feed(Port::Outer, second_too_big(v6, mtu as u32), PacketMeta::PLAIN);
         assert_eq!(h.eng.counters().pmtu_learned, 1, "v6={v6}");
         h.pmtu.insert(outer_addr(v6, 1), mtu);
         let sizes = next_sizes(&mut h, v6, ISN + 1400);
@@ -138,9 +150,11 @@ fn a_sequence_number_outside_the_window_is_not_believed() {
         assert_eq!(h.eng.counters().pmtu_learned, 0);
         h.check_outputs().unwrap();
         assert_eq!(next_sizes(&mut h, v6, ISN + 1400)[0], 1500);
-        // In flight: believed.
-        let icmp = too_big(Port::Outer, &data_out(v6, ISN + 1400, 1400).build(), mtu);
-        let _ = h.feed(Port::Outer, icmp, PacketMeta::PLAIN);
+        // In flight: believed, once a second error confirms it.
+        for seq in [ISN + 1400, ISN + 5000] {
+            let icmp = too_big(Port::Outer, &data_out(v6, seq, 1400).build(), mtu);
+            let _ = h.feed(Port::Outer, icmp, PacketMeta::PLAIN);
+        }
         assert_eq!(h.eng.counters().pmtu_learned, 1);
     }
 }
@@ -163,6 +177,7 @@ fn mtus_below_the_floor_are_clamped() {
         let mut h = Harness::new(test_config());
         let quoted = connection(&mut h, v6);
         let _ = h.feed(Port::Outer, too_big(Port::Outer, &quoted, told), PacketMeta::PLAIN);
+        let _ = h.feed(Port::Outer, second_too_big(v6, told), PacketMeta::PLAIN);
         assert_eq!(h.eng.counters().pmtu_learned, 1, "v6={v6} told {told}");
         h.pmtu.insert(outer_addr(v6, 1), floor as u16);
         let sizes = next_sizes(&mut h, v6, ISN + 1400);
@@ -203,6 +218,8 @@ fn too_big_from_the_inner_side_limits_merges_toward_that_host() {
     // the inner host, quoting it (src outer host, dst inner host).
     let quoted = TcpSpec::inbound(false, 1, 1, stream_bytes(1, 0, 8000)).build();
     let _ = h.feed(Port::Inner, too_big(Port::Inner, &quoted, 4000), PacketMeta::PLAIN);
+    let again = TcpSpec::inbound(false, 1, 1 + 1448, stream_bytes(1, 1448, 7000)).build();
+    let _ = h.feed(Port::Inner, too_big(Port::Inner, &again, 4000), PacketMeta::PLAIN);
     assert_eq!(h.eng.counters().pmtu_learned, 1);
     for i in 6..20 {
         let _ = h.feed_tcp(Port::Outer, &seg(i));
@@ -237,8 +254,9 @@ fn two_workers_share_what_either_learned() {
     assert_eq!(next_sizes(&mut b, false, ISN + 1400)[0], 1500, "not believed by either");
     assert_eq!(a.counters().pmtu_passed_on, 1);
     assert_eq!(a.counters().pmtu_learned + b.eng.counters().pmtu_learned, 0);
-    // Valid: B validates it before its next segment leaves.
+    // Valid: B validates both errors before its next segment leaves.
     feed_a(&mut a, too_big(Port::Outer, &quoted, 576));
+    feed_a(&mut a, second_too_big(false, 576));
     b.pmtu.insert(outer_addr(false, 1), 576);
     let sizes = next_sizes(&mut b, false, ISN + 9400);
     assert_eq!(sizes[0], 576, "{sizes:?}");

@@ -172,7 +172,13 @@ fn outer_hosts_mss_limits_the_split() {
 /// ICMP "fragmentation needed" (v4) / "packet too big" (v6) from outside
 /// about a packet toward `dst`, quoting the offending packet.
 fn too_big_from_outside(v6: bool, dst: IpAddr, mtu: u32) -> Vec<u8> {
-    let quoted = big_out(v6, 1, 1400);
+    too_big_quoting(v6, dst, mtu, 0)
+}
+
+/// The same, quoting the segment at stream offset `off` (a router's next
+/// error quotes the next packet it refused).
+fn too_big_quoting(v6: bool, dst: IpAddr, mtu: u32, off: u32) -> Vec<u8> {
+    let quoted = TcpSpec::outbound(v6, 1, ISN.wrapping_add(off), stream_bytes(1, off, 1400)).ts(500, 600);
     let q = quoted.build();
     let router = if v6 { "2001:db8:1::99".parse().unwrap() } else { IpAddr::V4([198, 51, 100, 99].into()) };
     let mut v = Vec::new();
@@ -206,6 +212,9 @@ fn icmp_too_big_from_outside_lowers_the_split_size() {
         let _ = h.feed_tcp(Port::Inner, &big_out(v6, 1, 1400));
         h.check_outputs().unwrap();
         let icmp = too_big_from_outside(v6, dst, mtu as u32);
+        assert_eq!(h.feed(Port::Outer, icmp, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
+        assert_eq!(h.eng.counters().pmtu_learned, 0, "one error waits for a second");
+        let icmp = too_big_quoting(v6, dst, mtu as u32, 700);
         assert_eq!(h.feed(Port::Outer, icmp, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
         assert_eq!(h.eng.counters().pmtu_learned, 1);
         h.pmtu.insert(dst, mtu);

@@ -303,20 +303,23 @@ fn tcp_flow(rng: &mut ChaCha8Rng, s: &Shape, n: u16, v6: bool, inbound: bool) ->
         evs.push(Ev::Frame { port, frame, meta, tcp: Some((id(&spec), s0, s0.wrapping_add(total as u32))) });
         i = j;
     }
-    // Outbound: a too-big message from a router outside, sometimes, quoting
-    // one of the flow's segments after it left (believed only if the flow
-    // is tracked then: RFC 5927), or, once in four, a sequence number the
+    // Outbound: too-big messages from a router outside, sometimes, each
+    // quoting one of the flow's segments after it left (believed only if
+    // the flow is tracked then, RFC 5927, and once a second one quoting
+    // other bytes confirms it), or, once in four, a sequence number the
     // flow never sent (never believed).
     if !inbound && !evs.is_empty() && rng.gen_bool(0.1) {
         let dst = outer_addr(v6, n);
         let mtu = if v6 { rng.gen_range(1280..1480) } else { rng.gen_range(600..1480) };
-        let k = rng.gen_range(0..evs.len());
-        let seq = match &evs[k] {
-            Ev::Frame { tcp: Some((_, s0, _)), .. } if rng.gen_bool(0.75) => *s0,
-            _ => isn.wrapping_add(1 << 31),
-        };
-        let at = rng.gen_range(k + 1..=evs.len());
-        evs.insert(at, Ev::Ptb { frame: too_big(v6, n, mtu, seq), dst, mtu });
+        for _ in 0..2 {
+            let k = rng.gen_range(0..evs.len());
+            let seq = match &evs[k] {
+                Ev::Frame { tcp: Some((_, s0, _)), .. } if rng.gen_bool(0.75) => *s0,
+                _ => isn.wrapping_add(1 << 31),
+            };
+            let at = rng.gen_range(k + 1..=evs.len());
+            evs.insert(at, Ev::Ptb { frame: too_big(v6, n, mtu, seq), dst, mtu });
+        }
     }
     evs
 }

@@ -420,6 +420,13 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.pmtu_passed_on),
     },
     Family {
+        name: "px_gateway_pmtu_unconfirmed_total",
+        kind: Counter,
+        help: "In-window ICMP too-big errors held until a second one confirms them.",
+        counters: &["pmtu_unconfirmed"],
+        rows: |s| counter(s, |c| c.pmtu_unconfirmed),
+    },
+    Family {
         name: "px_gateway_icmp_suppressed_total",
         kind: Counter,
         help: "ICMP errors RFC 1812/4443 forbid, not sent.",
