@@ -31,7 +31,9 @@
 //!
 //! Typical cost: on a path whose MTU is one of the common sizes, two round
 //! trips (round 1 finds it, round 2 shows `lo + 1` too big); with the
-//! fragment hint also for any other IPv4 path MTU; elsewhere three.
+//! fragment hint also for any other IPv4 path MTU; elsewhere three. Where a
+//! validated ICMP "too big" names the bottleneck's MTU, round 2 probes that
+//! size alone (twice), which the PTB above it makes exact.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -218,6 +220,13 @@ impl ParallelSession {
             // The hint's sentinel `L + 8` is probed too: if it passes, the
             // hint was wrong (equal-split fragments) and the search goes on.
             hi = hi.min(h.saturating_add(1));
+        }
+        // A validated "too big" named the bottleneck's MTU (RFC 1191): that
+        // size alone, twice (one loss is no evidence). If the path carries
+        // it, the PTB above it makes the answer exact in this round; if
+        // both go unanswered, the next round refines below it as usual.
+        if let Some(p) = self.ptb_hi.filter(|&p| p == hi && p > lo && !self.losses.contains_key(&p)) {
+            return vec![p, p];
         }
         let mut once = BTreeSet::new();
         let mut twice = BTreeSet::new();
@@ -619,6 +628,31 @@ mod tests {
         // At the link MTU: one round trip.
         let m = run(&[1500, 1500], false, true, |_| {});
         assert_eq!((m.pmtu, m.round_trips), (Some(1500), 1), "{m:?}");
+    }
+
+    /// A validated ICMP "too big" names the bottleneck's MTU: round 2 is
+    /// that size alone (twice) and the control, not every size up to it;
+    /// without ICMP (a black hole) every size in the window is probed.
+    #[test]
+    fn an_icmp_named_mtu_is_probed_alone_in_round_two() {
+        for (hops, want) in [(&[1500u16, 1499, 1500][..], 1499u16), (&[9000, 4321, 9000][..], 4321)] {
+            let mut path = ScriptedPath::new(hops);
+            let cfg = SessionConfig::new(hops[0], true);
+            let mut s = ParallelSession::new(&cfg, 9, false, None, path.now).unwrap();
+            let m = path.drive(&mut s);
+            assert_eq!((m.pmtu, m.exact, m.round_trips), (Some(want), true, 2), "{hops:?}: {m:?}");
+            let round1 = CANDIDATES.iter().filter(|&&c| c > 1280 && c < hops[0]).count() + 2;
+            assert_eq!(
+                path.sent.len(),
+                round1 + 3,
+                "{hops:?}: round 2 is the named size twice and the control: {:?}",
+                path.sent
+            );
+            assert_eq!(path.sent[round1..].iter().filter(|(s, _)| *s == want).count(), 2, "{:?}", path.sent);
+            let m = run(hops, true, false, |p| p.black_hole = true);
+            assert_eq!((m.pmtu, m.exact), (Some(want), true), "{hops:?} black hole: {m:?}");
+            assert!(m.probes as usize > round1 + 3, "{hops:?} black hole: every size probed: {m:?}");
+        }
     }
 
     #[test]
