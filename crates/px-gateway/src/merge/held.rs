@@ -199,19 +199,7 @@ impl Held {
         let info = self.info;
         let l4_len = self.th + self.len;
         let frame = &mut self.buf[start..end];
-        let pseudo = match info.version {
-            IpVersion::V4 => {
-                let mut ip = Ipv4Packet::new_unchecked(&mut frame[info.l3..]);
-                ip.set_total_len((info.l4 - info.l3 + l4_len) as u16);
-                ip.fill_checksum();
-                px_wire::checksum::pseudo_v4(ip.src(), ip.dst(), 6, l4_len as u16)
-            }
-            IpVersion::V6 => {
-                let mut ip = Ipv6Packet::new_unchecked(&mut frame[info.l3..]);
-                ip.set_payload_len((info.l4 - info.l3 - px_wire::ipv6::HEADER_LEN + l4_len) as u16);
-                px_wire::checksum::pseudo_v6(ip.src(), ip.dst(), 6, l4_len as u32)
-            }
-        };
+        let pseudo = set_ip_length(frame, &info, l4_len);
         let mut tcp = TcpSegment::new_unchecked(&mut frame[info.l4..]);
         tcp.set_seq(self.seq);
         tcp.set_ack(self.ack);
@@ -225,6 +213,26 @@ impl Held {
         let c = pseudo.plus(hsum).plus(self.psum.at_offset(self.th)).checksum();
         frame[info.l4 + 16..info.l4 + 18].copy_from_slice(&c.to_be_bytes());
         (self.buf, start, end)
+    }
+}
+
+/// Sets the IP length of `frame`, a TCP segment of `l4_len` bytes from
+/// `info.l4` on (for IPv4 with the header checksum), and returns its TCP
+/// pseudo-header sum. For segments without IP options or extension headers,
+/// which is what the merge holds ([`holdable`]).
+pub(crate) fn set_ip_length(frame: &mut [u8], info: &FrameInfo, l4_len: usize) -> Sum {
+    match info.version {
+        IpVersion::V4 => {
+            let mut ip = Ipv4Packet::new_unchecked(&mut frame[info.l3..]);
+            ip.set_total_len((info.l4 - info.l3 + l4_len) as u16);
+            ip.fill_checksum();
+            px_wire::checksum::pseudo_v4(ip.src(), ip.dst(), 6, l4_len as u16)
+        }
+        IpVersion::V6 => {
+            let mut ip = Ipv6Packet::new_unchecked(&mut frame[info.l3..]);
+            ip.set_payload_len((info.l4 - info.l3 - px_wire::ipv6::HEADER_LEN + l4_len) as u16);
+            px_wire::checksum::pseudo_v6(ip.src(), ip.dst(), 6, l4_len as u32)
+        }
     }
 }
 

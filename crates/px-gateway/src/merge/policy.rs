@@ -52,7 +52,7 @@ use px_wire::checksum::Sum;
 use px_wire::offload::{Checksum, PacketMeta};
 use px_wire::tcp::flags;
 
-use super::held::{Held, holdable, split_sum, ts_values};
+use super::held::{Held, holdable, set_ip_length, split_sum, ts_values};
 use crate::buf::{Transmit, Verdict};
 use crate::config::PshPolicy;
 use crate::counters::FlushReason;
@@ -309,24 +309,12 @@ impl Engine {
         frame.copy_within(..at, start);
         let g = &mut frame[start..end];
         let info = &seg.info;
-        let l4_len = seg.th + whole;
-        match info.version {
-            px_wire::IpVersion::V4 => {
-                let mut ip = px_wire::ipv4::Ipv4Packet::new_unchecked(&mut g[info.l3..]);
-                ip.set_total_len((info.l4 - info.l3 + l4_len) as u16);
-                ip.fill_checksum();
-            }
-            px_wire::IpVersion::V6 => {
-                let mut ip = px_wire::ipv6::Ipv6Packet::new_unchecked(&mut g[info.l3..]);
-                ip.set_payload_len((info.l4 - info.l3 - px_wire::ipv6::HEADER_LEN + l4_len) as u16);
-            }
-        }
+        let pseudo = set_ip_length(g, info, seg.th + whole);
         let mut tcp = px_wire::tcp::TcpSegment::new_unchecked(&mut g[info.l4..]);
         tcp.set_seq(seg.seq.wrapping_add(off as u32));
         if tail > 0 {
             tcp.set_flags(seg.flags & !(flags::PSH | flags::FIN));
         }
-        let pseudo = seg.pseudo(g, l4_len);
         g[info.l4 + 16..info.l4 + 18].copy_from_slice(&px_wire::checksum::fold(pseudo).to_be_bytes());
         let meta = PacketMeta::tcp_gso(info.version == px_wire::IpVersion::V6, cap as u16, info.l4 as u16, at as u16);
         let pieces = whole.div_ceil(cap) as u64;
