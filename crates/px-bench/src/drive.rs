@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use px_gateway::{Engine, Port, Verdict};
+use px_gateway::{Engine, Port};
 use px_wire::offload::{Checksum, PacketMeta};
 
 use crate::trace::Chunk;
@@ -54,10 +54,8 @@ pub(crate) fn feed(engine: &mut Engine, chunk: &mut Chunk, from: Port, rx_csum: 
         }
         let v = engine.handle_packet(now, from, chunk.frame_mut(i), PacketMeta { csum: rx_csum, ..PacketMeta::PLAIN });
         sent += drain(engine);
-        match v {
-            Verdict::Forward { .. } => sent += chunk.frames[i].len as u64,
-            Verdict::ForwardPart { start, end, .. } => sent += (end - start) as u64,
-            Verdict::Consumed | Verdict::Dropped(_) => {}
+        if let Some((_, range)) = v.forwarded(chunk.frames[i].len) {
+            sent += range.len() as u64;
         }
     }
     sent

@@ -62,6 +62,19 @@ pub enum Verdict {
     Dropped(DropReason),
 }
 
+impl Verdict {
+    /// What to send of an input frame of `len` bytes: its metadata and the
+    /// range of the (rewritten) frame, the whole of it for `Forward`; `None`
+    /// if the engine took or dropped it.
+    pub fn forwarded(&self, len: usize) -> Option<(PacketMeta, core::ops::Range<usize>)> {
+        match *self {
+            Verdict::Forward { meta } => Some((meta, 0..len)),
+            Verdict::ForwardPart { meta, start, end } => Some((meta, start..end)),
+            Verdict::Consumed | Verdict::Dropped(_) => None,
+        }
+    }
+}
+
 /// Fixed-size buffers, recycled.
 #[derive(Debug)]
 pub(crate) struct Pool {

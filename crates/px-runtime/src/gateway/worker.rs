@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use px_gateway::{Engine, Port, Transmit, Verdict};
+use px_gateway::{Engine, Port, Transmit};
 use px_io::{PacketMeta, PacketSocket, PacketType, Poller, RxBatch, RxFrames, SendError, TxBatch, TxQueue};
 
 use super::capture::{Direction, Tap};
@@ -76,11 +76,12 @@ impl LiveConfig {
 #[derive(Debug)]
 enum Frame {
     Made(Transmit),
-    /// A received frame passed on: whole, or its `part` (start, end).
+    /// A received frame passed on: the `range` of it the engine's verdict
+    /// names (the whole frame, or the part a merge rewrote in place).
     Forward {
         slot: usize,
         meta: PacketMeta,
-        part: Option<(usize, usize)>,
+        range: core::ops::Range<usize>,
     },
 }
 
@@ -90,10 +91,9 @@ impl Frame {
     fn bytes<'a>(&'a self, rx: &'a dyn RxFrames) -> Option<(PacketMeta, &'a [u8])> {
         match self {
             Frame::Made(t) => Some((t.meta, t.frame())),
-            Frame::Forward { slot, meta, part } => rx.get(*slot).ok().and_then(|p| match part {
-                None => Some((*meta, p.frame)),
-                Some((start, end)) => p.frame.get(*start..*end).map(|f| (*meta, f)),
-            }),
+            Frame::Forward { slot, meta, range } => {
+                rx.get(*slot).ok().and_then(|p| p.frame.get(range.clone())).map(|f| (*meta, f))
+            }
         }
     }
 }
@@ -224,14 +224,8 @@ fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut 
         }
         let v = engine.handle_packet(now, port, frame, meta);
         drain(engine, &mut sc.out);
-        match v {
-            Verdict::Forward { meta } => {
-                sc.out[port.other() as usize].push(Frame::Forward { slot: i, meta, part: None })
-            }
-            Verdict::ForwardPart { meta, start, end } => {
-                sc.out[port.other() as usize].push(Frame::Forward { slot: i, meta, part: Some((start, end)) })
-            }
-            Verdict::Consumed | Verdict::Dropped(_) => {}
+        if let Some((meta, range)) = v.forwarded(frame.len()) {
+            sc.out[port.other() as usize].push(Frame::Forward { slot: i, meta, range });
         }
     }
 }
