@@ -223,7 +223,7 @@ impl Engine {
         // The pieces' payload sums add up to the segment's (at their
         // offsets): with the unchanged headers they verify the original
         // checksum without a second read of the payload.
-        corrupt |= verify && !seg.checksum_ok_with_payload(frame, payload);
+        let corrupt = corrupt || (verify && !seg.checksum_ok_with_payload(frame, payload));
         if corrupt {
             self.counters.bad_checksum += 1;
             for t in self.queued_since(first) {
