@@ -48,6 +48,10 @@ pub struct ScriptedPath {
     /// that arrived, no nonce).
     pub legacy_late_bind: bool,
     bound: bool,
+    /// Time one send takes. With it, what came back meanwhile is handed to
+    /// the session between sends, as `px probe`'s driver does (zero: a
+    /// round leaves at one instant).
+    pub send_gap: Duration,
     /// Simulated time.
     pub now: Instant,
     /// Datagrams put on the wire.
@@ -75,6 +79,7 @@ impl ScriptedPath {
             pending_error: false,
             legacy_late_bind: false,
             bound: false,
+            send_gap: Duration::ZERO,
             now: Instant::now(),
             sent: Vec::new(),
             learned_pmtu: None,
@@ -155,6 +160,10 @@ impl ScriptedPath {
             }
             while let Some(d) = s.poll_transmit(self.now) {
                 self.send(s, d);
+                if !self.send_gap.is_zero() {
+                    self.now += self.send_gap;
+                    self.deliver(s);
+                }
             }
             if let Some(m) = s.outcome() {
                 return m.clone();
@@ -162,21 +171,26 @@ impl ScriptedPath {
             let next = self.events.keys().next().map(|k| k.0);
             let t = super::earliest(next, s.poll_timeout()).expect("a session waits for something");
             self.now = self.now.max(t);
-            while let Some(entry) = self.events.first_entry() {
-                if entry.key().0 > self.now {
-                    break;
-                }
-                match entry.remove() {
-                    Event::Datagram(b) => s.on_datagram(self.now, &b),
-                    Event::TooBig { mtu, quoted } => {
-                        if s.reads_icmp() {
-                            s.on_icmp_too_big(self.now, TooBig { mtu, from_network: true, quoted: &quoted });
-                        }
-                    }
-                    Event::Unreachable => s.on_unreachable(self.now),
-                }
-            }
+            self.deliver(s);
         }
         panic!("the session never ended");
+    }
+
+    /// Hands `s` every event due by now.
+    fn deliver(&mut self, s: &mut dyn Session) {
+        while let Some(entry) = self.events.first_entry() {
+            if entry.key().0 > self.now {
+                break;
+            }
+            match entry.remove() {
+                Event::Datagram(b) => s.on_datagram(self.now, &b),
+                Event::TooBig { mtu, quoted } => {
+                    if s.reads_icmp() {
+                        s.on_icmp_too_big(self.now, TooBig { mtu, from_network: true, quoted: &quoted });
+                    }
+                }
+                Event::Unreachable => s.on_unreachable(self.now),
+            }
+        }
     }
 }

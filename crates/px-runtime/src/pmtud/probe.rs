@@ -270,7 +270,9 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
         if path.take_unreachable()? && !reading_errors {
             session.on_unreachable(now);
         }
-        while let Some(d) = session.poll_transmit(now) {
+        loop {
+            let now = Instant::now();
+            let Some(d) = session.poll_transmit(now) else { break };
             // Before the first probe that may draw an ICMP answer (auto
             // turns to DPLPMTUD inside poll_transmit).
             if !reading_errors && session.reads_icmp() {
@@ -286,6 +288,14 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
                 let known = path.sock.path_mtu().map_err(io_err("IP_MTU"))?;
                 session.on_local_refused(now, Some(u16::try_from(known).unwrap_or(u16::MAX)));
             }
+            // Read what already came back before the next send: a "too big"
+            // from a near router or an answer at the cap makes the rest of a
+            // parallel round pointless (the session drops those sizes). On a
+            // real path nothing is back yet and this costs two syscalls.
+            if reading_errors {
+                path.drain_errors(session, &mut quoted)?;
+            }
+            path.drain(session, &mut buf)?;
         }
         if let Some(m) = session.outcome() {
             return Ok(m.clone());
