@@ -85,7 +85,15 @@ fn tick_step(max: f64, target: f64) -> f64 {
         return 1.0;
     }
     let raw = max / target;
-    let mag = 10f64.powf(raw.log10().floor());
+    // The power of ten at or below `raw` (a loop: `powf`/`log10` were the
+    // last reasons the binary loaded libm).
+    let mut mag = 1.0f64;
+    while mag * 10.0 <= raw {
+        mag *= 10.0;
+    }
+    while mag > raw && mag / 10.0 > 0.0 {
+        mag /= 10.0;
+    }
     let n = raw / mag;
     let nice = if n <= 1.0 {
         1.0

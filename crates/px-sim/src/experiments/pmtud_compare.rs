@@ -321,7 +321,7 @@ fn draw_path(p: &PmtudCompareParams, rng: &mut ChaCha8Rng) -> DrawnPath {
     let seed = rng.r#gen::<u64>();
     let one_way = Duration::from_secs_f64(rtt_ms / 2000.0 / hops as f64);
     // Spread the end-to-end loss over the links: 1 - (1 - l)^hops = loss.
-    let per_link_loss = 1.0 - (1.0 - loss).powf(1.0 / hops as f64);
+    let per_link_loss = 1.0 - nth_root(1.0 - loss, u32::try_from(hops).unwrap_or(u32::MAX));
     let links = mtus
         .iter()
         .map(|&mtu| {
@@ -605,8 +605,44 @@ pub fn pmtud_compare_svg(r: &PmtudCompareResult) -> String {
     svg::stack(&[rates.to_svg(), times.to_svg(), rtts.to_svg()])
 }
 
+/// `x^(1/n)` for `x` in `[0, 1]`: Newton's method on `y^n = x` from 1,
+/// which decreases to the root (`y^n` is convex). Written out because
+/// `powf` was one of the two reasons the `px` binary loaded libm, which
+/// every `px probe` start paid for (docs/probe.md).
+fn nth_root(x: f64, n: u32) -> f64 {
+    if x <= 0.0 || n <= 1 {
+        return x.max(0.0);
+    }
+    let k = i32::try_from(n).unwrap_or(i32::MAX);
+    let mut y = 1.0f64;
+    loop {
+        let below = y.powi(k - 1);
+        let next = y - (below * y - x) / (f64::from(n) * below);
+        if next >= y || next.is_nan() {
+            return y;
+        }
+        y = next;
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn nth_root_inverts_integer_powers() {
+        for n in 1..=16u32 {
+            assert_eq!(nth_root(1.0, n), 1.0, "loss-free links stay loss-free");
+            assert_eq!(nth_root(0.0, n), 0.0);
+            for x in [0.5, 0.9, 0.99, 0.999_9, 1e-6] {
+                let y = nth_root(x, n);
+                let back = y.powi(n as i32);
+                assert!(
+                    (back - x).abs() <= 4.0 * f64::EPSILON * x.max(1e-300) * f64::from(n),
+                    "{x}^(1/{n}) = {y}: {back}"
+                );
+            }
+        }
+    }
     use super::*;
 
     fn small(paths: u32) -> PmtudCompareParams {
