@@ -344,3 +344,27 @@ fn gateway_runs_unprivileged_with_only_the_units_capabilities() {
     }
     assert_eq!(lab.gateway_ports(), before, "ports not restored by the unprivileged gateway");
 }
+
+/// `px probe` is timed against tracepath from exec to exit, and every
+/// shared library the loader maps costs each start (libm: 0.1 ms,
+/// docs/probe.md). The binary needs libc and the unwinder only.
+#[test]
+fn the_binary_loads_no_library_but_libc_and_the_unwinder() {
+    if !have("readelf", &[]) {
+        return skipped("the_binary_loads_no_library_but_libc_and_the_unwinder", "readelf (binutils) not found");
+    }
+    let o = run(Command::new("readelf").args(["-d"]).arg(px()));
+    assert!(o.status.success(), "readelf: {}", text(&o));
+    let needed: Vec<String> = text(&o)
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1).and_then(|r| r.split(']').next()).map(str::to_owned))
+        .collect();
+    assert!(needed.iter().any(|n| n.starts_with("libc.so")), "{needed:?}");
+    for n in &needed {
+        assert!(
+            ["libc.so", "libgcc_s.so", "ld-linux"].iter().any(|ok| n.starts_with(ok)),
+            "px needs {n} ({needed:?}): a start-up cost for every `px probe`"
+        );
+    }
+}
