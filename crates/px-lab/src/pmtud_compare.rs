@@ -20,6 +20,13 @@
 //! send one probe at a time and wait for its answer (or its timeout)
 //! before the next, so their round trips are the probes they sent, as the
 //! nftables counter counts them.
+//! Repetitions: each tool runs `repeat` times in a row on a path (the
+//! learned path MTUs flushed before each run) and is reported by its
+//! median wall time, so that one slow process start does not decide a
+//! millisecond comparison; every run's time is kept. A run without an
+//! answer (timed out, or gave up) is not repeated: its time is its
+//! timeout, not noise. If the runs' answers differ, an inexact one is
+//! reported (an answer counts as exact only if every run was).
 //! Every topology is torn down before the next is built, on Ctrl-C too
 //! (px-lab's guards). The CLI prints the [`Row`]s as a table or JSON.
 
@@ -45,6 +52,8 @@ pub struct CompareOptions {
     pub tracepath_timeout: Duration,
     /// Bound on each scamper run.
     pub scamper_timeout: Duration,
+    /// Runs of each tool on each path (at least 1; see the module notes).
+    pub repeat: u32,
 }
 
 /// One tool on one path.
@@ -63,6 +72,49 @@ pub struct ToolRun {
     pub round_trips: Option<u64>,
     /// The method `px probe` used, or why there is no answer.
     pub note: String,
+    /// Wall-clock time of every run, in order (`seconds` is their median).
+    pub runs_seconds: Vec<f64>,
+}
+
+impl ToolRun {
+    /// One run's figures.
+    fn single(pmtu: Option<u32>, seconds: f64, packets: u64, round_trips: Option<u64>) -> ToolRun {
+        ToolRun {
+            pmtu,
+            seconds,
+            packets,
+            internal_seconds: None,
+            round_trips,
+            note: String::new(),
+            runs_seconds: vec![seconds],
+        }
+    }
+}
+
+/// The runs of one tool on one path as one result: the run of median wall
+/// time, or, if the answers differ, the slowest run whose answer is not
+/// `truth` (an answer is exact only if every run's was); `runs_seconds`
+/// holds every run's time.
+pub fn summarize(mut runs: Vec<ToolRun>, truth: u32) -> Option<ToolRun> {
+    let times: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+    let inexact = runs.iter().any(|r| r.pmtu != Some(truth)) && runs.iter().any(|r| r.pmtu == Some(truth));
+    runs.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+    let mid = runs.len().checked_sub(1)? / 2;
+    let mut r = if inexact {
+        let i = runs.iter().rposition(|r| r.pmtu != Some(truth))?;
+        let mut r = runs.swap_remove(i);
+        r.note = format!(
+            "{}{}answers differed over {} runs",
+            r.note,
+            if r.note.is_empty() { "" } else { "; " },
+            times.len()
+        );
+        r
+    } else {
+        runs.swap_remove(mid)
+    };
+    r.runs_seconds = times;
+    Some(r)
 }
 
 /// One path.
@@ -110,52 +162,61 @@ fn run_path(spec: &PathSpec, exe: &str, a: &CompareOptions) -> Result<Row, Strin
     let target = lab.target().to_string();
     let mut tools = Vec::new();
     for tool in TOOLS {
-        lab.forget_learned_pmtu().map_err(s)?;
-        let tx0 = lab.packets_to_target().map_err(s)?;
-        let (args, bound): (Vec<String>, Duration) = match tool {
-            "tracepath" => (vec!["tracepath".into(), "-n".into(), target.clone()], a.tracepath_timeout),
-            "scamper" => {
-                // scamper's default method (UDP Paris traceroute) gets no
-                // answer at all over IPv6 here (scamper 20211212, even on a
-                // plain path); plain UDP traceroute works, so IPv6 uses it.
-                let cmd = if spec.ipv6 { "trace -P udp -M" } else { "trace -M" };
-                (vec!["scamper".into(), "-c".into(), cmd.into(), "-i".into(), target.clone()], a.scamper_timeout)
+        let mut runs = Vec::new();
+        for _ in 0..a.repeat.max(1) {
+            let r = run_tool(&mut lab, tool, spec, exe, &target, a)?;
+            let answered = r.pmtu.is_some();
+            runs.push(r);
+            if !answered {
+                break;
             }
-            px => {
-                let method = px.trim_start_matches("px_");
-                let v = [exe, "probe", &target, "--method", method, "--json", "--timeout", "20s"];
-                (v.iter().map(|x| (*x).to_owned()).collect(), Duration::from_secs(25))
-            }
-        };
-        let started = Instant::now();
-        let out = run_bounded(&lab, &args, bound)?;
-        let seconds = started.elapsed().as_secs_f64();
-        let packets = lab.packets_to_target().map_err(s)?.saturating_sub(tx0);
-        let mut r = match tool {
-            "tracepath" => ToolRun {
-                pmtu: parse_tracepath(&out),
-                seconds,
-                packets,
-                internal_seconds: None,
-                round_trips: Some(packets),
-                note: String::new(),
-            },
-            "scamper" => ToolRun {
-                pmtu: parse_scamper(&out, &target),
-                seconds,
-                packets,
-                internal_seconds: None,
-                round_trips: Some(packets),
-                note: String::new(),
-            },
-            _ => parse_px(&out, seconds, packets),
-        };
-        if r.pmtu.is_none() && r.note.is_empty() {
-            r.note = if started.elapsed() >= bound { "timed out".into() } else { "no answer".into() };
         }
-        tools.push((tool, r));
+        tools.push((tool, summarize(runs, spec.true_pmtu()).ok_or("no run")?));
     }
     Ok(Row { topology: spec.name.clone(), true_pmtu: spec.true_pmtu(), tools })
+}
+
+/// One run of `tool` on the lab's path, after flushing what the prober
+/// learned.
+fn run_tool(
+    lab: &mut PmtudLab,
+    tool: &str,
+    spec: &PathSpec,
+    exe: &str,
+    target: &str,
+    a: &CompareOptions,
+) -> Result<ToolRun, String> {
+    let s = |e: crate::LabError| e.to_string();
+    lab.forget_learned_pmtu().map_err(s)?;
+    let tx0 = lab.packets_to_target().map_err(s)?;
+    let owned = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<String>>();
+    let (args, bound) = match tool {
+        "tracepath" => (owned(&["tracepath", "-n", target]), a.tracepath_timeout),
+        "scamper" => {
+            // scamper's default method (UDP Paris traceroute) gets no
+            // answer at all over IPv6 here (scamper 20211212, even on a
+            // plain path); plain UDP traceroute works, so IPv6 uses it.
+            let cmd = if spec.ipv6 { "trace -P udp -M" } else { "trace -M" };
+            (owned(&["scamper", "-c", cmd, "-i", target]), a.scamper_timeout)
+        }
+        px => {
+            let method = px.trim_start_matches("px_");
+            (owned(&[exe, "probe", target, "--method", method, "--json", "--timeout", "20s"]), Duration::from_secs(25))
+        }
+    };
+    let started = Instant::now();
+    let out = run_bounded(lab, &args, bound)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let packets = lab.packets_to_target().map_err(s)?.saturating_sub(tx0);
+    let mut r = match tool {
+        "tracepath" => ToolRun::single(parse_tracepath(&out), seconds, packets, Some(packets)),
+        "scamper" => ToolRun::single(parse_scamper(&out, target), seconds, packets, Some(packets)),
+        _ => parse_px(&out, seconds, packets),
+    };
+    if r.pmtu.is_none() && r.note.is_empty() {
+        r.note = if started.elapsed() >= bound { "timed out".into() } else { "no answer".into() };
+    }
+    Ok(r)
 }
 
 /// Runs `args` in the prober's namespace, killed after `bound`; its stdout.
@@ -206,6 +267,7 @@ pub fn parse_px(out: &str, seconds: f64, packets: u64) -> ToolRun {
         internal_seconds: v["seconds"].as_f64(),
         round_trips: v["round_trips"].as_u64(),
         note: v["method"].as_str().map(str::to_owned).unwrap_or_else(|| "no output (not applicable?)".into()),
+        runs_seconds: vec![seconds],
     }
 }
 
@@ -256,6 +318,34 @@ mod tests {
  3:  198.51.100.34                                         0.016ms reached
      Resume: pmtu 1400 hops 3 back 3 
 ";
+
+    fn run(pmtu: Option<u32>, seconds: f64) -> ToolRun {
+        ToolRun::single(pmtu, seconds, 3, Some(3))
+    }
+
+    #[test]
+    fn repeated_runs_are_reported_by_their_median_time() {
+        let r = summarize(vec![run(Some(1400), 0.003), run(Some(1400), 0.001), run(Some(1400), 0.002)], 1400).unwrap();
+        assert_eq!((r.pmtu, r.seconds), (Some(1400), 0.002));
+        assert_eq!(r.runs_seconds, vec![0.003, 0.001, 0.002]);
+        let one = summarize(vec![run(None, 10.0)], 1400).unwrap();
+        assert_eq!((one.pmtu, one.seconds, one.runs_seconds.len()), (None, 10.0, 1));
+        assert!(summarize(Vec::new(), 1400).is_none());
+    }
+
+    #[test]
+    fn an_answer_is_exact_only_if_every_run_was() {
+        // The wrong run is reported, though the median run was exact.
+        let runs = vec![run(Some(1400), 0.001), run(Some(1399), 0.002), run(Some(1400), 0.003), run(None, 0.004)];
+        let r = summarize(runs, 1400).unwrap();
+        assert_eq!(r.pmtu, None, "the slowest inexact run: {r:?}");
+        assert!(r.note.contains("answers differed over 4 runs"), "{r:?}");
+        let r = summarize(vec![run(Some(1400), 0.001), run(Some(1399), 0.002), run(Some(1400), 0.003)], 1400).unwrap();
+        assert_eq!((r.pmtu, r.seconds), (Some(1399), 0.002));
+        // All wrong alike: the median, no note.
+        let r = summarize(vec![run(Some(1399), 0.003), run(Some(1399), 0.001), run(Some(1399), 0.002)], 1400).unwrap();
+        assert_eq!((r.pmtu, r.seconds, r.note.as_str()), (Some(1399), 0.002, ""));
+    }
 
     #[test]
     fn tracepath_reached() {

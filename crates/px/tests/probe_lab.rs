@@ -340,3 +340,40 @@ fn random_loss_never_overestimates() {
     let (_, stats) = stop_responder(responder);
     assert!(stats["ip_bytes_sent"].as_u64().unwrap() <= stats["ip_bytes_received"].as_u64().unwrap(), "{stats}");
 }
+
+/// `px lab pmtud` end to end on one path, each tool run twice: every tool
+/// that answers is exact in both runs, reported by its median time with
+/// both runs' times, and tracepath needs at least as many round trips as
+/// `px probe` (auto), which takes one here.
+#[test]
+fn lab_pmtud_repeats_every_tool_and_reports_the_median() {
+    if !require_root_or_skip("lab_pmtud_repeats_every_tool_and_reports_the_median") {
+        return;
+    }
+    let out = Command::new(PX)
+        .args(["lab", "pmtud", "--only", "ethernet-1500", "--repeat", "2", "--json"])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "px lab pmtud: {:?}", out.status);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    let row = &rows[0];
+    assert_eq!(row["true_pmtu"], 1500, "{row}");
+    for tool in ["px_auto", "px_fpmtud", "px_dplpmtud", "px_icmp", "tracepath", "scamper"] {
+        let t = &row[tool];
+        let runs: Vec<f64> = t["runs_seconds"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        if tool.starts_with("px_") || tool == "tracepath" {
+            assert_eq!(t["exact"], true, "{tool}: {t}");
+        }
+        if t["exact"] == true {
+            assert_eq!(runs.len(), 2, "{tool}: {t}");
+            let (lo, hi) = (runs[0].min(runs[1]), runs[0].max(runs[1]));
+            let s = t["seconds"].as_f64().unwrap();
+            assert!(s == lo || s == hi, "{tool}: the median of two runs is one of them: {t}");
+        }
+    }
+    assert_eq!(row["px_auto"]["round_trips"], 1, "{row}");
+    assert!(row["tracepath"]["round_trips"].as_u64() >= row["px_auto"]["round_trips"].as_u64(), "{row}");
+}

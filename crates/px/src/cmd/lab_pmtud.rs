@@ -23,6 +23,11 @@ pub struct LabPmtudArgs {
     /// Bound on each scamper run.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     scamper_timeout: Duration,
+    /// Runs of each tool on each path, reported by the median wall time
+    /// (a run without an answer is not repeated; differing answers are
+    /// reported as inexact)
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+    repeat: u32,
     /// Print a JSON array instead of the table.
     #[arg(long)]
     json: bool,
@@ -38,6 +43,7 @@ pub fn pmtud(a: LabPmtudArgs) -> Result<ExitCode, String> {
         only: a.only,
         tracepath_timeout: a.tracepath_timeout,
         scamper_timeout: a.scamper_timeout,
+        repeat: a.repeat,
     };
     let json = a.json;
     let rows = compare(&opts, &|line| {
@@ -71,6 +77,7 @@ fn row_json(r: &Row) -> serde_json::Value {
                 "internal_seconds": t.internal_seconds,
                 "round_trips": t.round_trips,
                 "note": t.note,
+                "runs_seconds": t.runs_seconds,
             }),
         );
     }
@@ -100,8 +107,9 @@ fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "Path MTU discovery in the lab: answer, wall time of the process, round trips (rt), packets the prober sent\n\
-         ('!' = wrong answer, '--' = no answer; '>' = killed at the timeout). Offloads: veth defaults.\n\
+        "Path MTU discovery in the lab: answer, wall time of the process (median of the runs), round trips (rt),\n\
+         packets the prober sent ('!' = wrong answer in some run, '--' = no answer; '>' = killed at the timeout).\n\
+         Offloads: veth defaults.\n\
          Round trips: px probe's own count; tracepath and scamper send one probe at a time, so their probes.\n"
     );
     let _ = write!(s, "{:<34}{:>5}", "topology", "true");
@@ -174,6 +182,7 @@ mod tests {
             internal_seconds: None,
             round_trips: Some(40),
             note: String::new(),
+            runs_seconds: vec![0.5, 0.6, 0.4],
         };
         let none = ToolRun {
             pmtu: None,
@@ -182,6 +191,7 @@ mod tests {
             internal_seconds: None,
             round_trips: Some(30),
             note: "timed out".into(),
+            runs_seconds: vec![10.0],
         };
         let row = Row {
             topology: "t".into(),
@@ -193,6 +203,7 @@ mod tests {
         assert_eq!(j["px_auto"]["probes"], 9);
         assert!(j["tracepath"]["pmtu"].is_null() && j["tracepath"]["seconds"].is_null());
         assert_eq!(j["tracepath"]["elapsed_seconds"], 10.0);
+        assert_eq!(j["scamper"]["runs_seconds"], serde_json::json!([0.5, 0.6, 0.4]));
         assert_eq!((j["px_auto"]["round_trips"].as_u64(), j["scamper"]["round_trips"].as_u64()), (Some(2), Some(40)));
         let t = table(&[row]);
         assert!(t.contains("1400 5.0ms 2rt 9p"), "{t}");
