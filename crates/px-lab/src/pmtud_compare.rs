@@ -164,7 +164,7 @@ fn run_path(spec: &PathSpec, exe: &str, a: &CompareOptions) -> Result<Row, Strin
     for tool in TOOLS {
         let mut runs = Vec::new();
         for _ in 0..a.repeat.max(1) {
-            let r = run_tool(&mut lab, tool, spec, exe, &target, a)?;
+            let r = run_tool(&lab, tool, spec, exe, &target, a)?;
             let answered = r.pmtu.is_some();
             runs.push(r);
             if !answered {
@@ -179,7 +179,7 @@ fn run_path(spec: &PathSpec, exe: &str, a: &CompareOptions) -> Result<Row, Strin
 /// One run of `tool` on the lab's path, after flushing what the prober
 /// learned.
 fn run_tool(
-    lab: &mut PmtudLab,
+    lab: &PmtudLab,
     tool: &str,
     spec: &PathSpec,
     exe: &str,

@@ -261,19 +261,18 @@ impl ParallelSession {
     /// (its control not yet sent) and named an MTU: that size joins the
     /// round, in its place among the sizes still queued, so that a path
     /// that carries it is exact in this round trip instead of the next.
-    fn probe_named_size_now(&mut self, announced: u16, bound: u16) {
+    fn probe_named_size_now(&mut self, named: u16) {
         let (queued, sent) = (&self.pending, &self.round);
         if self.control.is_some()
             || queued.is_empty()
-            || announced != bound
-            || self.lo.is_some_and(|lo| bound <= lo)
-            || queued.iter().any(|&(s, df)| s == bound && df == Df::Probe)
-            || sent.iter().any(|s| s.size == bound && s.df == Df::Probe)
+            || self.lo.is_some_and(|lo| named <= lo)
+            || queued.iter().any(|&(s, df)| s == named && df == Df::Probe)
+            || sent.iter().any(|s| s.size == named && s.df == Df::Probe)
         {
             return;
         }
-        let at = queued.iter().position(|&(s, _)| s < bound).unwrap_or(queued.len());
-        self.pending.insert(at, (bound, Df::Probe));
+        let at = queued.iter().position(|&(s, _)| s < named).unwrap_or(queued.len());
+        self.pending.insert(at, (named, Df::Probe));
     }
 
     fn take_id(&mut self) -> u32 {
@@ -549,11 +548,14 @@ impl Session for ParallelSession {
         let announced = u16::try_from(ptb.mtu).unwrap_or(u16::MAX);
         // An announced MTU that is not below the probe is no evidence of
         // anything but the probe being too big.
-        let bound = if announced >= self.min && announced < p.ip_len { announced } else { p.ip_len - 1 };
+        let named = announced >= self.min && announced < p.ip_len;
+        let bound = if named { announced } else { p.ip_len - 1 };
         if bound >= self.lo.unwrap_or(0) {
             self.ptb_hi = Some(self.ptb_hi.map_or(bound, |b| b.min(bound)));
             self.hi = self.hi.min(bound);
-            self.probe_named_size_now(announced, bound);
+            if named {
+                self.probe_named_size_now(bound);
+            }
         }
     }
 

@@ -206,6 +206,21 @@ impl Path {
             }
         }
     }
+
+    /// Everything queued now, without waiting: the ICMP errors first (when
+    /// the socket reads them), then the datagrams.
+    fn read_all(
+        &self,
+        session: &mut dyn Session,
+        errors: bool,
+        quoted: &mut [u8],
+        buf: &mut [u8],
+    ) -> Result<(), ProbeError> {
+        if errors {
+            self.drain_errors(session, quoted)?;
+        }
+        self.drain(session, buf)
+    }
 }
 
 /// What [`Path::send`] did.
@@ -292,19 +307,13 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
             // from a near router or an answer at the cap makes the rest of a
             // parallel round pointless (the session drops those sizes). On a
             // real path nothing is back yet and this costs two syscalls.
-            if reading_errors {
-                path.drain_errors(session, &mut quoted)?;
-            }
-            path.drain(session, &mut buf)?;
+            path.read_all(session, reading_errors, &mut quoted, &mut buf)?;
         }
         if let Some(m) = session.outcome() {
             return Ok(m.clone());
         }
         path.wait(session.poll_timeout())?;
-        if reading_errors {
-            path.drain_errors(session, &mut quoted)?;
-        }
-        path.drain(session, &mut buf)?;
+        path.read_all(session, reading_errors, &mut quoted, &mut buf)?;
     }
 }
 
