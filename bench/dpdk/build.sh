@@ -19,4 +19,4 @@ if ! command -v "${CC:-cc}" >/dev/null 2>&1; then
 fi
 mkdir -p "$(dirname "$out")"
 # shellcheck disable=SC2046 # pkg-config output is a list of flags
-exec "${CC:-cc}" -O2 -Wall -o "$out" "$here/px_dpdk_bench.c" $(pkg-config --cflags --libs libdpdk)
+exec "${CC:-cc}" -O2 -Wall -Wl,-z,now -o "$out" "$here/px_dpdk_bench.c" $(pkg-config --cflags --libs libdpdk)
