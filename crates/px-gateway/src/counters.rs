@@ -238,6 +238,10 @@ pub struct Counters {
     /// In-window "too big" errors waiting for a second one to confirm them
     /// (`PmtuReplica::confirm`): a blind guess passes once, not twice.
     pub pmtu_unconfirmed: u64,
+    /// ICMP "too big" errors about TCP, taken by the gateway (learned from
+    /// or not, as the counters above say) and not passed to the host they
+    /// were addressed to: the gateway sizes every TCP packet it passes.
+    pub pmtu_taken: u64,
     /// Segments with a bad TCP checksum, passed on unmerged (or, if too big
     /// for the egress, cut with every piece's checksum spoiled).
     pub bad_checksum: u64,
@@ -291,6 +295,7 @@ impl Counters {
             + self.total_drops()
             + self.caravan.packed_in
             + self.caravan.opened
+            + self.pmtu_taken
     }
 
     /// The paper's conversion yield: the share of TCP data packets sent to
@@ -307,7 +312,7 @@ impl Counters {
             a.tx_packets += b.tx_packets;
             a.tx_bytes += b.tx_bytes;
         }
-        let pairs: [(&mut u64, u64); 29] = [
+        let pairs: [(&mut u64, u64); 30] = [
             (&mut self.forwarded, o.forwarded),
             (&mut self.merged_in, o.merged_in),
             (&mut self.merged_out, o.merged_out),
@@ -332,6 +337,7 @@ impl Counters {
             (&mut self.pmtu_ignored, o.pmtu_ignored),
             (&mut self.pmtu_passed_on, o.pmtu_passed_on),
             (&mut self.pmtu_unconfirmed, o.pmtu_unconfirmed),
+            (&mut self.pmtu_taken, o.pmtu_taken),
             (&mut self.bad_checksum, o.bad_checksum),
             (&mut self.non_ip, o.non_ip),
             (&mut self.flows_created, o.flows_created),

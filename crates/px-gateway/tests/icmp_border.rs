@@ -98,13 +98,102 @@ fn a_spoofed_too_big_for_a_connection_that_never_existed_lowers_nothing() {
         let mut h = Harness::new(test_config());
         // Quotes flow 1 before it exists (no SYN, no data seen).
         let icmp = too_big(Port::Outer, &data_out(v6, ISN, 1400).build(), if v6 { 1280 } else { 576 });
-        assert_eq!(h.feed(Port::Outer, icmp, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
+        assert_eq!(h.feed(Port::Outer, icmp, PacketMeta::PLAIN), Verdict::Consumed);
         assert_eq!(h.eng.counters().pmtu_learned, 0, "v6={v6}");
         assert_eq!(h.eng.counters().pmtu_ignored, 1);
         h.check_outputs().unwrap();
         let _ = connection(&mut h, v6);
         let sizes = next_sizes(&mut h, v6, ISN + 1400);
         assert_eq!(sizes[0], 1500, "v6={v6}: still full-sized: {sizes:?}");
+    }
+}
+
+/// Whether an output frame is an ICMP or ICMPv6 message.
+fn is_icmp(frame: &[u8]) -> bool {
+    let h = PacketHeaders::from_ethernet_slice(frame).unwrap();
+    matches!(h.transport, Some(TransportHeader::Icmpv4(_) | TransportHeader::Icmpv6(_)))
+}
+
+/// A "too big" about TCP is the gateway's own business: it sizes every TCP
+/// packet it passes (cutting it, or answering a signed flow's segment with
+/// its own error once it learned the path MTU), so the error is learned or
+/// not, but never passed to the host it is addressed to. Passed on, one
+/// blind guess inside the host's window would be believed by the host at
+/// once (RFC 5927 §4.1 asks no more of it) and shrink its segments, which
+/// the gateway's second-error rule cannot prevent: the hostile-traffic lab
+/// test caught a live flow cut to 576 bytes that way, under load.
+#[test]
+fn a_too_big_about_tcp_never_reaches_the_host() {
+    for v6 in [false, true] {
+        let mtu = if v6 { 1280 } else { 576 };
+        let mut h = Harness::new(test_config());
+        // Before the connection exists, then inside its window.
+        let early = too_big(Port::Outer, &data_out(v6, ISN, 1400).build(), mtu);
+        assert_eq!(h.feed(Port::Outer, early, PacketMeta::PLAIN), Verdict::Consumed, "v6={v6}");
+        let quoted = connection(&mut h, v6);
+        let v = h.feed(Port::Outer, too_big(Port::Outer, &quoted, mtu), PacketMeta::PLAIN);
+        assert_eq!(v, Verdict::Consumed, "v6={v6}: in the window");
+        assert_eq!(h.eng.counters().pmtu_unconfirmed, 1);
+        // From a router of the b-network, about a segment toward an inner host.
+        let toward_inner = TcpSpec::inbound(v6, 1, 1, stream_bytes(1, 0, 8000)).build();
+        let v = h.feed(Port::Inner, too_big(Port::Inner, &toward_inner, 4000), PacketMeta::PLAIN);
+        assert_eq!(v, Verdict::Consumed, "v6={v6}: from inside");
+        assert!(h.out.iter().all(|o| !is_icmp(&o.frame)), "v6={v6}: an error was passed on");
+        assert_eq!(h.eng.counters().pmtu_taken, 3, "v6={v6}");
+        h.check_accounting().unwrap();
+        // The flow's segments are still full-sized: one error proves nothing.
+        assert_eq!(next_sizes(&mut h, v6, ISN + 1400)[0], 1500, "v6={v6}");
+    }
+}
+
+/// The MTU an ICMP "fragmentation needed" / "packet too big" frame reports.
+fn reported_mtu(frame: &[u8]) -> Option<u32> {
+    match PacketHeaders::from_ethernet_slice(frame).ok()?.transport? {
+        TransportHeader::Icmpv4(i) => match i.icmp_type {
+            Icmpv4Type::DestinationUnreachable(DestUnreachableHeader::FragmentationNeeded { next_hop_mtu }) => {
+                Some(next_hop_mtu.into())
+            }
+            _ => None,
+        },
+        TransportHeader::Icmpv6(i) => match i.icmp_type {
+            Icmpv6Type::PacketTooBig { mtu } => Some(mtu),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A signed (TCP-MD5) flow cannot be cut. Once two errors about it taught
+/// the gateway the path MTU, its segments too big for that path get the
+/// gateway's own error with that MTU: its host still learns the path,
+/// from an error the gateway validated.
+#[test]
+fn a_signed_flow_learns_the_path_mtu_from_the_gateway() {
+    for v6 in [false, true] {
+        let mtu = if v6 { 1280u16 } else { 576 };
+        let mut h = Harness::new(test_config());
+        let _ = h.feed_tcp(Port::Outer, &TcpSpec::inbound(v6, 1, 1, Vec::new()));
+        let seg = |seq: u32| with_raw_options(&data_out(v6, seq, 1400), &signature(19, None));
+        let (first, second) = (seg(ISN), seg(ISN + 1400));
+        for f in [&first, &second] {
+            let v = h.feed(Port::Inner, f.clone(), PacketMeta::PLAIN);
+            assert_eq!(v, Verdict::Forward { meta: PacketMeta::PLAIN }, "v6={v6}: signed, within the eMTU");
+        }
+        h.check_outputs().unwrap();
+        for f in [&first, &second] {
+            let v = h.feed(Port::Outer, too_big(Port::Outer, f, mtu.into()), PacketMeta::PLAIN);
+            assert_eq!(v, Verdict::Consumed, "v6={v6}");
+        }
+        assert_eq!(h.eng.counters().pmtu_learned, 1, "v6={v6}");
+        h.pmtu.insert(outer_addr(v6, 1), mtu);
+        let v = h.feed(Port::Inner, seg(ISN + 2800), PacketMeta::PLAIN);
+        let want = if v6 { DropReason::TooBigV6 } else { DropReason::TooBigDf };
+        assert_eq!(v, Verdict::Dropped(want), "v6={v6}");
+        let last = h.out.last().unwrap();
+        assert_eq!(last.port, Port::Inner, "v6={v6}: the error goes back to the host");
+        assert_eq!(reported_mtu(&last.frame), Some(mtu.into()), "v6={v6}");
+        h.check_outputs().unwrap();
+        h.check_accounting().unwrap();
     }
 }
 
@@ -247,7 +336,8 @@ fn two_workers_share_what_either_learned() {
     let now = b.now;
     let feed_a = |a: &mut Engine, mut f: Vec<u8>| {
         let v = a.handle_packet(now, Port::Outer, &mut f, PacketMeta::PLAIN);
-        assert_eq!(v, Verdict::Forward { meta: PacketMeta::PLAIN });
+        assert_eq!(v, Verdict::Consumed, "validated by B or not, never passed to the host");
+        assert!(a.poll_transmit().is_none());
     };
     // Spoofed: a sequence number B never sent.
     feed_a(&mut a, too_big(Port::Outer, &data_out(false, ISN + 50_000, 1400).build(), 576));

@@ -211,11 +211,12 @@ fn icmp_too_big_from_outside_lowers_the_split_size() {
         let _ = h.feed_tcp(Port::Outer, &TcpSpec::inbound(v6, 1, 1, Vec::new()));
         let _ = h.feed_tcp(Port::Inner, &big_out(v6, 1, 1400));
         h.check_outputs().unwrap();
+        // Taken by the gateway, which cuts the flow itself: not passed on.
         let icmp = too_big_from_outside(v6, dst, mtu as u32);
-        assert_eq!(h.feed(Port::Outer, icmp, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
+        assert_eq!(h.feed(Port::Outer, icmp, PacketMeta::PLAIN), Verdict::Consumed);
         assert_eq!(h.eng.counters().pmtu_learned, 0, "one error waits for a second");
         let icmp = too_big_quoting(v6, dst, mtu as u32, 700);
-        assert_eq!(h.feed(Port::Outer, icmp, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
+        assert_eq!(h.feed(Port::Outer, icmp, PacketMeta::PLAIN), Verdict::Consumed);
         assert_eq!(h.eng.counters().pmtu_learned, 1);
         h.pmtu.insert(dst, mtu);
         let _ = h.feed_tcp(Port::Inner, &big_out(v6, 1, 8000));

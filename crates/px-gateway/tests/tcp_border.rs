@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use etherparse::{PacketBuilder, TcpHeader, TcpOptionElement};
+use etherparse::TcpOptionElement;
 use px_gateway::{Config, DropReason, Port, Verdict};
 
 const ISN: u32 = 0x1000_0000;
@@ -45,36 +45,6 @@ fn reset_from_inside(h: &mut Harness) {
 /// Payload sizes of the TCP data frames that left on `port`.
 fn sizes(w: &[(Port, Wire)], port: Port) -> Vec<usize> {
     w.iter().filter(|(p, w)| *p == port && !w.payload.is_empty()).map(|(_, w)| w.payload.len()).collect()
-}
-
-/// The frame of `s` with `raw` as its TCP options (etherparse has no
-/// element for MD5 or AO).
-fn with_raw_options(s: &TcpSpec, raw: &[u8]) -> Vec<u8> {
-    let mut t = TcpHeader::new(s.sport, s.dport, s.seq, s.window);
-    t.acknowledgment_number = s.ack;
-    let f = s.flags;
-    (t.syn, t.ack, t.fin, t.rst, t.psh, t.urg) = (f.syn, f.ack, f.fin, f.rst, f.psh, f.urg);
-    t.set_options_raw(raw).unwrap();
-    let ip = ip_headers(s.src, s.dst, s.dscp, s.ecn, s.ttl, s.df, s.ip_id, s.flow_label);
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_OUTER, MAC_INNER).ip(ip).tcp_header(t).write(&mut v, &s.payload).unwrap();
-    v
-}
-
-/// An MD5 (kind 19, RFC 2385) or AO (kind 29, RFC 5925) option, padded.
-fn signature(kind: u8, mss: Option<u16>) -> Vec<u8> {
-    let mut o = Vec::new();
-    if let Some(m) = mss {
-        o.extend([2, 4]);
-        o.extend(m.to_be_bytes());
-    }
-    let len = if kind == 19 { 18 } else { 16 };
-    o.extend([kind, len]);
-    o.extend((0..len - 2).map(|i| i * 7 + kind));
-    while o.len() % 4 != 0 {
-        o.push(1);
-    }
-    o
 }
 
 // ---- item 2: tiny or spoofed MSS ----------------------------------------------

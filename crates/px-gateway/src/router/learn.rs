@@ -30,7 +30,20 @@
 //! segments, merges inbound ones), so it must know the path; UDP, ICMP and
 //! everything else it forwards intact (fragmenting only as a router does),
 //! and the error is forwarded to the sender, whose own stack validates it
-//! against its sockets and sizes its datagrams (RFC 8085 §3.2). A gateway
+//! against its sockets and sizes its datagrams (RFC 8085 §3.2).
+//!
+//! An error about TCP (checksum verified) is the gateway's alone: learned
+//! or not, it is never passed to the host it is addressed to. The gateway
+//! sizes every TCP packet it passes toward that path: it cuts plain
+//! segments to the path MTU, and a signed (MD5/AO) segment too big for it
+//! gets the gateway's own error, with the MTU the gateway validated. Passed
+//! on, an error would make the host shrink its segments inside the
+//! large-MTU network, which the gateway exists to avoid, and it would hand
+//! the host every blind guess: a host believes one error whose sequence
+//! number falls in its window (RFC 5927 §4.1, Linux `tcp_v4_err`), where
+//! the gateway waits for a second. A spoofed error quoting a random guess
+//! in a sender's window cut a live flow to 576-byte segments that way in
+//! the hostile-traffic lab test, under load. A gateway
 //! table of recent UDP 4-tuples would validate little (UDP carries no
 //! sequence number, so any off-path sender who knows a QUIC server's
 //! address and port could still pass it) and would add a table to bound.
@@ -85,40 +98,44 @@ impl Engine {
 
     /// An ICMP message that arrived on `from`: if it is a valid "too big"
     /// about a packet of ours toward `from`, the path MTU in that direction.
-    pub(crate) fn learn_pmtu(&mut self, now: Instant, from: Port, frame: &[u8], info: &FrameInfo) {
-        let Ok(m) = IcmpMessage::new_checked(&frame[info.l4..info.end]) else { return };
+    /// Returns whether the message is a "too big" about TCP (checksum
+    /// verified), which the gateway takes instead of passing it on (module
+    /// docs), whatever it learned from it.
+    pub(crate) fn learn_pmtu(&mut self, now: Instant, from: Port, frame: &[u8], info: &FrameInfo) -> bool {
+        let Ok(m) = IcmpMessage::new_checked(&frame[info.l4..info.end]) else { return false };
         let (mtu, floor, checksum_ok) = match info.version {
             IpVersion::V4 => match m.v4_next_hop_mtu() {
                 Some(mtu) => (mtu as u32, MIN_PMTU_V4, m.verify_checksum(Sum(0))),
-                None => return,
+                None => return false,
             },
             IpVersion::V6 => match m.v6_mtu() {
                 Some(mtu) => {
                     let pseudo = info.pseudo_header(frame, next_header::ICMPV6, info.end - info.l4);
                     (mtu, MIN_PMTU_V6, m.verify_checksum(pseudo))
                 }
-                None => return,
+                None => return false,
             },
         };
         if !checksum_ok {
             self.counters.pmtu_ignored += 1;
-            return;
+            return false;
         }
         let Ok(q) = icmp::parse_quoted(m.quoted()) else {
             self.counters.pmtu_ignored += 1;
-            return;
+            return false;
         };
         let (Some((sport, dport)), Some(seq), next_header::TCP) = (q.ports, q.tcp_seq, q.protocol) else {
             self.counters.pmtu_ignored += 1;
-            return;
+            return false;
         };
+        self.counters.pmtu_taken += 1;
         // Judged on the value reported, then clamped.
         let refused = (mtu as usize) < q.ip_len;
         let mtu = (mtu.min(u16::MAX as u32) as u16).max(floor);
         if !refused || mtu >= self.egress_limit(from) {
             // Not smaller than what it refused, or nothing to learn.
             self.counters.pmtu_ignored += 1;
-            return;
+            return true;
         }
         let key = match from {
             Port::Outer => FlowKey::new(q.dst, q.src, dport, sport),
@@ -134,6 +151,7 @@ impl Engine {
             }
             _ => self.counters.pmtu_ignored += 1,
         }
+        true
     }
 
     /// Whether this engine carries the candidate's flow (`None` if not),

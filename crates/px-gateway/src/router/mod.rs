@@ -45,8 +45,9 @@ impl Engine {
         info: &FrameInfo,
         meta: PacketMeta,
     ) -> Verdict {
-        if info.transport == Transport::Icmp {
-            self.learn_pmtu(now, from, frame, info);
+        if info.transport == Transport::Icmp && self.learn_pmtu(now, from, frame, info) {
+            // A "too big" about TCP: the gateway's own (`learn`).
+            return Verdict::Consumed;
         }
         if matches!(meta.csum, Checksum::Partial { .. }) {
             complete_partial_udp(frame, info);

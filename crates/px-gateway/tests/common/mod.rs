@@ -783,10 +783,11 @@ impl Harness {
         if c.forwarded != self.tally.forward || c.total_drops() != self.tally.dropped {
             return Err(format!("counters {c:?} disagree with verdicts {:?}", self.tally));
         }
-        let consumed = c.merged_in + c.split_in + c.fragmented_in + c.caravan.packed_in + c.caravan.opened;
+        let consumed =
+            c.merged_in + c.split_in + c.fragmented_in + c.caravan.packed_in + c.caravan.opened + c.pmtu_taken;
         if consumed != self.tally.consumed {
             return Err(format!(
-                "consumed {} != merged_in + split_in + fragmented_in + caravans packed and opened ({c:?})",
+                "consumed {} != merged_in + split_in + fragmented_in + caravans packed and opened + ICMP taken ({c:?})",
                 self.tally.consumed
             ));
         }
@@ -1050,4 +1051,34 @@ pub fn announce_inner_mss(h: &mut Harness, v6: bool, n: u16, isn: u32) {
     let imss = if v6 { 8940 } else { 8960 };
     let _ = h.feed_tcp(Port::Inner, &inner_syn_ack(v6, n, 9, isn, Some(imss)));
     h.check_outputs().unwrap();
+}
+
+/// The frame of `s` with `raw` as its TCP options (etherparse has no
+/// element for MD5 or AO).
+pub fn with_raw_options(s: &TcpSpec, raw: &[u8]) -> Vec<u8> {
+    let mut t = TcpHeader::new(s.sport, s.dport, s.seq, s.window);
+    t.acknowledgment_number = s.ack;
+    let f = s.flags;
+    (t.syn, t.ack, t.fin, t.rst, t.psh, t.urg) = (f.syn, f.ack, f.fin, f.rst, f.psh, f.urg);
+    t.set_options_raw(raw).unwrap();
+    let ip = ip_headers(s.src, s.dst, s.dscp, s.ecn, s.ttl, s.df, s.ip_id, s.flow_label);
+    let mut v = Vec::new();
+    PacketBuilder::ethernet2(MAC_OUTER, MAC_INNER).ip(ip).tcp_header(t).write(&mut v, &s.payload).unwrap();
+    v
+}
+
+/// An MD5 (kind 19, RFC 2385) or AO (kind 29, RFC 5925) option, padded.
+pub fn signature(kind: u8, mss: Option<u16>) -> Vec<u8> {
+    let mut o = Vec::new();
+    if let Some(m) = mss {
+        o.extend([2, 4]);
+        o.extend(m.to_be_bytes());
+    }
+    let len = if kind == 19 { 18 } else { 16 };
+    o.extend([kind, len]);
+    o.extend((0..len - 2).map(|i| i * 7 + kind));
+    while o.len() % 4 != 0 {
+        o.push(1);
+    }
+    o
 }

@@ -427,6 +427,13 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.pmtu_unconfirmed),
     },
     Family {
+        name: "px_gateway_pmtu_taken_total",
+        kind: Counter,
+        help: "ICMP too-big errors about TCP taken by the gateway, not passed to the host.",
+        counters: &["pmtu_taken"],
+        rows: |s| counter(s, |c| c.pmtu_taken),
+    },
+    Family {
         name: "px_gateway_icmp_suppressed_total",
         kind: Counter,
         help: "ICMP errors RFC 1812/4443 forbid, not sent.",
