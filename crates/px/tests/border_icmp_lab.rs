@@ -4,12 +4,16 @@
 //! sends ICMP "fragmentation needed" (MTU 576) crafted with scapy from the
 //! legacy host's namespace on a raw packet socket, with spoofed router
 //! sources: for the live flow's 4-tuple with sequence numbers far outside
-//! its window, and for random 4-tuples and destinations. None of it may be
-//! believed (RFC 5927): afterwards the live flow's segments on the outer
-//! link are still full-sized (an independent observer on the legacy host's
-//! link sees 1500-byte frames), the transfer is exact, and the gateway
-//! learned no path MTU. Two gateway workers, so errors also reach a worker
-//! that does not carry the flow. Skips with a message when not root.
+//! its window and one at the sequence number just seen, and for random
+//! 4-tuples and destinations. None of it may be believed (RFC 5927):
+//! afterwards the live flow's segments on the outer link are still
+//! full-sized (an independent observer on the legacy host's link sees
+//! 1500-byte frames), the transfer is exact, and the gateway learned no
+//! path MTU. None of it reaches the b-network host either (`tcpdump` on
+//! its link): errors about TCP are the gateway's own, and a host believes
+//! one error inside its window where the gateway waits for a second. Two
+//! gateway workers, so errors also reach a worker that does not carry the
+//! flow. Skips with a message when not root.
 
 mod common;
 
@@ -22,7 +26,8 @@ use px_lab::{FrameObserver, Netns, require_root_or_skip};
 /// Sniffs one data segment of the live flow (b-network host → legacy host,
 /// to `dport`) on `iface`, then sends 300 spoofed "fragmentation needed"
 /// for its 4-tuple with sequence numbers about 2^31 away from the live one,
-/// and 300 for random 4-tuples (some toward the legacy host itself).
+/// one at the sniffed sequence number, and 300 for random 4-tuples (some
+/// toward the legacy host itself).
 const ATTACK: &str = r#"
 import random, sys
 from scapy.all import Ether, IP, TCP, ICMP, Raw, sendp, sniff, conf, get_if_hwaddr
@@ -40,7 +45,7 @@ def ptb(qdst, sp, dp, s):
     quoted = bytes(IP(src=bnet, dst=qdst, len=1500, flags="DF", id=random.randrange(65536))
                    / TCP(sport=sp, dport=dp, seq=s, flags="A"))[:28]
     return Ether(src=me, dst=bnet_mac) / IP(src=router, dst=bnet) / ICMP(type=3, code=4, nexthopmtu=576) / Raw(quoted)
-frames = []
+frames = [ptb(legacy, sport, dport, seq)]
 for i in range(300):
     wrong = (seq + (1 << 31) + random.randrange(-(1 << 29), 1 << 29)) & 0xffffffff
     frames.append(ptb(legacy, sport, dport, wrong))
@@ -49,6 +54,9 @@ for i in range(300):
 sendp(frames, iface=iface, inter=0.002)
 print("live flow port %d seq %d: sent %d spoofed frag-needed" % (sport, seq, len(frames)))
 "#;
+
+/// ICMP "fragmentation needed" and ICMPv6 "packet too big" (pcap filter).
+const TOO_BIG_FILTER: &str = "(icmp and icmp[icmptype] == 3 and icmp[icmpcode] == 4) or (icmp6 and ip6[40] == 2)";
 
 fn mac_of(ns: &Netns, dev: &str) -> String {
     let link = ns.ip(&["-o", "link", "show", "dev", dev]).unwrap();
@@ -78,6 +86,18 @@ fn spoofed_frag_needed_does_not_shrink_a_live_flow() {
         stall_timeout: Duration::from_secs(20),
         sha256: true,
     };
+    // Every "too big" that reaches the b-network host, by tcpdump on its
+    // link (--immediate-mode, -U: written at once, see border_tcp_lab).
+    let dir = Scratch::new("icmp-border");
+    let pcap = dir.0.join("bnet.pcap");
+    let dump = lab
+        .ns(lab.bnet)
+        .spawn(
+            "tcpdump",
+            &["-i", BNET_DEV, "-n", "--immediate-mode", "-U", "-w", pcap.to_str().unwrap(), TOO_BIG_FILTER],
+        )
+        .expect("tcpdump");
+    std::thread::sleep(Duration::from_millis(800));
     let (ends, attack, after, left) = std::thread::scope(|s| {
         let t = s.spawn(|| transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), out, &progress));
         let t0 = Instant::now();
@@ -96,6 +116,10 @@ fn spoofed_frag_needed_does_not_shrink_a_live_flow() {
         let ends = t.join().unwrap();
         (ends, attack, obs.stop(), left)
     });
+    std::thread::sleep(Duration::from_millis(500));
+    drop(dump);
+    let (read, reached) = run_in(lab.ns(lab.bnet), "tcpdump", &["-r", pcap.to_str().unwrap(), "-n"]);
+    assert!(read, "tcpdump could not read its capture: {reached}");
     eprintln!("attack: {}", attack.1.trim());
     assert!(attack.0, "scapy attack failed: {}", attack.1);
     assert_exact(&ends, bytes);
@@ -108,6 +132,14 @@ fn spoofed_frag_needed_does_not_shrink_a_live_flow() {
     exit.assert_clean();
     eprintln!("{}", exit.stats["counters"]);
     assert_eq!(exit.counter("pmtu_learned"), 0, "{}", exit.stats);
-    let judged = exit.counter("pmtu_ignored") + exit.counter("pmtu_passed_on");
-    assert!(judged >= 600, "every spoofed error was seen and judged: {}", exit.stats);
+    let judged = exit.counter("pmtu_ignored") + exit.counter("pmtu_passed_on") + exit.counter("pmtu_unconfirmed");
+    assert!(judged >= 601, "every spoofed error was seen and judged: {}", exit.stats);
+    assert!(exit.counter("pmtu_taken") >= 601, "{}", exit.stats);
+    let reached: Vec<&str> = reached.lines().filter(|l| l.contains("ICMP")).collect();
+    assert!(
+        reached.is_empty(),
+        "{} \"too big\" errors reached the b-network host:\n{}",
+        reached.len(),
+        reached.join("\n")
+    );
 }

@@ -17,24 +17,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use px_lab::{LabChild, Netns, require_root_or_skip};
 
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(what: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("px-{what}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn have(program: &str) -> bool {
     std::process::Command::new("sh")
         .args(["-c", &format!("command -v {program}")])

@@ -282,3 +282,21 @@ pub fn run_in(ns: &Netns, program: &str, args: &[&str]) -> (bool, String) {
 pub fn io_ok<T>(r: io::Result<T>, what: &str) -> T {
     r.unwrap_or_else(|e| panic!("{what}: {e}"))
 }
+
+/// A scratch directory removed on drop.
+pub struct Scratch(pub std::path::PathBuf);
+
+impl Scratch {
+    pub fn new(what: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("px-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
