@@ -20,7 +20,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::*;
 use px_lab::require_root_or_skip;
@@ -59,26 +58,6 @@ fn unit_capabilities(name: &str) -> Vec<String> {
     caps.split_whitespace().map(|c| c.trim_start_matches("CAP_").to_lowercase()).collect()
 }
 
-/// A directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("px-packaging-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Whether `program --version` runs.
 fn have(program: &str, args: &[&str]) -> bool {
     Command::new(program).args(args).arg("--version").output().is_ok_and(|o| o.status.success())
@@ -108,7 +87,7 @@ fn units_pass_systemd_analyze_verify() {
     // verify checks that ExecStart's binary and Documentation's man pages
     // exist: the units as installed, pointed at the px under test, with
     // the man pages it generates on MANPATH.
-    let dir = TempDir::new("verify");
+    let dir = Scratch::new("packaging-verify");
     let px = px().to_str().unwrap();
     let mut units = Vec::new();
     for name in [GATEWAY_UNIT, FPMTUD_UNIT] {
@@ -174,7 +153,7 @@ fn sysusers_file_creates_the_px_system_user() {
     if !have("systemd-sysusers", &[]) {
         return skipped("sysusers_file_creates_the_px_system_user", "no systemd-sysusers");
     }
-    let root = TempDir::new("sysusers");
+    let root = Scratch::new("packaging-sysusers");
     std::fs::create_dir_all(root.0.join("etc")).unwrap();
     let conf = crate_dir().join("debian/sysusers.d/px.conf");
     let o = run(Command::new("systemd-sysusers").arg(format!("--root={}", root.0.display())).arg(&conf));
@@ -207,7 +186,7 @@ fn package_holds_binary_units_man_pages_completions_and_dissector() {
     if !have("dpkg-deb", &[]) {
         return skipped(test, "no dpkg-deb");
     }
-    let out = TempDir::new("deb");
+    let out = Scratch::new("packaging-deb");
     let o = run(Command::new(crate_dir().join("../../scripts/package-deb"))
         .arg("--prebuilt")
         .arg(px())

@@ -284,11 +284,15 @@ pub fn io_ok<T>(r: io::Result<T>, what: &str) -> T {
 }
 
 /// A scratch directory removed on drop.
+/// Unique per process and call, so that tests running in parallel with the
+/// same tag do not share one.
 pub struct Scratch(pub std::path::PathBuf);
 
 impl Scratch {
     pub fn new(what: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("px-{what}-{}", std::process::id()));
+        static N: AtomicU64 = AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let d = std::env::temp_dir().join(format!("px-{what}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         Scratch(d)
