@@ -30,7 +30,10 @@
 //! segments, merges inbound ones), so it must know the path; UDP, ICMP and
 //! everything else it forwards intact (fragmenting only as a router does),
 //! and the error is forwarded to the sender, whose own stack validates it
-//! against its sockets and sizes its datagrams (RFC 8085 §3.2).
+//! against its sockets and sizes its datagrams (RFC 8085 §3.2). A gateway
+//! table of recent UDP 4-tuples would validate little (UDP carries no
+//! sequence number, so any off-path sender who knows a QUIC server's
+//! address and port could still pass it) and would add a table to bound.
 //!
 //! An error about TCP (checksum verified) is the gateway's alone: learned
 //! or not, it is never passed to the host it is addressed to. The gateway
@@ -43,10 +46,7 @@
 //! number falls in its window (RFC 5927 §4.1, Linux `tcp_v4_err`), where
 //! the gateway waits for a second. A spoofed error quoting a random guess
 //! in a sender's window cut a live flow to 576-byte segments that way in
-//! the hostile-traffic lab test, under load. A gateway
-//! table of recent UDP 4-tuples would validate little (UDP carries no
-//! sequence number, so any off-path sender who knows a QUIC server's
-//! address and port could still pass it) and would add a table to bound.
+//! the hostile-traffic lab test, under load.
 //!
 //! Errors arrive on either port: from the outer side about packets the
 //! gateway sent toward outside (the eMTU path), and from routers of the
