@@ -46,7 +46,12 @@
 //! number falls in its window (RFC 5927 §4.1, Linux `tcp_v4_err`), where
 //! the gateway waits for a second. A spoofed error quoting a random guess
 //! in a sender's window cut a live flow to 576-byte segments that way in
-//! the hostile-traffic lab test, under load.
+//! the hostile-traffic lab test, under load. This rests on what the whole
+//! gateway rests on: it carries both directions of its network's
+//! connections. A border where a host's packets leave by another exit but
+//! the errors about them come back through the gateway would need those
+//! errors passed on; the gateway does not support such routing (its MSS
+//! rewrites and merges would not hold there either).
 //!
 //! Errors arrive on either port: from the outer side about packets the
 //! gateway sent toward outside (the eMTU path), and from routers of the
