@@ -272,6 +272,20 @@ impl Counters {
         }
     }
 
+    /// One frame of `len` bytes received on `p`.
+    pub(crate) fn count_rx(&mut self, p: Port, len: usize) {
+        let pc = self.port_mut(p);
+        pc.rx_packets += 1;
+        pc.rx_bytes += len as u64;
+    }
+
+    /// One frame of `len` bytes sent out of `p`.
+    pub(crate) fn count_tx(&mut self, p: Port, len: usize) {
+        let pc = self.port_mut(p);
+        pc.tx_packets += 1;
+        pc.tx_bytes += len as u64;
+    }
+
     pub fn flushes(&self, r: FlushReason) -> u64 {
         self.flush[r as usize]
     }

@@ -202,9 +202,7 @@ impl Engine {
     /// Handles one frame received on `from`. See the module docs for the
     /// order in which the caller acts on the result.
     pub fn handle_packet(&mut self, now: Instant, from: Port, frame: &mut [u8], meta: PacketMeta) -> Verdict {
-        let pc = self.counters.port_mut(from);
-        pc.rx_packets += 1;
-        pc.rx_bytes += frame.len() as u64;
+        self.counters.count_rx(from, frame.len());
         if self.next_housekeeping.is_none_or(|t| now >= t) {
             self.housekeeping(now);
         }
@@ -253,9 +251,7 @@ impl Engine {
     /// (`PACKET_HOST` on a port): the host's own stack takes it; a bump in
     /// the wire does not pass it on. Counted as received and dropped.
     pub fn handle_for_host(&mut self, from: Port, len: usize) -> Verdict {
-        let pc = self.counters.port_mut(from);
-        pc.rx_packets += 1;
-        pc.rx_bytes += len as u64;
+        self.counters.count_rx(from, len);
         self.drop(DropReason::ForHost)
     }
 
@@ -323,9 +319,7 @@ impl Engine {
     // ---- bookkeeping ------------------------------------------------------
 
     pub(crate) fn queue(&mut self, t: Transmit) {
-        let pc = self.counters.port_mut(t.port);
-        pc.tx_packets += 1;
-        pc.tx_bytes += (t.end - t.start) as u64;
+        self.counters.count_tx(t.port, t.end - t.start);
         self.out.push_back(t);
     }
 
@@ -346,9 +340,7 @@ impl Engine {
 
     pub(crate) fn forward(&mut self, to: Port, len: usize, meta: PacketMeta) -> Verdict {
         self.counters.forwarded += 1;
-        let pc = self.counters.port_mut(to);
-        pc.tx_packets += 1;
-        pc.tx_bytes += len as u64;
+        self.counters.count_tx(to, len);
         Verdict::Forward { meta }
     }
 

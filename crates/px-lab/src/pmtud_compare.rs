@@ -261,13 +261,14 @@ fn run_bounded(lab: &PmtudLab, args: &[String], bound: Duration) -> Result<Strin
 pub fn parse_px(out: &str, seconds: f64, packets: u64) -> ToolRun {
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or(serde_json::Value::Null);
     ToolRun {
-        pmtu: v["pmtu"].as_u64().and_then(|p| u32::try_from(p).ok()),
-        seconds,
-        packets,
         internal_seconds: v["seconds"].as_f64(),
-        round_trips: v["round_trips"].as_u64(),
         note: v["method"].as_str().map(str::to_owned).unwrap_or_else(|| "no output (not applicable?)".into()),
-        runs_seconds: vec![seconds],
+        ..ToolRun::single(
+            v["pmtu"].as_u64().and_then(|p| u32::try_from(p).ok()),
+            seconds,
+            packets,
+            v["round_trips"].as_u64(),
+        )
     }
 }
 

@@ -211,22 +211,24 @@ impl Engine {
         let mut part = None;
         while off < len {
             let nothing_held = self.flows.get(idx).is_some_and(|f| f.held.is_none());
-            // A segment that ends the merge (FIN, or a PSH that does not
-            // ride) would send its tail at once, and a queued frame leaves
-            // before the verdict's: then the tail goes as the GSO frame's
-            // last, shorter piece, so the bytes stay in order.
-            let whole = if seg.flags & ends != 0 { len - off } else { (len - off) / cap * cap };
-            // More than one piece: a GSO frame of one segment's length is
-            // not a GSO frame to the kernel (virtio_net_hdr_to_skb), and is
-            // refused.
-            if nothing_held && self.cfg.inner_gso && whole > cap && !seg.has(flags::CWR) {
-                // A GRO super-packet with more than one inner MSS left and
-                // nothing held: those pieces go on as one GSO frame, their
-                // payload never copied (what a Linux router does with a
-                // super-packet, at the larger size); only the tail starts a
-                // hold.
-                part = Some(self.pass_on_whole_pieces(idx, frame, seg, off, whole, cap, rest, ts, ends, now));
-                break;
+            if nothing_held && self.cfg.inner_gso && !seg.has(flags::CWR) {
+                // A segment that ends the merge (FIN, or a PSH that does not
+                // ride) would send its tail at once, and a queued frame
+                // leaves before the verdict's: then the tail goes as the GSO
+                // frame's last, shorter piece, so the bytes stay in order.
+                let gso_bytes = if seg.flags & ends != 0 { len - off } else { (len - off) / cap * cap };
+                // More than one piece: a GSO frame of one segment's length
+                // is not a GSO frame to the kernel (virtio_net_hdr_to_skb),
+                // and is refused.
+                if gso_bytes > cap {
+                    // A GRO super-packet with more than one inner MSS left
+                    // and nothing held: those pieces go on as one GSO frame,
+                    // their payload never copied (what a Linux router does
+                    // with a super-packet, at the larger size); only the
+                    // tail starts a hold.
+                    part = Some(self.pass_on_whole_pieces(idx, frame, seg, off, gso_bytes, cap, rest, ts, ends, now));
+                    break;
+                }
             }
             if nothing_held {
                 self.start_hold(idx, frame, seg, seg.seq.wrapping_add(off as u32), cap, now);
@@ -322,9 +324,7 @@ impl Engine {
         self.counters.merged_out += pieces;
         self.counters.inner_tcp_data_out += pieces;
         self.counters.inner_tcp_full_out += (whole / cap) as u64;
-        let pc = self.counters.port_mut(Port::Inner);
-        pc.tx_packets += 1;
-        pc.tx_bytes += (end - start) as u64;
+        self.counters.count_tx(Port::Inner, end - start);
         Verdict::ForwardPart { meta, start, end }
     }
 

@@ -627,6 +627,7 @@ fn nth_root(x: f64, n: u32) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn nth_root_inverts_integer_powers() {
@@ -643,7 +644,6 @@ mod tests {
             }
         }
     }
-    use super::*;
 
     fn small(paths: u32) -> PmtudCompareParams {
         PmtudCompareParams { paths, keep_paths: true, ..PmtudCompareParams::default() }
