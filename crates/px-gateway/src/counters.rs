@@ -230,7 +230,8 @@ pub struct Counters {
     pub icmp_suppressed: u64,
     /// ICMP "too big" not learned (RFC 5927): a bad checksum, a quote that
     /// is not TCP, no flow of this gateway, a sequence number outside the
-    /// flow's window, or an MTU not below the quoted packet's size.
+    /// flow's window (or the flow's checks for this second spent,
+    /// `ICMP_CHECKS_PER_SEC`), or an MTU not below the quoted packet's size.
     pub pmtu_ignored: u64,
     /// ICMP "too big" quoting a flow this worker does not carry, passed to
     /// the other workers to validate.

@@ -13,7 +13,7 @@ use std::time::Instant;
 use px_wire::IpVersion;
 
 use crate::merge::held::Held;
-use crate::pmtu::SeqWindow;
+use crate::pmtu::{CheckBudget, SeqWindow};
 use crate::port::Port;
 use crate::segment::Seg;
 
@@ -124,6 +124,8 @@ pub(crate) struct Flow {
     /// quote this flow (RFC 5927; `router/learn.rs`).
     pub seq_out: SeqWindow,
     pub seq_in: SeqWindow,
+    /// Errors quoting this flow checked against those windows this second.
+    pub icmp_checks: CheckBudget,
     /// What the flow's PSHs were followed by (adaptive PSH, docs/merge.md):
     /// arrival of the last PSH not yet followed by data, and one bit per
     /// earlier PSH, newest in bit 0: 1 if more data came within the merge
@@ -391,6 +393,7 @@ impl FlowTable {
             conn: Conn::default(),
             held: None,
             seq_out: SeqWindow::default(),
+            icmp_checks: CheckBudget::default(),
             seq_in: SeqWindow::default(),
             psh_at: None,
             psh_history: 0,

@@ -49,5 +49,5 @@ pub use config::{Config, ConfigError, DEFAULT_MERGE_TIMEOUT, PshPolicy};
 pub use counters::{CaravanCounters, Counters, DropReason, FlushReason, HoldHistogram, PortCounters};
 pub use engine::Engine;
 pub use flow::FlowKey;
-pub use pmtu::SharedPmtu;
+pub use pmtu::{ICMP_CHECKS_PER_SEC, SharedPmtu};
 pub use port::Port;

@@ -293,6 +293,36 @@ impl PmtuReplica {
     }
 }
 
+/// How many "too big" errors quoting one flow are checked against its
+/// windows per second; the others are not believed. RFC 5927's window
+/// check lets a blind guess through once in 2^32 / W tries, and a flow
+/// stalled with megabytes in flight (W) during a flood of spoofed errors
+/// gave two hits among a few thousand guesses (the hostile-traffic lab
+/// test: 552 learned). With the checks bounded, a guess costs the attacker
+/// a second of the flow's time, not a packet. A router's own errors fit:
+/// Linux sends a burst of 6 per destination, then one a second. The price:
+/// while someone floods errors about a flow, its router's real ones may go
+/// unchecked, and the path MTU is learned later.
+pub const ICMP_CHECKS_PER_SEC: u32 = 10;
+
+/// The checks a flow has had in the current second ([`ICMP_CHECKS_PER_SEC`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CheckBudget {
+    since: Option<Instant>,
+    used: u32,
+}
+
+impl CheckBudget {
+    /// Whether one more error may be checked at `now`.
+    pub fn allow(&mut self, now: Instant) -> bool {
+        if self.since.is_none_or(|s| now.saturating_duration_since(s) >= std::time::Duration::from_secs(1)) {
+            *self = CheckBudget { since: Some(now), used: 0 };
+        }
+        self.used += 1;
+        self.used <= ICMP_CHECKS_PER_SEC
+    }
+}
+
 /// The sequence space a flow's data has covered in one direction, as the
 /// gateway saw it: from the oldest byte not yet acknowledged by the other
 /// side (SND.UNA, from the ACKs going the other way) to the end of the

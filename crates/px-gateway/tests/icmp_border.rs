@@ -8,12 +8,13 @@
 mod common;
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use common::*;
 use etherparse::{
     Icmpv4Type, Icmpv6Type, PacketBuilder, PacketHeaders, TransportHeader, icmpv4::DestUnreachableHeader,
 };
-use px_gateway::{Config, DropReason, Engine, Port, SharedPmtu, Verdict};
+use px_gateway::{Config, DropReason, Engine, ICMP_CHECKS_PER_SEC, Port, SharedPmtu, Verdict};
 
 const ISN: u32 = 0x7fff_f000;
 
@@ -245,6 +246,40 @@ fn a_sequence_number_outside_the_window_is_not_believed() {
             let _ = h.feed(Port::Outer, icmp, PacketMeta::PLAIN);
         }
         assert_eq!(h.eng.counters().pmtu_learned, 1);
+    }
+}
+
+/// A blind attacker's chance grows with its guesses: while a stalled flow
+/// has megabytes in flight, thousands of spoofed errors put two of them in
+/// the window (the hostile-traffic lab test caught the gateway learning 552
+/// that way). So a flow's window is checked for at most
+/// `ICMP_CHECKS_PER_SEC` errors a second; the rest are not believed. A
+/// router's own errors (Linux: a burst of 6, then one a second) fit.
+#[test]
+fn a_flood_of_guesses_spends_the_flows_checks() {
+    for v6 in [false, true] {
+        let mut h = Harness::new(test_config());
+        let _ = connection(&mut h, v6);
+        let mtu = if v6 { 1280 } else { 576 };
+        let err = |seq: u32| too_big(Port::Outer, &data_out(v6, seq, 1400).build(), mtu);
+        for k in 0..ICMP_CHECKS_PER_SEC {
+            let _ = h.feed(Port::Outer, err(ISN ^ 0x8000_0000 ^ k), PacketMeta::PLAIN);
+        }
+        // Two in the window, but past this second's checks.
+        for seq in [ISN, ISN + 700] {
+            assert_eq!(h.feed(Port::Outer, err(seq), PacketMeta::PLAIN), Verdict::Consumed);
+        }
+        let c = h.eng.counters();
+        assert_eq!((c.pmtu_learned, c.pmtu_unconfirmed), (0, 0), "v6={v6}: {c:?}");
+        assert_eq!(c.pmtu_ignored, u64::from(ICMP_CHECKS_PER_SEC) + 2, "v6={v6}");
+        h.check_outputs().unwrap();
+        assert_eq!(next_sizes(&mut h, v6, ISN + 1400)[0], 1500, "v6={v6}");
+        // A second later the flow's window is checked again.
+        h.advance(Duration::from_secs(1));
+        for seq in [ISN + 1400, ISN + 5000] {
+            let _ = h.feed(Port::Outer, err(seq), PacketMeta::PLAIN);
+        }
+        assert_eq!(h.eng.counters().pmtu_learned, 1, "v6={v6}");
     }
 }
 

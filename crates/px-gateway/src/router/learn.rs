@@ -16,7 +16,11 @@
 //!   sequence number, confirms it within a few seconds (beyond RFC 5927:
 //!   a blind guess passes the window check once in 2^32 / W tries for a
 //!   window of W bytes, which a hostile-traffic lab test hit; two
-//!   independent hits are needed now; `PmtuReplica::confirm`).
+//!   independent hits are needed now; `PmtuReplica::confirm`);
+//! - and the flow has not had its checks this second: a flow's windows are
+//!   checked for at most `ICMP_CHECKS_PER_SEC` errors a second, so that a
+//!   flood of guesses cannot buy two hits while a stalled flow has
+//!   megabytes in flight (the same lab test, later, learned 552 that way).
 //!
 //! An error reaches the worker its own addresses hash to, not necessarily
 //! the one that carries the quoted flow: one that quotes a flow this
@@ -147,7 +151,7 @@ impl Engine {
             Port::Inner => FlowKey::new(q.src, q.dst, sport, dport),
         };
         let c = Candidate { to: from, key, seq, dst: q.dst, mtu };
-        match self.in_window(&c) {
+        match self.in_window(&c, now) {
             Some(true) => self.learn_candidate(now, &c),
             None if self.pmtu.shared().has_peers() && self.pmtu.proposals.allow(now) => {
                 // Perhaps another worker's flow: it validates when it next looks.
@@ -160,13 +164,18 @@ impl Engine {
     }
 
     /// Whether this engine carries the candidate's flow (`None` if not),
-    /// and if so whether the quoted sequence number lies in its window.
-    fn in_window(&self, c: &Candidate) -> Option<bool> {
-        let f = self.flows.peek(&c.key).and_then(|i| self.flows.get(i))?;
-        Some(match c.to {
-            Port::Outer => f.seq_out.contains(c.seq),
-            Port::Inner => f.seq_in.contains(c.seq),
-        })
+    /// and if so whether the quoted sequence number lies in its window;
+    /// `false` without looking once the flow had its checks this second
+    /// ([`crate::pmtu::ICMP_CHECKS_PER_SEC`]).
+    fn in_window(&mut self, c: &Candidate, now: Instant) -> Option<bool> {
+        let f = self.flows.peek(&c.key).and_then(|i| self.flows.get_mut(i))?;
+        Some(
+            f.icmp_checks.allow(now)
+                && match c.to {
+                    Port::Outer => f.seq_out.contains(c.seq),
+                    Port::Inner => f.seq_in.contains(c.seq),
+                },
+        )
     }
 
     /// Learns `c` once a second in-window error confirms it
@@ -195,7 +204,7 @@ impl Engine {
         let mut cands = std::mem::take(&mut self.pmtu.candidates);
         self.pmtu.catch_up(&mut cands);
         for c in &cands {
-            if self.in_window(c) == Some(true) {
+            if self.in_window(c, now) == Some(true) {
                 self.learn_candidate(now, c);
             }
         }
