@@ -421,6 +421,8 @@ pub fn run(s: &Shape) -> Result<Stats, String> {
     let mut udp_seen: HashMap<u32, u32> = HashMap::new();
     // (source, IP ID) → (offset, bytes, more fragments).
     let mut frags: HashMap<(IpAddr, u16), Vec<Frag>> = HashMap::new();
+    // Destination → MTU of the "too big" error waiting for its confirmation.
+    let mut ptb_pending: HashMap<IpAddr, u16> = HashMap::new();
     let mut expected_drops = [0u64; DropReason::ALL.len()];
     // (flow, start, end, arrival) of each held (consumed) TCP input.
     let mut consumed: Vec<(FlowId, u32, u32, Instant)> = Vec::new();
@@ -459,11 +461,18 @@ pub fn run(s: &Shape) -> Result<Stats, String> {
                 }
             }
             Ev::Ptb { frame, dst, mtu } => {
-                // Learned only if it quotes a packet of a live flow's window
-                // (RFC 5927): the sizes are checked against what was learned.
-                let learned = h.eng.counters().pmtu_learned;
+                // Believed only if it quotes a packet of a live flow's window
+                // (RFC 5927), and learned only when a second such error
+                // toward the same destination confirms the first: then the
+                // larger of the two MTUs. The sizes are checked against
+                // what was learned.
+                let (learned, unconfirmed) = (h.eng.counters().pmtu_learned, h.eng.counters().pmtu_unconfirmed);
                 let _ = h.feed(Port::Outer, frame, PacketMeta::PLAIN);
+                if h.eng.counters().pmtu_unconfirmed > unconfirmed {
+                    ptb_pending.insert(dst, mtu);
+                }
                 if h.eng.counters().pmtu_learned > learned {
+                    let mtu = ptb_pending.remove(&dst).map_or(mtu, |first| first.max(mtu));
                     let e = h.pmtu.entry(dst).or_insert(mtu);
                     *e = (*e).min(mtu);
                 }
