@@ -24,7 +24,7 @@ use crate::caravan::open::{Caravans, SendReason};
 use crate::config::{Config, ConfigError};
 use crate::counters::{Counters, DropReason, FlushReason};
 use crate::flow::{FlowKey, FlowTable};
-use crate::mss::{MssMemory, Track};
+use crate::mss::{HandshakeMemory, Track};
 use crate::pmtu::{PmtuReplica, SharedPmtu};
 use crate::port::Port;
 use crate::router::limit::IcmpLimiter;
@@ -43,7 +43,7 @@ pub struct Engine {
     pub(crate) flows: FlowTable,
     pub(crate) pmtu: PmtuReplica,
     /// What handshakes said, past their flow entries (`crate::mss`).
-    pub(crate) mss_memory: MssMemory,
+    pub(crate) handshakes: HandshakeMemory,
     pub(crate) icmp: IcmpLimiter,
     /// IP identification of the next ICMPv4 error the engine sends.
     pub(crate) icmp_ident: u16,
@@ -79,7 +79,7 @@ impl Engine {
         let pmtu = PmtuReplica::new(pmtu);
         Ok(Engine {
             flows: FlowTable::new(cfg.max_flows, cfg.hash_seed),
-            mss_memory: MssMemory::new(cfg.max_flows, cfg.hash_seed),
+            handshakes: HandshakeMemory::new(cfg.max_flows, cfg.hash_seed),
             icmp_ident: crate::router::first_icmp_ident(cfg.hash_seed, pmtu.engine),
             pmtu,
             icmp: IcmpLimiter::new(cfg.icmp_rate_per_sec),
@@ -260,7 +260,14 @@ impl Engine {
     /// connection pass untouched (`crate::mss`).
     fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: PacketMeta) -> Verdict {
         let key = FlowKey::of_segment(seg, frame, Port::Inner);
-        let flow = if seg.has(flags::SYN) { Some(self.flow_for(key, now)) } else { self.flows.peek(&key) };
+        let flow = match self.flows.peek(&key) {
+            _ if seg.has(flags::SYN) => Some(self.flow_for(key, now)),
+            Some(i) => Some(i),
+            // A connection returning after its entry was dropped (idle,
+            // evicted): it gets its handshake's MSSs and ECN mode back.
+            None if self.handshakes.holds(&key) => Some(self.flow_for(key, now)),
+            None => None,
+        };
         let track = match flow {
             Some(i) => self.track_tcp(i, frame, seg, Port::Inner, now),
             None if seg.signed => Track::Signed,
@@ -296,7 +303,7 @@ impl Engine {
         }
         self.counters.flows_created += 1;
         let idx = self.flows.insert(key, now);
-        self.recall_mss(idx);
+        self.recall_handshake(idx);
         idx
     }
 

@@ -28,8 +28,9 @@
 //!   AO's MAC covers the options, MD5's digest the payload, so such flows
 //!   are never rewritten, merged or split; what is too big for the egress
 //!   gets the router's treatment.
-//! - What a handshake said outlives the flow entry ([`MssMemory`]): a flow
-//!   forgotten while idle, or evicted, gets its MSSs back when it returns.
+//! - What a handshake said outlives the flow entry ([`HandshakeMemory`]): a
+//!   flow forgotten while idle, or evicted, gets its MSSs and its ECN mode
+//!   (AccECN or not) back when it returns.
 //!   A flow whose SYN the gateway never saw (a connection older than the
 //!   gateway, or one the memory lost) is merged only up to the safe size,
 //!   one outer-sized segment (see `Engine::segment_limit`).
@@ -94,71 +95,94 @@ fn kept_mss(announced: Option<u16>, version: IpVersion) -> u16 {
     announced.unwrap_or(default_mss(version)).max(MIN_MSS)
 }
 
-/// What the handshakes of live connections said (each side's MSS), kept
-/// for as long as the connection lives rather than as long as its flow
-/// entry: a direct-mapped table of 8-byte words (32-bit tag of the flow
-/// key's seeded hash, inner MSS, outer MSS; 0: empty), a fixed size set by
-/// `max_flows`, so it is bounded whatever arrives. Only established
-/// connections that did not end are kept, so a flood of spoofed SYNs,
-/// which never establish, does not wash it out. A collision overwrites
-/// (the older connection then counts as unknown: merged to the safe size).
+/// What the handshakes of live connections said (each side's MSS, and
+/// whether they negotiated AccECN), kept for as long as the connection
+/// lives rather than as long as its flow entry: a direct-mapped table of
+/// 8-byte words (31-bit tag of the flow key's seeded hash, the AccECN bit,
+/// inner MSS, outer MSS; 0: empty), a fixed size set by `max_flows`, so it
+/// is bounded whatever arrives. Only established connections that did not
+/// end are kept, so a flood of spoofed SYNs, which never establish, does
+/// not wash it out. A collision overwrites (the older connection then
+/// counts as unknown: merged to the safe size, and cut as classic ECN).
 #[derive(Debug)]
-pub(crate) struct MssMemory {
+pub(crate) struct HandshakeMemory {
     slots: Vec<u64>,
     hash: SeededHash,
 }
 
-impl MssMemory {
-    pub fn new(max_flows: usize, seed: u64) -> MssMemory {
+/// What [`HandshakeMemory`] keeps of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Handshake {
+    pub inner_mss: Option<u16>,
+    pub outer_mss: Option<u16>,
+    /// The SYN-ACK chose AccECN: CWR is a bit of the ACE counter.
+    pub accecn: bool,
+}
+
+impl HandshakeMemory {
+    pub fn new(max_flows: usize, seed: u64) -> HandshakeMemory {
         let n = max_flows.saturating_mul(2).next_power_of_two().clamp(1024, 1 << 20);
-        MssMemory { slots: vec![0; n], hash: SeededHash(seed.rotate_left(17) ^ 0x6d73_735f_6d65_6d6f) }
+        HandshakeMemory { slots: vec![0; n], hash: SeededHash(seed.rotate_left(17) ^ 0x6d73_735f_6d65_6d6f) }
     }
 
+    /// The slot of `key`, and its tag: 31 bits of the hash, never 0, in
+    /// the word's top bits.
     fn slot(&self, key: &FlowKey) -> (usize, u64) {
         let h = self.hash.hash_one(key);
-        (h as usize & (self.slots.len() - 1), (h >> 32) | 1)
+        (h as usize & (self.slots.len() - 1), (h >> 33 | 1) << 33)
     }
 
-    /// Keeps a connection's MSSs (0: not announced).
-    pub fn keep(&mut self, key: &FlowKey, inner: Option<u16>, outer: Option<u16>) {
+    /// Keeps what a connection's handshake said (an MSS of 0: not announced).
+    pub fn keep(&mut self, key: &FlowKey, h: Handshake) {
         let (i, tag) = self.slot(key);
-        self.slots[i] = tag << 32 | (inner.unwrap_or(0) as u64) << 16 | outer.unwrap_or(0) as u64;
+        let mss = |m: Option<u16>| m.unwrap_or(0) as u64;
+        self.slots[i] = tag | (h.accecn as u64) << 32 | mss(h.inner_mss) << 16 | mss(h.outer_mss);
     }
 
-    /// Takes back what was kept for `key`: (inner, outer) MSS.
-    pub fn recall(&mut self, key: &FlowKey) -> Option<(Option<u16>, Option<u16>)> {
+    /// The slot holding what was kept for `key`, if anything is.
+    fn find(&self, key: &FlowKey) -> Option<usize> {
         let (i, tag) = self.slot(key);
         let w = self.slots[i];
-        if w == 0 || w >> 32 != tag {
-            return None;
-        }
-        self.slots[i] = 0;
+        (w != 0 && w >> 33 << 33 == tag).then_some(i)
+    }
+
+    /// Whether something is kept for `key` (left in place).
+    pub fn holds(&self, key: &FlowKey) -> bool {
+        self.find(key).is_some()
+    }
+
+    /// Takes back what was kept for `key`, once.
+    pub fn recall(&mut self, key: &FlowKey) -> Option<Handshake> {
+        let i = self.find(key)?;
+        let w = std::mem::take(&mut self.slots[i]);
         let m = |v: u64| Some(v as u16).filter(|m| *m != 0);
-        Some((m(w >> 16 & 0xffff), m(w & 0xffff)))
+        Some(Handshake { inner_mss: m(w >> 16 & 0xffff), outer_mss: m(w & 0xffff), accecn: w >> 32 & 1 == 1 })
     }
 }
 
 impl Engine {
-    /// Removes a flow from the table, keeping its handshake's MSSs if its
-    /// connection is still alive.
+    /// Removes a flow from the table, keeping what its handshake said if
+    /// its connection is still alive.
     pub(crate) fn remove_flow(&mut self, idx: u32) {
         if let Some(f) = self.flows.remove(idx)
             && f.conn.established
             && !f.conn.ended()
             && !f.conn.signed
-            && f.inner_mss.is_some()
+            && (f.inner_mss.is_some() || f.accecn)
         {
-            self.mss_memory.keep(&f.key, f.inner_mss, f.outer_mss);
+            let h = Handshake { inner_mss: f.inner_mss, outer_mss: f.outer_mss, accecn: f.accecn };
+            self.handshakes.keep(&f.key, h);
         }
     }
 
     /// A new flow entry gets back what its connection's handshake said, if
     /// it was kept; it is then an established connection.
-    pub(crate) fn recall_mss(&mut self, idx: u32) {
+    pub(crate) fn recall_handshake(&mut self, idx: u32) {
         let Some(f) = self.flows.get_mut(idx) else { return };
-        if let Some((inner, outer)) = self.mss_memory.recall(&f.key) {
-            f.inner_mss = inner;
-            f.outer_mss = outer;
+        if let Some(h) = self.handshakes.recall(&f.key) {
+            f.inner_mss = h.inner_mss;
+            f.outer_mss = h.outer_mss;
+            f.accecn = h.accecn;
             f.conn.established = true;
         }
     }
@@ -305,25 +329,29 @@ mod tests {
     }
 
     #[test]
-    fn the_mss_memory_is_bounded_and_gives_back_what_it_kept_once() {
+    fn the_handshake_memory_is_bounded_and_gives_back_what_it_kept_once() {
         use crate::flow::FlowKey;
         use core::net::{IpAddr, Ipv4Addr};
         let key = |n: u16| {
             FlowKey::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)), IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1)), n, 80)
         };
-        let mut m = MssMemory::new(4, 7);
+        let hs =
+            |inner: u16, outer: Option<u16>, accecn| Handshake { inner_mss: Some(inner), outer_mss: outer, accecn };
+        let mut m = HandshakeMemory::new(4, 7);
         assert_eq!(m.slots.len(), 1024, "at least 1 Ki entries");
-        assert_eq!(MssMemory::new(1 << 24, 7).slots.len(), 1 << 20, "at most 1 Mi entries (8 MiB)");
-        m.keep(&key(1), Some(8960), None);
+        assert_eq!(HandshakeMemory::new(1 << 24, 7).slots.len(), 1 << 20, "at most 1 Mi entries (8 MiB)");
+        m.keep(&key(1), hs(8960, None, false));
+        m.keep(&key(3), hs(65535, Some(65535), true));
         assert_eq!(m.recall(&key(2)), None);
-        assert_eq!(m.recall(&key(1)), Some((Some(8960), None)));
+        assert_eq!(m.recall(&key(1)), Some(hs(8960, None, false)));
         assert_eq!(m.recall(&key(1)), None, "given back once");
+        assert_eq!(m.recall(&key(3)), Some(hs(65535, Some(65535), true)), "every field apart");
         // Thousands of keys: every slot is a fixed word, nothing grows.
         for n in 0..5000 {
-            m.keep(&key(n), Some(1000 + n), Some(1460));
+            m.keep(&key(n), hs(1000 + n, Some(1460), n % 3 == 0));
         }
         assert_eq!(m.slots.len(), 1024);
-        let back = (4000..5000).filter(|n| m.recall(&key(*n)) == Some((Some(1000 + n), Some(1460)))).count();
+        let back = (4000..5000).filter(|n| m.recall(&key(*n)) == Some(hs(1000 + n, Some(1460), n % 3 == 0))).count();
         assert!(back > 500, "recent keys mostly survive: {back}");
     }
 

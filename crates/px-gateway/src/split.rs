@@ -107,7 +107,7 @@ impl Engine {
                     // was not seen): the safe size, one outer-sized segment,
                     // which it takes if it takes anything from outside.
                     // Such connections (older than the gateway, or lost from
-                    // `MssMemory`) pass at the yield of no gateway rather
+                    // `HandshakeMemory`) pass at the yield of no gateway rather
                     // than risk segments their receiver drops.
                     None => (self.cfg.emtu as usize).saturating_sub(headers),
                 };

@@ -136,6 +136,46 @@ fn split_keeps_the_ace_field_on_every_piece_of_an_accecn_flow() {
     }
 }
 
+/// The ACE rule outlives the flow entry. An AccECN connection whose entry
+/// the gateway dropped (idle past `flow_idle_timeout`, or evicted while a
+/// flood of new tuples filled the table) must still be cut with CWR on
+/// every piece when it sends again: cut as classic ECN, the later pieces'
+/// ACE would read 6 more CE marks (mod 8) than the sender counted, and the
+/// peer would slow down for congestion that never happened. Fails if only
+/// the MSSs are remembered.
+#[test]
+fn an_accecn_flow_keeps_its_ace_rule_after_its_entry_is_dropped() {
+    for evict in [false, true] {
+        let mut h = Harness::new(Config { max_flows: 64, ..test_config() });
+        accecn_handshake(&mut h, false);
+        let ack = TcpSpec::outbound(false, 1, 501, vec![]).ts(1, 2).flags(Flags::ack());
+        let _ = h.feed_tcp(Port::Inner, &ack);
+        if evict {
+            // Spoofed SYNs on fresh tuples: two turns of the clock hand.
+            for n in 0..256u16 {
+                let syn = TcpSpec::new(outer_addr(false, 100 + n), inner_addr(false, 2), 40_000, 80, 1, vec![])
+                    .flags(Flags { syn: true, ..Flags::default() });
+                let _ = h.feed_tcp(Port::Outer, &syn);
+            }
+            assert!(h.eng.counters().flows_evicted >= 128, "the flood evicts");
+        } else {
+            h.advance(h.cfg.flow_idle_timeout * 2);
+            assert!(h.eng.counters().flows_expired >= 1, "the idle flow is forgotten");
+        }
+        let mut big = TcpSpec::outbound(false, 1, 501, stream_bytes(1, 0, 4000)).ts(3, 4);
+        big.flags = Flags { ack: true, cwr: true, ae: true, ece: true, ..Flags::default() };
+        let _ = h.feed_tcp(Port::Inner, &big);
+        let w = h.check_outputs().unwrap();
+        let pieces: Vec<_> = w.iter().filter(|(p, w)| *p == Port::Outer && !w.payload.is_empty()).collect();
+        assert_eq!(pieces.len(), 3, "evict={evict}");
+        for (i, (_, p)) in pieces.iter().enumerate() {
+            let t = p.tcp().unwrap();
+            assert!(t.cwr && t.ns && t.ece, "evict={evict} piece {i}: the ACE field (AE, CWR, ECE) on every piece");
+        }
+        h.oracle.verify().unwrap();
+    }
+}
+
 /// A GRO super-packet is several segments, and only its first can have
 /// carried CWR: Linux GRO never merges a segment with CWR onto another
 /// (`tcp_gro_receive` flushes on it), so the super-packet's CWR is its

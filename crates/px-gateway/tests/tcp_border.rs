@@ -439,3 +439,40 @@ fn the_handshakes_mss_outlives_the_flow_entry() {
         assert!(s.contains(&3988), "{how}: merges reach the inner MSS: {s:?}");
     }
 }
+
+/// The same for the outer host's MSS, when the connection returns with
+/// outbound data only (an inner server answering after a pause): the
+/// pieces still fit what the outer host announced, after its entry
+/// expired or was evicted. Fails if only inbound segments bring an entry
+/// back (the pieces would be cut to the egress MTU, larger than the outer
+/// host takes).
+#[test]
+fn the_outer_hosts_mss_outlives_the_flow_entry() {
+    for how in ["expired", "evicted"] {
+        let cfg = Config { max_flows: 4, flow_idle_timeout: Duration::from_secs(5), ..test_config() };
+        let mut h = Harness::new(cfg);
+        let _ = h.feed_tcp(Port::Outer, &syn(true, false, ISN.wrapping_sub(1), 1200, false));
+        let _ = h.feed_tcp(Port::Inner, &inner_syn_ack(false, 1, INNER_ISN, ISN, Some(8960)));
+        let mut ack = TcpSpec::inbound(false, 1, ISN, vec![]).ts(1, 1);
+        ack.ack = INNER_ISN.wrapping_add(1);
+        let _ = h.feed_tcp(Port::Outer, &ack);
+        let _ = h.feed_tcp(Port::Inner, &outbound(false, 0, 4000));
+        let before = sizes(&h.check_outputs().unwrap(), Port::Outer);
+        assert_eq!(before, [1188, 1188, 1188, 436], "{how}: the outer MSS less the timestamps");
+        match how {
+            "expired" => h.advance(Duration::from_secs(7)),
+            _ => {
+                for n in 2..10u16 {
+                    let _ = h.feed_tcp(Port::Outer, &TcpSpec::inbound(false, n, 1, vec![1; 10]));
+                }
+            }
+        }
+        assert!(h.eng.counters().flows_expired + h.eng.counters().flows_evicted > 0, "{how}");
+        h.check_outputs().unwrap();
+        let _ = h.feed_tcp(Port::Inner, &outbound(false, 4000, 4000));
+        let after = sizes(&h.check_outputs().unwrap(), Port::Outer);
+        assert_eq!(after, before, "{how}: the returning flow's pieces");
+        h.oracle.verify().unwrap();
+        h.check_accounting().unwrap();
+    }
+}

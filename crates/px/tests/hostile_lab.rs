@@ -67,7 +67,7 @@ const BRIDGE: &str = "px-lbr";
 ///                                               socket batches: measured)
 ///       + max_flows × 1 KiB                    (flow entry, key, table slot,
 ///                                               LRU links: generous)
-///       + mss_memory = clamp(next_pow2(2 × max_flows), 1 Ki, 1 Mi) × 8 B
+///       + handshakes = clamp(next_pow2(2 × max_flows), 1 Ki, 1 Mi) × 8 B
 ///       + 2 × pmtu_cache_size × 256 B          (outer and inner caches)
 ///       + max_held_bytes                       (held merges)
 ///       + 4096 × (imtu + 128 + 32)             (the pool's free list, max_free)
@@ -75,9 +75,9 @@ const BRIDGE: &str = "px-lbr";
 ///       + 32 MiB                               (allocator slack, metrics)
 /// ```
 fn memory_bound(rss_at_start_kib: u64) -> u64 {
-    let mss_memory = (2 * MAX_FLOWS).next_power_of_two().clamp(1 << 10, 1 << 20) * 8;
+    let handshakes = (2 * MAX_FLOWS).next_power_of_two().clamp(1 << 10, 1 << 20) * 8;
     let bytes = MAX_FLOWS * 1024
-        + mss_memory
+        + handshakes
         + 2 * PMTU_CACHE * 256
         + MAX_HELD
         + 4096 * (9000 + 128 + 32)
