@@ -206,6 +206,8 @@ impl Engine {
         }
         self.counters.split_in += 1;
         let first = self.queued();
+        let hdr = seg.payload_start();
+        checksum::prefetch_lines(&frame[hdr..hdr + len.min(checksum::PREFETCH_AHEAD)]);
         let sums = PieceSums::of(frame, seg);
         let mut payload = Sum::default();
         let mut off = 0;
@@ -296,8 +298,7 @@ fn write_piece(
     let hdr = seg.payload_start();
     let info = &seg.info;
     out[..hdr].copy_from_slice(&frame[..hdr]);
-    let src = &frame[hdr + off..hdr + off + len];
-    let psum = checksum::copy_and_sum(&mut out[hdr..hdr + len], src);
+    let psum = checksum::copy_and_sum_in(&mut out[hdr..hdr + len], frame, hdr + off..hdr + off + len);
     let l4_len = seg.th + len;
     let word = |out: &[u8], at: usize| Sum(u16::from_be_bytes([out[at], out[at + 1]]) as u64);
     match info.version {

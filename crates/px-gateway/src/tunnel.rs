@@ -250,7 +250,7 @@ impl Engine {
             let n = size.min(len - off);
             let mut buf = self.pool.get();
             out_headers(&mut buf, frame, hdr);
-            let psum = checksum::copy_and_sum(&mut buf[hdr..hdr + n], &frame[hdr + off..hdr + off + n]);
+            let psum = checksum::copy_and_sum_in(&mut buf[hdr..hdr + n], frame, hdr + off..hdr + off + n);
             let end = hdr + n;
             let l4_len = end - info.l4;
             let pseudo = set_ip_lengths(&mut buf, info.l3, info.version, end, i);
@@ -362,7 +362,7 @@ fn set_ip_lengths(out: &mut [u8], l3: usize, version: IpVersion, end: usize, i: 
 fn write_tunnel_piece(frame: &[u8], info: &FrameInfo, e: &Encap, p: Piece, zero_udp: bool, out: &mut [u8]) -> usize {
     let hdr = e.inner_l4 + e.th;
     out_headers(out, frame, hdr);
-    let psum = checksum::copy_and_sum(&mut out[hdr..hdr + p.len], &frame[hdr + p.off..hdr + p.off + p.len]);
+    let psum = checksum::copy_and_sum_in(&mut out[hdr..hdr + p.len], frame, hdr + p.off..hdr + p.off + p.len);
     let end = hdr + p.len;
     // Inner IP and TCP.
     let inner = if e.inner_v6 { IpVersion::V6 } else { IpVersion::V4 };
