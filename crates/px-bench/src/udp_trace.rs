@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use px_gateway::{Config, Engine, Port, Verdict};
+use px_gateway::{Config, Engine, Port};
 use px_wire::offload::{Checksum, PacketMeta};
 
 use crate::drive::{drain, prefetch};
@@ -180,8 +180,8 @@ pub fn run_caravans(tc: &UdpTraceConfig, engine: &Config, chunk_bytes: usize) ->
             }
             let v = eng.handle_packet(now, Port::Outer, &mut frames.data[off..off + len], meta);
             sent += drain(&mut eng);
-            if let Verdict::Forward { .. } = v {
-                sent += len as u64;
+            if let Some((_, range)) = v.forwarded(len) {
+                sent += range.len() as u64;
             }
         }
         timed += t0.elapsed();

@@ -51,10 +51,12 @@ pub enum Verdict {
     Forward { meta: PacketMeta },
     /// Send part of the input frame, `frame[start..end]`, rewritten in place
     /// (the headers moved to `start`), out of the other port, with this
-    /// offload metadata (as for `Forward`). The rest of the input was taken
-    /// by the engine: a GRO super-packet whose inner-MSS multiple is passed
-    /// on as one GSO frame while its head completed a hold and its tail
-    /// starts the next ([`crate::merge`]).
+    /// offload metadata (as for `Forward`). Either the rest of the input was
+    /// taken by the engine (a GRO super-packet whose inner-MSS multiple is
+    /// passed on as one GSO frame while its head completed a hold and its
+    /// tail starts the next, [`crate::merge`]), or the input is passed on
+    /// without the link-layer padding or trailer after its IP packet
+    /// (`start` 0, `end` the packet's end; counted as forwarded).
     ForwardPart { meta: PacketMeta, start: usize, end: usize },
     /// The engine took the bytes (held, merged or cut into queued frames).
     Consumed,

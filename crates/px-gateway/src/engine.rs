@@ -233,7 +233,7 @@ impl Engine {
         }
         // By reference again, for the same reason.
         let seg = Seg::parse(frame, info);
-        match &seg {
+        let v = match &seg {
             Some(seg) => {
                 let known_sum = complete_partial_checksum(frame, seg, meta.csum);
                 match from {
@@ -244,7 +244,8 @@ impl Engine {
             // Tunnel super-packets, inner partial checksums, UDP GRO batches.
             None if crate::tunnel::is_offloaded(info, &meta) => self.route_offloaded(now, from, frame, info, meta),
             None => self.route_non_tcp(now, from, frame, info, meta),
-        }
+        };
+        without_trailer(v, info.end, frame.len())
     }
 
     /// A frame the I/O layer saw addressed to the gateway host's own MAC
@@ -354,6 +355,20 @@ impl Engine {
     pub(crate) fn drop(&mut self, r: DropReason) -> Verdict {
         self.counters.drop[r as usize] += 1;
         Verdict::Dropped(r)
+    }
+}
+
+/// A router forwards the IP packet, not what the link layer left behind it
+/// (Ethernet padding, a trailer): Linux trims every received packet to its
+/// IP length (`ip_rcv`, `ipv6_rcv`). Every size check is on the IP length,
+/// so a frame passed on whole could exceed the egress MTU by its trailer
+/// and be refused by the port. A frame with bytes past its IP packet
+/// (`ip_end`) is therefore passed on as `frame[..ip_end]`.
+#[inline]
+fn without_trailer(v: Verdict, ip_end: usize, frame_len: usize) -> Verdict {
+    match v {
+        Verdict::Forward { meta } if ip_end < frame_len => Verdict::ForwardPart { meta, start: 0, end: ip_end },
+        v => v,
     }
 }
 

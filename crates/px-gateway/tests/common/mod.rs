@@ -636,6 +636,8 @@ impl Harness {
     pub fn feed(&mut self, from: Port, mut frame: Vec<u8>, meta: PacketMeta) -> Verdict {
         self.oracle.record_in(from, &frame, matches!(meta.csum, Checksum::Partial { .. }));
         self.tally.fed += 1;
+        let len = frame.len();
+        let merged_in = self.eng.counters().merged_in;
         let v = self.eng.handle_packet(self.now, from, &mut frame, meta);
         self.drain();
         match v {
@@ -643,10 +645,19 @@ impl Harness {
                 self.tally.forward += 1;
                 self.out.push(Out { port: from.other(), frame, meta, at: self.now, forwarded: true });
             }
-            Verdict::ForwardPart { meta, start, end } => {
+            // A GRO super-packet's whole pieces passed on while the rest was
+            // merged (the input counts as merged), or the input passed on
+            // without the link-layer trailer after its IP packet.
+            Verdict::ForwardPart { meta, start, end } if self.eng.counters().merged_in > merged_in => {
                 self.tally.consumed += 1;
                 let frame = frame[start..end].to_vec();
                 self.out.push(Out { port: from.other(), frame, meta, at: self.now, forwarded: false });
+            }
+            Verdict::ForwardPart { meta, start, end } => {
+                assert!(start == 0 && end < len, "a trimmed frame is the head of the input: {start}..{end} of {len}");
+                self.tally.forward += 1;
+                let frame = frame[..end].to_vec();
+                self.out.push(Out { port: from.other(), frame, meta, at: self.now, forwarded: true });
             }
             Verdict::Consumed => self.tally.consumed += 1,
             Verdict::Dropped(_) => self.tally.dropped += 1,
