@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use px_lab::{FrameObserver, Netns, require_root_or_skip};
+use px_lab::{FrameObserver, require_root_or_skip};
 
 /// Sniffs one data segment of the live flow (b-network host → legacy host,
 /// to `dport`) on `iface`, then sends 300 spoofed "fragmentation needed"
@@ -57,12 +57,6 @@ print("live flow port %d seq %d: sent %d spoofed frag-needed" % (sport, seq, len
 
 /// ICMP "fragmentation needed" and ICMPv6 "packet too big" (pcap filter).
 const TOO_BIG_FILTER: &str = "(icmp and icmp[icmptype] == 3 and icmp[icmpcode] == 4) or (icmp6 and ip6[40] == 2)";
-
-fn mac_of(ns: &Netns, dev: &str) -> String {
-    let link = ns.ip(&["-o", "link", "show", "dev", dev]).unwrap();
-    let mut w = link.split_whitespace();
-    w.find(|t| *t == "link/ether").and_then(|_| w.next()).expect("MAC").to_string()
-}
 
 #[test]
 fn spoofed_frag_needed_does_not_shrink_a_live_flow() {

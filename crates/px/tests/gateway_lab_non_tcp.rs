@@ -166,3 +166,48 @@ fn router_behaviour(workers: &str) {
     assert!(drops[px_gateway::DropReason::TooBigV6 as usize].as_u64() >= Some(1), "{}", exit.stats);
     assert!(exit.counter("icmp_sent") >= 3, "{}", exit.stats);
 }
+
+/// scapy on the b-network host: one UDP datagram (IPv4, `len` bytes of
+/// payload, DF) to the legacy host, with `trailer` bytes of 0xa5 after the
+/// IP packet in the same Ethernet frame.
+const TRAILER: &str = r#"
+import sys
+from scapy.all import Ether, IP, UDP, Raw, sendp, conf, get_if_hwaddr
+conf.verb = 0
+iface, src, dst, dst_mac, port, n, trailer = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+packet = bytes(IP(src=src, dst=dst, flags="DF") / UDP(sport=port, dport=port) / Raw(bytes(i % 251 for i in range(n))))
+sendp(Ether(src=get_if_hwaddr(iface), dst=dst_mac, type=0x0800) / Raw(packet + b"\xa5" * trailer), iface=iface)
+print("sent a %d-byte IP packet with a %d-byte trailer" % (len(packet), trailer))
+"#;
+
+/// A frame whose IP packet fits the outer link but whose trailer (bytes
+/// after the packet) makes it larger than the link's MTU crosses the
+/// gateway as its IP packet, as through a Linux router, which trims every
+/// received packet to its IP length. Fails if the gateway passes the frame
+/// on whole: its outer port refuses a frame over the MTU.
+#[test]
+fn a_trailer_after_the_packet_is_left_behind() {
+    if !require_root_or_skip("a_trailer_after_the_packet_is_left_behind") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let gw = Gateway::start(&lab, &[]);
+    lab.ping_both();
+    let (l, b) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
+    let ls = udp(l, LEGACY_V4, 6010, None);
+    let legacy_mac = mac_of(l, LEGACY_DEV);
+    let want: Vec<u8> = (0..1400usize).map(|i| (i % 251) as u8).collect();
+    for trailer in [6usize, 400] {
+        let (ok, out) = run_in(
+            b,
+            "/usr/bin/python3",
+            &["-c", TRAILER, BNET_DEV, BNET_V4, LEGACY_V4, &legacy_mac, "6010", "1400", &trailer.to_string()],
+        );
+        assert!(ok, "scapy: {out}");
+        let mut buf = vec![0u8; 65536];
+        let (n, _) = ls.recv_from(&mut buf).unwrap_or_else(|e| panic!("{trailer}-byte trailer: nothing arrived: {e}"));
+        assert_eq!(&buf[..n], &want[..], "{trailer}-byte trailer: the datagram arrives whole");
+    }
+    gw.stop().assert_clean();
+}

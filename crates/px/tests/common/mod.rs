@@ -271,6 +271,13 @@ pub fn sock(addr: &str, port: u16) -> SocketAddr {
     SocketAddr::new(addr.parse::<IpAddr>().unwrap(), port)
 }
 
+/// The MAC address of `dev` in `ns`.
+pub fn mac_of(ns: &Netns, dev: &str) -> String {
+    let link = ns.ip(&["-o", "link", "show", "dev", dev]).unwrap();
+    let mut w = link.split_whitespace();
+    w.find(|t| *t == "link/ether").and_then(|_| w.next()).expect("MAC").to_string()
+}
+
 /// Runs `program args` in `ns`, returning (success, stdout + stderr).
 pub fn run_in(ns: &Netns, program: &str, args: &[&str]) -> (bool, String) {
     let out = ns.command(program).args(args).output().unwrap();
