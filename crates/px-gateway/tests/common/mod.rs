@@ -988,9 +988,31 @@ impl Oracle {
     }
 }
 
+/// The sequence ranges a stream covers, in a form that does not depend on
+/// its base: sorted by first sequence number, touching ranges joined (also
+/// across the end of the list, the sequence space being a circle). Each
+/// stream's offsets wrap at its own base (its first sequence number less
+/// 2^30), so a range that straddles one stream's base is two ranges there
+/// and one in a stream that began elsewhere (the input and the output of a
+/// flow whose data spans more than 2^31 of sequence space).
 fn cov_seq(s: &Stream) -> Vec<(u32, u32)> {
     let b = s.base.unwrap_or(0);
-    s.coverage().into_iter().map(|(x, y)| ((x as u32).wrapping_add(b), (y as u32).wrapping_add(b))).collect()
+    let mut v: Vec<(u32, u32)> =
+        s.coverage().into_iter().map(|(x, y)| ((x as u32).wrapping_add(b), (y as u32).wrapping_add(b))).collect();
+    v.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(v.len());
+    for r in v {
+        match out.last_mut() {
+            Some(last) if last.1 == r.0 => last.1 = r.1,
+            _ => out.push(r),
+        }
+    }
+    if out.len() > 1 && out[out.len() - 1].1 == out[0].0 {
+        let last = out.pop().expect("more than one");
+        out[0].0 = last.0;
+        out.sort_unstable();
+    }
+    out
 }
 
 fn coalesce(t: &[Tok]) -> Vec<Tok> {
