@@ -51,11 +51,13 @@ fn random_event_sequences_keep_every_invariant() {
 }
 
 /// Long variant: `cargo test -p px-gateway --release --test engine_seq -- --ignored`
-/// (PX_SEQ_SECS, default 600).
+/// (PX_SEQ_SECS, default 600; PX_SEQ_FIRST, the first seed, default 2^32,
+/// to go on where an earlier run stopped).
 #[test]
 #[ignore]
 fn random_event_sequences_long() {
     let secs = std::env::var("PX_SEQ_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
-    let (n, s) = drive(1 << 32, u64::MAX, Duration::from_secs(secs));
-    eprintln!("engine_seq long: {n} sequences, {s:?}");
+    let first = std::env::var("PX_SEQ_FIRST").ok().and_then(|s| s.parse().ok()).unwrap_or(1 << 32);
+    let (n, s) = drive(first, u64::MAX, Duration::from_secs(secs));
+    eprintln!("engine_seq long: {n} sequences from seed {first}, {s:?}");
 }
