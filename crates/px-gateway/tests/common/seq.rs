@@ -96,6 +96,18 @@ fn flow_id(i: usize, dir: usize) -> FlowId {
     if dir == 0 { (o.0, o.1, inn.0, inn.1) } else { (inn.0, inn.1, o.0, o.1) }
 }
 
+/// The TCP tuple of a frame that parses as TCP, as the oracle keys it.
+fn tcp_tuple(frame: &[u8]) -> Option<FlowId> {
+    let p = etherparse::PacketHeaders::from_ethernet_slice(frame).ok()?;
+    let etherparse::TransportHeader::Tcp(t) = p.transport? else { return None };
+    let (s, d) = match p.net? {
+        etherparse::NetHeaders::Ipv4(h, _) => (IpAddr::V4(h.source.into()), IpAddr::V4(h.destination.into())),
+        etherparse::NetHeaders::Ipv6(h, _) => (IpAddr::V6(h.source.into()), IpAddr::V6(h.destination.into())),
+        etherparse::NetHeaders::Arp(_) => return None,
+    };
+    Some((s, t.source_port, d, t.destination_port))
+}
+
 fn config(sel: u8) -> Config {
     Config {
         max_flows: [2, 4, 64, 3][usize::from(sel & 3)],
@@ -296,6 +308,13 @@ impl Driver<'_> {
         if !trusted && let Some(i) = flow {
             self.skip.insert(flow_id(i, 0), "malformed frame on its tuple");
             self.skip.insert(flow_id(i, 1), "malformed frame on its tuple");
+        }
+        // A changed byte may have moved the frame to another tuple, one that
+        // still parses (and whose checksum the changes happened to keep):
+        // that tuple's history is not checked either.
+        if !trusted && let Some((a, ap, b, bp)) = tcp_tuple(&frame) {
+            self.skip.insert((a, ap, b, bp), "malformed frame on its tuple");
+            self.skip.insert((b, bp, a, ap), "malformed frame on its tuple");
         }
         let trace = std::env::var_os("PX_SEQ_TRACE").is_some().then(|| format!("{port:?} {meta:?} {:02x?}", &frame));
         let v = self.h.feed(port, frame, meta);
