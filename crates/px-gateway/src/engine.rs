@@ -261,13 +261,16 @@ impl Engine {
     /// connection pass untouched (`crate::mss`).
     fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: PacketMeta) -> Verdict {
         let key = FlowKey::of_segment(seg, frame, Port::Inner);
-        let flow = match self.flows.peek(&key) {
-            _ if seg.has(flags::SYN) => Some(self.flow_for(key, now)),
-            Some(i) => Some(i),
-            // A connection returning after its entry was dropped (idle,
-            // evicted): it gets its handshake's MSSs and ECN mode back.
-            None if self.handshakes.holds(&key) => Some(self.flow_for(key, now)),
-            None => None,
+        let flow = if seg.has(flags::SYN) {
+            Some(self.flow_for(key, now))
+        } else {
+            match self.flows.peek(&key) {
+                Some(i) => Some(i),
+                // A connection returning after its entry was dropped (idle,
+                // evicted): it gets its handshake's MSSs and ECN mode back.
+                None if self.handshakes.holds(&key) => Some(self.flow_for(key, now)),
+                None => None,
+            }
         };
         let track = match flow {
             Some(i) => self.track_tcp(i, frame, seg, Port::Inner, now),

@@ -918,12 +918,7 @@ impl Oracle {
         if !partial && check_wire_frame(frame).is_err() {
             return;
         }
-        let (s, d) = match net {
-            NetHeaders::Ipv4(h, _) => (IpAddr::V4(h.source.into()), IpAddr::V4(h.destination.into())),
-            NetHeaders::Ipv6(h, _) => (IpAddr::V6(h.source.into()), IpAddr::V6(h.destination.into())),
-            NetHeaders::Arp(_) => return,
-        };
-        let id = (s, t.source_port, d, t.destination_port);
+        let Some(id) = flow_id_of(net, t) else { return };
         let payload = p.payload.slice();
         self.toks_in.entry(id).or_default().extend(toks_of(t, payload.len()));
         self.bytes_in.entry(id).or_default().offer(t.sequence_number.wrapping_add(t.syn as u32), payload);
@@ -986,6 +981,17 @@ impl Oracle {
         }
         Ok(())
     }
+}
+
+/// The oracle's key of a TCP segment: (source, source port, destination,
+/// destination port).
+pub fn flow_id_of(net: &NetHeaders, t: &TcpHeader) -> Option<FlowId> {
+    let (s, d) = match net {
+        NetHeaders::Ipv4(h, _) => (IpAddr::V4(h.source.into()), IpAddr::V4(h.destination.into())),
+        NetHeaders::Ipv6(h, _) => (IpAddr::V6(h.source.into()), IpAddr::V6(h.destination.into())),
+        NetHeaders::Arp(_) => return None,
+    };
+    Some((s, t.source_port, d, t.destination_port))
 }
 
 /// The sequence ranges a stream covers, in a form that does not depend on

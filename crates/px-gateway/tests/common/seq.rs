@@ -99,13 +99,8 @@ fn flow_id(i: usize, dir: usize) -> FlowId {
 /// The TCP tuple of a frame that parses as TCP, as the oracle keys it.
 fn tcp_tuple(frame: &[u8]) -> Option<FlowId> {
     let p = etherparse::PacketHeaders::from_ethernet_slice(frame).ok()?;
-    let etherparse::TransportHeader::Tcp(t) = p.transport? else { return None };
-    let (s, d) = match p.net? {
-        etherparse::NetHeaders::Ipv4(h, _) => (IpAddr::V4(h.source.into()), IpAddr::V4(h.destination.into())),
-        etherparse::NetHeaders::Ipv6(h, _) => (IpAddr::V6(h.source.into()), IpAddr::V6(h.destination.into())),
-        etherparse::NetHeaders::Arp(_) => return None,
-    };
-    Some((s, t.source_port, d, t.destination_port))
+    let (Some(net), Some(etherparse::TransportHeader::Tcp(t))) = (&p.net, &p.transport) else { return None };
+    flow_id_of(net, t)
 }
 
 fn config(sel: u8) -> Config {
