@@ -37,6 +37,7 @@ pub(crate) struct Seg<'a> {
 
 impl<'a> Seg<'a> {
     /// Parses the TCP header at `info.l4`; `None` if `info` is not TCP.
+    #[inline]
     pub fn parse(frame: &[u8], info: &'a FrameInfo) -> Option<Seg<'a>> {
         if info.protocol != next_header::TCP || info.fragment {
             return None;
@@ -128,7 +129,7 @@ impl<'a> Seg<'a> {
         if self.info.version == IpVersion::V4 && self.info.l4 == self.info.l3 + 20 {
             // Without IPv4 options the addresses and the TCP header are
             // adjacent: one pass over both.
-            let both = Sum::of(&frame[self.info.l3 + 12..self.payload_start()]);
+            let both = Sum::of_header(&frame[self.info.l3 + 12..self.payload_start()]);
             return both.plus(Sum(next_header::TCP as u64 + l4_len as u64)).negate();
         }
         self.pseudo(frame, l4_len).plus(self.header_sum(frame)).negate()
@@ -146,15 +147,6 @@ impl<'a> Seg<'a> {
         let s = self.pseudo(frame, self.info.end - self.info.l4).plus(self.header_sum(frame));
         checksum::fold(s.plus(payload.at_offset(self.th))) == 0xffff
     }
-}
-
-/// Whether pieces with these IP ECN codepoints may be merged: only when
-/// equal, as Linux GRO does. CE is never OR-ed over pieces: DCTCP, L4S and
-/// AccECN react to the share of CE-marked bytes or packets, so a merged
-/// segment is CE exactly when all of its bytes arrived CE (DESIGN invariant
-/// 6); and a CE piece can not bridge ECT(0) and ECT(1), which L4S tells apart.
-pub(crate) fn ecn_compatible(a: u8, b: u8) -> bool {
-    a == b
 }
 
 /// TCP header byte 12: data offset, reserved bits and AE (bit 0, the former
@@ -258,13 +250,6 @@ mod tests {
             f[last] ^= 0x40;
             assert!(!s.checksum_ok(&f), "v6={v6}: a flipped payload bit must not verify");
         }
-    }
-
-    #[test]
-    fn ecn_merges_like_with_like_only() {
-        assert!(ecn_compatible(0, 0) && ecn_compatible(2, 2) && ecn_compatible(1, 1) && ecn_compatible(3, 3));
-        assert!(!ecn_compatible(3, 2) && !ecn_compatible(1, 3) && !ecn_compatible(3, 0));
-        assert!(!ecn_compatible(0, 2) && !ecn_compatible(1, 2));
     }
 
     #[test]

@@ -68,6 +68,7 @@ pub struct FrameInfo {
 impl FrameInfo {
     /// Parses an Ethernet frame carrying IPv4 or IPv6. Frames of other
     /// EtherTypes give `Ok(None)`: they are not the gateway's business.
+    #[inline]
     pub fn parse(frame: &[u8]) -> Result<Option<FrameInfo>, ParseError> {
         if let Some(i) = Self::parse_plain_v4_tcp(frame) {
             return Ok(Some(i));

@@ -18,7 +18,7 @@ use px_wire::tcp::{TcpSegment, flags};
 use px_wire::{FrameInfo, IpVersion};
 
 use crate::buf::HEADROOM;
-use crate::segment::{Seg, ecn_compatible};
+use crate::segment::Seg;
 
 /// One inner-sized segment being filled.
 #[derive(Debug)]
@@ -52,6 +52,72 @@ pub(crate) struct Held {
     pub pieces: u32,
     /// A piece carried PSH and the policy lets it ride: the segment carries it.
     pub psh: bool,
+    /// Which header bits a joining segment must share with the template,
+    /// by 8-byte word from the header's start ([`header_mask`]).
+    mask: [u64; MASK_WORDS],
+}
+
+/// Words of [`Held::mask`]: the whole headroom.
+const MASK_WORDS: usize = HEADROOM / 8;
+
+/// The bits of a segment's headers (`hdr_len` bytes, parsed as `seg`) that
+/// every piece of one merged segment must share, as 8-byte words from the
+/// frame's start; the rest differ from piece to piece and the merged
+/// segment gets them from [`Held::finish`]. Shared: the link header; the
+/// IP version, DSCP, ECN codepoint, TTL or hop limit, protocol,
+/// addresses, and the DF bit (IPv4) or flow label (IPv6); the ports, the
+/// TCP data offset and AE bit, the flags but PSH and FIN, and the options
+/// but the timestamp values. Free: the IP length, identification and
+/// header checksum, the sequence and ACK numbers, window, TCP checksum and
+/// urgent pointer (URG is never merged), TSval and TSecr (ordered by
+/// [`Held::accepts`]).
+///
+/// ECN codepoints merge only when equal, as in Linux GRO. CE is never
+/// OR-ed over pieces: DCTCP, L4S and AccECN react to the share of
+/// CE-marked bytes or packets, so a merged segment is CE exactly when all
+/// of its bytes arrived CE (DESIGN invariant 6); and a CE piece can not
+/// bridge ECT(0) and ECT(1), which L4S tells apart.
+fn header_mask(seg: &Seg, hdr_len: usize) -> [u64; MASK_WORDS] {
+    let mut m = [0u8; HEADROOM];
+    m[..hdr_len].fill(0xff);
+    let (l3, l4) = (seg.info.l3, seg.info.l4);
+    let mut free = |r: core::ops::Range<usize>| m[r].fill(0);
+    match seg.info.version {
+        IpVersion::V4 => {
+            free(l3 + 2..l3 + 8);
+            free(l3 + 10..l3 + 12);
+        }
+        IpVersion::V6 => free(l3 + 4..l3 + 6),
+    }
+    free(l4 + 4..l4 + 12);
+    free(l4 + 14..l4 + 20);
+    if let Some(ts) = seg.tsval_at {
+        free(l4 + ts..l4 + ts + 8);
+    }
+    if seg.info.version == IpVersion::V4 {
+        // Of the fragment word, DF: a held segment is no fragment (MF and
+        // the offset are zero), and the reserved bit is not compared.
+        m[l3 + 6] = 0x40;
+    }
+    m[l4 + 13] = !(flags::PSH | flags::FIN);
+    let mut words = [0u64; MASK_WORDS];
+    for (w, c) in words.iter_mut().zip(m.chunks_exact(8)) {
+        *w = u64::from_ne_bytes(c.try_into().expect("8-byte chunk"));
+    }
+    words
+}
+
+/// Whether `a` and `b` agree on the bits `mask` selects (whole words,
+/// a fixed count, so that the compiler unrolls it into vector operations).
+#[inline]
+fn masked_eq(a: &[u8; HEADROOM], b: &[u8; HEADROOM], mask: &[u64; MASK_WORDS]) -> bool {
+    let mut diff = 0;
+    for ((x, y), m) in a.chunks_exact(8).zip(b.chunks_exact(8)).zip(mask) {
+        let x = u64::from_ne_bytes(x.try_into().expect("8-byte chunk"));
+        let y = u64::from_ne_bytes(y.try_into().expect("8-byte chunk"));
+        diff |= (x ^ y) & m;
+    }
+    diff == 0
 }
 
 /// The segment's (TSval, TSecr), if it has the option.
@@ -102,11 +168,8 @@ impl Held {
             id,
             pieces: 0,
             psh: false,
+            mask: header_mask(seg, hdr_len),
         }
-    }
-
-    fn header(&self) -> &[u8] {
-        &self.buf[HEADROOM - self.hdr_len..HEADROOM]
     }
 
     pub fn room(&self) -> usize {
@@ -131,42 +194,33 @@ impl Held {
     /// as FreeBSD's LRO emits them. Linux GRO instead ends a merge on any
     /// option byte change, which at 1 ms TSval clocks ends most merges.
     pub fn accepts(&self, frame: &[u8], seg: &Seg) -> bool {
-        let (a, b) = (seg.info, &self.info);
-        if seg.payload_start() != self.hdr_len
-            || a.l3 != b.l3
-            || a.version != b.version
-            || a.dscp != b.dscp
-            || a.ttl != b.ttl
-            || a.dont_frag != b.dont_frag
-            || !ecn_compatible(a.ecn, b.ecn)
-            || seg.th != self.th
-            || frame[a.l4 + 12] != self.header()[a.l4 + 12]
-            || (seg.flags & !(flags::PSH | flags::FIN)) != self.flags
-            || (seg.ack.wrapping_sub(self.ack) as i32) < 0
-            || seg.tsval_at != self.tsval_at
-        {
+        if seg.payload_start() != self.hdr_len || (seg.ack.wrapping_sub(self.ack) as i32) < 0 {
             return false;
         }
-        let h = self.header();
-        if !eq_bytes(&frame[..a.l3], &h[..a.l3]) {
-            return false;
-        }
-        if a.version == IpVersion::V6
-            && (frame[a.l3 + 1] & 0x0f, &frame[a.l3 + 2..a.l3 + 4]) != (h[a.l3 + 1] & 0x0f, &h[a.l3 + 2..a.l3 + 4])
-        {
-            return false;
-        }
-        let opts = a.l4 + px_wire::tcp::MIN_HEADER_LEN..seg.payload_start();
-        match self.tsval_at {
-            Some(ts) => {
-                let Some((tsval, tsecr)) = ts_values(frame, seg) else { return false };
-                let ts = a.l4 + ts;
-                (tsval.wrapping_sub(self.tsval) as i32) >= 0
-                    && (tsecr.wrapping_sub(self.tsecr) as i32) >= 0
-                    && eq_bytes(&frame[opts.start..ts], &h[opts.start..ts])
-                    && eq_bytes(&frame[ts + 8..opts.end], &h[ts + 8..opts.end])
+        // Equal shared bits imply an equal parse: the same link header, IP
+        // header length, TCP data offset and option layout (so the same
+        // `l3`, `l4`, `th` and `tsval_at`). Both sides are compared over the
+        // whole headroom's length, past the header into the payload, where
+        // the mask is zero.
+        let start = HEADROOM - self.hdr_len;
+        let template = self.buf[start..start + HEADROOM].try_into().expect("buffers hold HEADROOM after the header");
+        let same = match frame.first_chunk::<HEADROOM>() {
+            Some(f) => masked_eq(f, template, &self.mask),
+            None => {
+                // A frame shorter than the headroom.
+                let mut padded = [0u8; HEADROOM];
+                padded[..frame.len()].copy_from_slice(frame);
+                masked_eq(&padded, template, &self.mask)
             }
-            None => eq_bytes(&frame[opts.clone()], &h[opts]),
+        };
+        if !same {
+            return false;
+        }
+        match ts_values(frame, seg) {
+            Some((tsval, tsecr)) => {
+                (tsval.wrapping_sub(self.tsval) as i32) >= 0 && (tsecr.wrapping_sub(self.tsecr) as i32) >= 0
+            }
+            None => true,
         }
     }
 
@@ -209,7 +263,7 @@ impl Held {
         if let Some(ts) = self.tsval_at {
             frame[info.l4 + ts + 4..info.l4 + ts + 8].copy_from_slice(&self.tsecr.to_be_bytes());
         }
-        let hsum = Sum::of(&frame[info.l4..info.l4 + self.th]);
+        let hsum = Sum::of_header(&frame[info.l4..info.l4 + self.th]);
         let c = pseudo.plus(hsum).plus(self.psum.at_offset(self.th)).checksum();
         frame[info.l4 + 16..info.l4 + 18].copy_from_slice(&c.to_be_bytes());
         (self.buf, start, end)
@@ -236,25 +290,6 @@ pub(crate) fn set_ip_length(frame: &mut [u8], info: &FrameInfo, l4_len: usize) -
     }
 }
 
-/// Equality of two short header pieces. The lengths that occur on every
-/// segment (4 bytes around a TSval, 8–16 for a link header) are compared as
-/// one or two words, the last overlapping, instead of calling `memcmp`.
-#[inline]
-fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    let w4 = |x: &[u8], i: usize| x.get(i..i + 4).and_then(|s| <[u8; 4]>::try_from(s).ok()).map(u32::from_ne_bytes);
-    let w8 = |x: &[u8], i: usize| x.get(i..i + 8).and_then(|s| <[u8; 8]>::try_from(s).ok()).map(u64::from_ne_bytes);
-    match n {
-        0 => true,
-        4 => w4(a, 0) == w4(b, 0),
-        8..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
-        _ => a == b,
-    }
-}
-
 /// Sums of the two parts of `payload` cut at `n`, given the whole's sum:
 /// the shorter part is read, the longer derived.
 pub(crate) fn split_sum(payload: &[u8], n: usize, whole: Sum) -> (Sum, Sum) {
@@ -270,21 +305,138 @@ pub(crate) fn split_sum(payload: &[u8], n: usize, whole: Sum) -> (Sum, Sum) {
 }
 
 #[cfg(test)]
-mod eq_tests {
-    use super::eq_bytes;
+mod tests {
+    use std::time::Instant;
+
     use proptest::prelude::*;
+    use px_wire::FrameInfo;
+
+    use super::{Held, ts_values};
+    use crate::buf::HEADROOM;
+    use crate::port::Port;
+    use crate::segment::Seg;
+    use crate::test_frames::{TS, Tcp};
+
+    /// The rule [`Held::accepts`] implements, field by field from the
+    /// parses (the engine's rule before the masked compare): the oracle.
+    fn accepts_by_fields(h: &Held, template: &[u8], frame: &[u8], seg: &Seg) -> bool {
+        let (a, b) = (seg.info, &h.info);
+        if seg.payload_start() != h.hdr_len
+            || a.l3 != b.l3
+            || a.version != b.version
+            || a.dscp != b.dscp
+            || a.ttl != b.ttl
+            || a.dont_frag != b.dont_frag
+            || a.ecn != b.ecn
+            || seg.th != h.th
+            || frame[a.l4 + 12] != template[a.l4 + 12]
+            || (seg.flags & !(flags::PSH | flags::FIN)) != h.flags
+            || (seg.ack.wrapping_sub(h.ack) as i32) < 0
+            || seg.tsval_at != h.tsval_at
+            || frame[..a.l3] != template[..a.l3]
+            || (seg.src_port, seg.dst_port)
+                != (
+                    u16::from_be_bytes([template[a.l4], template[a.l4 + 1]]),
+                    u16::from_be_bytes([template[a.l4 + 2], template[a.l4 + 3]]),
+                )
+            || a.src != b.src
+            || a.dst != b.dst
+        {
+            return false;
+        }
+        if a.version == px_wire::IpVersion::V6
+            && (frame[a.l3 + 1] & 0x0f, &frame[a.l3 + 2..a.l3 + 4])
+                != (template[a.l3 + 1] & 0x0f, &template[a.l3 + 2..a.l3 + 4])
+        {
+            return false;
+        }
+        let opts = a.l4 + px_wire::tcp::MIN_HEADER_LEN..seg.payload_start();
+        match h.tsval_at {
+            Some(ts) => {
+                let Some((tsval, tsecr)) = ts_values(frame, seg) else { return false };
+                let ts = a.l4 + ts;
+                (tsval.wrapping_sub(h.tsval) as i32) >= 0
+                    && (tsecr.wrapping_sub(h.tsecr) as i32) >= 0
+                    && frame[opts.start..ts] == template[opts.start..ts]
+                    && frame[ts + 8..opts.end] == template[ts + 8..opts.end]
+            }
+            None => frame[opts.clone()] == template[opts],
+        }
+    }
+
+    use px_wire::tcp::flags;
 
     proptest! {
+        /// A candidate made from the template by changing bytes of its
+        /// headers (any of them: fixed fields, lengths, sequence numbers,
+        /// options, timestamps) is accepted exactly when the field-by-field
+        /// rule accepts it, whether or not it still parses as the same
+        /// layout; short payloads take the padded compare.
         #[test]
-        fn eq_bytes_is_slice_equality(a in proptest::collection::vec(0u8..3, 0..40), flip in any::<prop::sample::Index>()) {
-            let mut b = a.clone();
-            prop_assert!(eq_bytes(&a, &b));
-            if !b.is_empty() {
-                let i = flip.index(b.len());
-                b[i] ^= 1;
-                prop_assert_eq!(eq_bytes(&a, &b), a == b);
+        fn the_masked_compare_is_the_field_rule(
+            v6 in any::<bool>(),
+            ts in any::<bool>(),
+            payload in prop::sample::select(vec![1usize, 3, 7, 100, 1448]),
+            edits in prop::collection::vec((0usize..80, any::<u8>(), 0u8..5), 0..4),
+        ) {
+            let mut t = Tcp::data(v6, Port::Outer, 1000, 1448);
+            if !ts {
+                t.opts.clear();
             }
-            prop_assert!(!eq_bytes(&a, &a[..a.len().saturating_sub(1)]) || a.is_empty());
+            let template = t.build();
+            let info = FrameInfo::parse(&template).unwrap().unwrap();
+            let seg = Seg::parse(&template, &info).unwrap();
+            let h = Held::start(vec![0u8; HEADROOM + 9000], &template, &seg, 1000, 8948, Instant::now(), 1);
+            let hdr = seg.payload_start();
+            let mut c = Tcp::data(v6, Port::Outer, 2448, payload);
+            if !ts {
+                c.opts.clear();
+            }
+            let mut frame = c.build();
+            for (at, value, how) in edits {
+                let at = at % hdr;
+                let l4 = 14 + if v6 { 40 } else { 20 };
+                match how {
+                    0 => frame[at] = value,
+                    1 => frame[at] ^= 1 << (value % 8),
+                    // The flags: ACK with some of those that end or
+                    // forbid a merge.
+                    2 => frame[l4 + 13] = flags::ACK | value & (flags::PSH | flags::FIN | flags::ECE | flags::CWR),
+                    // Move the timestamps (the fields ordered by value).
+                    _ if ts => {
+                        let at = l4 + 24 + (value as usize % 8);
+                        frame[at] = frame[at].wrapping_add(if how == 3 { 1 } else { 0xff });
+                    }
+                    _ => frame[at] = value,
+                }
+            }
+            let Ok(Some(info)) = FrameInfo::parse(&frame) else { return Ok(()) };
+            let Some(seg) = Seg::parse(&frame, &info) else { return Ok(()) };
+            let tmpl = &h.buf[HEADROOM - h.hdr_len..HEADROOM];
+            prop_assert_eq!(h.accepts(&frame, &seg), accepts_by_fields(&h, tmpl, &frame, &seg));
+        }
+    }
+
+    #[test]
+    fn the_next_segment_is_accepted_and_a_changed_field_is_not() {
+        for v6 in [false, true] {
+            let template = Tcp::data(v6, Port::Outer, 1000, 1448).build();
+            let info = FrameInfo::parse(&template).unwrap().unwrap();
+            let seg = Seg::parse(&template, &info).unwrap();
+            let h = Held::start(vec![0u8; HEADROOM + 9000], &template, &seg, 1000, 8948, Instant::now(), 1);
+            let mut next = Tcp::data(v6, Port::Outer, 2448, 1448);
+            next.ack = 5;
+            next.window = 7;
+            next.ident = 9;
+            next.opts = TS.to_vec();
+            next.opts[7] = 3; // a newer TSval
+            let f = next.build();
+            let i = FrameInfo::parse(&f).unwrap().unwrap();
+            assert!(h.accepts(&f, &Seg::parse(&f, &i).unwrap()), "v6={v6}");
+            let mut ttl = f.clone();
+            ttl[14 + if v6 { 7 } else { 8 }] ^= 1;
+            let i = FrameInfo::parse(&ttl).unwrap().unwrap();
+            assert!(!h.accepts(&ttl, &Seg::parse(&ttl, &i).unwrap()), "v6={v6}: TTL");
         }
     }
 }

@@ -161,7 +161,10 @@ impl Engine {
                 flow.max_payload = unit;
                 flow.full_run = 0;
             }
-            flow.full_run = flow.full_run.saturating_add((len as u32 / unit).max(1) as u16);
+            // A plain segment is one of its own size: no division (a
+            // dozen cycles) on every segment.
+            let segments = if len as u32 == unit { 1 } else { (len as u32 / unit).max(1) };
+            flow.full_run = flow.full_run.saturating_add(segments as u16);
             if flow.full_run >= self.cfg.bulk_after {
                 flow.bulk = true;
             }
