@@ -89,15 +89,17 @@ impl Sum {
 }
 
 /// Folds an unfolded sum to 16 bits (end-around carry).
+///
+/// Each halving adds a word to itself rotated by half its width: the top
+/// half of that sum is the two halves' sum, and the carry out of the bottom
+/// half, which is the same sum's overflow, lands in it as the end-around
+/// carry. Two rotations and two additions, instead of five add-and-carry
+/// steps.
 #[inline]
 pub fn fold(sum: Sum) -> u16 {
-    let mut s = sum.0;
-    s = (s & 0xffff_ffff) + (s >> 32);
-    s = (s & 0xffff_ffff) + (s >> 32);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s as u16
+    let s = sum.0;
+    let s = (s.wrapping_add(s.rotate_left(32)) >> 32) as u32;
+    (s.wrapping_add(s.rotate_left(16)) >> 16) as u16
 }
 
 /// Sum of big-endian 16-bit words of `data`, a trailing odd byte padded with
@@ -421,7 +423,30 @@ mod tests {
         assert_eq!(Sum::of(&h).checksum(), 0xb861);
     }
 
+    /// The fold by repeated add-and-carry steps.
+    fn fold_by_steps(s: u64) -> u16 {
+        let mut s = s;
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s as u16
+    }
+
+    #[test]
+    fn fold_edges() {
+        for s in [0, 1, 0xfffe, 0xffff, 0x1_0000, 0x1_fffe, 0xffff_ffff, 0x1_0000_0000, u64::MAX - 1, u64::MAX, 1 << 63]
+        {
+            assert_eq!(fold(Sum(s)), fold_by_steps(s), "{s:#x}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn fold_is_the_end_around_carry(s in any::<u64>(), shift in 0u32..64) {
+            prop_assert_eq!(fold(Sum(s)), fold_by_steps(s));
+            prop_assert_eq!(fold(Sum(s >> shift)), fold_by_steps(s >> shift));
+        }
+
         #[test]
         fn matches_reference(data in proptest::collection::vec(any::<u8>(), 0..3000)) {
             prop_assert_eq!(fold(Sum::of(&data)), reference(&data));
