@@ -294,10 +294,20 @@ impl Engine {
 
     // ---- flows -------------------------------------------------------------
 
+    /// The flow entry of `key`, made if the table has none.
+    #[inline]
     pub(crate) fn flow_for(&mut self, key: FlowKey, now: Instant) -> u32 {
-        if let Some(i) = self.flows.lookup(&key) {
-            return i;
+        match self.flows.lookup(&key) {
+            Some(i) => i,
+            None => self.new_flow(key, now),
         }
+    }
+
+    /// A flow entry for a key the table does not hold (evicting one if it
+    /// is full).
+    #[cold]
+    #[inline(never)]
+    fn new_flow(&mut self, key: FlowKey, now: Instant) -> u32 {
         if self.flows.is_full()
             && let Some(old) = self.flows.victim()
         {

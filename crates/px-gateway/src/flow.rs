@@ -339,6 +339,7 @@ impl FlowTable {
     }
 
     /// Finds a flow and marks it used (see the CLOCK note on the type).
+    #[inline]
     pub fn lookup(&mut self, key: &FlowKey) -> Option<u32> {
         let f = self.front_index(key);
         if let Some(i) = self.front[f].checked_sub(1)

@@ -190,29 +190,39 @@ impl Engine {
     /// Reads what a TCP segment arriving on `from` tells about its flow
     /// (slot `idx`): connection state, SYNs (MSS rewrite, new connections),
     /// MD5/AO. Returns how the segment is to be handled.
+    #[inline]
     pub(crate) fn track_tcp(&mut self, idx: u32, frame: &mut [u8], seg: &Seg, from: Port, now: Instant) -> Track {
+        if seg.has(flags::SYN) {
+            return self.track_syn(idx, frame, seg, from, now);
+        }
         let Some(f) = self.flows.get_mut(idx) else { return Track::Plain };
         let c = &mut f.conn;
-        if !seg.has(flags::SYN) {
-            c.signed |= seg.signed;
-            match from {
-                Port::Outer => c.fin_outer |= seg.has(flags::FIN),
-                Port::Inner => c.fin_inner |= seg.has(flags::FIN),
-            }
-            if seg.has(flags::RST) {
-                // From inside: trusted. From outside: near the expected sequence.
-                let near = |n: u32| seg.seq.wrapping_sub(n).wrapping_add(RST_WINDOW) <= 2 * RST_WINDOW;
-                c.reset |= from == Port::Inner || f.next_seq.is_none_or(near);
-            } else {
-                c.established = true;
-            }
-            let signed = c.signed;
-            if signed {
-                self.counters.signed_passed += 1;
-                return Track::Signed;
-            }
-            return Track::Plain;
+        c.signed |= seg.signed;
+        match from {
+            Port::Outer => c.fin_outer |= seg.has(flags::FIN),
+            Port::Inner => c.fin_inner |= seg.has(flags::FIN),
         }
+        if seg.has(flags::RST) {
+            // From inside: trusted. From outside: near the expected sequence.
+            let near = |n: u32| seg.seq.wrapping_sub(n).wrapping_add(RST_WINDOW) <= 2 * RST_WINDOW;
+            c.reset |= from == Port::Inner || f.next_seq.is_none_or(near);
+        } else {
+            c.established = true;
+        }
+        let signed = c.signed;
+        if signed {
+            self.counters.signed_passed += 1;
+            return Track::Signed;
+        }
+        Track::Plain
+    }
+
+    /// [`Engine::track_tcp`] for a SYN: the MSS rewrite, a new connection
+    /// on the tuple, or a SYN that starts none.
+    #[inline(never)]
+    fn track_syn(&mut self, idx: u32, frame: &mut [u8], seg: &Seg, from: Port, now: Instant) -> Track {
+        let Some(f) = self.flows.get_mut(idx) else { return Track::Plain };
+        let c = &mut f.conn;
         let same_syn = match from {
             Port::Outer => c.syn_outer == Some(seg.seq),
             Port::Inner => c.syn_inner == Some(seg.seq),

@@ -124,6 +124,7 @@ impl<'a> Seg<'a> {
     /// reading the payload: pseudo + header + payload ≡ 0 (RFC 1071), so
     /// payload ≡ −(pseudo + header). A corrupt segment yields a sum that makes
     /// the merged segment's checksum fail too: corruption is never masked.
+    #[inline]
     pub fn payload_sum_from_checksum(&self, frame: &[u8]) -> Sum {
         let l4_len = self.info.end - self.info.l4;
         if self.info.version == IpVersion::V4 && self.info.l4 == self.info.l3 + 20 {
@@ -132,6 +133,12 @@ impl<'a> Seg<'a> {
             let both = Sum::of_header(&frame[self.info.l3 + 12..self.payload_start()]);
             return both.plus(Sum(next_header::TCP as u64 + l4_len as u64)).negate();
         }
+        self.payload_sum_from_pseudo(frame, l4_len)
+    }
+
+    /// [`Seg::payload_sum_from_checksum`] for IPv6, and IPv4 with options.
+    #[inline(never)]
+    fn payload_sum_from_pseudo(&self, frame: &[u8], l4_len: usize) -> Sum {
         self.pseudo(frame, l4_len).plus(self.header_sum(frame)).negate()
     }
 

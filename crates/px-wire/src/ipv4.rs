@@ -69,6 +69,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         self.buffer.as_ref()
     }
 
+    #[inline]
     pub fn header_len(&self) -> usize {
         ((self.b()[field::VER_IHL] & 0x0f) as usize) * 4
     }
@@ -133,6 +134,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         &self.b()[MIN_HEADER_LEN..self.header_len()]
     }
 
+    #[inline]
     pub fn header(&self) -> &[u8] {
         &self.b()[..self.header_len()]
     }
@@ -141,12 +143,20 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         &self.b()[self.header_len()..self.total_len()]
     }
 
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
-        if let Ok(h) = <&[u8; 20]>::try_from(self.header()) {
+        match <&[u8; 20]>::try_from(self.header()) {
             // The usual option-less header: five words, no loop.
-            let w = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]) as u64;
-            return checksum::fold(Sum(w(0) + w(4) + w(8) + w(12) + w(16))) == 0xffff;
+            Ok(h) => {
+                let w = |i: usize| u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]) as u64;
+                checksum::fold(Sum(w(0) + w(4) + w(8) + w(12) + w(16))) == 0xffff
+            }
+            Err(_) => self.verify_checksum_with_options(),
         }
+    }
+
+    #[inline(never)]
+    fn verify_checksum_with_options(&self) -> bool {
         checksum::fold(Sum::of(self.header())) == 0xffff
     }
 
