@@ -203,7 +203,12 @@ impl Held {
         // whole headroom's length, past the header into the payload, where
         // the mask is zero.
         let start = HEADROOM - self.hdr_len;
-        let template = self.buf[start..start + HEADROOM].try_into().expect("buffers hold HEADROOM after the header");
+        // Pool buffers hold the headroom and an inner MTU (at least 1280
+        // bytes) after it; a shorter one joins nothing rather than panic.
+        let Some(template) = self.buf.get(start..start + HEADROOM).and_then(|t| <&[u8; HEADROOM]>::try_from(t).ok())
+        else {
+            return false;
+        };
         let same = match frame.first_chunk::<HEADROOM>() {
             Some(f) => masked_eq(f, template, &self.mask),
             None => {
