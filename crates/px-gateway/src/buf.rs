@@ -54,7 +54,7 @@ pub enum Verdict {
     /// offload metadata (as for `Forward`). Either the rest of the input was
     /// taken by the engine (a GRO super-packet whose inner-MSS multiple is
     /// passed on as one GSO frame while its head completed a hold and its
-    /// tail starts the next, [`crate::merge`]), or the input is passed on
+    /// tail starts the next, the `merge` module), or the input is passed on
     /// without the link-layer padding or trailer after its IP packet
     /// (`start` 0, `end` the packet's end; counted as forwarded).
     ForwardPart { meta: PacketMeta, start: usize, end: usize },
