@@ -251,8 +251,9 @@ impl Held {
 
     /// Finishes the segment in place: lengths, newest ACK, window and TSecr,
     /// `last_flags` (PSH/FIN of the last piece), both checksums. Returns the
-    /// buffer and the frame's range in it.
-    pub fn finish(mut self, last_flags: u8) -> (Vec<u8>, usize, usize) {
+    /// buffer, taken out of the hold (which is spent: the caller drops it),
+    /// and the frame's range in it.
+    pub fn finish(&mut self, last_flags: u8) -> (Vec<u8>, usize, usize) {
         let start = HEADROOM - self.hdr_len;
         let end = HEADROOM + self.len;
         let info = self.info;
@@ -271,7 +272,7 @@ impl Held {
         let hsum = Sum::of_header(&frame[info.l4..info.l4 + self.th]);
         let c = pseudo.plus(hsum).plus(self.psum.at_offset(self.th)).checksum();
         frame[info.l4 + 16..info.l4 + 18].copy_from_slice(&c.to_be_bytes());
-        (self.buf, start, end)
+        (std::mem::take(&mut self.buf), start, end)
     }
 }
 

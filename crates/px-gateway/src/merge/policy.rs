@@ -376,18 +376,22 @@ impl Engine {
     /// Sends the flow's hold (full, or flushed early for `reason`), with
     /// `last_flags` (PSH/FIN of the piece that ended it) set.
     fn emit_hold(&mut self, idx: u32, last_flags: u8, reason: Option<FlushReason>, now: Instant) {
-        let Some(h) = self.flows.get_mut(idx).and_then(|f| f.held.take()) else { return };
-        self.held_reserved -= h.cap;
-        self.held_bytes -= h.len;
-        let full = h.len == h.cap;
-        self.counters.hold.record(now.saturating_duration_since(h.since).as_micros() as u64);
+        // Finished in place and then dropped (its buffer taken): the hold
+        // is not moved out of the flow entry first.
+        let Some(f) = self.flows.get_mut(idx) else { return };
+        let Some(h) = f.held.as_mut() else { return };
+        let (cap, len, since) = (h.cap, h.len, h.since);
+        let (buf, start, end) = h.finish(last_flags);
+        f.held = None;
+        self.held_reserved -= cap;
+        self.held_bytes -= len;
+        self.counters.hold.record(now.saturating_duration_since(since).as_micros() as u64);
         if let Some(r) = reason {
             self.counters.flush[r as usize] += 1;
         }
         self.counters.merged_out += 1;
         self.counters.inner_tcp_data_out += 1;
-        self.counters.inner_tcp_full_out += full as u64;
-        let (buf, start, end) = h.finish(last_flags);
+        self.counters.inner_tcp_full_out += (len == cap) as u64;
         self.queue(Transmit { port: Port::Inner, buf, start, end, meta: PacketMeta::PLAIN });
     }
 }
