@@ -130,7 +130,7 @@ impl<'a> Seg<'a> {
         if self.info.version == IpVersion::V4 && self.info.l4 == self.info.l3 + 20 {
             // Without IPv4 options the addresses and the TCP header are
             // adjacent: one pass over both.
-            let both = Sum::of_header(&frame[self.info.l3 + 12..self.payload_start()]);
+            let both = Sum::of(&frame[self.info.l3 + 12..self.payload_start()]);
             return both.plus(Sum(next_header::TCP as u64 + l4_len as u64)).negate();
         }
         self.payload_sum_from_pseudo(frame, l4_len)

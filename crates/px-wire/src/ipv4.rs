@@ -233,7 +233,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Recomputes the header checksum from scratch.
     pub fn fill_checksum(&mut self) {
         self.put16(field::CHECKSUM, 0);
-        let c = Sum::of_header(self.header()).checksum();
+        let c = Sum::of(self.header()).checksum();
         self.put16(field::CHECKSUM, c);
     }
 

@@ -269,7 +269,7 @@ impl Held {
         if let Some(ts) = self.tsval_at {
             frame[info.l4 + ts + 4..info.l4 + ts + 8].copy_from_slice(&self.tsecr.to_be_bytes());
         }
-        let hsum = Sum::of_header(&frame[info.l4..info.l4 + self.th]);
+        let hsum = Sum::of(&frame[info.l4..info.l4 + self.th]);
         let c = pseudo.plus(hsum).plus(self.psum.at_offset(self.th)).checksum();
         frame[info.l4 + 16..info.l4 + 18].copy_from_slice(&c.to_be_bytes());
         (std::mem::take(&mut self.buf), start, end)
