@@ -309,8 +309,22 @@ impl FlowSender {
         stall: Duration,
         sha256: bool,
     ) -> Result<FlowSender, TrafficError> {
+        let s = TcpStream::connect_timeout(&server, stall).map_err(io_err(format!("flow {flow}: connect {server}")))?;
+        FlowSender::over(s, flow, len, stall, sha256)
+    }
+
+    /// As [`FlowSender::connect`], on a stream the caller connected (an
+    /// MPTCP socket, say: any stream socket whose peer runs
+    /// [`receive_flow`]).
+    pub fn over(
+        mut s: TcpStream,
+        flow: u64,
+        len: Option<u64>,
+        stall: Duration,
+        sha256: bool,
+    ) -> Result<FlowSender, TrafficError> {
+        let server = s.peer_addr().map_err(io_err(format!("flow {flow}: peer address")))?;
         let what = |s: &str| format!("flow {flow}: {s} {server}");
-        let mut s = TcpStream::connect_timeout(&server, stall).map_err(io_err(what("connect")))?;
         s.set_write_timeout(Some(stall)).map_err(io_err(what("timeout")))?;
         s.set_read_timeout(Some(stall)).map_err(io_err(what("timeout")))?;
         let mut hdr = [0u8; 16];

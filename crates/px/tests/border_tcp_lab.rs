@@ -1,7 +1,8 @@
 //! Root tests of `px gateway` with real TCP programs at the border (issue
 //! 10): a BGP session signed with TCP-MD5 (BIRD 2 on both sides) passes
 //! untouched, and TCP Fast Open with a SYN carrying more data than the
-//! outer MTU takes is cut with the SYN once. The topology of
+//! outer MTU takes is cut with the SYN once, and Multipath TCP connections
+//! (real Linux MPTCP sockets) stay MPTCP at the raised MSS. The topology of
 //! `gateway_lab.rs` (legacy host, eMTU 1500 — gateway — b-network host,
 //! iMTU 9000); offloads as there (TSO/GSO off on the hosts, GRO on at the
 //! gateway's ports). Each test skips with a message when it cannot run.
@@ -10,12 +11,12 @@ mod common;
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::*;
-use px_lab::{LabChild, Netns, require_root_or_skip};
+use px_lab::{FlowSender, LabChild, Netns, receive_flow, require_root_or_skip};
 
 fn have(program: &str) -> bool {
     std::process::Command::new("sh")
@@ -167,8 +168,14 @@ fn tfo_client(server: SocketAddr, data: &[u8]) -> io::Result<()> {
 
 /// `TcpExt` counter `name` of the namespace (read inside it).
 fn tcp_ext(ns: &Netns, name: &str) -> u64 {
+    netstat(ns, "TcpExt:", name)
+}
+
+/// Counter `name` of the `group` lines (`TcpExt:`, `MPTcpExt:`) of the
+/// namespace's `/proc/net/netstat` (read inside it); 0 if absent.
+fn netstat(ns: &Netns, group: &str, name: &str) -> u64 {
     let text = ns.run(|| std::fs::read_to_string("/proc/thread-self/net/netstat").unwrap()).unwrap();
-    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let mut lines = text.lines().filter(|l| l.starts_with(group));
     let (keys, vals) = (lines.next().unwrap(), lines.next().unwrap());
     keys.split_whitespace()
         .zip(vals.split_whitespace())
@@ -275,4 +282,169 @@ fn tcp_fast_open_syn_with_data_is_cut_with_one_syn() {
         syn_lines.iter().map(|l| l.rsplit("length ").next().and_then(|n| n.trim().parse().ok()).unwrap_or(0)).collect();
     assert!(lens[1] > 0, "the Fast Open SYN carried data: {syn_lines:?}");
     assert!(exit.counter("split_in") >= 1, "the SYN with data was cut: {}", exit.stats);
+}
+
+/// An `IPPROTO_MPTCP` stream socket of `addr`'s family, made in the calling
+/// thread's namespace.
+fn mptcp_socket(addr: SocketAddr) -> io::Result<(OwnedFd, libc::sockaddr_storage, libc::socklen_t)> {
+    // SAFETY: socket(2) with constant arguments; the descriptor is owned at
+    // once. The sockaddr is zeroed plain data, filled for its family.
+    unsafe {
+        let mut sa: libc::sockaddr_storage = std::mem::zeroed();
+        let (family, len) = match addr {
+            SocketAddr::V4(a) => {
+                let sin = &mut *(&raw mut sa).cast::<libc::sockaddr_in>();
+                sin.sin_family = libc::AF_INET as libc::sa_family_t;
+                sin.sin_port = a.port().to_be();
+                sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+                (libc::AF_INET, size_of::<libc::sockaddr_in>())
+            }
+            SocketAddr::V6(a) => {
+                let sin6 = &mut *(&raw mut sa).cast::<libc::sockaddr_in6>();
+                sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                sin6.sin6_port = a.port().to_be();
+                sin6.sin6_addr.s6_addr = a.ip().octets();
+                (libc::AF_INET6, size_of::<libc::sockaddr_in6>())
+            }
+        };
+        let fd = libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, libc::IPPROTO_MPTCP);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((OwnedFd::from_raw_fd(fd), sa, len as libc::socklen_t))
+    }
+}
+
+/// An MPTCP listener on `addr` (in the calling thread's namespace).
+fn mptcp_listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let (fd, sa, len) = mptcp_socket(addr)?;
+    // SAFETY: a socket this function owns and a sockaddr of `len` bytes.
+    let r = unsafe {
+        let one: libc::c_int = 1;
+        libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, (&raw const one).cast(), 4);
+        if libc::bind(fd.as_raw_fd(), (&raw const sa).cast(), len) != 0 { -1 } else { libc::listen(fd.as_raw_fd(), 8) }
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(TcpListener::from(fd))
+}
+
+/// An MPTCP connection to `addr` (from the calling thread's namespace).
+fn mptcp_connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let (fd, sa, len) = mptcp_socket(addr)?;
+    // SAFETY: a socket this function owns and a sockaddr of `len` bytes.
+    if unsafe { libc::connect(fd.as_raw_fd(), (&raw const sa).cast(), len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(TcpStream::from(fd))
+}
+
+/// MPTcpExt counters that count a connection falling back to plain TCP, a
+/// data-sequence mapping the receiver could not use, a bad DSS checksum or
+/// a reset: each must stay 0 when the gateway changes MPTCP segments as a
+/// careful TSO/LRO would.
+const MPTCP_FAULTS: [&str; 15] = [
+    "MPCapableFallbackACK",
+    "MPCapableFallbackSYNACK",
+    "MPFallbackTokenInit",
+    "MPCapableDataFallback",
+    "DssFallback",
+    "FallbackFailed",
+    "DSSNotMatching",
+    "DSSCorruptionFallback",
+    "DSSCorruptionReset",
+    "DSSNoMatchTCP",
+    "InfiniteMapRx",
+    "DataCsumErr",
+    "MPFailRx",
+    "MPRstRx",
+    "MPFastcloseRx",
+];
+
+/// Multipath TCP (RFC 8684) through the gateway, real Linux MPTCP sockets,
+/// one connection each way over IPv4 and IPv6, 24 MB each, every byte and
+/// the SHA-256 checked. MPTCP carries its data-sequence mapping (DSS) in a
+/// TCP option the gateway does not parse: a merge of segments with equal
+/// options keeps one copy of the mapping, which covers the merged payload
+/// (Linux TSO copies the option to every segment it cuts, GRO merges them
+/// back); segments whose options differ are not merged. The connections
+/// must stay MPTCP (no fallback, no DSS or checksum fault, no reset, from
+/// each host's `MPTcpExt` counters), with the b-network host's subflow at
+/// the raised MSS both ways.
+#[test]
+fn mptcp_connections_stay_mptcp_at_the_raised_mss() {
+    if !require_root_or_skip("mptcp_connections_stay_mptcp_at_the_raised_mss") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let (legacy, bnet) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
+    for ns in [legacy, bnet] {
+        // Checksums on: a merge or a cut that moved a byte against its
+        // mapping would show as DataCsumErr, not only in the stream.
+        ns.set_sysctl("net.mptcp.checksum_enabled", "1").unwrap();
+    }
+    let gw = Gateway::start(&lab, &[]);
+    lab.ping_both();
+    let bytes: u64 = 24 << 20;
+    let stall = Duration::from_secs(20);
+    // (what, client, server, address, outer MSS, raised MSS)
+    let cases = [
+        ("inbound v4", legacy, bnet, sock(BNET_V4, 5361), 1448, 8948),
+        ("outbound v4", bnet, legacy, sock(LEGACY_V4, 5362), 1448, 8948),
+        ("inbound v6", legacy, bnet, sock(BNET_V6, 5363), 1428, 8928),
+        ("outbound v6", bnet, legacy, sock(LEGACY_V6, 5364), 1428, 8928),
+    ];
+    for (what, client, server, addr, outer, raised) in cases {
+        let listener = server.run(|| mptcp_listen(addr)).unwrap().unwrap_or_else(|e| panic!("{what}: listen: {e}"));
+        set_accept_timeout(&listener, stall);
+        let progress = std::sync::atomic::AtomicU64::new(0);
+        let (sent, got) = std::thread::scope(|sc| {
+            let rx = sc.spawn(|| {
+                let (s, _) = listener.accept().unwrap_or_else(|e| panic!("{what}: accept: {e}"));
+                receive_flow(s, stall, &progress, true)
+            });
+            let s = client.run(|| mptcp_connect(addr)).unwrap().unwrap_or_else(|e| panic!("{what}: connect: {e}"));
+            let mut tx = FlowSender::over(s, 0, Some(bytes), stall, true).unwrap();
+            for _ in 0..bytes / (256 << 10) {
+                tx.send(256 << 10).unwrap_or_else(|e| panic!("{what}: {e}"));
+            }
+            (tx.finish().unwrap_or_else(|e| panic!("{what}: {e}")), rx.join().unwrap())
+        });
+        let got = got.unwrap_or_else(|e| panic!("{what}: receiver: {e}"));
+        assert_eq!((got.bytes, &got.sha256), (bytes, &sent.sha256), "{what}");
+        // TCP_INFO of an MPTCP socket is its first subflow's. A receiver's
+        // rcv_mss is the largest payload it saw; every segment also
+        // carries the DSS option (24 bytes with checksums), so a full one
+        // holds up to the 28 bytes of option space beside the timestamps
+        // less than the MSS: merged segments fill the iMTU, cut ones the
+        // eMTU, options included.
+        eprintln!("{what}: sender {:?}, receiver {:?}", sent.stats, got.stats);
+        let full = |mss: u32| mss - 28..=mss;
+        if server.name() == bnet.name() {
+            assert!(full(raised).contains(&got.stats.rcv_mss), "{what}: merged to the iMTU: {:?}", got.stats);
+        } else {
+            assert_eq!(sent.stats.snd_mss, raised, "{what}: the b-network host sends at the raised MSS");
+            assert!(full(outer).contains(&got.stats.rcv_mss), "{what}: cut to the eMTU: {:?}", got.stats);
+        }
+    }
+    let exit = gw.stop();
+    exit.assert_clean();
+    for (name, ns) in [("legacy", legacy), ("b-network", bnet)] {
+        let syn_ack = netstat(ns, "MPTcpExt:", "MPCapableSYNACKRX");
+        let ack = netstat(ns, "MPTcpExt:", "MPCapableACKRX");
+        assert_eq!((syn_ack, ack), (2, 2), "{name}: MPTCP handshakes as client and as server");
+        for fault in MPTCP_FAULTS {
+            assert_eq!(netstat(ns, "MPTcpExt:", fault), 0, "{name}: MPTcpExt {fault}");
+        }
+    }
+    eprintln!(
+        "mptcp: merged_in {}, merged_out {}, split_in {}, yield {}",
+        exit.counter("merged_in"),
+        exit.counter("merged_out"),
+        exit.counter("split_in"),
+        exit.stats["yield"]
+    );
+    assert!(exit.counter("merged_in") > 0, "inbound MPTCP segments were merged: {}", exit.stats);
 }
