@@ -53,7 +53,6 @@ const MAX_FLOWS: u64 = 65_536;
 const MAX_HELD: u64 = 16 << 20;
 const PMTU_CACHE: u64 = 4096;
 const FLOOD_SYNS: u32 = 1_000_000;
-const BULK_BYTES: u64 = 200 << 20;
 const TRANSACTIONS: u32 = 1000;
 const ATK_DEV: &str = "px-ae";
 const ATK_PEER: &str = "px-la";
@@ -463,6 +462,15 @@ fn attach_attacker(lab: &mut GwLab) -> px_lab::NsId {
     atk
 }
 
+/// Sets its flag when dropped, on every way out of a scope.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 #[test]
 fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
     if !require_root_or_skip("hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded") {
@@ -495,24 +503,37 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
         server_port: 5301,
     };
 
-    // The long transfer, b-network → legacy (cut by the gateway), paced
-    // so that it outlasts the attack: ~20 MB/s.
+    // The long transfer, b-network → legacy (cut by the gateway), paced at
+    // ~20 MB/s and open-ended: it runs until its frames have been watched
+    // after the attack, however long the attack takes on a loaded machine
+    // (a fixed 200 MB once finished during a slow attack, leaving nothing
+    // to watch).
     let progress = AtomicU64::new(0);
-    let bulk = BulkSpec {
-        server: sock(LEGACY_V4, a.server_port),
-        flows: 1,
-        bytes_per_flow: BULK_BYTES,
-        pace: Pace { chunk: 64 << 10, gap: Duration::from_millis(3) },
-        stall_timeout: Duration::from_secs(20),
-        sha256: true,
-    };
-    let done = AtomicBool::new(false);
-    let (sent, ends, inter, sizes_after, attack_time, hwm, drops_text) = std::thread::scope(|sc| {
+    let stall = Duration::from_secs(20);
+    let bulk_server = sock(LEGACY_V4, a.server_port);
+    let listener = lab.ns(lab.legacy).run(|| TcpListener::bind(bulk_server)).unwrap().expect("bulk listener");
+    set_accept_timeout(&listener, stall);
+    let stop = AtomicBool::new(false);
+    let (sent, (bulk_sent, bulk_got), inter, sizes_after, attack_time, hwm, drops_text) = std::thread::scope(|sc| {
         let bulk_thread = sc.spawn(|| {
-            let r = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), bulk, &progress);
-            done.store(true, Ordering::SeqCst);
-            r
+            let rx = sc.spawn(|| {
+                let (s, _) = listener.accept().expect("bulk accept");
+                receive_flow(s, stall, &progress, true).expect("bulk receiver")
+            });
+            let mut tx = lab
+                .ns(lab.bnet)
+                .run(|| FlowSender::connect(bulk_server, 0, None, stall, true))
+                .unwrap()
+                .expect("bulk connect");
+            while !stop.load(Ordering::SeqCst) {
+                tx.send(64 << 10).expect("bulk send");
+                std::thread::sleep(Duration::from_millis(3));
+            }
+            (tx.finish().expect("bulk finish"), rx.join().expect("bulk receiver thread"))
         });
+        // Whatever ends this scope (a failed check included) stops the
+        // open-ended transfer, or the scope would wait for it forever.
+        let _stop_at_exit = SetOnDrop(&stop);
         let inter_thread = sc.spawn(|| interactive(lab.ns(lab.legacy), lab.ns(lab.bnet), 5302));
         // The live flow's client port, once connected.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -529,7 +550,7 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
             assert!(Instant::now() < deadline, "live flow never connected: {out}");
             std::thread::sleep(Duration::from_millis(20));
         };
-        while progress.load(Ordering::Relaxed) < (4 << 20) && !done.load(Ordering::SeqCst) {
+        while progress.load(Ordering::Relaxed) < (4 << 20) {
             std::thread::sleep(Duration::from_millis(20));
         }
         let a = Attack { client_port, ..a };
@@ -545,19 +566,15 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
         let obs = FrameObserver::start(lab.ns(lab.gw), GW_OUTER).expect("observer");
         let got = progress.load(Ordering::Relaxed);
         let t_obs = Instant::now();
-        while !done.load(Ordering::SeqCst)
-            && progress.load(Ordering::Relaxed) == got
-            && t_obs.elapsed() < Duration::from_secs(20)
-        {
+        while progress.load(Ordering::Relaxed) == got && t_obs.elapsed() < Duration::from_secs(20) {
             std::thread::sleep(Duration::from_millis(20));
         }
         let recovered = t_obs.elapsed();
-        while !done.load(Ordering::SeqCst) && t_obs.elapsed() < recovered + Duration::from_secs(2) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        std::thread::sleep(Duration::from_secs(2));
         let sizes = obs.stop();
+        stop.store(true, Ordering::SeqCst);
         eprintln!("live flow moving again {:.1} s after the attack", recovered.as_secs_f64());
-        assert!(progress.load(Ordering::Relaxed) > got || done.load(Ordering::SeqCst), "no progress after the attack");
+        assert!(progress.load(Ordering::Relaxed) > got, "no progress after the attack");
         let drops_text = metrics(&lab, metrics_addr)
             .lines()
             .filter(|l| {
@@ -567,9 +584,9 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let ends = bulk_thread.join().expect("bulk");
+        let bulk = bulk_thread.join().expect("bulk");
         let inter = inter_thread.join().expect("interactive");
-        (sent, ends, inter, sizes, attack_time, hwm_attack.max(proc_status_kib(gw.pid, "VmHWM:")), drops_text)
+        (sent, bulk, inter, sizes, attack_time, hwm_attack.max(proc_status_kib(gw.pid, "VmHWM:")), drops_text)
     });
     // The port's kernel counters: frames that reached it (the gateway's
     // rx plus what its socket dropped). Frames above the link MTU (the
@@ -597,8 +614,9 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
     let bound = memory_bound(rss_start);
     eprintln!("hostile lab: attack {sent:?} in {attack_time:.2?}");
     eprintln!(
-        "hostile lab: bulk {} MB sha256 ok, interactive {TRANSACTIONS} transactions in {inter:.2?}",
-        BULK_BYTES >> 20
+        "hostile lab: bulk {} MB sent, {} MB received, interactive {TRANSACTIONS} transactions in {inter:.2?}",
+        bulk_sent.bytes >> 20,
+        bulk_got.bytes >> 20
     );
     eprintln!("hostile lab: gateway RSS at start {rss_start} KiB, peak (VmHWM) {hwm} KiB, bound {bound} KiB");
     eprintln!("hostile lab: drops by reason {drops:?}; rx {rx}, accounted {accounted}");
@@ -611,7 +629,10 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
     eprintln!("hostile lab: counters {c}");
     eprintln!("hostile lab: total {:.1?}", t_start.elapsed());
 
-    assert_exact(&ends, BULK_BYTES);
+    // Every byte of the live flow, in order (the receiver compared each with
+    // the pattern), and the same digest at both ends.
+    assert_eq!(bulk_got.bytes, bulk_sent.bytes, "live flow: received {} of {}", bulk_got.bytes, bulk_sent.bytes);
+    assert_eq!(bulk_got.sha256, bulk_sent.sha256, "live flow: sha256 differs");
     assert_eq!(sent.send_failures, 0, "the attacker's socket refused frames");
     assert!(hwm <= bound, "peak RSS {hwm} KiB above the configured bound {bound} KiB");
     assert_eq!(rx, accounted, "inputs not all accounted for: {c}");
