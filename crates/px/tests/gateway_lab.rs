@@ -81,49 +81,89 @@ fn bnet_host_uses_the_large_mss_and_links_carry_their_mtu() {
     for (legacy, bnet, small, large, port) in
         [(LEGACY_V4, BNET_V4, 1448, 8948, 5321), (LEGACY_V6, BNET_V6, 1428, 8928, 5323)]
     {
-        let obs_outer = FrameObserver::start(lab.ns(lab.legacy), LEGACY_DEV).unwrap();
-        let obs_inner = FrameObserver::start(lab.ns(lab.bnet), BNET_DEV).unwrap();
-        let progress = AtomicU64::new(0);
-        let bytes = 8 << 20;
-        let t = BulkSpec {
-            server: sock(bnet, port),
-            flows: 1,
-            bytes_per_flow: bytes,
-            pace: Pace::FULL,
-            stall_timeout: Duration::from_secs(10),
-            sha256: true,
-        };
-        let inbound = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), t, &progress);
-        assert_exact(&inbound, bytes);
-        let t = BulkSpec { server: sock(legacy, port + 1), ..t };
-        let outbound = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), t, &progress);
-        assert_exact(&outbound, bytes);
-        let (outer, inner) = (obs_outer.stop(), obs_inner.stop());
-        let (i, o) = (&inbound[0], &outbound[0]);
-        eprintln!("{legacy}: inbound sender {:?} receiver {:?}", i.sender, i.receiver);
-        eprintln!("{legacy}: outbound sender {:?} receiver {:?}", o.sender, o.receiver);
-        eprintln!("{legacy}: outer link {outer:?}\n{legacy}: inner link {inner:?}");
-        // Inbound: the legacy host sends small segments, the b-network host
-        // receives merged ones.
-        assert_eq!(i.sender.snd_mss, small, "legacy sender");
-        assert_eq!(i.receiver.rcv_mss, large, "b-network receiver: merged segments");
-        // Outbound: the b-network host sends with the large MSS (its peer's
-        // SYN MSS was raised), the legacy host receives split segments.
-        assert_eq!(o.sender.snd_mss, large, "b-network sender");
-        assert_eq!(o.receiver.rcv_mss, small, "legacy receiver: split segments");
-        // The observers count what crosses each link in each direction.
-        assert!(outer.tx.max_l3 <= EMTU as usize && outer.rx.max_l3 <= EMTU as usize, "{outer:?}");
-        assert!(outer.tx.frames > 5000 && outer.rx.frames > 5000, "{outer:?}");
-        assert_eq!(inner.rx.max_l3, IMTU as usize, "merged frames on the inner link: {inner:?}");
-        assert_eq!(inner.tx.max_l3, IMTU as usize, "large frames sent by the b-network host: {inner:?}");
-        // Most data frames on the inner link are full: ~8 MB in 9000-byte frames.
-        assert!(inner.rx.up_to_9000 > 700 && inner.tx.up_to_9000 > 700, "{inner:?}");
+        large_mss_inside_small_outside(&lab, legacy, bnet, [small, large], port);
     }
     let exit = gw.stop();
     exit.assert_clean();
     let y = exit.stats["yield"].as_f64().unwrap_or(0.0);
     eprintln!("gateway yield {y:.3}");
     assert!(y > 0.5, "conversion yield {y}: {}", exit.stats);
+}
+
+/// As above with both hosts' TCP set unlike Linux's defaults: no
+/// timestamps (Windows' default), no SACK, no window scaling. Segments
+/// carry no options at all, so a full one holds 12 bytes more than with
+/// timestamps; the gateway must merge to that size and cut to it, and no
+/// frame may exceed either link's MTU.
+#[test]
+fn hosts_without_timestamps_sack_or_window_scaling() {
+    if !require_root_or_skip("hosts_without_timestamps_sack_or_window_scaling") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    for ns in [lab.legacy, lab.bnet] {
+        for key in ["net.ipv4.tcp_timestamps", "net.ipv4.tcp_sack", "net.ipv4.tcp_window_scaling"] {
+            lab.ns(ns).set_sysctl(key, "0").unwrap();
+        }
+    }
+    let gw = Gateway::start(&lab, &[]);
+    lab.ping_both();
+    // MSS = MTU - IP header - 20 bytes of TCP header, no options.
+    for (legacy, bnet, small, large, port) in
+        [(LEGACY_V4, BNET_V4, 1460, 8960, 5325), (LEGACY_V6, BNET_V6, 1440, 8940, 5327)]
+    {
+        large_mss_inside_small_outside(&lab, legacy, bnet, [small, large], port);
+    }
+    let exit = gw.stop();
+    exit.assert_clean();
+    eprintln!("gateway yield {:.3}", exit.stats["yield"].as_f64().unwrap_or(0.0));
+    assert!(exit.counter("merged_in") > 0 && exit.counter("split_in") + exit.counter("gso_out") > 0, "{}", exit.stats);
+}
+
+/// One 8 MB transfer each way between `legacy` and `bnet` (port, port + 1),
+/// SHA-256 checked, with observers on both hosts' links: the legacy host
+/// sends and receives segments of the `small` MSS, the b-network host of
+/// the `large` one (merged inbound, cut outbound), and each link carries
+/// frames up to its MTU and no larger.
+fn large_mss_inside_small_outside(lab: &GwLab, legacy: &str, bnet: &str, [small, large]: [u32; 2], port: u16) {
+    let obs_outer = FrameObserver::start(lab.ns(lab.legacy), LEGACY_DEV).unwrap();
+    let obs_inner = FrameObserver::start(lab.ns(lab.bnet), BNET_DEV).unwrap();
+    let progress = AtomicU64::new(0);
+    let bytes = 8 << 20;
+    let t = BulkSpec {
+        server: sock(bnet, port),
+        flows: 1,
+        bytes_per_flow: bytes,
+        pace: Pace::FULL,
+        stall_timeout: Duration::from_secs(10),
+        sha256: true,
+    };
+    let inbound = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), t, &progress);
+    assert_exact(&inbound, bytes);
+    let t = BulkSpec { server: sock(legacy, port + 1), ..t };
+    let outbound = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), t, &progress);
+    assert_exact(&outbound, bytes);
+    let (outer, inner) = (obs_outer.stop(), obs_inner.stop());
+    let (i, o) = (&inbound[0], &outbound[0]);
+    eprintln!("{legacy}: inbound sender {:?} receiver {:?}", i.sender, i.receiver);
+    eprintln!("{legacy}: outbound sender {:?} receiver {:?}", o.sender, o.receiver);
+    eprintln!("{legacy}: outer link {outer:?}\n{legacy}: inner link {inner:?}");
+    // Inbound: the legacy host sends small segments, the b-network host
+    // receives merged ones.
+    assert_eq!(i.sender.snd_mss, small, "legacy sender");
+    assert_eq!(i.receiver.rcv_mss, large, "b-network receiver: merged segments");
+    // Outbound: the b-network host sends with the large MSS (its peer's
+    // SYN MSS was raised), the legacy host receives split segments.
+    assert_eq!(o.sender.snd_mss, large, "b-network sender");
+    assert_eq!(o.receiver.rcv_mss, small, "legacy receiver: split segments");
+    // The observers count what crosses each link in each direction.
+    assert!(outer.tx.max_l3 <= EMTU as usize && outer.rx.max_l3 <= EMTU as usize, "{outer:?}");
+    assert!(outer.tx.frames > 5000 && outer.rx.frames > 5000, "{outer:?}");
+    assert_eq!(inner.rx.max_l3, IMTU as usize, "merged frames on the inner link: {inner:?}");
+    assert_eq!(inner.tx.max_l3, IMTU as usize, "large frames sent by the b-network host: {inner:?}");
+    // Most data frames on the inner link are full: ~8 MB in 9000-byte frames.
+    assert!(inner.rx.up_to_9000 > 700 && inner.tx.up_to_9000 > 700, "{inner:?}");
 }
 
 /// A connection opened before the gateway starts: the gateway never sees
