@@ -49,7 +49,8 @@ fn wait_metric(lab: &GwLab, sample: &str, want: f64) {
 }
 
 /// SIGHUP mid-transfer, both directions, frame by frame (`--no-offload`,
-/// so the engine holds between packets): a live change (merge timeout,
+/// so the engine holds between packets), with 32 MiB socket buffers from
+/// the file (`ss` shows them on both packet sockets): a live change (merge timeout,
 /// PSH policy) is applied without losing or reordering a byte (SHA-256 at
 /// both ends of every flow), the workers' engines run with the new
 /// timeout (the metrics say so), and the log names what changed. Then a
@@ -63,10 +64,18 @@ fn sighup_reload_mid_transfer_is_exact_and_refuses_fixed_keys() {
     let _serial = serialize();
     let lab = GwLab::build(None);
     let cfg = TempFile::new("reload.toml");
-    let base = format!("metrics = \"{METRICS}\"\n");
+    let base = format!("metrics = \"{METRICS}\"\nsocket_buffer_bytes = 33554432\n");
     cfg.write(&format!("{base}[engine]\nmerge_timeout_us = 500\n"));
     let gw = Gateway::start(&lab, &["--config", cfg.path(), "--no-offload"]);
     lab.ping_both();
+    // The gateway's packet sockets, one per port, have the configured
+    // buffers (`ss`'s rb and tb: the kernel's own accounting).
+    let (_, sockets) = run_in(lab.ns(lab.gw), "ss", &["-0", "-a", "-m", "-n", "-p"]);
+    let ours: Vec<&str> = sockets.lines().filter(|l| l.contains(&format!("pid={},", gw.pid))).collect();
+    assert_eq!(ours.len(), 2, "one packet socket per port:\n{sockets}");
+    for l in ours {
+        assert!(l.contains("rb33554432,") && l.contains("tb33554432,"), "socket_buffer_bytes not applied: {l}");
+    }
     wait_metric(&lab, "px_gateway_merge_timeout_seconds{worker=\"0\"}", 0.0005);
     let progress = AtomicU64::new(0);
     let bytes = 16 << 20;

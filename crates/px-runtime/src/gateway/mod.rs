@@ -191,6 +191,8 @@ pub fn run_with(
                 // `offload` turns off is GRO on the ports and GSO on send.
                 vnet_hdr: true,
                 promiscuous: cfg.promiscuous,
+                rcvbuf: cfg.socket_buffer_bytes,
+                sndbuf: cfg.socket_buffer_bytes,
                 // The ring only when configured (`rx_ring`): see GatewayConfig.
                 ..SocketConfig::gateway_port((cfg.workers > 1).then_some(Fanout { group, defrag: true }))
             };
