@@ -550,7 +550,9 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
             assert!(Instant::now() < deadline, "live flow never connected: {out}");
             std::thread::sleep(Duration::from_millis(20));
         };
+        let t_bulk = Instant::now();
         while progress.load(Ordering::Relaxed) < (4 << 20) {
+            assert!(t_bulk.elapsed() < stall, "the live flow carried under 4 MB in {stall:?} before the attack");
             std::thread::sleep(Duration::from_millis(20));
         }
         let a = Attack { client_port, ..a };
@@ -632,6 +634,7 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
     // Every byte of the live flow, in order (the receiver compared each with
     // the pattern), and the same digest at both ends.
     assert_eq!(bulk_got.bytes, bulk_sent.bytes, "live flow: received {} of {}", bulk_got.bytes, bulk_sent.bytes);
+    assert_eq!(bulk_sent.sha256.as_deref().map(str::len), Some(64), "live flow: no digest");
     assert_eq!(bulk_got.sha256, bulk_sent.sha256, "live flow: sha256 differs");
     assert_eq!(sent.send_failures, 0, "the attacker's socket refused frames");
     assert!(hwm <= bound, "peak RSS {hwm} KiB above the configured bound {bound} KiB");
