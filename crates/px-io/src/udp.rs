@@ -170,8 +170,9 @@ fn would_block<T>(e: io::Error) -> io::Result<Option<T>> {
     if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) }
 }
 
-/// `sockaddr_storage` for `addr`, and its length.
-fn to_sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+/// `sockaddr_storage` for `addr`, and its length (for the socket calls that
+/// take one: `bind`, `connect`, `sendto`).
+pub fn to_sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: sockaddr_storage is plain old data; zero is a valid value.
     let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
     let len = match addr {

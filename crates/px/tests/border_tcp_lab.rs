@@ -139,25 +139,7 @@ fn set_int(fd: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> 
 /// write goes in the SYN when a cookie is cached): sends `data`, half-closes
 /// and waits for the server to close.
 fn tfo_client(server: SocketAddr, data: &[u8]) -> io::Result<()> {
-    let SocketAddr::V4(v4) = server else { unreachable!() };
-    // SAFETY: plain socket calls on a descriptor this function owns; the
-    // stream takes it over.
-    let mut s = unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let s = TcpStream::from_raw_fd(fd);
-        set_int(fd, TCP_FASTOPEN_CONNECT, 1)?;
-        let mut sa: libc::sockaddr_in = std::mem::zeroed();
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        sa.sin_port = v4.port().to_be();
-        sa.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
-        if libc::connect(fd, (&sa as *const libc::sockaddr_in).cast(), size_of::<libc::sockaddr_in>() as u32) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        s
-    };
+    let mut s = stream_connect(server, 0, &[(TCP_FASTOPEN_CONNECT, 1)])?;
     s.set_read_timeout(Some(Duration::from_secs(20)))?;
     s.write_all(data)?;
     s.shutdown(std::net::Shutdown::Write)?;
@@ -284,40 +266,28 @@ fn tcp_fast_open_syn_with_data_is_cut_with_one_syn() {
     assert!(exit.counter("split_in") >= 1, "the SYN with data was cut: {}", exit.stats);
 }
 
-/// An `IPPROTO_MPTCP` stream socket of `addr`'s family, made in the calling
-/// thread's namespace.
-fn mptcp_socket(addr: SocketAddr) -> io::Result<(OwnedFd, libc::sockaddr_storage, libc::socklen_t)> {
-    // SAFETY: socket(2) with constant arguments; the descriptor is owned at
-    // once. The sockaddr is zeroed plain data, filled for its family.
-    unsafe {
-        let mut sa: libc::sockaddr_storage = std::mem::zeroed();
-        let (family, len) = match addr {
-            SocketAddr::V4(a) => {
-                let sin = &mut *(&raw mut sa).cast::<libc::sockaddr_in>();
-                sin.sin_family = libc::AF_INET as libc::sa_family_t;
-                sin.sin_port = a.port().to_be();
-                sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
-                (libc::AF_INET, size_of::<libc::sockaddr_in>())
-            }
-            SocketAddr::V6(a) => {
-                let sin6 = &mut *(&raw mut sa).cast::<libc::sockaddr_in6>();
-                sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-                sin6.sin6_port = a.port().to_be();
-                sin6.sin6_addr.s6_addr = a.ip().octets();
-                (libc::AF_INET6, size_of::<libc::sockaddr_in6>())
-            }
-        };
-        let fd = libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, libc::IPPROTO_MPTCP);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((OwnedFd::from_raw_fd(fd), sa, len as libc::socklen_t))
+/// A stream socket of `addr`'s family and `protocol` (0: TCP), made in the
+/// calling thread's namespace, and `addr` as a sockaddr for `bind` or
+/// `connect`.
+fn stream_socket(
+    addr: SocketAddr,
+    protocol: libc::c_int,
+) -> io::Result<(OwnedFd, libc::sockaddr_storage, libc::socklen_t)> {
+    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    // SAFETY: socket(2) with plain arguments; the descriptor is owned at once.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, protocol) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
     }
+    // SAFETY: a new descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let (sa, len) = px_io::udp::to_sockaddr(addr);
+    Ok((fd, sa, len))
 }
 
 /// An MPTCP listener on `addr` (in the calling thread's namespace).
 fn mptcp_listen(addr: SocketAddr) -> io::Result<TcpListener> {
-    let (fd, sa, len) = mptcp_socket(addr)?;
+    let (fd, sa, len) = stream_socket(addr, libc::IPPROTO_MPTCP)?;
     // SAFETY: a socket this function owns and a sockaddr of `len` bytes.
     let r = unsafe {
         let one: libc::c_int = 1;
@@ -330,9 +300,18 @@ fn mptcp_listen(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(TcpListener::from(fd))
 }
 
-/// An MPTCP connection to `addr` (from the calling thread's namespace).
-fn mptcp_connect(addr: SocketAddr) -> io::Result<TcpStream> {
-    let (fd, sa, len) = mptcp_socket(addr)?;
+/// A connection to `addr` over `protocol` (0: TCP), from the calling
+/// thread's namespace, with the `IPPROTO_TCP` options `tcp_opts` set before
+/// the connect.
+fn stream_connect(
+    addr: SocketAddr,
+    protocol: libc::c_int,
+    tcp_opts: &[(libc::c_int, libc::c_int)],
+) -> io::Result<TcpStream> {
+    let (fd, sa, len) = stream_socket(addr, protocol)?;
+    for &(opt, v) in tcp_opts {
+        set_int(fd.as_raw_fd(), opt, v)?;
+    }
     // SAFETY: a socket this function owns and a sockaddr of `len` bytes.
     if unsafe { libc::connect(fd.as_raw_fd(), (&raw const sa).cast(), len) } != 0 {
         return Err(io::Error::last_os_error());
@@ -368,11 +347,12 @@ const MPTCP_FAULTS: [&str; 18] = [
 /// Multipath TCP (RFC 8684) through the gateway, real Linux MPTCP sockets,
 /// one connection each way over IPv4 and IPv6, 24 MB each, every byte and
 /// the SHA-256 checked; the legacy host's IPv4 connection adds a second
-/// subflow (MP_JOIN) from another address. MPTCP carries its data-sequence mapping (DSS) in a
-/// TCP option the gateway does not parse: a merge of segments with equal
-/// options keeps one copy of the mapping, which covers the merged payload
-/// (Linux TSO copies the option to every segment it cuts, GRO merges them
-/// back); segments whose options differ are not merged. The connections
+/// subflow (MP_JOIN) from another address. MPTCP carries its data-sequence
+/// mapping (DSS) in a TCP option the gateway does not parse: a merge of
+/// segments with equal options keeps one copy of the mapping, which covers
+/// the merged payload (Linux TSO copies the option to every segment it
+/// cuts, GRO merges them back); segments whose options differ are not
+/// merged. The connections
 /// must stay MPTCP (no fallback, no DSS or checksum fault, no reset, from
 /// each host's `MPTcpExt` counters), with the b-network host's subflow at
 /// the raised MSS both ways.
@@ -418,7 +398,10 @@ fn mptcp_connections_stay_mptcp_at_the_raised_mss() {
                 let (s, _) = listener.accept().unwrap_or_else(|e| panic!("{what}: accept: {e}"));
                 receive_flow(s, stall, &progress, true)
             });
-            let s = client.run(|| mptcp_connect(addr)).unwrap().unwrap_or_else(|e| panic!("{what}: connect: {e}"));
+            let s = client
+                .run(|| stream_connect(addr, libc::IPPROTO_MPTCP, &[]))
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{what}: connect: {e}"));
             let mut tx = FlowSender::over(s, 0, Some(bytes), stall, true).unwrap();
             for _ in 0..bytes / (256 << 10) {
                 tx.send(256 << 10).unwrap_or_else(|e| panic!("{what}: {e}"));

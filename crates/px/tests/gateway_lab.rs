@@ -129,21 +129,7 @@ fn hosts_without_timestamps_sack_or_window_scaling() {
 fn large_mss_inside_small_outside(lab: &GwLab, legacy: &str, bnet: &str, [small, large]: [u32; 2], port: u16) {
     let obs_outer = FrameObserver::start(lab.ns(lab.legacy), LEGACY_DEV).unwrap();
     let obs_inner = FrameObserver::start(lab.ns(lab.bnet), BNET_DEV).unwrap();
-    let progress = AtomicU64::new(0);
-    let bytes = 8 << 20;
-    let t = BulkSpec {
-        server: sock(bnet, port),
-        flows: 1,
-        bytes_per_flow: bytes,
-        pace: Pace::FULL,
-        stall_timeout: Duration::from_secs(10),
-        sha256: true,
-    };
-    let inbound = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), t, &progress);
-    assert_exact(&inbound, bytes);
-    let t = BulkSpec { server: sock(legacy, port + 1), ..t };
-    let outbound = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), t, &progress);
-    assert_exact(&outbound, bytes);
+    let (inbound, outbound) = exact_both_ways(lab, legacy, bnet, port, 1, 8 << 20);
     let (outer, inner) = (obs_outer.stop(), obs_inner.stop());
     let (i, o) = (&inbound[0], &outbound[0]);
     eprintln!("{legacy}: inbound sender {:?} receiver {:?}", i.sender, i.receiver);

@@ -50,8 +50,8 @@ fn wait_metric(lab: &GwLab, sample: &str, want: f64) {
 
 /// SIGHUP mid-transfer, both directions, frame by frame (`--no-offload`,
 /// so the engine holds between packets), with 32 MiB socket buffers from
-/// the file (`ss` shows them on both packet sockets): a live change (merge timeout,
-/// PSH policy) is applied without losing or reordering a byte (SHA-256 at
+/// the file (`ss` shows them on both packet sockets): a live change (merge
+/// timeout, PSH policy) is applied without losing or reordering a byte (SHA-256 at
 /// both ends of every flow), the workers' engines run with the new
 /// timeout (the metrics say so), and the log names what changed. Then a
 /// change of `workers` is refused in the log, the gateway keeps running

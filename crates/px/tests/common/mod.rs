@@ -231,23 +231,37 @@ pub fn transfer(client: &Netns, server: &Netns, t: BulkSpec, progress: &AtomicU6
 pub fn transfers_both_ways(lab: &GwLab, legacy_addr: &str, bnet_addr: &str, base_port: u16) {
     let cases = [(1usize, 8u64 << 20), (32, 512 << 10)];
     for (k, (flows, bytes)) in cases.into_iter().enumerate() {
-        let p = base_port + 2 * k as u16;
-        let progress = AtomicU64::new(0);
-        let stall = Duration::from_secs(10);
-        let inbound = BulkSpec {
-            server: sock(bnet_addr, p),
-            flows,
-            bytes_per_flow: bytes,
-            pace: Pace::FULL,
-            stall_timeout: stall,
-            sha256: true,
-        };
-        let ends = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress);
-        assert_exact(&ends, bytes);
-        let outbound = BulkSpec { server: sock(legacy_addr, p + 1), ..inbound };
-        let ends = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress);
-        assert_exact(&ends, bytes);
+        exact_both_ways(lab, legacy_addr, bnet_addr, base_port + 2 * k as u16, flows, bytes);
     }
+}
+
+/// `flows` flows of `bytes` each from the legacy host to `bnet_addr:port`,
+/// then from the b-network host to `legacy_addr:port + 1`, at full pace
+/// with SHA-256 at both ends, each direction checked exact: the flows'
+/// results, inbound and outbound.
+pub fn exact_both_ways(
+    lab: &GwLab,
+    legacy_addr: &str,
+    bnet_addr: &str,
+    port: u16,
+    flows: usize,
+    bytes: u64,
+) -> (Vec<FlowResult>, Vec<FlowResult>) {
+    let progress = AtomicU64::new(0);
+    let inbound = BulkSpec {
+        server: sock(bnet_addr, port),
+        flows,
+        bytes_per_flow: bytes,
+        pace: Pace::FULL,
+        stall_timeout: Duration::from_secs(10),
+        sha256: true,
+    };
+    let ends_in = transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), inbound, &progress);
+    assert_exact(&ends_in, bytes);
+    let outbound = BulkSpec { server: sock(legacy_addr, port + 1), ..inbound };
+    let ends_out = transfer(lab.ns(lab.bnet), lab.ns(lab.legacy), outbound, &progress);
+    assert_exact(&ends_out, bytes);
+    (ends_in, ends_out)
 }
 
 /// Every flow delivered every byte, and both ends computed the same SHA-256.
