@@ -84,8 +84,7 @@ fn raw_sum(data: &[u8]) -> u64 {
 }
 
 /// The sum of `data` in native byte order: a plain word loop for headers,
-/// [`sum_words`] for longer data. (Summing alone gains nothing from AVX2
-/// here: the SSE2 loop already keeps up with the loads.)
+/// [`long_sum`] for longer data.
 #[inline]
 fn native_sum(data: &[u8]) -> Sum {
     if data.len() < SHORT {
@@ -124,10 +123,16 @@ fn array_sum<const N: usize>(data: &[u8; N]) -> u64 {
     acc + halves(u64::from_ne_bytes(last))
 }
 
-/// [`sum_words`] out of line, so that every caller of [`Sum::of`] inlines
-/// only the short path.
+/// The sum of [`Sum::of`] for payloads, out of line (so that every caller
+/// inlines only the short path): the widest loop this CPU runs.
 #[inline(never)]
 fn long_sum(data: &[u8]) -> Sum {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked on the line above); no copy,
+        // so no destination.
+        return unsafe { madd_pass::<false>(core::ptr::null_mut(), data, 0) };
+    }
     sum_words::<4>(data)
 }
 
@@ -136,10 +141,12 @@ fn long_sum(data: &[u8]) -> Sum {
 /// to the accumulators (as in [`Sum::of`]), instead of a `memcpy` followed
 /// by a second read. Used where the gateway must both move and sum payload
 /// (split pieces, merged segments, caravan records). With AVX2, in cache,
-/// it runs at 0.49 of a plain `memcpy` of a 1448-byte piece and 0.64 of an
-/// 8948-byte segment (`cargo bench -p px-wire --bench checksum`, which also
-/// times [`Sum::of`] alone). Panics if the lengths differ, as
-/// `copy_from_slice` does.
+/// it runs at 0.47–0.68 of a plain `memcpy` of a 1448-byte piece and
+/// 0.53–0.92 (mostly 0.75) of an 8948-byte segment, where the word loop
+/// it replaced ran at 0.44–0.49 and 0.60–0.65; [`Sum::of`] alone at
+/// 0.59–0.75 and 0.89–1.15 of `memcpy`, 2–3× the SSE2 word loop (five
+/// runs of `cargo bench -p px-wire --bench checksum`). Panics if the
+/// lengths differ, as `copy_from_slice` does.
 #[inline]
 pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> Sum {
     let n = src.len();
@@ -167,11 +174,12 @@ pub fn copy_and_sum_in(dst: &mut [u8], src: &[u8], range: core::ops::Range<usize
 /// widest loop this CPU runs.
 #[inline(never)]
 fn long_copy_sum(dst: &mut [u8], src: &[u8], ahead_end: usize) -> Sum {
+    assert_eq!(dst.len(), src.len(), "copy_and_sum: lengths differ");
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (checked on the line above), the only
-        // requirement of a `target_feature` function.
-        return unsafe { copy_sum_avx2(dst, src, ahead_end) };
+        // SAFETY: the CPU has AVX2 (checked on the line above); `dst`
+        // takes all of `src` (asserted), and a `&mut` overlaps nothing.
+        return unsafe { madd_pass::<true>(dst.as_mut_ptr(), src, ahead_end) };
     }
     copy_sum_words::<4>(dst, src, ahead_end)
 }
@@ -181,15 +189,165 @@ fn long_copy_sum(dst: &mut [u8], src: &[u8], ahead_end: usize) -> Sum {
 /// than it saves.
 const SHORT: usize = 128;
 
-/// [`copy_sum_words`] compiled for AVX2: sixteen accumulators in four
-/// 256-bit registers, so that a block (two cache lines) takes four loads and
-/// four stores, and the loop's own counting is spread over 128 bytes. With
-/// eight (one line a block) the split ran at 0.57 of `memcpy` in `px bench
-/// engine`; with sixteen, 0.62-0.67.
+/// The sum of [`sum_words`], and with `COPY` the copy of
+/// [`copy_sum_words`] too, in AVX2 instructions: three vector operations
+/// per 32 bytes where the word loops need four. Each 16-bit word is biased
+/// by `0x8000` (an exclusive or), so that `vpmaddwd` against ones, which
+/// adds neighbouring words as signed numbers, adds them exactly (a biased
+/// word is its value less 32 768); the bias of every word is added back at
+/// the end. Blocks of 128 bytes (two cache lines, four loads), at most
+/// three 32-byte steps, then the last 1..=31 bytes a word at a time (and,
+/// copying, one 32-byte load and store that overlaps the last step). The
+/// 32-bit lanes are emptied every [`LANE_BLOCKS`] blocks, before they can
+/// overflow. Prefetches as [`copy_sum_words`] does, up to `ahead_end`.
+///
+/// # Safety
+/// The CPU has AVX2; with `COPY`, `dst` is valid for writes of
+/// `src.len()` bytes and overlaps no byte of `src`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn copy_sum_avx2(dst: &mut [u8], src: &[u8], ahead_end: usize) -> Sum {
-    copy_sum_words::<16>(dst, src, ahead_end)
+unsafe fn madd_pass<const COPY: bool>(dst: *mut u8, src: &[u8], ahead_end: usize) -> Sum {
+    use core::arch::x86_64::*;
+    const BLOCK: usize = 128;
+    const STEP: usize = 32;
+    let n = src.len();
+    let sp = src.as_ptr();
+    let bias = _mm256_set1_epi16(i16::MIN);
+    let ones = _mm256_set1_epi16(1);
+    let add = |acc: __m256i, x: __m256i| _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_xor_si256(x, bias), ones));
+    // One 32-byte step at byte `i`.
+    let step = |i: usize, acc: __m256i| -> __m256i {
+        // SAFETY: every caller has `i + STEP <= n`, within `src` and (the
+        // caller's contract) `dst`; unaligned loads and stores.
+        unsafe {
+            let x = _mm256_loadu_si256(sp.add(i).cast());
+            if COPY {
+                _mm256_storeu_si256(dst.add(i).cast(), x);
+            }
+            add(acc, x)
+        }
+    };
+    // Block `k`: its four loads, then its four stores, then the sums. (A
+    // load, store and sum per step is what LLVM's loop idiom pass turns
+    // into a `memcpy` call and a second pass to sum.)
+    let block = |k: usize, a: &mut [__m256i; 4]| {
+        // SAFETY: every caller has `k < n / BLOCK`, so the block lies
+        // within `src` and `dst`; unaligned loads and stores.
+        unsafe {
+            let p = sp.add(k * BLOCK).cast::<__m256i>();
+            let x = [
+                _mm256_loadu_si256(p),
+                _mm256_loadu_si256(p.add(1)),
+                _mm256_loadu_si256(p.add(2)),
+                _mm256_loadu_si256(p.add(3)),
+            ];
+            if COPY {
+                let q = dst.add(k * BLOCK).cast::<__m256i>();
+                for (j, x) in x.iter().enumerate() {
+                    _mm256_storeu_si256(q.add(j), *x);
+                }
+            }
+            for (acc, x) in a.iter_mut().zip(x) {
+                *acc = add(*acc, x);
+            }
+        }
+    };
+    let room = ahead_end.saturating_sub(sp as usize).saturating_sub(PREFETCH_AHEAD);
+    let blocks = n / BLOCK;
+    let ahead = room.div_ceil(BLOCK).min(blocks);
+    let mut total = Sum(0);
+    let mut b = 0;
+    while b < blocks {
+        let end = blocks.min(b + LANE_BLOCKS);
+        let mut a = [_mm256_setzero_si256(); 4];
+        // The blocks whose lines `PREFETCH_AHEAD` bytes on are still the
+        // source's come first: counted once, no test in either loop.
+        for k in b..end.min(ahead) {
+            prefetch(sp.wrapping_add(k * BLOCK + PREFETCH_AHEAD));
+            prefetch(sp.wrapping_add(k * BLOCK + PREFETCH_AHEAD + 64));
+            block(k, &mut a);
+        }
+        for k in end.min(ahead).max(b)..end {
+            block(k, &mut a);
+        }
+        total = total.plus(Sum(lanes_total(a, (end - b) * BLOCK)));
+        b = end;
+    }
+    // At most three steps, written out: as a loop, LLVM would make the
+    // copying ones a `memcpy` call and a second pass again.
+    let mut i = blocks * BLOCK;
+    let mut acc = _mm256_setzero_si256();
+    if i + STEP <= n {
+        acc = step(i, acc);
+        i += STEP;
+        if i + STEP <= n {
+            acc = step(i, acc);
+            i += STEP;
+            if i + STEP <= n {
+                acc = step(i, acc);
+                i += STEP;
+            }
+        }
+    }
+    total = total.plus(Sum(lanes_total([acc], i - blocks * BLOCK)));
+    if i == n {
+        return total;
+    }
+    if n < STEP {
+        if COPY {
+            // SAFETY: the caller's contract: `dst` takes `n` bytes, apart
+            // from `src`.
+            unsafe { core::ptr::copy_nonoverlapping(sp, dst, n) };
+        }
+        return total.plus(Sum(words_sum(src)));
+    }
+    if COPY {
+        // SAFETY: `n - STEP .. n` lies within `src` and `dst` (n >= STEP);
+        // the bytes it writes again before `i` are the same bytes.
+        unsafe {
+            let x = _mm256_loadu_si256(sp.add(n - STEP).cast());
+            _mm256_storeu_si256(dst.add(n - STEP).cast(), x);
+        }
+    }
+    // Whole words, then the rest as the top bytes of the word that ends
+    // with the data (little-endian: shifted down, they are the word padded
+    // with zeros, as `words_sum` pads it).
+    let mut rest = 0u64;
+    while i + 8 <= n {
+        rest += halves(u64::from_le_bytes(src[i..i + 8].try_into().expect("8 bytes")));
+        i += 8;
+    }
+    if i < n {
+        let last = u64::from_le_bytes(src[n - 8..].try_into().expect("8 bytes"));
+        rest += halves(last >> (8 * (8 - (n - i))));
+    }
+    total.plus(Sum(rest))
+}
+
+/// Blocks of [`madd_pass`] between two empties of its 32-bit lanes: each
+/// lane gains less than 2^16 in magnitude a block, the four accumulators
+/// are added lane by lane and the eight lanes of that summed, so 2^9
+/// blocks stay under 2^16 · 2^9 · 4 · 8 = 2^30.
+#[cfg(target_arch = "x86_64")]
+const LANE_BLOCKS: usize = 512;
+
+/// The native-endian sum of the words that `accs` collected from `bytes`
+/// bytes, biased as [`madd_pass`] biases them: the lanes added, and
+/// 32 768 added back for every word.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn lanes_total<const K: usize>(accs: [core::arch::x86_64::__m256i; K], bytes: usize) -> u64 {
+    use core::arch::x86_64::*;
+    let mut acc = _mm256_setzero_si256();
+    for a in accs {
+        acc = _mm256_add_epi32(acc, a);
+    }
+    let mut lanes = [0i32; 8];
+    // SAFETY: `lanes` is 32 bytes long; an unaligned store.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), acc) };
+    let signed: i64 = lanes.iter().map(|&l| i64::from(l)).sum();
+    (signed + (bytes / 2) as i64 * 32_768) as u64
 }
 
 /// How far ahead of its loads [`copy_and_sum_in`] asks for the source's
@@ -228,8 +386,9 @@ const SPAN: usize = 64 * 1024;
 /// blocks of `N` 64-bit words, each word split into its two 32-bit halves
 /// so that the carries collect in the upper half of its accumulator. The
 /// accumulators are added plainly (no end-around carry) once per [`SPAN`],
-/// which keeps the loop in vector lanes (`N` = 4: SSE2 on baseline
-/// x86-64; 8: AVX2); index loops are what the vectoriser recognises.
+/// which keeps the loop in vector lanes (`N` = 4: two SSE2 registers, the
+/// loop of CPUs without AVX2; [`madd_pass`] is the AVX2 one); index loops
+/// are what the vectoriser recognises.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)]
 fn sum_words<const N: usize>(data: &[u8]) -> Sum {
@@ -408,18 +567,27 @@ mod tests {
         fold(Sum(s))
     }
 
-    /// Buffers longer than a span, of all-ones words (the largest carries),
-    /// at every loop width.
+    /// Buffers longer than a span and than the vector pass's lane period,
+    /// of the words that carry most in the word loops (all ones) and that
+    /// push the vector pass's signed lanes furthest either way (all ones,
+    /// all zeros: the largest and smallest biased words), in both loops.
     #[test]
-    fn long_buffers_of_ones_fold_like_the_reference() {
-        for len in [SPAN - 1, SPAN, SPAN + 7, 3 * SPAN + 65] {
-            let data = vec![0xffu8; len];
-            let want = reference(&data);
-            assert_eq!(fold(Sum::of(&data)), want, "len {len}");
-            assert_eq!(from_native(sum_words::<4>(&data)) as u16, want);
-            let mut dst = vec![0u8; len];
-            assert_eq!(fold(copy_and_sum(&mut dst, &data)), want);
-            assert_eq!(from_native(copy_sum_words::<4>(&mut dst, &data, 0)) as u16, want);
+    fn long_buffers_of_extreme_words_fold_like_the_reference() {
+        #[cfg(target_arch = "x86_64")]
+        let lanes = LANE_BLOCKS * 128;
+        #[cfg(not(target_arch = "x86_64"))]
+        let lanes = SPAN;
+        for len in [SPAN - 1, SPAN, SPAN + 7, 3 * SPAN + 65, lanes - 1, lanes, lanes + 33, 5 * lanes + 127] {
+            for byte in [0xffu8, 0x00, 0x80, 0x7f] {
+                let data = vec![byte; len];
+                let want = reference(&data);
+                assert_eq!(fold(Sum::of(&data)), want, "len {len}, {byte:#x}");
+                assert_eq!(from_native(sum_words::<4>(&data)) as u16, want);
+                let mut dst = vec![1u8; len];
+                assert_eq!(fold(copy_and_sum(&mut dst, &data)), want);
+                assert!(dst == data);
+                assert_eq!(from_native(copy_sum_words::<4>(&mut dst, &data, 0)) as u16, want);
+            }
         }
     }
 
@@ -533,25 +701,28 @@ mod tests {
             prop_assert_eq!(fold(s), reference(&data[a..b]));
         }
 
-        /// Every width of the loops, whichever one this CPU dispatches to.
+        /// Both loops: the portable word loop and the one this CPU
+        /// dispatches payloads to (the AVX2 `vpmaddwd` pass where it has
+        /// AVX2), for every length from empty to several blocks and a
+        /// tail, at any alignment.
         #[test]
-        fn every_loop_width_sums_alike(data in proptest::collection::vec(any::<u8>(), 0..1200)) {
-            let want = reference(&data);
+        fn every_loop_sums_alike(data in proptest::collection::vec(any::<u8>(), 0..1200), skip in 0usize..32) {
+            let data = &data[skip.min(data.len())..];
+            let want = reference(data);
             let ahead = data.as_ptr_range().end as usize;
-            for (n, sum, copied) in [
-                (4, sum_words::<4>(&data), copy_sum_words::<4> as fn(&mut [u8], &[u8], usize) -> Sum),
-                (8, sum_words::<8>(&data), copy_sum_words::<8>),
-                (16, sum_words::<16>(&data), copy_sum_words::<16>),
+            for (name, sum, copied) in [
+                ("words", sum_words::<4>(data), copy_sum_words::<4> as fn(&mut [u8], &[u8], usize) -> Sum),
+                ("dispatched", long_sum(data), long_copy_sum),
             ] {
-                prop_assert_eq!(from_native(sum) as u16, want, "sum, {} words", n);
+                prop_assert_eq!(from_native(sum) as u16, want, "sum, {}", name);
                 // No prefetch, none past the data's end, for the first
                 // half of the blocks (the prefetching loop hands over to
                 // the other midway), for all of them.
                 let half = data.as_ptr() as usize + PREFETCH_AHEAD + data.len() / 2;
                 for end in [0, ahead, half, usize::MAX] {
                     let mut dst = vec![0u8; data.len()];
-                    prop_assert_eq!(from_native(copied(&mut dst, &data, end)) as u16, want, "copy, {} words", n);
-                    prop_assert_eq!(&dst, &data);
+                    prop_assert_eq!(from_native(copied(&mut dst, data, end)) as u16, want, "copy, {}", name);
+                    prop_assert_eq!(&dst[..], data);
                 }
             }
         }
