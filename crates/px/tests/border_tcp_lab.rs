@@ -2,7 +2,9 @@
 //! 10): a BGP session signed with TCP-MD5 (BIRD 2 on both sides) passes
 //! untouched, and TCP Fast Open with a SYN carrying more data than the
 //! outer MTU takes is cut with the SYN once, and Multipath TCP connections
-//! (real Linux MPTCP sockets) stay MPTCP at the raised MSS. The topology of
+//! (real Linux MPTCP sockets) stay MPTCP at the raised MSS, and a merged
+//! connection's zero-window probes and keepalives reach the far end and
+//! are answered. The topology of
 //! `gateway_lab.rs` (legacy host, eMTU 1500 — gateway — b-network host,
 //! iMTU 9000); offloads as there (TSO/GSO off on the hosts, GRO on at the
 //! gateway's ports). Each test skips with a message when it cannot run.
@@ -127,11 +129,16 @@ fn bgp_with_md5_passes_untouched() {
 const TCP_FASTOPEN: libc::c_int = 23;
 const TCP_FASTOPEN_CONNECT: libc::c_int = 30;
 
+/// Sets the `IPPROTO_TCP` int option `opt` on `fd`.
 fn set_int(fd: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    set_sock_int(fd, libc::IPPROTO_TCP, opt, v)
+}
+
+/// Sets the int socket option `opt` of `level` on `fd`.
+fn set_sock_int(fd: libc::c_int, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
     // SAFETY: a valid socket and a pointer to an int of the given length.
-    let r = unsafe {
-        libc::setsockopt(fd, libc::IPPROTO_TCP, opt, (&v as *const libc::c_int).cast(), size_of::<libc::c_int>() as u32)
-    };
+    let r =
+        unsafe { libc::setsockopt(fd, level, opt, (&v as *const libc::c_int).cast(), size_of::<libc::c_int>() as u32) };
     if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
@@ -285,13 +292,21 @@ fn stream_socket(
     Ok((fd, sa, len))
 }
 
-/// An MPTCP listener on `addr` (in the calling thread's namespace).
-fn mptcp_listen(addr: SocketAddr) -> io::Result<TcpListener> {
-    let (fd, sa, len) = stream_socket(addr, libc::IPPROTO_MPTCP)?;
+/// A listener on `addr` over `protocol` (0: TCP; `IPPROTO_MPTCP`), in the
+/// calling thread's namespace, with the `SOL_SOCKET` options `opts` set
+/// before it listens (a receive buffer then sets the window scale of the
+/// connections it accepts, which inherit it).
+fn stream_listen(
+    addr: SocketAddr,
+    protocol: libc::c_int,
+    opts: &[(libc::c_int, libc::c_int)],
+) -> io::Result<TcpListener> {
+    let (fd, sa, len) = stream_socket(addr, protocol)?;
+    for &(opt, v) in [(libc::SO_REUSEADDR, 1)].iter().chain(opts) {
+        set_sock_int(fd.as_raw_fd(), libc::SOL_SOCKET, opt, v)?;
+    }
     // SAFETY: a socket this function owns and a sockaddr of `len` bytes.
     let r = unsafe {
-        let one: libc::c_int = 1;
-        libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, (&raw const one).cast(), 4);
         if libc::bind(fd.as_raw_fd(), (&raw const sa).cast(), len) != 0 { -1 } else { libc::listen(fd.as_raw_fd(), 8) }
     };
     if r != 0 {
@@ -390,7 +405,10 @@ fn mptcp_connections_stay_mptcp_at_the_raised_mss() {
         ("outbound v6", bnet, legacy, sock(LEGACY_V6, 5364), 1428, 8928),
     ];
     for (what, client, server, addr, outer, raised) in cases {
-        let listener = server.run(|| mptcp_listen(addr)).unwrap().unwrap_or_else(|e| panic!("{what}: listen: {e}"));
+        let listener = server
+            .run(|| stream_listen(addr, libc::IPPROTO_MPTCP, &[]))
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{what}: listen: {e}"));
         set_accept_timeout(&listener, stall);
         let progress = std::sync::atomic::AtomicU64::new(0);
         let (sent, got) = std::thread::scope(|sc| {
@@ -452,4 +470,85 @@ fn mptcp_connections_stay_mptcp_at_the_raised_mss() {
     assert!(netstat(legacy, "MPTcpExt:", "MPJoinSynAckRx") >= 1, "no MP_JOIN completed from the legacy host");
     assert!(netstat(bnet, "MPTcpExt:", "MPJoinAckRx") >= 1, "no MP_JOIN completed at the b-network host");
     assert!(exit.counter("merged_in") > 0, "inbound MPTCP segments were merged: {}", exit.stats);
+}
+
+/// A connection the gateway merges stalls on a closed receive window, then
+/// idles. Linux's zero-window probes (the sender's, at backed-off RTOs
+/// while the b-network host reads nothing) and keepalives (each end's,
+/// after a second of silence) are segments without payload one byte behind
+/// what the flow sent, at a flow with merge state. Each must reach the far
+/// end and be answered: a lost probe answer leaves the sender deaf to the
+/// window opening for seconds, lost keepalives reset the idle connection
+/// (two unanswered, a second apart). The transfer is exact, the connection
+/// still carries data both ways after 4.5 idle seconds, and the hosts'
+/// counters show the closed window and the probes and keepalives sent.
+#[test]
+fn zero_window_probes_and_keepalives_pass_a_merging_flow() {
+    if !require_root_or_skip("zero_window_probes_and_keepalives_pass_a_merging_flow") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let (legacy, bnet) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
+    let gw = Gateway::start(&lab, &[]);
+    lab.ping_both();
+    let addr = sock(BNET_V4, 5371);
+    // A small receive buffer: the window closes within a few segments of
+    // the reader stopping.
+    let listener = bnet.run(|| stream_listen(addr, 0, &[(libc::SO_RCVBUF, 64 << 10)])).unwrap().expect("listen");
+    let stall = Duration::from_secs(20);
+    set_accept_timeout(&listener, stall);
+    let data: Vec<u8> = (0..6u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let (read_first, pause) = (1usize << 20, Duration::from_millis(2500));
+    let keepalive = |s: &TcpStream| {
+        let fd = s.as_raw_fd();
+        set_sock_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
+        set_int(fd, libc::TCP_KEEPIDLE, 1)?;
+        set_int(fd, libc::TCP_KEEPINTVL, 1)?;
+        set_int(fd, libc::TCP_KEEPCNT, 2)
+    };
+    let idle = Duration::from_millis(4500);
+    let (got, answer) = std::thread::scope(|sc| {
+        let srv = sc.spawn(|| -> io::Result<Vec<u8>> {
+            let (mut c, _) = listener.accept()?;
+            c.set_read_timeout(Some(stall))?;
+            let mut got = vec![0u8; data.len()];
+            c.read_exact(&mut got[..read_first])?;
+            std::thread::sleep(pause);
+            c.read_exact(&mut got[read_first..])?;
+            keepalive(&c)?;
+            let mut ping = [0u8; 4];
+            c.read_exact(&mut ping)?;
+            assert_eq!(&ping, b"ping");
+            c.write_all(b"pong")?;
+            Ok(got)
+        });
+        let mut s = legacy.run(|| stream_connect(addr, 0, &[])).unwrap().expect("connect");
+        s.set_read_timeout(Some(stall)).unwrap();
+        s.write_all(&data).expect("send");
+        keepalive(&s).unwrap();
+        // Idle on both ends (the receiver has read everything once the
+        // sender's data is all acknowledged; a second is spare).
+        std::thread::sleep(idle);
+        let answer = s.write_all(b"ping").and_then(|_| {
+            let mut pong = [0u8; 4];
+            s.read_exact(&mut pong).map(|_| pong)
+        });
+        (srv.join().unwrap(), answer)
+    });
+    let got = got.unwrap_or_else(|e| panic!("receiver: {e}"));
+    assert!(got == data, "the stalled transfer arrived exact");
+    let answer = answer.unwrap_or_else(|e| panic!("after {idle:?} idle with keepalives: {e}"));
+    assert_eq!(&answer, b"pong");
+    let exit = gw.stop();
+    exit.assert_clean();
+    let counters = |ns: &Netns| {
+        ["TCPToZeroWindowAdv", "TCPFromZeroWindowAdv", "TCPWinProbe", "TCPKeepAlive"].map(|k| (k, tcp_ext(ns, k)))
+    };
+    let (l, b) = (counters(legacy), counters(bnet));
+    eprintln!("legacy {l:?}; b-network {b:?}; merged_in {}", exit.counter("merged_in"));
+    assert!(b[0].1 >= 1 && b[1].1 >= 1, "the b-network host closed and reopened its window: {b:?}");
+    assert!(l[2].1 >= 1, "the legacy host probed the closed window: {l:?}");
+    assert!(l[3].1 >= 2 && b[3].1 >= 2, "both ends sent keepalives: legacy {l:?}, b-network {b:?}");
+    assert!(exit.counter("merged_in") > 0, "the flow was merged: {}", exit.stats);
 }
