@@ -2,9 +2,9 @@
 //! 10): a BGP session signed with TCP-MD5 (BIRD 2 on both sides) passes
 //! untouched, and TCP Fast Open with a SYN carrying more data than the
 //! outer MTU takes is cut with the SYN once, and Multipath TCP connections
-//! (real Linux MPTCP sockets) stay MPTCP at the raised MSS, and a merged
+//! (real Linux MPTCP sockets) stay MPTCP at the raised MSS, a merged
 //! connection's zero-window probes and keepalives reach the far end and
-//! are answered. The topology of
+//! are answered, and urgent data keeps its byte both ways. The topology of
 //! `gateway_lab.rs` (legacy host, eMTU 1500 — gateway — b-network host,
 //! iMTU 9000); offloads as there (TSO/GSO off on the hosts, GRO on at the
 //! gateway's ports). Each test skips with a message when it cannot run.
@@ -551,4 +551,121 @@ fn zero_window_probes_and_keepalives_pass_a_merging_flow() {
     assert!(l[2].1 >= 1, "the legacy host probed the closed window: {l:?}");
     assert!(l[3].1 >= 2 && b[3].1 >= 2, "both ends sent keepalives: legacy {l:?}, b-network {b:?}");
     assert!(exit.counter("merged_in") > 0, "the flow was merged: {}", exit.stats);
+}
+
+/// `SIOCATMARK` (`<asm/sockios.h>`; not in the `libc` crate).
+const SIOCATMARK: libc::c_ulong = 0x8905;
+
+/// Whether the next byte `s` reads is its urgent byte (`SIOCATMARK`).
+fn at_urgent_mark(s: &TcpStream) -> io::Result<bool> {
+    let mut mark: libc::c_int = 0;
+    // SAFETY: a connected socket and an int for the answer.
+    if unsafe { libc::ioctl(s.as_raw_fd(), SIOCATMARK, &raw mut mark) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(mark != 0)
+}
+
+/// The urgent byte of `s`, read out of band (`MSG_OOB`) once it has
+/// arrived, waiting up to `limit`.
+fn urgent_byte(s: &TcpStream, limit: Duration) -> io::Result<u8> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut b = 0u8;
+        // SAFETY: a connected socket and a one-byte buffer.
+        if unsafe { libc::recv(s.as_raw_fd(), (&raw mut b).cast(), 1, libc::MSG_OOB) } == 1 {
+            return Ok(b);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::WouldBlock || Instant::now() > deadline {
+            return Err(e);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// TCP urgent data (`MSG_OOB`) through the gateway, real sockets, each way
+/// over IPv4 and IPv6. The urgent pointer is an offset from each segment's
+/// own sequence number; Linux marks every segment it sends before the
+/// urgent point with URG and the pointer to it, so the b-network host's
+/// 8948-byte segments ahead of the urgent byte each carry a pointer the
+/// split must rebase per piece, and the legacy host's URG segments must
+/// pass unmerged. A piece that kept its segment's pointer (as GSO would)
+/// moves the urgent point forward, and the receiver (urgent data not
+/// inline, the BSD default) pulls a different byte out of the stream: the
+/// stream differs and the out-of-band byte too. (Linux ignores a pointer
+/// that is not past the urgent point it knows, so a later piece's pointer
+/// moved back is harmless to it; `tcp_border.rs` checks each piece's
+/// pointer exactly.) One
+/// urgent byte per connection (a receiver keeps only the last), at the end
+/// of a write whose bytes are all queued before the push; the receiver
+/// reads it out of band at the mark.
+#[test]
+fn urgent_data_keeps_its_byte_both_ways() {
+    if !require_root_or_skip("urgent_data_keeps_its_byte_both_ways") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let (legacy, bnet) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
+    let gw = Gateway::start(&lab, &[]);
+    lab.ping_both();
+    let stall = Duration::from_secs(20);
+    // (what, sender, receiver, address, bytes of the urgent write)
+    let cases = [
+        ("outbound v4", bnet, legacy, sock(LEGACY_V4, 5381), 20_000usize),
+        ("inbound v4", legacy, bnet, sock(BNET_V4, 5382), 9_000),
+        ("outbound v6", bnet, legacy, sock(LEGACY_V6, 5383), 30_001),
+        ("inbound v6", legacy, bnet, sock(BNET_V6, 5384), 4_500),
+    ];
+    for (k, (what, sender, receiver, addr, urgent_write)) in cases.into_iter().enumerate() {
+        let data: Vec<u8> = (0..urgent_write + 50_000).map(|i| (i * 7 + k * 13) as u8 | 0x80).collect();
+        let urgent = b'U';
+        let listener = receiver.run(|| stream_listen(addr, 0, &[])).unwrap().unwrap_or_else(|e| panic!("{what}: {e}"));
+        set_accept_timeout(&listener, stall);
+        let (stream, oob) = std::thread::scope(|sc| {
+            let rx = sc.spawn(|| -> io::Result<(Vec<u8>, Option<u8>)> {
+                let (mut c, _) = listener.accept()?;
+                c.set_read_timeout(Some(stall))?;
+                let (mut got, mut oob, mut buf) = (Vec::new(), None, vec![0u8; 64 << 10]);
+                loop {
+                    // A read stops at the urgent mark; one from the mark
+                    // skips the urgent byte and forgets it, so it is taken
+                    // out of band first, once it has arrived.
+                    if oob.is_none() && at_urgent_mark(&c)? {
+                        oob = Some(urgent_byte(&c, stall)?);
+                    }
+                    match c.read(&mut buf)? {
+                        0 => break,
+                        n => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                Ok((got, oob))
+            });
+            let mut s = sender.run(|| stream_connect(addr, 0, &[])).unwrap().unwrap_or_else(|e| panic!("{what}: {e}"));
+            s.set_read_timeout(Some(stall)).unwrap();
+            let mut first = data[..urgent_write - 1].to_vec();
+            first.push(urgent);
+            let mut at = 0;
+            while at < first.len() {
+                // SAFETY: a connected socket and the rest of `first`.
+                let n =
+                    unsafe { libc::send(s.as_raw_fd(), first[at..].as_ptr().cast(), first.len() - at, libc::MSG_OOB) };
+                assert!(n > 0, "{what}: send: {}", io::Error::last_os_error());
+                at += n as usize;
+            }
+            s.write_all(&data[urgent_write - 1..]).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).unwrap();
+            rx.join().unwrap().unwrap_or_else(|e| panic!("{what}: receiver: {e}"))
+        });
+        // The urgent byte left the stream; everything else is in order.
+        assert!(stream == data, "{what}: {} bytes in line of {}, or different", stream.len(), data.len());
+        assert_eq!(oob, Some(urgent), "{what}: the out-of-band byte");
+    }
+    let exit = gw.stop();
+    exit.assert_clean();
+    eprintln!("urgent: split_in {}, merged_in {}", exit.counter("split_in"), exit.counter("merged_in"));
+    assert!(exit.counter("split_in") > 0, "the b-network host's segments were cut: {}", exit.stats);
 }
