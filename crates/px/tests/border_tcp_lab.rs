@@ -472,6 +472,33 @@ fn mptcp_connections_stay_mptcp_at_the_raised_mss() {
     assert!(exit.counter("merged_in") > 0, "inbound MPTCP segments were merged: {}", exit.stats);
 }
 
+/// For root test `name`: the lab of `gateway_lab.rs` with `px gateway`
+/// started (default options) and both hosts answering, and the guard that
+/// keeps the lab tests one at a time (dropped last: the bindings of one
+/// pattern drop in reverse). `None`, after the skip message, where the
+/// test cannot run.
+fn lab_with_gateway(name: &str) -> Option<(std::sync::MutexGuard<'static, ()>, GwLab, Gateway)> {
+    if !require_root_or_skip(name) {
+        return None;
+    }
+    let serial = serialize();
+    let lab = GwLab::build(None);
+    let gw = Gateway::start(&lab, &[]);
+    lab.ping_both();
+    Some((serial, lab, gw))
+}
+
+/// Bytes `s` has sent and not had acknowledged, or not sent yet
+/// (`SIOCOUTQ`).
+fn unacknowledged(s: &TcpStream) -> io::Result<libc::c_int> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: a connected socket and an int for the answer.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::TIOCOUTQ, &raw mut n) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n)
+}
+
 /// A connection the gateway merges stalls on a closed receive window, then
 /// idles. Linux's zero-window probes (the sender's, at backed-off RTOs
 /// while the b-network host reads nothing) and keepalives (each end's,
@@ -484,18 +511,18 @@ fn mptcp_connections_stay_mptcp_at_the_raised_mss() {
 /// counters show the closed window and the probes and keepalives sent.
 #[test]
 fn zero_window_probes_and_keepalives_pass_a_merging_flow() {
-    if !require_root_or_skip("zero_window_probes_and_keepalives_pass_a_merging_flow") {
+    let Some((_serial, lab, gw)) = lab_with_gateway("zero_window_probes_and_keepalives_pass_a_merging_flow") else {
         return;
-    }
-    let _serial = serialize();
-    let lab = GwLab::build(None);
+    };
     let (legacy, bnet) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
-    let gw = Gateway::start(&lab, &[]);
-    lab.ping_both();
     let addr = sock(BNET_V4, 5371);
-    // A small receive buffer: the window closes within a few segments of
-    // the reader stopping.
-    let listener = bnet.run(|| stream_listen(addr, 0, &[(libc::SO_RCVBUF, 64 << 10)])).unwrap().expect("listen");
+    // A fixed receive buffer (no autotuning), so that the window closes
+    // soon after the reader stops: the data does not fit in it. Not much
+    // smaller, though: at 64 KB the host sometimes ran out of receive
+    // memory (9000-byte frames) before it had advertised a zero window,
+    // dropped a segment (TcpExt TCPRcvQDrop) and the sender recovered by
+    // timeout, never probing.
+    let listener = bnet.run(|| stream_listen(addr, 0, &[(libc::SO_RCVBUF, 1 << 20)])).unwrap().expect("listen");
     let stall = Duration::from_secs(20);
     set_accept_timeout(&listener, stall);
     let data: Vec<u8> = (0..6u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
@@ -508,6 +535,7 @@ fn zero_window_probes_and_keepalives_pass_a_merging_flow() {
         set_int(fd, libc::TCP_KEEPCNT, 2)
     };
     let idle = Duration::from_millis(4500);
+    let drained = std::cell::Cell::new(None);
     let (got, answer) = std::thread::scope(|sc| {
         let srv = sc.spawn(|| -> io::Result<Vec<u8>> {
             let (mut c, _) = listener.accept()?;
@@ -527,8 +555,16 @@ fn zero_window_probes_and_keepalives_pass_a_merging_flow() {
         s.set_read_timeout(Some(stall)).unwrap();
         s.write_all(&data).expect("send");
         keepalive(&s).unwrap();
-        // Idle on both ends (the receiver has read everything once the
-        // sender's data is all acknowledged; a second is spare).
+        // Idle on both ends from when every byte is acknowledged (the
+        // receiver has read everything by then): a write returns once its
+        // bytes are queued, and the window the small buffer offers may take
+        // a while to carry the rest.
+        let queued = Instant::now();
+        while unacknowledged(&s).unwrap() > 0 {
+            assert!(queued.elapsed() < stall, "data still unacknowledged after {stall:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drained.set(Some(queued.elapsed()));
         std::thread::sleep(idle);
         let answer = s.write_all(b"ping").and_then(|_| {
             let mut pong = [0u8; 4];
@@ -536,17 +572,23 @@ fn zero_window_probes_and_keepalives_pass_a_merging_flow() {
         });
         (srv.join().unwrap(), answer)
     });
+    let exit = gw.stop();
+    let counters = |ns: &Netns| {
+        ["TCPToZeroWindowAdv", "TCPFromZeroWindowAdv", "TCPWinProbe", "TCPKeepAlive", "TCPRcvQDrop", "TCPTimeouts"]
+            .map(|k| (k, tcp_ext(ns, k)))
+    };
+    let (l, b) = (counters(legacy), counters(bnet));
+    // Everything that tells a failure apart, before any check.
+    eprintln!(
+        "legacy {l:?}; b-network {b:?}; all acknowledged {:?} after the write returned; merged_in {}",
+        drained.get(),
+        exit.counter("merged_in")
+    );
     let got = got.unwrap_or_else(|e| panic!("receiver: {e}"));
     assert!(got == data, "the stalled transfer arrived exact");
     let answer = answer.unwrap_or_else(|e| panic!("after {idle:?} idle with keepalives: {e}"));
     assert_eq!(&answer, b"pong");
-    let exit = gw.stop();
     exit.assert_clean();
-    let counters = |ns: &Netns| {
-        ["TCPToZeroWindowAdv", "TCPFromZeroWindowAdv", "TCPWinProbe", "TCPKeepAlive"].map(|k| (k, tcp_ext(ns, k)))
-    };
-    let (l, b) = (counters(legacy), counters(bnet));
-    eprintln!("legacy {l:?}; b-network {b:?}; merged_in {}", exit.counter("merged_in"));
     assert!(b[0].1 >= 1 && b[1].1 >= 1, "the b-network host closed and reopened its window: {b:?}");
     assert!(l[2].1 >= 1, "the legacy host probed the closed window: {l:?}");
     assert!(l[3].1 >= 2 && b[3].1 >= 2, "both ends sent keepalives: legacy {l:?}, b-network {b:?}");
@@ -596,20 +638,15 @@ fn urgent_byte(s: &TcpStream, limit: Duration) -> io::Result<u8> {
 /// stream differs and the out-of-band byte too. (Linux ignores a pointer
 /// that is not past the urgent point it knows, so a later piece's pointer
 /// moved back is harmless to it; `tcp_border.rs` checks each piece's
-/// pointer exactly.) One
-/// urgent byte per connection (a receiver keeps only the last), at the end
-/// of a write whose bytes are all queued before the push; the receiver
-/// reads it out of band at the mark.
+/// pointer exactly.) One urgent byte per connection (a receiver keeps
+/// only the last), at the end of a write whose bytes are all queued before
+/// the push; the receiver reads it out of band at the mark.
 #[test]
 fn urgent_data_keeps_its_byte_both_ways() {
-    if !require_root_or_skip("urgent_data_keeps_its_byte_both_ways") {
+    let Some((_serial, lab, gw)) = lab_with_gateway("urgent_data_keeps_its_byte_both_ways") else {
         return;
-    }
-    let _serial = serialize();
-    let lab = GwLab::build(None);
+    };
     let (legacy, bnet) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
-    let gw = Gateway::start(&lab, &[]);
-    lab.ping_both();
     let stall = Duration::from_secs(20);
     // (what, sender, receiver, address, bytes of the urgent write)
     let cases = [
