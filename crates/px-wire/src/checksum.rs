@@ -144,9 +144,10 @@ fn long_sum(data: &[u8]) -> Sum {
 /// it runs at 0.47–0.68 of a plain `memcpy` of a 1448-byte piece and
 /// 0.53–0.92 (mostly 0.75) of an 8948-byte segment, where the word loop
 /// it replaced ran at 0.44–0.49 and 0.60–0.65; [`Sum::of`] alone at
-/// 0.59–0.75 and 0.89–1.15 of `memcpy`, 2–3× the SSE2 word loop (five
-/// runs of `cargo bench -p px-wire --bench checksum`). Panics if the
-/// lengths differ, as `copy_from_slice` does.
+/// 0.59–0.75 and 0.89–1.15 of `memcpy`, 1.5–2× and 2–2.4× the SSE2 word
+/// loop it had (five runs of `cargo bench -p px-wire --bench checksum`,
+/// against the same bench before). Panics if the lengths differ, as
+/// `copy_from_slice` does.
 #[inline]
 pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> Sum {
     let n = src.len();
