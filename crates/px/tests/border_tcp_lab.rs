@@ -683,14 +683,12 @@ fn urgent_data_keeps_its_byte_both_ways() {
             s.set_read_timeout(Some(stall)).unwrap();
             let mut first = data[..urgent_write - 1].to_vec();
             first.push(urgent);
-            let mut at = 0;
-            while at < first.len() {
-                // SAFETY: a connected socket and the rest of `first`.
-                let n =
-                    unsafe { libc::send(s.as_raw_fd(), first[at..].as_ptr().cast(), first.len() - at, libc::MSG_OOB) };
-                assert!(n > 0, "{what}: send: {}", io::Error::last_os_error());
-                at += n as usize;
-            }
+            // One call: each `MSG_OOB` send marks the end of what it sent
+            // as urgent, so a partial send would mark a data byte (a
+            // blocking send takes it all).
+            // SAFETY: a connected socket and the bytes of `first`.
+            let n = unsafe { libc::send(s.as_raw_fd(), first.as_ptr().cast(), first.len(), libc::MSG_OOB) };
+            assert_eq!(n, first.len() as isize, "{what}: send: {}", io::Error::last_os_error());
             s.write_all(&data[urgent_write - 1..]).unwrap();
             s.shutdown(std::net::Shutdown::Write).unwrap();
             let mut rest = Vec::new();
