@@ -472,22 +472,6 @@ fn mptcp_connections_stay_mptcp_at_the_raised_mss() {
     assert!(exit.counter("merged_in") > 0, "inbound MPTCP segments were merged: {}", exit.stats);
 }
 
-/// For root test `name`: the lab of `gateway_lab.rs` with `px gateway`
-/// started (default options) and both hosts answering, and the guard that
-/// keeps the lab tests one at a time (dropped last: the bindings of one
-/// pattern drop in reverse). `None`, after the skip message, where the
-/// test cannot run.
-fn lab_with_gateway(name: &str) -> Option<(std::sync::MutexGuard<'static, ()>, GwLab, Gateway)> {
-    if !require_root_or_skip(name) {
-        return None;
-    }
-    let serial = serialize();
-    let lab = GwLab::build(None);
-    let gw = Gateway::start(&lab, &[]);
-    lab.ping_both();
-    Some((serial, lab, gw))
-}
-
 /// Bytes `s` has sent and not had acknowledged, or not sent yet
 /// (`SIOCOUTQ`).
 fn unacknowledged(s: &TcpStream) -> io::Result<libc::c_int> {

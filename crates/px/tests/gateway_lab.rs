@@ -26,13 +26,9 @@ fn check_translated(exit: &GatewayExit) {
 
 #[test]
 fn ipv4_transfers_are_sha256_exact_both_ways() {
-    if !require_root_or_skip("ipv4_transfers_are_sha256_exact_both_ways") {
+    let Some((_serial, lab, gw)) = lab_with_gateway("ipv4_transfers_are_sha256_exact_both_ways") else {
         return;
-    }
-    let _serial = serialize();
-    let lab = GwLab::build(None);
-    let gw = Gateway::start(&lab, &[]);
-    lab.ping_both();
+    };
     transfers_both_ways(&lab, LEGACY_V4, BNET_V4, 5301);
     check_translated(&gw.stop());
 }
@@ -69,13 +65,9 @@ fn ipv6_transfers_are_sha256_exact_both_ways() {
 /// the inner link, in both directions, IPv4 and IPv6.
 #[test]
 fn bnet_host_uses_the_large_mss_and_links_carry_their_mtu() {
-    if !require_root_or_skip("bnet_host_uses_the_large_mss_and_links_carry_their_mtu") {
+    let Some((_serial, lab, gw)) = lab_with_gateway("bnet_host_uses_the_large_mss_and_links_carry_their_mtu") else {
         return;
-    }
-    let _serial = serialize();
-    let lab = GwLab::build(None);
-    let gw = Gateway::start(&lab, &[]);
-    lab.ping_both();
+    };
     // MSS = MTU - IP header - TCP header - 12 bytes of timestamps (the
     // kernel's snd_mss excludes the options every segment carries).
     for (legacy, bnet, small, large, port) in

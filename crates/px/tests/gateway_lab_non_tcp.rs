@@ -187,13 +187,9 @@ print("sent a %d-byte IP packet with a %d-byte trailer" % (len(packet), trailer)
 /// on whole: its outer port refuses a frame over the MTU.
 #[test]
 fn a_trailer_after_the_packet_is_left_behind() {
-    if !require_root_or_skip("a_trailer_after_the_packet_is_left_behind") {
+    let Some((_serial, lab, gw)) = lab_with_gateway("a_trailer_after_the_packet_is_left_behind") else {
         return;
-    }
-    let _serial = serialize();
-    let lab = GwLab::build(None);
-    let gw = Gateway::start(&lab, &[]);
-    lab.ping_both();
+    };
     let (l, b) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
     let ls = udp(l, LEGACY_V4, 6010, None);
     let legacy_mac = mac_of(l, LEGACY_DEV);

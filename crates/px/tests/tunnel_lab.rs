@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use common::*;
 use px_io::{Checksum, MAX_FRAME, PacketMeta, PacketSocket, RxBatch, SocketConfig};
-use px_lab::{Netns, require_root_or_skip};
+use px_lab::Netns;
 
 const LEGACY_OVERLAY: &str = "203.0.113.101";
 const BNET_OVERLAY: &str = "203.0.113.102";
@@ -92,13 +92,11 @@ fn both_ways(lab: &GwLab, port: u16, bytes: u64) {
 
 #[test]
 fn a_vxlan_tunnel_across_the_gateway_carries_sha256_exact_bulk_both_ways() {
-    if !require_root_or_skip("a_vxlan_tunnel_across_the_gateway_carries_sha256_exact_bulk_both_ways") {
+    let Some((_serial, lab, gw)) =
+        lab_with_gateway("a_vxlan_tunnel_across_the_gateway_carries_sha256_exact_bulk_both_ways")
+    else {
         return;
-    }
-    let _serial = serialize();
-    let lab = GwLab::build(None);
-    let gw = Gateway::start(&lab, &[]);
-    lab.ping_both();
+    };
     vxlan(lab.ns(lab.legacy), LEGACY_DEV, LEGACY_V4, BNET_V4, LEGACY_OVERLAY);
     vxlan(lab.ns(lab.bnet), BNET_DEV, BNET_V4, LEGACY_V4, BNET_OVERLAY);
     let stop = Arc::new(AtomicBool::new(false));
@@ -211,13 +209,10 @@ fn outer_v4(eth: &[u8], proto: u8, encap: &[u8], inner: &[u8]) -> Vec<u8> {
 /// in place, inner checksum complete, everything else byte for byte.
 #[test]
 fn crafted_tagged_gre_ipip_and_6in4_frames_cross_the_gateway_intact() {
-    if !require_root_or_skip("crafted_tagged_gre_ipip_and_6in4_frames_cross_the_gateway_intact") {
+    let Some((_serial, lab, gw)) = lab_with_gateway("crafted_tagged_gre_ipip_and_6in4_frames_cross_the_gateway_intact")
+    else {
         return;
-    }
-    let _serial = serialize();
-    let lab = GwLab::build(None);
-    let gw = Gateway::start(&lab, &[]);
-    lab.ping_both();
+    };
     let (src, dst) = (mac_of(lab.ns(lab.legacy), LEGACY_DEV), mac_of(lab.ns(lab.bnet), BNET_DEV));
     let eth = |tag: Option<u16>| {
         let mut e = dst.to_vec();

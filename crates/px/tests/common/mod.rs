@@ -42,6 +42,21 @@ pub fn serialize() -> MutexGuard<'static, ()> {
     LAB_LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// For root test `name`: the lab with `px gateway` started (default
+/// options) and both hosts answering, and the guard that keeps the lab
+/// tests one at a time (dropped last: the bindings of one pattern drop in
+/// reverse). `None`, after the skip message, where the test cannot run.
+pub fn lab_with_gateway(name: &str) -> Option<(MutexGuard<'static, ()>, GwLab, Gateway)> {
+    if !px_lab::require_root_or_skip(name) {
+        return None;
+    }
+    let serial = serialize();
+    let lab = GwLab::build(None);
+    let gw = Gateway::start(&lab, &[]);
+    lab.ping_both();
+    Some((serial, lab, gw))
+}
+
 /// legacy — [impairment] — gw — bnet.
 pub struct GwLab {
     /// The line; its `impairment` is the loss element between the legacy
