@@ -134,14 +134,6 @@ fn set_int(fd: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> 
     set_sock_int(fd, libc::IPPROTO_TCP, opt, v)
 }
 
-/// Sets the int socket option `opt` of `level` on `fd`.
-fn set_sock_int(fd: libc::c_int, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: a valid socket and a pointer to an int of the given length.
-    let r =
-        unsafe { libc::setsockopt(fd, level, opt, (&v as *const libc::c_int).cast(), size_of::<libc::c_int>() as u32) };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
-}
-
 /// A TCP Fast Open client connection (`TCP_FASTOPEN_CONNECT`: the first
 /// write goes in the SYN when a cookie is cached): sends `data`, half-closes
 /// and waits for the server to close.

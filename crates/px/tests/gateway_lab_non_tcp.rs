@@ -21,17 +21,8 @@ fn udp(ns: &Netns, local: &str, port: u16, pmtudisc: Option<libc::c_int>) -> Udp
     let s = ns.run(|| UdpSocket::bind(sock(local, port))).unwrap().unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     if let Some(v) = pmtudisc {
-        // SAFETY: setsockopt with a live int and its size.
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_MTU_DISCOVER,
-                (&raw const v).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0, "IP_MTU_DISCOVER: {}", std::io::Error::last_os_error());
+        set_sock_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, v)
+            .unwrap_or_else(|e| panic!("IP_MTU_DISCOVER: {e}"));
     }
     s
 }

@@ -42,6 +42,14 @@ pub fn serialize() -> MutexGuard<'static, ()> {
     LAB_LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Sets the int socket option `opt` of `level` on `fd`.
+pub fn set_sock_int(fd: libc::c_int, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: a valid socket and a pointer to an int of the given length.
+    let r =
+        unsafe { libc::setsockopt(fd, level, opt, (&raw const v).cast(), size_of::<libc::c_int>() as libc::socklen_t) };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
 /// For root test `name`: the lab with `px gateway` started (default
 /// options) and both hosts answering, and the guard that keeps the lab
 /// tests one at a time (dropped last: the bindings of one pattern drop in
