@@ -22,15 +22,13 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 A=px-zc-a
 B=px-zc-b
-tmp="$(mktemp -d)"
-cleanup() {
+remove_namespaces() {
 	ip netns del "$A" 2>/dev/null || true
 	ip netns del "$B" 2>/dev/null || true
-	rm -rf "$tmp"
 }
-trap cleanup EXIT
-cleanup
-mkdir -p "$tmp"
+tmp="$(mktemp -d)"
+trap 'remove_namespaces; rm -rf "$tmp"' EXIT
+remove_namespaces # left by a run that was killed
 ip netns add "$A"
 ip netns add "$B"
 ip link add zca netns "$A" type veth peer name zcb netns "$B"
@@ -44,16 +42,19 @@ uname -r | sed 's/^/kernel /'
 
 echo "== 1. PACKET_TX_RING on veth: slots rewritten once the kernel hands them back"
 coproc RX { ip netns exec "$B" "$PY" -u "$here/tx_ring.py" recv 198.51.100.2 9999; }
-read -r line <&"${RX[0]}"
+# Bash unsets RX and RX_PID once the coprocess has ended: keep copies.
+rx_pid=$RX_PID
+exec {rx_out}<&"${RX[0]}" {rx_in}>&"${RX[1]}"
+read -r line <&"$rx_out"
 [ "$line" = ready ] || { echo "receiver did not start: $line" >&2; exit 1; }
 ip netns exec "$A" "$PY" "$here/tx_ring.py" send zca "$mac_b" "$mac_a" 198.51.100.1 198.51.100.2 9999 4
-echo go >&"${RX[1]}"
+echo go >&"$rx_in"
 rewritten=0
-while read -r line <&"${RX[0]}"; do
+while read -r line <&"$rx_out"; do
 	echo "receiver: $line"
 	case "$line" in *", 0 of b'A',"*) rewritten=$((rewritten + 1)) ;; esac
 done
-wait "$RX_PID" || true
+wait "$rx_pid" || true
 if [ "$rewritten" -gt 0 ]; then
 	echo "result: $rewritten datagram(s) carried the rewritten bytes: the ring was still in use (corruption)"
 else
