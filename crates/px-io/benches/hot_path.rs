@@ -5,8 +5,8 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use px_io::vnet::finish_checksum;
 use px_io::{PacketMeta, VnetHeader, symmetric_flow_hash, worker_for};
+use px_wire::offload::{Checksum, complete_partial};
 
 fn frame_v4(payload: usize) -> Vec<u8> {
     let mut f = Vec::new();
@@ -46,7 +46,9 @@ fn bench(c: &mut Criterion) {
     for payload in [1400usize, 64_000] {
         let mut f = frame_v4(payload);
         g.throughput(Throughput::Bytes(f.len() as u64));
-        g.bench_function(format!("tcp_{payload}"), |b| b.iter(|| finish_checksum(black_box(&mut f), 34, 16)));
+        g.bench_function(format!("tcp_{payload}"), |b| {
+            b.iter(|| complete_partial(black_box(&mut f), Checksum::Partial { start: 34, offset: 16 }))
+        });
     }
     g.finish();
 }

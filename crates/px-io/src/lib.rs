@@ -10,8 +10,8 @@
 //!   and [`RxFrames`], the interface of both kinds of received batch.
 //! - [`vnet`]: the virtio-net header encoding ([`VnetHeader`]) of
 //!   [`PacketMeta`] (GSO kind and size, partial/valid checksum; the type is
-//!   `px_wire::offload`'s, shared with the engine), and
-//!   [`vnet::finish_checksum`].
+//!   `px_wire::offload`'s, shared with the engine; a partial checksum is
+//!   completed by `px_wire::offload::complete_partial`).
 //! - [`iface`]: index, MTU, flags, offloads, and [`IfaceGuard`], which
 //!   restores a port on drop.
 //! - [`fanout`]: keeping both directions of a flow on one worker

@@ -15,7 +15,6 @@
 //! and decodes them ([`VnetHeader`]). [`VnetHeader::parse`] accepts only
 //! what the kernel defines; anything else is a [`VnetError`], never a panic.
 
-use px_wire::checksum;
 pub use px_wire::offload::{Checksum, Gso, GsoKind, PacketMeta};
 
 /// Size of `struct virtio_net_hdr`.
@@ -114,45 +113,11 @@ impl VnetHeader for PacketMeta {
     }
 }
 
-/// Why a partial checksum cannot be finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum ChecksumError {
-    /// `start + offset + 2` lies beyond the frame.
-    #[error("checksum field at {start}+{offset} outside a {len}-byte frame")]
-    OutOfRange {
-        /// Summing start.
-        start: u16,
-        /// Field offset from start.
-        offset: u16,
-        /// Frame length.
-        len: usize,
-    },
-}
-
-/// Completes a [`Checksum::Partial`] checksum in place, as the kernel's
-/// `skb_checksum_help` does: the field already holds the pseudo-header sum,
-/// so the one's complement sum over `frame[start..]` (field included) is
-/// folded, complemented and stored (RFC 1071). Needed before a frame with
-/// a partial checksum leaves through a port without `PACKET_VNET_HDR`.
-pub fn finish_checksum(frame: &mut [u8], start: u16, offset: u16) -> Result<(), ChecksumError> {
-    if checksum::finish_partial(frame, usize::from(start), usize::from(offset)) {
-        Ok(())
-    } else {
-        Err(ChecksumError::OutOfRange { start, offset, len: frame.len() })
-    }
-}
-
-/// RFC 1071 one's complement sum of `data` (odd length padded with zero),
-/// folded to 16 bits. px-wire's checksum arithmetic, under the name this
-/// crate has always exported.
-pub fn ones_complement_sum(data: &[u8]) -> u16 {
-    checksum::fold(checksum::Sum::of(data))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use px_wire::checksum;
 
     #[test]
     fn parses_a_gro_tcpv4_header() {
@@ -204,16 +169,26 @@ mod tests {
         assert_eq!(PacketMeta::parse(&f), Err(VnetError::Flags(8)));
     }
 
+    /// The partial checksum of a received frame is completed by px-wire's
+    /// one function ([`px_wire::offload::complete_partial`]).
+    fn finish(f: &mut [u8], start: u16, offset: u16) -> bool {
+        px_wire::offload::complete_partial(f, Checksum::Partial { start, offset }).is_ok()
+    }
+
+    fn folded(data: &[u8]) -> u16 {
+        checksum::fold(checksum::Sum::of(data))
+    }
+
     #[test]
     fn finish_checksum_matches_rfc1071_example() {
         // RFC 1071 section 3 example bytes, placed after a 2-byte field.
         let mut f = vec![0u8, 0, 0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
-        finish_checksum(&mut f, 0, 0).unwrap();
+        assert!(finish(&mut f, 0, 0));
         // Sum of the data is 0xddf2 (RFC 1071), so the checksum is !0xddf2.
         assert_eq!(u16::from_be_bytes([f[0], f[1]]), !0xddf2);
-        assert_eq!(ones_complement_sum(&f), 0xffff);
-        assert!(finish_checksum(&mut f, 9, 0).is_err());
-        assert!(finish_checksum(&mut f, 4, 6).is_err());
+        assert_eq!(folded(&f), 0xffff);
+        assert!(!finish(&mut f, 9, 0));
+        assert!(!finish(&mut f, 4, 6));
     }
 
     proptest! {
@@ -238,12 +213,12 @@ mod tests {
                                       pseudo: u16) {
             // The field holds the pseudo-header sum, as NEEDS_CSUM promises.
             data[16..18].copy_from_slice(&pseudo.to_be_bytes());
-            finish_checksum(&mut data, 0, 16).unwrap();
+            prop_assert!(finish(&mut data, 0, 16));
             // A receiver sums pseudo-header and segment and expects all ones.
             // (Prepended, so an odd-length segment keeps its alignment.)
             let mut v = pseudo.to_be_bytes().to_vec();
             v.extend_from_slice(&data);
-            prop_assert_eq!(ones_complement_sum(&v), 0xffff);
+            prop_assert_eq!(folded(&v), 0xffff);
         }
     }
 }

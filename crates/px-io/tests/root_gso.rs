@@ -6,7 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use px_io::vnet::ones_complement_sum;
+use px_wire::checksum::{Sum, fold};
+
+fn ones_complement_sum(data: &[u8]) -> u16 {
+    fold(Sum::of(data))
+}
 use px_io::{Checksum, Gso, GsoKind, MAX_FRAME, PacketMeta, PacketSocket, Poller, RxBatch, SocketConfig};
 use px_lab::{Offloads, Topology, require_root_or_skip};
 

@@ -7,7 +7,11 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use px_io::vnet::{finish_checksum, ones_complement_sum};
+use px_wire::checksum::{Sum, fold};
+
+fn ones_complement_sum(data: &[u8]) -> u16 {
+    fold(Sum::of(data))
+}
 use px_io::{
     Checksum, Fanout, GsoKind, IfaceCtl, IfaceGuard, MAX_FRAME, Offload, PacketMeta, PacketSocket, PacketType, Poller,
     RingGeometry, RxBatch, SocketConfig,
@@ -328,7 +332,7 @@ fn gso_tx_partial_checksum_is_reported_and_finishable() {
             panic!("expected a partial checksum, got {meta:?}");
         };
         assert_eq!((start, offset), (34, 16));
-        finish_checksum(f, start, offset).unwrap();
+        px_wire::offload::complete_partial(f, px_wire::offload::Checksum::Partial { start, offset }).unwrap();
         assert!(tcp4_checksum_ok(f));
     }
 }

@@ -10,7 +10,6 @@
 
 use std::time::{Duration, Instant};
 
-use px_io::vnet::finish_checksum;
 use px_io::{Checksum, MAX_FRAME, PacketMeta, PacketSocket, RingGeometry, RxBatch, SocketConfig};
 use px_lab::{NsId, Topology, require_root_or_skip};
 
@@ -120,7 +119,8 @@ fn vlan_tags_survive_the_receive_path() {
                     panic!("{ctx}: expected a partial checksum, got {meta:?}")
                 };
                 let mut g = g.clone();
-                finish_checksum(&mut g, start, offset).unwrap();
+                px_wire::offload::complete_partial(&mut g, px_wire::offload::Checksum::Partial { start, offset })
+                    .unwrap();
                 let (mut want, l4) = tagged_udp(&cases[i / 2], b"partial sum", false);
                 assert_eq!(start as usize, l4, "{ctx}: csum_start moved with the tag");
                 want.truncate(g.len());

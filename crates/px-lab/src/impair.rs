@@ -22,7 +22,6 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use px_io::vnet::finish_checksum;
 use px_io::{Checksum, PacketMeta, PacketSocket, Poller, RxBatch, SocketConfig, TxBatch};
 
 use crate::LabError;
@@ -142,12 +141,10 @@ impl DelayLine {
 /// Finishes every partial checksum of the batch in place.
 fn complete_checksums(rx: &mut RxBatch) {
     for i in 0..rx.len() {
-        if let Ok((meta, frame)) = rx.get_mut(i)
-            && let Checksum::Partial { start, offset } = meta.csum
-        {
+        if let Ok((meta, frame)) = rx.get_mut(i) {
             // A frame too short for its own checksum field is forwarded as
             // is; the receiver will drop it, as it would from a wire.
-            let _ = finish_checksum(frame, start, offset);
+            let _ = px_wire::offload::complete_partial(frame, meta.csum);
         }
     }
 }

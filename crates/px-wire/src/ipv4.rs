@@ -13,17 +13,26 @@ pub const MIN_HEADER_LEN: usize = 20;
 pub const FLAG_DF: u16 = 0x4000;
 pub const FLAG_MF: u16 = 0x2000;
 
-mod field {
+/// Where each header field lies, as byte ranges from the header's start
+/// (RFC 791 §3.1). Public so that code rewriting headers in place names the
+/// field it writes instead of an offset.
+pub mod field {
+    /// A field's bytes within the header.
+    pub type Field = core::ops::Range<usize>;
+    pub const LEN: Field = 2..4;
+    pub const IDENT: Field = 4..6;
+    pub const FLG_OFF: Field = 6..8;
+    pub const CHECKSUM: Field = 10..12;
+    pub const SRC: Field = 12..16;
+    pub const DST: Field = 16..20;
+    /// One byte.
     pub const VER_IHL: usize = 0;
+    /// One byte.
     pub const TOS: usize = 1;
-    pub const LEN: usize = 2;
-    pub const IDENT: usize = 4;
-    pub const FLG_OFF: usize = 6;
+    /// One byte.
     pub const TTL: usize = 8;
+    /// One byte.
     pub const PROTOCOL: usize = 9;
-    pub const CHECKSUM: usize = 10;
-    pub const SRC: usize = 12;
-    pub const DST: usize = 16;
 }
 
 /// A checked view of an IPv4 packet.
@@ -57,7 +66,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
             return Err(ParseError::Malformed { layer: Layer::Ipv4, field: "ihl", value: hl as u32 / 4 });
         }
         need(Layer::Ipv4, b.len(), hl)?;
-        let total = be16(b, field::LEN) as usize;
+        let total = be16(b, field::LEN.start) as usize;
         if total < hl {
             return Err(ParseError::Malformed { layer: Layer::Ipv4, field: "total length", value: total as u32 });
         }
@@ -83,24 +92,24 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 
     pub fn total_len(&self) -> usize {
-        be16(self.b(), field::LEN) as usize
+        be16(self.b(), field::LEN.start) as usize
     }
 
     pub fn ident(&self) -> u16 {
-        be16(self.b(), field::IDENT)
+        be16(self.b(), field::IDENT.start)
     }
 
     pub fn dont_frag(&self) -> bool {
-        be16(self.b(), field::FLG_OFF) & FLAG_DF != 0
+        be16(self.b(), field::FLG_OFF.start) & FLAG_DF != 0
     }
 
     pub fn more_frags(&self) -> bool {
-        be16(self.b(), field::FLG_OFF) & FLAG_MF != 0
+        be16(self.b(), field::FLG_OFF.start) & FLAG_MF != 0
     }
 
     /// Fragment offset in bytes.
     pub fn frag_offset(&self) -> usize {
-        ((be16(self.b(), field::FLG_OFF) & 0x1fff) as usize) * 8
+        ((be16(self.b(), field::FLG_OFF.start) & 0x1fff) as usize) * 8
     }
 
     /// True for any fragment (first, middle or last).
@@ -117,7 +126,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 
     pub fn checksum(&self) -> u16 {
-        be16(self.b(), field::CHECKSUM)
+        be16(self.b(), field::CHECKSUM.start)
     }
 
     pub fn src(&self) -> Ipv4Addr {
@@ -191,11 +200,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
 
     /// Sets the total length. The caller keeps it within the buffer.
     pub fn set_total_len(&mut self, len: u16) {
-        self.put16(field::LEN, len);
+        self.put16(field::LEN.start, len);
     }
 
     pub fn set_ident(&mut self, id: u16) {
-        self.put16(field::IDENT, id);
+        self.put16(field::IDENT.start, id);
     }
 
     pub fn set_ecn(&mut self, ecn: u8) {
@@ -211,7 +220,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Sets DF, MF and the fragment offset (in bytes, a multiple of 8).
     pub fn set_frag(&mut self, df: bool, mf: bool, offset: usize) {
         let v = (if df { FLAG_DF } else { 0 }) | (if mf { FLAG_MF } else { 0 }) | ((offset / 8) as u16 & 0x1fff);
-        self.put16(field::FLG_OFF, v);
+        self.put16(field::FLG_OFF.start, v);
     }
 
     pub fn set_ttl(&mut self, ttl: u8) {
@@ -223,18 +232,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     }
 
     pub fn set_src(&mut self, a: Ipv4Addr) {
-        self.bm()[field::SRC..field::SRC + 4].copy_from_slice(&a.octets());
+        self.bm()[field::SRC].copy_from_slice(&a.octets());
     }
 
     pub fn set_dst(&mut self, a: Ipv4Addr) {
-        self.bm()[field::DST..field::DST + 4].copy_from_slice(&a.octets());
+        self.bm()[field::DST].copy_from_slice(&a.octets());
     }
 
     /// Recomputes the header checksum from scratch.
     pub fn fill_checksum(&mut self) {
-        self.put16(field::CHECKSUM, 0);
+        self.put16(field::CHECKSUM.start, 0);
         let c = Sum::of(self.header()).checksum();
-        self.put16(field::CHECKSUM, c);
+        self.put16(field::CHECKSUM.start, c);
     }
 
     pub fn payload_mut(&mut self) -> &mut [u8] {

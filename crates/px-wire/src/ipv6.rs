@@ -12,6 +12,21 @@ use crate::error::{Layer, ParseError, need};
 
 pub const HEADER_LEN: usize = 40;
 
+/// Where each fixed-header field lies, as byte ranges from the header's
+/// start (RFC 8200 §3). Public so that code rewriting headers in place
+/// names the field it writes instead of an offset.
+pub mod field {
+    /// A field's bytes within the header.
+    pub type Field = core::ops::Range<usize>;
+    pub const PAYLOAD_LEN: Field = 4..6;
+    /// One byte.
+    pub const NEXT_HEADER: usize = 6;
+    /// One byte.
+    pub const HOP_LIMIT: usize = 7;
+    pub const SRC: Field = 8..24;
+    pub const DST: Field = 24..40;
+}
+
 /// Next-header values of extension headers the walk understands.
 pub mod next_header {
     pub const HOP_BY_HOP: u8 = 0;

@@ -95,9 +95,58 @@ impl PacketMeta {
     }
 }
 
+/// Why a partial checksum could not be completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PartialChecksumError {
+    /// The checksum field (`start + offset`, two bytes) lies beyond the packet.
+    #[error("checksum field at {start}+{offset} outside a {len}-byte packet")]
+    OutOfRange {
+        /// Where summing starts.
+        start: u16,
+        /// The field's offset from `start`.
+        offset: u16,
+        /// The packet's length.
+        len: usize,
+    },
+}
+
+/// Completes a [`Checksum::Partial`] checksum of `packet` in place, as the
+/// kernel's `skb_checksum_help` does: the field at `start + offset` holds
+/// the pseudo-header sum, so the one's complement sum over `packet[start..]`
+/// (field included) is folded, complemented and stored (RFC 1071; a UDP
+/// field's computed zero is stored as all ones, RFC 768). `packet` ends
+/// where the packet ends (no link-layer trailer: it would be summed).
+/// Returns whether there was anything to complete. This is the one place
+/// a partial checksum is completed: the engine, its tunnel code and the
+/// I/O layer all call it.
+pub fn complete_partial(packet: &mut [u8], csum: Checksum) -> Result<bool, PartialChecksumError> {
+    let Checksum::Partial { start, offset } = csum else { return Ok(false) };
+    if crate::checksum::finish_partial(packet, usize::from(start), usize::from(offset)) {
+        Ok(true)
+    } else {
+        Err(PartialChecksumError::OutOfRange { start, offset, len: packet.len() })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partial_checksum_is_completed_once_and_only_inside_the_packet() {
+        // A UDP header at 0 whose checksum field holds a pseudo-header sum.
+        let mut p = [0x12, 0x34, 0x00, 0x35, 0x00, 0x0c, 0x00, 0x11, 1, 2, 3, 4];
+        let csum = Checksum::Partial { start: 0, offset: 6 };
+        assert_eq!(complete_partial(&mut p, csum), Ok(true));
+        // The datagram with its pseudo-header (whose sum 0x0011 the field
+        // held) now verifies: the total folds to zero.
+        assert_eq!(crate::checksum::Sum::of(&p).plus(crate::checksum::Sum(0x11)).checksum(), 0);
+        assert_eq!(complete_partial(&mut p, Checksum::Valid), Ok(false));
+        assert_eq!(
+            complete_partial(&mut p[..7], csum),
+            Err(PartialChecksumError::OutOfRange { start: 0, offset: 6, len: 7 })
+        );
+    }
 
     #[test]
     fn tcp_gso_describes_a_tso_frame() {

@@ -33,16 +33,72 @@ pub mod kind {
     pub const TIMESTAMPS: u8 = 8;
 }
 
-mod field {
-    pub const SRC_PORT: usize = 0;
-    pub const DST_PORT: usize = 2;
-    pub const SEQ: usize = 4;
-    pub const ACK: usize = 8;
+/// A number in TCP's 32-bit wrapping space: sequence and acknowledgement
+/// numbers (RFC 9293 §3.4: "all arithmetic dealing with sequence numbers
+/// must be performed modulo 2**32"), and timestamps, which RFC 7323 §5.2
+/// compares the same way. One number is *after* another when the distance
+/// from it to the other, read as a signed 32-bit value, is negative: the
+/// comparison is meaningful for numbers less than 2^31 apart, as TCP's are.
+/// Not `Ord`: the order is not transitive across the whole space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SeqNumber(pub u32);
+
+impl SeqNumber {
+    /// `self + n`, wrapping.
+    #[inline]
+    #[must_use]
+    pub fn add(self, n: u32) -> SeqNumber {
+        SeqNumber(self.0.wrapping_add(n))
+    }
+
+    /// Signed distance from `other` to `self` (positive: `self` is after).
+    #[inline]
+    pub fn since(self, other: SeqNumber) -> i32 {
+        self.0.wrapping_sub(other.0) as i32
+    }
+
+    /// Strictly after `other`.
+    #[inline]
+    pub fn is_after(self, other: SeqNumber) -> bool {
+        self.since(other) > 0
+    }
+
+    /// After `other`, or equal to it.
+    #[inline]
+    pub fn is_at_or_after(self, other: SeqNumber) -> bool {
+        self.since(other) >= 0
+    }
+
+    /// Strictly before `other`.
+    #[inline]
+    pub fn is_before(self, other: SeqNumber) -> bool {
+        self.since(other) < 0
+    }
+
+    /// Within `window` of `other`, either way (`|self - other| <= window`).
+    #[inline]
+    pub fn is_within(self, other: SeqNumber, window: u32) -> bool {
+        self.0.wrapping_sub(other.0).wrapping_add(window) <= window.saturating_mul(2)
+    }
+}
+
+/// Where each header field lies, as byte ranges from the header's start
+/// (RFC 9293 §3.1). Public so that code rewriting headers in place names the
+/// field it writes instead of an offset.
+pub mod field {
+    /// A field's bytes within the header.
+    pub type Field = core::ops::Range<usize>;
+    pub const SRC_PORT: Field = 0..2;
+    pub const DST_PORT: Field = 2..4;
+    pub const SEQ: Field = 4..8;
+    pub const ACK: Field = 8..12;
+    pub const WINDOW: Field = 14..16;
+    pub const CHECKSUM: Field = 16..18;
+    pub const URGENT: Field = 18..20;
+    /// One byte.
     pub const OFF: usize = 12;
+    /// One byte.
     pub const FLAGS: usize = 13;
-    pub const WINDOW: usize = 14;
-    pub const CHECKSUM: usize = 16;
-    pub const URGENT: usize = 18;
 }
 
 /// One TCP option, borrowed from the header.
@@ -170,19 +226,19 @@ impl<T: AsRef<[u8]>> TcpSegment<T> {
     }
 
     pub fn src_port(&self) -> u16 {
-        be16(self.b(), field::SRC_PORT)
+        be16(self.b(), field::SRC_PORT.start)
     }
 
     pub fn dst_port(&self) -> u16 {
-        be16(self.b(), field::DST_PORT)
+        be16(self.b(), field::DST_PORT.start)
     }
 
     pub fn seq(&self) -> u32 {
-        be32(self.b(), field::SEQ)
+        be32(self.b(), field::SEQ.start)
     }
 
     pub fn ack(&self) -> u32 {
-        be32(self.b(), field::ACK)
+        be32(self.b(), field::ACK.start)
     }
 
     pub fn header_len(&self) -> usize {
@@ -194,15 +250,15 @@ impl<T: AsRef<[u8]>> TcpSegment<T> {
     }
 
     pub fn window(&self) -> u16 {
-        be16(self.b(), field::WINDOW)
+        be16(self.b(), field::WINDOW.start)
     }
 
     pub fn checksum(&self) -> u16 {
-        be16(self.b(), field::CHECKSUM)
+        be16(self.b(), field::CHECKSUM.start)
     }
 
     pub fn urgent(&self) -> u16 {
-        be16(self.b(), field::URGENT)
+        be16(self.b(), field::URGENT.start)
     }
 
     pub fn header(&self) -> &[u8] {
@@ -251,11 +307,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpSegment<T> {
     }
 
     pub fn set_seq(&mut self, v: u32) {
-        self.bm()[field::SEQ..field::SEQ + 4].copy_from_slice(&v.to_be_bytes());
+        self.bm()[field::SEQ].copy_from_slice(&v.to_be_bytes());
     }
 
     pub fn set_ack(&mut self, v: u32) {
-        self.bm()[field::ACK..field::ACK + 4].copy_from_slice(&v.to_be_bytes());
+        self.bm()[field::ACK].copy_from_slice(&v.to_be_bytes());
     }
 
     pub fn set_flags(&mut self, f: u8) {
@@ -263,11 +319,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpSegment<T> {
     }
 
     pub fn set_window(&mut self, w: u16) {
-        self.bm()[field::WINDOW..field::WINDOW + 2].copy_from_slice(&w.to_be_bytes());
+        self.bm()[field::WINDOW].copy_from_slice(&w.to_be_bytes());
     }
 
     pub fn set_checksum(&mut self, c: u16) {
-        self.bm()[field::CHECKSUM..field::CHECKSUM + 2].copy_from_slice(&c.to_be_bytes());
+        self.bm()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
     }
 
     /// Recomputes the checksum over the whole segment with `pseudo`.
@@ -301,6 +357,20 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpSegment<T> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sequence_numbers_compare_across_the_wrap() {
+        use super::SeqNumber as S;
+        assert!(S(5).is_after(S(u32::MAX - 5)));
+        assert!(S(u32::MAX - 5).is_before(S(5)));
+        assert!(S(7).is_at_or_after(S(7)) && !S(7).is_after(S(7)) && !S(7).is_before(S(7)));
+        assert_eq!(S(u32::MAX).add(2), S(1));
+        assert_eq!(S(1).since(S(u32::MAX)), 2);
+        assert!(S(10).is_within(S(u32::MAX - 5), 16) && !S(11).is_within(S(u32::MAX - 5), 16));
+        assert!(S(0).is_within(S(16), 16) && !S(0).is_within(S(17), 16));
+        // Half the space away: after in neither order.
+        assert!(!S(1 << 31).is_after(S(0)) || !S(0).is_after(S(1 << 31)));
+    }
+
     use super::*;
     use crate::checksum::pseudo_v4;
     use core::net::Ipv4Addr;

@@ -7,6 +7,18 @@ use crate::error::{Layer, ParseError, need};
 
 pub const HEADER_LEN: usize = 8;
 
+/// Where each header field lies, as byte ranges from the header's start
+/// (RFC 768). Public so that code rewriting headers in place names the
+/// field it writes instead of an offset.
+pub mod field {
+    /// A field's bytes within the header.
+    pub type Field = core::ops::Range<usize>;
+    pub const SRC_PORT: Field = 0..2;
+    pub const DST_PORT: Field = 2..4;
+    pub const LEN: Field = 4..6;
+    pub const CHECKSUM: Field = 6..8;
+}
+
 /// A checked view of a UDP datagram.
 #[derive(Debug, Clone)]
 pub struct UdpDatagram<T: AsRef<[u8]>> {

@@ -266,7 +266,8 @@ fn crafted_tagged_gre_ipip_and_6in4_frames_cross_the_gateway_intact() {
             if let Checksum::Partial { start, offset } = p.meta.csum {
                 // Left partial by the gateway: finish it here, so the
                 // comparison below shows whether it was right.
-                px_io::vnet::finish_checksum(&mut f, start, offset).unwrap();
+                px_wire::offload::complete_partial(&mut f, px_wire::offload::Checksum::Partial { start, offset })
+                    .unwrap();
             }
             got.push(f);
         }

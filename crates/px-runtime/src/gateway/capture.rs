@@ -137,11 +137,10 @@ impl Tap {
 }
 
 /// Completes a partial L4 checksum in place, as the NIC would
-/// ([`px_io::vnet::finish_checksum`]). False if `csum` is not partial or
-/// points outside `frame`.
+/// ([`px_wire::offload::complete_partial`]). False if `csum` is not partial
+/// or points outside `frame`.
 fn complete_checksum(frame: &mut [u8], csum: Checksum) -> bool {
-    let Checksum::Partial { start, offset } = csum else { return false };
-    px_io::vnet::finish_checksum(frame, start, offset).is_ok()
+    px_wire::offload::complete_partial(frame, csum) == Ok(true)
 }
 
 /// Opens the capture file (an error here stops the gateway before it
