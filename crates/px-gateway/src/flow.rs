@@ -2,18 +2,20 @@
 //! bound on entries, and eviction of the least recently used (CLOCK).
 //!
 //! One entry per TCP connection, keyed the same way for both directions:
-//! (outer host, outer port, inner host, inner port). It holds the inbound
-//! merge state and what the handshake told about both ends.
+//! (outer host, outer port, inner host, inner port). It holds what the
+//! connection's segments told (`crate::conntrack`) and the inbound merge
+//! state (`crate::merge`).
 
-use core::hash::{BuildHasher, Hasher};
+use core::hash::Hasher;
 use core::net::IpAddr;
 use std::collections::HashMap;
 use std::time::Instant;
 
 use px_wire::IpVersion;
 
-use crate::merge::held::Held;
-use crate::pmtu::{CheckBudget, SeqWindow};
+use crate::conntrack::Conn;
+use crate::hash::{SeededHash, splitmix};
+use crate::merge::decide::MergeState;
 use crate::port::Port;
 use crate::segment::Seg;
 
@@ -68,7 +70,7 @@ impl FlowKey {
         };
         if seg.info.version == IpVersion::V4 {
             // One bounds check for both addresses.
-            let a = seg.info.l3 + 12;
+            let a = seg.info.l3 + px_wire::ipv4::field::SRC.start;
             let w = frame.get(a..a + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_be_bytes);
             let (src, dst) = ((w >> 32) as u32, w as u32);
             let (outer, inner) = if from == Port::Outer { (src, dst) } else { (dst, src) };
@@ -97,7 +99,9 @@ impl core::hash::Hash for FlowKey {
     }
 }
 
-/// Per-connection state.
+/// Per-connection state, in named parts: what the connection's segments
+/// told (`conn`: handshake, life, sequence windows) and the inbound merge
+/// (`merge`: bulk detection, PSH history, the hold).
 #[derive(Debug)]
 pub(crate) struct Flow {
     pub key: FlowKey,
@@ -105,167 +109,8 @@ pub(crate) struct Flow {
     #[allow(dead_code)] // identifies a flow in debug output
     pub id: u64,
     pub last_seen: Instant,
-    /// Next inbound sequence number expected (end of the last inbound
-    /// segment that advanced the stream).
-    pub next_seq: Option<u32>,
-    /// Largest inbound payload seen, and in-order segments of that size in a row.
-    pub max_payload: u32,
-    pub full_run: u16,
-    pub bulk: bool,
-    /// MSS the inner host advertised (before the gateway clamped it).
-    pub inner_mss: Option<u16>,
-    /// MSS the outer host advertised (before the gateway raised it).
-    pub outer_mss: Option<u16>,
-    /// What the segments' flags and options told about the connection.
     pub conn: Conn,
-    pub held: Option<Held>,
-    /// Sequence space of the data sent toward the outer port (the inner
-    /// host's) and toward the inner port, for validating ICMP errors that
-    /// quote this flow (RFC 5927; `router/learn.rs`).
-    pub seq_out: SeqWindow,
-    pub seq_in: SeqWindow,
-    /// Errors quoting this flow checked against those windows this second.
-    pub icmp_checks: CheckBudget,
-    /// What the flow's PSHs were followed by (adaptive PSH, docs/merge.md):
-    /// arrival of the last PSH not yet followed by data, and one bit per
-    /// earlier PSH, newest in bit 0: 1 if more data came within the merge
-    /// timeout.
-    pub psh_at: Option<Instant>,
-    pub psh_history: u8,
-    /// The handshake negotiated AccECN: CWR is a bit of the ACE counter.
-    pub accecn: bool,
-}
-
-/// What a flow's segments told about its connection: whether a SYN may
-/// still start one (see `crate::mss`), and whether it is signed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Conn {
-    /// A segment without SYN went by (the handshake is over, or the
-    /// gateway joined the connection after it): from now on a SYN is not a
-    /// new connection unless the old one ended.
-    pub established: bool,
-    /// FIN seen from the outer host, and from the inner host.
-    pub fin_outer: bool,
-    pub fin_inner: bool,
-    /// A plausible RST (from the inner host, or from outside at the
-    /// expected sequence).
-    pub reset: bool,
-    /// TCP-MD5 (RFC 2385) or TCP-AO (RFC 5925): passed untouched.
-    pub signed: bool,
-    /// Sequence numbers of the SYNs taken from each side: the same SYN
-    /// again is a retransmission, not a new connection.
-    pub syn_outer: Option<u32>,
-    pub syn_inner: Option<u32>,
-}
-
-impl Conn {
-    /// Whether the connection is over, so that a SYN on its tuple may
-    /// start the next one.
-    pub fn ended(&self) -> bool {
-        self.reset || (self.fin_outer && self.fin_inner)
-    }
-}
-
-/// Keyed hash of flow keys: SipHash-1-3 (the hash of std's `HashMap`), with
-/// a 128-bit key derived from `Config::hash_seed`, which the runtime draws
-/// from the OS random source. Flow keys are chosen by outside senders; with
-/// an unkeyed or weakly keyed hash they could aim a flood at one bucket
-/// (hash flooding); SipHash is a PRF, so without the key they cannot.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct SeededHash(pub u64);
-
-/// SipHash-1-3 over the 64-bit words a key writes (keys are short: 2 or 5
-/// words, so this is a handful of rounds per lookup).
-pub(crate) struct KeyHasher {
-    v: [u64; 4],
-    len: u64,
-}
-
-#[inline(always)]
-fn sip_round(v: &mut [u64; 4]) {
-    v[0] = v[0].wrapping_add(v[1]);
-    v[1] = v[1].rotate_left(13) ^ v[0];
-    v[0] = v[0].rotate_left(32);
-    v[2] = v[2].wrapping_add(v[3]);
-    v[3] = v[3].rotate_left(16) ^ v[2];
-    v[0] = v[0].wrapping_add(v[3]);
-    v[3] = v[3].rotate_left(21) ^ v[0];
-    v[2] = v[2].wrapping_add(v[1]);
-    v[1] = v[1].rotate_left(17) ^ v[2];
-    v[2] = v[2].rotate_left(32);
-}
-
-/// SplitMix64: spreads one seed over the two key words.
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-
-    #[inline]
-    fn write_u64(&mut self, m: u64) {
-        self.v[3] ^= m;
-        sip_round(&mut self.v);
-        self.v[0] ^= m;
-        self.len += 8;
-    }
-
-    fn write_u16(&mut self, v: u16) {
-        self.write_u64(v as u64);
-    }
-
-    fn write_u8(&mut self, v: u8) {
-        self.write_u64(v as u64);
-    }
-
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v as u64);
-    }
-
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        let mut v = self.v;
-        let b = (self.len & 0xff) << 56;
-        v[3] ^= b;
-        sip_round(&mut v);
-        v[0] ^= b;
-        v[2] ^= 0xff;
-        sip_round(&mut v);
-        sip_round(&mut v);
-        sip_round(&mut v);
-        v[0] ^ v[1] ^ v[2] ^ v[3]
-    }
-}
-
-impl BuildHasher for SeededHash {
-    type Hasher = KeyHasher;
-    #[inline]
-    fn build_hasher(&self) -> KeyHasher {
-        let (k0, k1) = (splitmix(self.0), splitmix(self.0 ^ 0x6a09_e667_f3bc_c908));
-        KeyHasher {
-            v: [
-                k0 ^ 0x736f_6d65_7073_6575,
-                k1 ^ 0x646f_7261_6e64_6f6d,
-                k0 ^ 0x6c79_6765_6e65_7261,
-                k1 ^ 0x7465_6462_7974_6573,
-            ],
-            len: 0,
-        }
-    }
+    pub merge: MergeState,
 }
 
 /// Bounded table of flows, with CLOCK (second-chance) eviction: an
@@ -381,25 +226,7 @@ impl FlowTable {
     pub fn insert(&mut self, key: FlowKey, now: Instant) -> u32 {
         let id = self.next_id;
         self.next_id += 1;
-        let flow = Flow {
-            key,
-            id,
-            last_seen: now,
-            next_seq: None,
-            max_payload: 0,
-            full_run: 0,
-            bulk: false,
-            inner_mss: None,
-            outer_mss: None,
-            conn: Conn::default(),
-            held: None,
-            seq_out: SeqWindow::default(),
-            icmp_checks: CheckBudget::default(),
-            seq_in: SeqWindow::default(),
-            psh_at: None,
-            psh_history: 0,
-            accecn: false,
-        };
+        let flow = Flow { key, id, last_seen: now, conn: Conn::default(), merge: MergeState::default() };
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = Some(flow);
@@ -470,6 +297,7 @@ impl FlowTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::hash::BuildHasher;
     use core::net::Ipv4Addr;
 
     fn key(n: u16) -> FlowKey {
@@ -557,39 +385,5 @@ mod tests {
         let h = |seed, k: &FlowKey| SeededHash(seed).hash_one(k);
         assert_ne!(h(1, &key(1)), h(1, &key(2)));
         assert_ne!(h(1, &key(1)), h(2, &key(1)));
-    }
-
-    /// SipHash-c-d of one 8-byte word by the rounds and constants used here.
-    fn sip(c: usize, d: usize, k0: u64, k1: u64, m: u64) -> u64 {
-        let mut v = [
-            k0 ^ 0x736f_6d65_7073_6575,
-            k1 ^ 0x646f_7261_6e64_6f6d,
-            k0 ^ 0x6c79_6765_6e65_7261,
-            k1 ^ 0x7465_6462_7974_6573,
-        ];
-        for (w, rounds) in [(m, c), (8u64 << 56, c)] {
-            v[3] ^= w;
-            (0..rounds).for_each(|_| sip_round(&mut v));
-            v[0] ^= w;
-        }
-        v[2] ^= 0xff;
-        (0..d).for_each(|_| sip_round(&mut v));
-        v[0] ^ v[1] ^ v[2] ^ v[3]
-    }
-
-    #[test]
-    fn the_hash_is_siphash() {
-        // The round function and constants give std's SipHash-2-4 (the one
-        // std exposes with explicit keys) with 2 and 4 rounds ...
-        let (k0, k1, m) = (0x0706_0504_0302_0100u64, 0x0f0e_0d0c_0b0a_0908u64, 0x1122_3344_5566_7788u64);
-        #[allow(deprecated)]
-        let mut std24 = std::hash::SipHasher::new_with_keys(k0, k1);
-        std24.write_u64(m);
-        assert_eq!(sip(2, 4, k0, k1, m), std24.finish());
-        // ... and the hasher is the same construction with 1 and 3.
-        let mut h = SeededHash(5).build_hasher();
-        let (hk0, hk1) = (splitmix(5), splitmix(5 ^ 0x6a09_e667_f3bc_c908));
-        h.write_u64(m);
-        assert_eq!(h.finish(), sip(1, 3, hk0, hk1, m));
     }
 }

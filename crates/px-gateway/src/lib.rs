@@ -11,26 +11,33 @@
 //! test here checks.
 
 //!
-//! Where each job lives:
-//! - [`engine`](Engine): dispatch and the poll API (`engine.rs`).
-//! - TCP inbound: the merge policy (`merge/policy.rs`) and the segment
-//!   being filled (`merge/held.rs`); outbound and forwarding: the segment
-//!   size limit, GSO hand-off and software split (`split.rs`); SYN MSS
-//!   rewriting (`mss.rs`); the parsed segment (`segment.rs`).
-//! - UDP caravans: pack, unpack, the prefix table (`caravan/`).
-//! - Everything else: the router's treatment and path MTUs learned from
-//!   ICMP (`router/`, `pmtu.rs`); tunnel super-packets, inner partial
-//!   checksums and UDP GRO batches are first cut back into the frames they
-//!   were made of (`tunnel.rs`).
-//! - State: flows (`flow.rs`), the one deadline queue for TCP holds and
-//!   caravans (`timer.rs`), buffers (`buf.rs`), counters (`counters.rs`).
+//! Where each job lives (`docs/architecture.md` walks one segment through
+//! them):
+//! - [`engine`](Engine): the struct, the poll API and the dispatch
+//!   (`engine/mod.rs`), with one child per job that adds to `impl Engine`:
+//!   inbound TCP (`inbound.rs`, holds in `hold.rs`), outbound TCP and
+//!   forwarding (`outbound.rs`), connection tracking applied (`track.rs`),
+//!   the router's treatment (`route.rs`), path MTUs from ICMP
+//!   (`learn.rs`), offloaded tunnel and UDP batches (`tunnel.rs`),
+//!   caravans (`caravan/`).
+//! - Leaves, which never name the engine: what a segment tells about its
+//!   connection (`conntrack.rs`), MSS arithmetic and the option rewrite
+//!   (`mss.rs`), the merge decision and the segment being filled
+//!   (`merge/`), writing split pieces (`split.rs`), the parsed segment
+//!   (`segment.rs`), router frames and ICMP answers (`router/`), tunnel
+//!   headers (`tunnel.rs`), the caravans' state (`caravan/`), flows
+//!   (`flow.rs`), the keyed hash (`hash.rs`), learned path MTUs
+//!   (`pmtu.rs`), the one deadline queue (`timer.rs`), buffers (`buf.rs`),
+//!   counters (`counters.rs`).
 
 mod buf;
 mod caravan;
 mod config;
+mod conntrack;
 mod counters;
 mod engine;
 mod flow;
+mod hash;
 mod merge;
 mod mss;
 mod pmtu;
@@ -46,8 +53,9 @@ mod tunnel;
 pub use buf::{HEADROOM, Transmit, Verdict};
 pub use caravan::prefix::{Prefix, PrefixError};
 pub use config::{Config, ConfigError, DEFAULT_MERGE_TIMEOUT, PshPolicy};
+pub use conntrack::ICMP_CHECKS_PER_SEC;
 pub use counters::{CaravanCounters, Counters, DropReason, FlushReason, HoldHistogram, PortCounters};
 pub use engine::Engine;
 pub use flow::FlowKey;
-pub use pmtu::{ICMP_CHECKS_PER_SEC, SharedPmtu};
+pub use pmtu::SharedPmtu;
 pub use port::Port;

@@ -16,9 +16,9 @@
 //! carry, for the worker that does to validate (and learn) when it next
 //! looks, i.e. before it sends the flow's next packet.
 //!
-//! What may be learned is decided in `router` (RFC 5927 validation); this
-//! file only keeps what was learned, and [`SeqWindow`], the per-flow state
-//! that validation needs.
+//! What may be learned is decided by the engine (`engine/learn.rs`, RFC
+//! 5927 validation, against the per-flow sequence windows that
+//! `crate::conntrack` keeps); this file only keeps what was learned.
 
 use core::net::IpAddr;
 use std::collections::{HashMap, VecDeque};
@@ -293,73 +293,6 @@ impl PmtuReplica {
     }
 }
 
-/// How many "too big" errors quoting one flow are checked against its
-/// windows per second; the others are not believed. RFC 5927's window
-/// check lets a blind guess through once in 2^32 / W tries, and a flow
-/// stalled with megabytes in flight (W) during a flood of spoofed errors
-/// gave two hits among a few thousand guesses (the hostile-traffic lab
-/// test: 552 learned). With the checks bounded, a guess costs the attacker
-/// a second of the flow's time, not a packet. A router's own errors fit:
-/// Linux sends a burst of 6 per destination, then one a second. The price:
-/// while someone floods errors about a flow, its router's real ones may go
-/// unchecked, and the path MTU is learned later.
-pub const ICMP_CHECKS_PER_SEC: u32 = 10;
-
-/// The checks a flow has had in the current second ([`ICMP_CHECKS_PER_SEC`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct CheckBudget {
-    since: Option<Instant>,
-    used: u32,
-}
-
-impl CheckBudget {
-    /// Whether one more error may be checked at `now`.
-    pub fn allow(&mut self, now: Instant) -> bool {
-        if self.since.is_none_or(|s| now.saturating_duration_since(s) >= std::time::Duration::from_secs(1)) {
-            *self = CheckBudget { since: Some(now), used: 0 };
-        }
-        self.used += 1;
-        self.used <= ICMP_CHECKS_PER_SEC
-    }
-}
-
-/// The sequence space a flow's data has covered in one direction, as the
-/// gateway saw it: from the oldest byte not yet acknowledged by the other
-/// side (SND.UNA, from the ACKs going the other way) to the end of the
-/// newest data forwarded (SND.NXT). A TCP sequence number quoted by an ICMP
-/// error must fall in it (RFC 5927 §4.1, as Linux `tcp_v4_err` checks).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct SeqWindow {
-    una: u32,
-    nxt: u32,
-    known: bool,
-}
-
-impl SeqWindow {
-    /// Data `[seq, end)` was forwarded in this direction.
-    #[inline]
-    pub fn on_data(&mut self, seq: u32, end: u32) {
-        if !self.known {
-            *self = SeqWindow { una: seq, nxt: end, known: true };
-        } else if (end.wrapping_sub(self.nxt) as i32) > 0 {
-            self.nxt = end;
-        }
-    }
-
-    /// The other side acknowledged up to `ack`.
-    #[inline]
-    pub fn on_ack(&mut self, ack: u32) {
-        if self.known && (ack.wrapping_sub(self.una) as i32) > 0 && (self.nxt.wrapping_sub(ack) as i32) >= 0 {
-            self.una = ack;
-        }
-    }
-
-    /// Whether `seq` lies in `[una, nxt]`.
-    pub fn contains(&self, seq: u32) -> bool {
-        self.known && seq.wrapping_sub(self.una) <= self.nxt.wrapping_sub(self.una)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,22 +379,5 @@ mod tests {
             assert_eq!(r2.get(Port::Inner, a(n), t0), r1.get(Port::Inner, a(n), t0));
         }
         assert!(!r2.learn(Port::Outer, a(1), 1450, t0), "never raised");
-    }
-
-    #[test]
-    fn sequence_window_follows_data_and_acks_across_the_wrap() {
-        let mut w = SeqWindow::default();
-        assert!(!w.contains(0));
-        let isn = u32::MAX - 1000;
-        w.on_data(isn, isn.wrapping_add(1)); // SYN
-        w.on_data(isn.wrapping_add(1), isn.wrapping_add(3001));
-        assert!(w.contains(isn) && w.contains(isn.wrapping_add(3001)) && w.contains(5));
-        assert!(!w.contains(isn.wrapping_add(3002)) && !w.contains(isn - 1));
-        w.on_ack(isn.wrapping_add(2001));
-        assert!(!w.contains(isn.wrapping_add(2000)) && w.contains(isn.wrapping_add(2001)));
-        w.on_ack(isn.wrapping_add(9999)); // acknowledges what was never sent
-        assert!(w.contains(isn.wrapping_add(2001)));
-        w.on_data(isn, isn.wrapping_add(100)); // an old retransmission
-        assert!(w.contains(isn.wrapping_add(3001)));
     }
 }

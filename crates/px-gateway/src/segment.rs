@@ -2,6 +2,7 @@
 //! rules decide on, with offsets that are valid for that frame.
 
 use px_wire::checksum::{self, Sum};
+use px_wire::{ipv4, tcp};
 
 use px_wire::ipv6::next_header;
 use px_wire::tcp::{TcpOption, TcpSegment, flags};
@@ -127,10 +128,10 @@ impl<'a> Seg<'a> {
     #[inline]
     pub fn payload_sum_from_checksum(&self, frame: &[u8]) -> Sum {
         let l4_len = self.info.end - self.info.l4;
-        if self.info.version == IpVersion::V4 && self.info.l4 == self.info.l3 + 20 {
+        if self.info.version == IpVersion::V4 && self.info.l4 == self.info.l3 + ipv4::MIN_HEADER_LEN {
             // Without IPv4 options the addresses and the TCP header are
             // adjacent: one pass over both.
-            let both = Sum::of(&frame[self.info.l3 + 12..self.payload_start()]);
+            let both = Sum::of(&frame[self.info.l3 + ipv4::field::SRC.start..self.payload_start()]);
             return both.plus(Sum(next_header::TCP as u64 + l4_len as u64)).negate();
         }
         self.payload_sum_from_pseudo(frame, l4_len)
@@ -163,7 +164,7 @@ impl<'a> Seg<'a> {
 pub(crate) const AE: u8 = 0x01;
 
 pub(crate) fn offset_byte(frame: &[u8], seg: &Seg) -> u8 {
-    frame[seg.info.l4 + 12]
+    frame[seg.info.l4 + tcp::field::OFF]
 }
 
 /// Whether a SYN-ACK answers an AccECN request: (AE, CWR, ECE) is one of

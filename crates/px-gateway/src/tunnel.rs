@@ -34,20 +34,14 @@
 //! cut into its datagrams the same way; each then takes the path any single
 //! datagram takes (caravans, or the router's).
 
-use std::time::Instant;
-
 use px_wire::checksum::{self, Sum};
 use px_wire::ethernet::{EthernetFrame, ethertype};
 use px_wire::ipv4::Ipv4Packet;
 use px_wire::ipv6::{Ipv6Packet, next_header};
-use px_wire::offload::{Checksum, Gso, GsoKind, PacketMeta};
+use px_wire::offload::{Checksum, PacketMeta};
 use px_wire::tcp::{TcpSegment, flags};
 use px_wire::{FrameInfo, IpVersion, Transport};
-
-use crate::buf::{Transmit, Verdict};
-use crate::counters::DropReason;
-use crate::engine::Engine;
-use crate::port::Port;
+use px_wire::{at, ipv4, ipv6, tcp, udp};
 
 /// UDP ports of the tunnels the engine looks into: VXLAN (IANA 4789, and
 /// Linux's historical default 8472) and GENEVE (6081).
@@ -160,206 +154,49 @@ pub(crate) fn is_offloaded(info: &FrameInfo, meta: &PacketMeta) -> bool {
     meta.gso.is_some() || matches!(meta.csum, Checksum::Partial { start, .. } if start as usize > info.l4)
 }
 
-impl Engine {
-    /// A frame [`is_offloaded`]: cut into the frames it was made of (tunnel
-    /// super-packets, UDP GRO batches), or its inner checksum completed,
-    /// then routed as any other frame.
-    pub(crate) fn route_offloaded(
-        &mut self,
-        now: Instant,
-        from: Port,
-        frame: &mut [u8],
-        info: &FrameInfo,
-        mut meta: PacketMeta,
-    ) -> Verdict {
-        if let Some(g) = meta.gso {
-            match (g.kind, info.transport) {
-                (GsoKind::UdpL4, Transport::Udp { .. }) if !info.fragment => {
-                    return self.split_udp_batch(now, from, frame, info, g);
-                }
-                (GsoKind::TcpV4 | GsoKind::TcpV6, _) => {
-                    if let Some(e) = Encap::parse(frame, info) {
-                        return self.segment_tunnel(now, from, frame, info, &e, g);
-                    }
-                }
-                _ => {}
-            }
-            // GSO of a kind the engine cannot cut: whole if it fits, as one
-            // IP packet (fragments) if a router may cut it so; never an ICMP
-            // error about a size the sender never sent.
-            let mtu = self.egress_mtu(now, from.other(), info.dst) as usize;
-            if info.ip_len() > mtu && (info.dont_frag || info.version == IpVersion::V6) {
-                return self.drop(DropReason::TooBigUncuttable);
-            }
-            meta.gso = None;
-        }
-        if let Checksum::Partial { start, offset } = meta.csum
-            && start as usize > info.l4
-        {
-            finish_checksum(frame, start as usize, offset as usize, info.end);
-            meta.csum = Checksum::Unknown;
-        }
-        self.route_non_tcp(now, from, frame, info, meta)
-    }
-
-    /// Cuts a tunnel super-packet into the frames it was made of.
-    fn segment_tunnel(
-        &mut self,
-        now: Instant,
-        from: Port,
-        frame: &[u8],
-        info: &FrameInfo,
-        e: &Encap,
-        g: Gso,
-    ) -> Verdict {
-        let hdr = e.inner_l4 + e.th;
-        let len = info.end - hdr;
-        // Never more than a pool buffer holds (cutting smaller is valid TSO).
-        let size = (g.size as usize).min(self.pool.size().saturating_sub(hdr));
-        if size == 0 {
-            return self.drop(DropReason::TooBigUncuttable);
-        }
-        let zero_udp = info.version == IpVersion::V4 && e.udp.is_some_and(|u| frame[u + 6..u + 8] == [0, 0]);
-        let before = Outcomes::of(self);
-        let (mut off, mut i) = (0, 0);
-        while off < len {
-            let n = size.min(len - off);
-            let mut buf = self.pool.get();
-            let end =
-                write_tunnel_piece(frame, info, e, Piece { i, off, len: n, last: off + n == len }, zero_udp, &mut buf);
-            self.counters.split_out += 1;
-            self.route_piece(now, from, buf, end);
-            off += n;
-            i += 1;
-        }
-        before.one_input(self)
-    }
-
-    /// Cuts a UDP GRO batch into its datagrams (`g.size` payload bytes each,
-    /// the last shorter), each routed as any single datagram.
-    fn split_udp_batch(&mut self, now: Instant, from: Port, frame: &[u8], info: &FrameInfo, g: Gso) -> Verdict {
-        let hdr = info.l4 + px_wire::udp::HEADER_LEN;
-        let len = info.end - hdr;
-        let size = g.size as usize;
-        if hdr + size > self.pool.size() {
-            return self.drop(DropReason::TooBigUncuttable);
-        }
-        let before = Outcomes::of(self);
-        let (mut off, mut i) = (0, 0);
-        while off < len || (len == 0 && i == 0) {
-            let n = size.min(len - off);
-            let mut buf = self.pool.get();
-            out_headers(&mut buf, frame, hdr);
-            let psum = checksum::copy_and_sum_in(&mut buf[hdr..hdr + n], frame, hdr + off..hdr + off + n);
-            let end = hdr + n;
-            let l4_len = end - info.l4;
-            let pseudo = set_ip_lengths(&mut buf, info.l3, info.version, end, i);
-            let u = &mut buf[info.l4..end];
-            u[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-            u[6..8].copy_from_slice(&[0, 0]);
-            let mut c = pseudo.plus(Sum(17 + l4_len as u64)).plus(Sum::of(&u[..8])).plus(psum.at_offset(8)).checksum();
-            if c == 0 {
-                c = 0xffff;
-            }
-            u[6..8].copy_from_slice(&c.to_be_bytes());
-            self.route_piece(now, from, buf, end);
-            off += n;
-            i += 1;
-        }
-        before.one_input(self)
-    }
-
-    /// Routes a frame the engine built from a received one (a piece of a
-    /// super-packet) as the received frame would have been.
-    fn route_piece(&mut self, now: Instant, from: Port, mut buf: Vec<u8>, end: usize) {
-        let info = match FrameInfo::parse(&buf[..end]) {
-            Ok(Some(i)) => i,
-            // Cannot happen for a frame cut from a parsed one; counted
-            // rather than trusted.
-            _ => {
-                let _ = self.drop(DropReason::Malformed);
-                self.pool.put(buf);
-                return;
-            }
-        };
-        match self.route_non_tcp(now, from, &mut buf[..end], &info, PacketMeta::PLAIN) {
-            Verdict::Forward { meta } => {
-                self.queue_forwarded(Transmit { port: from.other(), buf, start: 0, end, meta });
-            }
-            // Never for a non-TCP piece; as taken if it ever were.
-            Verdict::ForwardPart { .. } | Verdict::Consumed | Verdict::Dropped(_) => self.pool.put(buf),
-        }
-    }
-}
-
-/// The counters that say what became of a received frame, before its
-/// pieces were routed. Every received frame has one outcome in the
-/// counters (forwarded, merged, cut, fragmented, or dropped by reason):
-/// a super-packet cut here counts once, as cut (`split_in`), or, if a piece
-/// of it was dropped, as dropped under that piece's reason. What became of
-/// the pieces shows in the transmit, fragment and ICMP counters.
-struct Outcomes {
-    forwarded: u64,
-    fragmented_in: u64,
-    drop: [u64; DropReason::ALL.len()],
-}
-
-impl Outcomes {
-    fn of(e: &Engine) -> Outcomes {
-        let c = &e.counters;
-        Outcomes { forwarded: c.forwarded, fragmented_in: c.fragmented_in, drop: c.drop }
-    }
-
-    fn one_input(self, e: &mut Engine) -> Verdict {
-        let c = &mut e.counters;
-        let dropped = c.drop.iter().zip(&self.drop).position(|(now, then)| now != then);
-        (c.forwarded, c.fragmented_in, c.drop) = (self.forwarded, self.fragmented_in, self.drop);
-        match dropped {
-            Some(r) => e.drop(DropReason::ALL[r]),
-            None => {
-                c.split_in += 1;
-                Verdict::Consumed
-            }
-        }
-    }
-}
-
 /// One piece of a super-packet: number `i`, payload `[off, off + len)`.
 #[derive(Debug, Clone, Copy)]
-struct Piece {
-    i: usize,
-    off: usize,
-    len: usize,
-    last: bool,
+pub(crate) struct Piece {
+    pub i: usize,
+    pub off: usize,
+    pub len: usize,
+    pub last: bool,
 }
 
 /// Copies the headers `frame[..hdr]` into `out` (which a pool buffer always
 /// has room for: the callers check).
-fn out_headers(out: &mut [u8], frame: &[u8], hdr: usize) {
+pub(crate) fn out_headers(out: &mut [u8], frame: &[u8], hdr: usize) {
     out[..hdr].copy_from_slice(&frame[..hdr]);
 }
 
 /// Sets the length (and, IPv4, the ID `+ i` and header checksum) of the IP
 /// header at `l3` of a packet ending at `end`; returns the pseudo-header's
 /// address sum (protocol and length not included).
-fn set_ip_lengths(out: &mut [u8], l3: usize, version: IpVersion, end: usize, i: usize) -> Sum {
+pub(crate) fn set_ip_lengths(out: &mut [u8], l3: usize, version: IpVersion, end: usize, i: usize) -> Sum {
     match version {
         IpVersion::V4 => {
             let mut ip = Ipv4Packet::new_unchecked(&mut out[l3..end]);
             ip.set_total_len((end - l3) as u16);
             ip.set_ident(ip.ident().wrapping_add(i as u16));
             ip.fill_checksum();
-            Sum::of(&out[l3 + 12..l3 + 20])
+            Sum::of(&out[l3 + ipv4::field::SRC.start..l3 + ipv4::field::DST.end])
         }
         IpVersion::V6 => {
             Ipv6Packet::new_unchecked(&mut out[l3..end]).set_payload_len((end - l3 - px_wire::ipv6::HEADER_LEN) as u16);
-            Sum::of(&out[l3 + 8..l3 + 40])
+            Sum::of(&out[l3 + ipv6::field::SRC.start..l3 + ipv6::field::DST.end])
         }
     }
 }
 
 /// Writes one piece of a tunnel super-packet into `out`; returns its length.
-fn write_tunnel_piece(frame: &[u8], info: &FrameInfo, e: &Encap, p: Piece, zero_udp: bool, out: &mut [u8]) -> usize {
+pub(crate) fn write_tunnel_piece(
+    frame: &[u8],
+    info: &FrameInfo,
+    e: &Encap,
+    p: Piece,
+    zero_udp: bool,
+    out: &mut [u8],
+) -> usize {
     let hdr = e.inner_l4 + e.th;
     out_headers(out, frame, hdr);
     let psum = checksum::copy_and_sum_in(&mut out[hdr..hdr + p.len], frame, hdr + p.off..hdr + p.off + p.len);
@@ -384,7 +221,7 @@ fn write_tunnel_piece(frame: &[u8], info: &FrameInfo, e: &Encap, p: Piece, zero_
         .plus(Sum::of(&out[e.inner_l4..hdr]))
         .plus(psum.at_offset(e.th))
         .checksum();
-    out[e.inner_l4 + 16..e.inner_l4 + 18].copy_from_slice(&c.to_be_bytes());
+    out[at(e.inner_l4, tcp::field::CHECKSUM)].copy_from_slice(&c.to_be_bytes());
     // The encapsulation.
     let outer = set_ip_lengths(out, info.l3, info.version, end, p.i);
     if let Some(g) = e.gre_csum {
@@ -394,32 +231,24 @@ fn write_tunnel_piece(frame: &[u8], info: &FrameInfo, e: &Encap, p: Piece, zero_
     }
     if let Some(u) = e.udp {
         let udp_len = end - u;
-        out[u + 4..u + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-        out[u + 6..u + 8].copy_from_slice(&[0, 0]);
+        out[at(u, udp::field::LEN)].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        out[at(u, udp::field::CHECKSUM)].copy_from_slice(&[0, 0]);
         if !zero_udp {
             let len = Sum(next_header::UDP as u64 + (udp_len as u64 >> 16) + (udp_len as u64 & 0xffff));
             let mut c = outer.plus(len).plus(Sum::of(&out[u..end])).checksum();
             if c == 0 {
                 c = 0xffff;
             }
-            out[u + 6..u + 8].copy_from_slice(&c.to_be_bytes());
+            out[at(u, udp::field::CHECKSUM)].copy_from_slice(&c.to_be_bytes());
         }
     }
     end
 }
 
-/// Completes a partial checksum (`CHECKSUM_PARTIAL`: the field at `start +
-/// offset` holds the pseudo-header sum) over `frame[start..end]`
-/// ([`checksum::finish_partial`]); nothing if `end` is past the frame.
-fn finish_checksum(frame: &mut [u8], start: usize, offset: usize, end: usize) {
-    if let Some(packet) = frame.get_mut(..end) {
-        checksum::finish_partial(packet, start, offset);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::port::Port;
     use crate::test_frames::{L2, Tcp};
 
     /// `inner` (an IP packet) behind an outer IPv4 header of `proto` and `encap`.
@@ -497,15 +326,5 @@ mod tests {
         assert!(!is_offloaded(&info, &partial(0)));
         assert!(is_offloaded(&info, &partial(78)));
         assert!(is_offloaded(&info, &PacketMeta::tcp_gso(false, 1448, 34, 66)));
-    }
-
-    #[test]
-    fn finish_checksum_stays_inside_the_packet() {
-        let mut f = vec![0u8; 40];
-        finish_checksum(&mut f, 30, 16, 40);
-        assert_eq!(f, vec![0u8; 40]);
-        f[10] = 0x12;
-        finish_checksum(&mut f, 0, 6, 40);
-        assert_eq!(checksum::fold(Sum::of(&f)), 0xffff);
     }
 }

@@ -21,4 +21,11 @@ pub mod tcp;
 pub mod udp;
 
 pub use error::{Layer, ParseError};
+
+/// Where a header field (a `field` range of [`tcp`], [`ipv4`], [`ipv6`] or
+/// [`udp`]) lies in a frame whose header starts at `header`.
+#[inline]
+pub const fn at(header: usize, field: core::ops::Range<usize>) -> core::ops::Range<usize> {
+    header + field.start..header + field.end
+}
 pub use packet::{FrameInfo, IpVersion, Transport};

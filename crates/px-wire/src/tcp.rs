@@ -43,14 +43,17 @@ pub mod kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct SeqNumber(pub u32);
 
-impl SeqNumber {
+impl core::ops::Add<u32> for SeqNumber {
+    type Output = SeqNumber;
+
     /// `self + n`, wrapping.
     #[inline]
-    #[must_use]
-    pub fn add(self, n: u32) -> SeqNumber {
+    fn add(self, n: u32) -> SeqNumber {
         SeqNumber(self.0.wrapping_add(n))
     }
+}
 
+impl SeqNumber {
     /// Signed distance from `other` to `self` (positive: `self` is after).
     #[inline]
     pub fn since(self, other: SeqNumber) -> i32 {
@@ -363,7 +366,7 @@ mod tests {
         assert!(S(5).is_after(S(u32::MAX - 5)));
         assert!(S(u32::MAX - 5).is_before(S(5)));
         assert!(S(7).is_at_or_after(S(7)) && !S(7).is_after(S(7)) && !S(7).is_before(S(7)));
-        assert_eq!(S(u32::MAX).add(2), S(1));
+        assert_eq!(S(u32::MAX) + 2, S(1));
         assert_eq!(S(1).since(S(u32::MAX)), 2);
         assert!(S(10).is_within(S(u32::MAX - 5), 16) && !S(11).is_within(S(u32::MAX - 5), 16));
         assert!(S(0).is_within(S(16), 16) && !S(0).is_within(S(17), 16));

@@ -7,6 +7,7 @@ use core::net::IpAddr;
 use px_wire::FrameInfo;
 use px_wire::checksum::{self, Sum};
 use px_wire::ipv4::Ipv4Packet;
+use px_wire::{ipv4, ipv6};
 
 /// Rewrites the IP header `ip` (the whole header: IPv4 options or IPv6
 /// extension headers included) of a packet of `ip_len` bytes: DSCP (ECN
@@ -26,7 +27,7 @@ pub(crate) fn set_ip_header(ip: &mut [u8], dscp: u8, ip_len: usize, ident: Optio
         let tc = px_wire::caravan::tos(dscp, (ip[1] >> 4) & 0b11);
         ip[0] = (ip[0] & 0xf0) | (tc >> 4);
         ip[1] = (ip[1] & 0x0f) | (tc << 4);
-        ip[4..6].copy_from_slice(&((ip_len - 40) as u16).to_be_bytes());
+        ip[ipv6::field::PAYLOAD_LEN].copy_from_slice(&((ip_len - ipv6::HEADER_LEN) as u16).to_be_bytes());
     }
 }
 
@@ -42,13 +43,14 @@ pub(crate) fn pseudo(info: &FrameInfo, len: usize) -> Sum {
 /// The same from an option-less IP header's bytes.
 pub(crate) fn pseudo_of(ip: &[u8], len: usize) -> Sum {
     if ip[0] >> 4 == 4 {
-        let (s, d) = ([ip[12], ip[13], ip[14], ip[15]], [ip[16], ip[17], ip[18], ip[19]]);
+        let word = |f: core::ops::Range<usize>| <[u8; 4]>::try_from(&ip[f]).unwrap_or_default();
+        let (s, d) = (word(ipv4::field::SRC), word(ipv4::field::DST));
         checksum::pseudo_v4(s.into(), d.into(), 17, len as u16)
     } else {
         let mut s = [0u8; 16];
         let mut d = [0u8; 16];
-        s.copy_from_slice(&ip[8..24]);
-        d.copy_from_slice(&ip[24..40]);
+        s.copy_from_slice(&ip[ipv6::field::SRC]);
+        d.copy_from_slice(&ip[ipv6::field::DST]);
         checksum::pseudo_v6(s.into(), d.into(), 17, len as u32)
     }
 }

@@ -11,7 +11,8 @@ use px_wire::checksum::{Sum, copy_and_sum};
 use px_wire::udp;
 use px_wire::{FrameInfo, IpVersion};
 
-use crate::flow::{FlowKey, SeededHash};
+use crate::flow::FlowKey;
+use crate::hash::SeededHash;
 
 /// Why an open caravan is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,9 +108,16 @@ pub(crate) fn same_headers(first: &[u8], new: &[u8], info: &FrameInfo, next_iden
     match info.version {
         // ver/IHL, TOS | flags+offset, TTL, protocol | addresses, options.
         IpVersion::V4 => {
-            a[..2] == b[..2] && a[6..10] == b[6..10] && a[12..] == b[12..] && (info.dont_frag || ident == next_ident)
+            use px_wire::ipv4::field::{CHECKSUM, FLG_OFF, LEN, SRC};
+            a[..LEN.start] == b[..LEN.start]
+                && a[FLG_OFF.start..CHECKSUM.start] == b[FLG_OFF.start..CHECKSUM.start]
+                && a[SRC.start..] == b[SRC.start..]
+                && (info.dont_frag || ident == next_ident)
         }
         // version, class, flow label | next header, hop limit, addresses.
-        IpVersion::V6 => a[..4] == b[..4] && a[6..] == b[6..],
+        IpVersion::V6 => {
+            use px_wire::ipv6::field::{NEXT_HEADER, PAYLOAD_LEN};
+            a[..PAYLOAD_LEN.start] == b[..PAYLOAD_LEN.start] && a[NEXT_HEADER..] == b[NEXT_HEADER..]
+        }
     }
 }

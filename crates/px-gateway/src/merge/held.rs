@@ -14,8 +14,10 @@ use std::time::Instant;
 use px_wire::checksum::Sum;
 use px_wire::ipv4::Ipv4Packet;
 use px_wire::ipv6::Ipv6Packet;
+use px_wire::tcp::SeqNumber;
 use px_wire::tcp::{TcpSegment, flags};
 use px_wire::{FrameInfo, IpVersion};
+use px_wire::{at, ipv4, ipv6, tcp};
 
 use crate::buf::HEADROOM;
 use crate::segment::Seg;
@@ -84,22 +86,27 @@ fn header_mask(seg: &Seg, hdr_len: usize) -> [u64; MASK_WORDS] {
     let mut free = |r: core::ops::Range<usize>| m[r].fill(0);
     match seg.info.version {
         IpVersion::V4 => {
-            free(l3 + 2..l3 + 8);
-            free(l3 + 10..l3 + 12);
+            free(at(l3, ipv4::field::LEN));
+            free(at(l3, ipv4::field::IDENT));
+            free(at(l3, ipv4::field::FLG_OFF));
+            free(at(l3, ipv4::field::CHECKSUM));
         }
-        IpVersion::V6 => free(l3 + 4..l3 + 6),
+        IpVersion::V6 => free(at(l3, ipv6::field::PAYLOAD_LEN)),
     }
-    free(l4 + 4..l4 + 12);
-    free(l4 + 14..l4 + 20);
+    free(at(l4, tcp::field::SEQ));
+    free(at(l4, tcp::field::ACK));
+    free(at(l4, tcp::field::WINDOW));
+    free(at(l4, tcp::field::CHECKSUM));
+    free(at(l4, tcp::field::URGENT));
     if let Some(ts) = seg.tsval_at {
         free(l4 + ts..l4 + ts + 8);
     }
     if seg.info.version == IpVersion::V4 {
         // Of the fragment word, DF: a held segment is no fragment (MF and
         // the offset are zero), and the reserved bit is not compared.
-        m[l3 + 6] = 0x40;
+        m[l3 + ipv4::field::FLG_OFF.start] = (ipv4::FLAG_DF >> 8) as u8;
     }
-    m[l4 + 13] = !(flags::PSH | flags::FIN);
+    m[l4 + tcp::field::FLAGS] = !(flags::PSH | flags::FIN);
     let mut words = [0u64; MASK_WORDS];
     for (w, c) in words.iter_mut().zip(m.chunks_exact(8)) {
         *w = u64::from_ne_bytes(c.try_into().expect("8-byte chunk"));
@@ -194,7 +201,7 @@ impl Held {
     /// as FreeBSD's LRO emits them. Linux GRO instead ends a merge on any
     /// option byte change, which at 1 ms TSval clocks ends most merges.
     pub fn accepts(&self, frame: &[u8], seg: &Seg) -> bool {
-        if seg.payload_start() != self.hdr_len || (seg.ack.wrapping_sub(self.ack) as i32) < 0 {
+        if seg.payload_start() != self.hdr_len || SeqNumber(seg.ack).is_before(SeqNumber(self.ack)) {
             return false;
         }
         // Equal shared bits imply an equal parse: the same link header, IP
@@ -223,7 +230,8 @@ impl Held {
         }
         match ts_values(frame, seg) {
             Some((tsval, tsecr)) => {
-                (tsval.wrapping_sub(self.tsval) as i32) >= 0 && (tsecr.wrapping_sub(self.tsecr) as i32) >= 0
+                SeqNumber(tsval).is_at_or_after(SeqNumber(self.tsval))
+                    && SeqNumber(tsecr).is_at_or_after(SeqNumber(self.tsecr))
             }
             None => true,
         }
@@ -236,13 +244,13 @@ impl Held {
         self.buf[at..at + payload.len()].copy_from_slice(payload);
         self.psum = self.psum.plus(sum.at_offset(self.len));
         self.len += payload.len();
-        if (seg.ack.wrapping_sub(self.ack) as i32) >= 0 {
+        if SeqNumber(seg.ack).is_at_or_after(SeqNumber(self.ack)) {
             self.ack = seg.ack;
             self.window = seg.window;
         }
         if let Some((tsval, tsecr)) = ts {
             self.tsval = tsval;
-            if (tsecr.wrapping_sub(self.tsecr) as i32) >= 0 {
+            if SeqNumber(tsecr).is_at_or_after(SeqNumber(self.tsecr)) {
                 self.tsecr = tsecr;
             }
         }
@@ -271,7 +279,7 @@ impl Held {
         }
         let hsum = Sum::of(&frame[info.l4..info.l4 + self.th]);
         let c = pseudo.plus(hsum).plus(self.psum.at_offset(self.th)).checksum();
-        frame[info.l4 + 16..info.l4 + 18].copy_from_slice(&c.to_be_bytes());
+        frame[at(info.l4, tcp::field::CHECKSUM)].copy_from_slice(&c.to_be_bytes());
         (std::mem::take(&mut self.buf), start, end)
     }
 }
@@ -322,6 +330,7 @@ mod tests {
     use crate::port::Port;
     use crate::segment::Seg;
     use crate::test_frames::{TS, Tcp};
+    use px_wire::tcp::SeqNumber;
 
     /// The rule [`Held::accepts`] implements, field by field from the
     /// parses (the engine's rule before the masked compare): the oracle.
@@ -337,7 +346,7 @@ mod tests {
             || seg.th != h.th
             || frame[a.l4 + 12] != template[a.l4 + 12]
             || (seg.flags & !(flags::PSH | flags::FIN)) != h.flags
-            || (seg.ack.wrapping_sub(h.ack) as i32) < 0
+            || SeqNumber(seg.ack).is_before(SeqNumber(h.ack))
             || seg.tsval_at != h.tsval_at
             || frame[..a.l3] != template[..a.l3]
             || (seg.src_port, seg.dst_port)
@@ -361,8 +370,8 @@ mod tests {
             Some(ts) => {
                 let Some((tsval, tsecr)) = ts_values(frame, seg) else { return false };
                 let ts = a.l4 + ts;
-                (tsval.wrapping_sub(h.tsval) as i32) >= 0
-                    && (tsecr.wrapping_sub(h.tsecr) as i32) >= 0
+                SeqNumber(tsval).is_at_or_after(SeqNumber(h.tsval))
+                    && SeqNumber(tsecr).is_at_or_after(SeqNumber(h.tsecr))
                     && frame[opts.start..ts] == template[opts.start..ts]
                     && frame[ts + 8..opts.end] == template[ts + 8..opts.end]
             }

@@ -1,10 +1,14 @@
 //! Inbound merging: contiguous in-order segments of a bulk flow become one
 //! segment of up to the inner MSS.
 //!
-//! - [`policy`]: what is held, how long, and when it is sent (bulk
-//!   detection, flushes, the hold deadline, memory pressure).
+//! - [`decide`]: whether a segment joins a hold or passes on, and the one
+//!   reason why not (bulk detection, PSH, control flags, order, checksum);
+//!   the flow's merge state ([`decide::MergeState`]).
 //! - [`held`]: one inner segment being filled, copied into place once and
 //!   finished with header work only.
+//!
+//! The engine carries the decision out: `engine/inbound.rs` fills holds,
+//! `engine/hold.rs` starts, sends and bounds them.
 
+pub(crate) mod decide;
 pub(crate) mod held;
-mod policy;

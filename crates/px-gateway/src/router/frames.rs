@@ -9,6 +9,9 @@ use px_wire::ipv4::{self, Ipv4Packet};
 /// Writes fragment `off..off+len` of the IPv4 packet in `frame` into `out`
 /// and returns its length. `first` fragments keep all options; later ones
 /// only those with the copied flag (`later_opts`).
+/// An option-less IPv4 header's length.
+const MIN: usize = ipv4::MIN_HEADER_LEN;
+
 pub(crate) fn write_fragment(
     frame: &[u8],
     info: &FrameInfo,
@@ -21,10 +24,10 @@ pub(crate) fn write_fragment(
     let orig = Ipv4Packet::new_unchecked(&frame[info.l3..info.end]);
     let hl_first = info.ip_header_len();
     let (hl, opts): (usize, &[u8]) =
-        if off == 0 { (hl_first, &frame[info.l3 + 20..info.l4]) } else { (20 + later_opts.len(), later_opts) };
+        if off == 0 { (hl_first, &frame[info.l3 + MIN..info.l4]) } else { (MIN + later_opts.len(), later_opts) };
     out[..info.l3].copy_from_slice(&frame[..info.l3]);
-    out[info.l3..info.l3 + 20].copy_from_slice(&frame[info.l3..info.l3 + 20]);
-    out[info.l3 + 20..info.l3 + hl].copy_from_slice(opts);
+    out[info.l3..info.l3 + MIN].copy_from_slice(&frame[info.l3..info.l3 + MIN]);
+    out[info.l3 + MIN..info.l3 + hl].copy_from_slice(opts);
     let data = &frame[info.l4 + off..info.l4 + off + len];
     out[info.l3 + hl..info.l3 + hl + len].copy_from_slice(data);
     let mut ip = Ipv4Packet::new_unchecked(&mut out[info.l3..info.l3 + hl + len]);
@@ -37,7 +40,7 @@ pub(crate) fn write_fragment(
 
 /// Copied options for non-first fragments.
 pub(crate) fn later_options(frame: &[u8], info: &FrameInfo, out: &mut [u8; 40]) -> usize {
-    ipv4::options_for_fragments(&frame[info.l3 + 20..info.l4], out)
+    ipv4::options_for_fragments(&frame[info.l3 + ipv4::MIN_HEADER_LEN..info.l4], out)
 }
 
 /// Builds, into `out`, the frame of an ICMP "too big" error about the

@@ -5,174 +5,26 @@
 //! next-hop MTU, RFC 4443 "packet too big"), rate-limited (RFC 1812
 //! §4.3.2.8, RFC 4443 §2.4(f)) and only where RFC 1812 §4.3.2.7 / RFC 4443
 //! §2.4(e) allow one. ICMP errors from either side teach the engine path
-//! MTUs once validated (`learn`, kept in `crate::pmtu`).
+//! MTUs once validated (kept in `crate::pmtu`).
 //!
 //! IEEE 802.1D link-local control frames are not passed on (see
 //! [`link_local_control`]).
 //!
 //! - [`frames`]: writing fragments and ICMP errors.
 //! - [`answer`]: which packets may be answered with an ICMP error.
-//! - [`learn`]: RFC 5927 validation of "too big" errors, and the per-flow
-//!   sequence windows it needs.
+//! - RFC 5927 validation of "too big" errors: the engine's `learn.rs`
+//!   (it needs the flows); the per-flow sequence windows are kept by
+//!   `crate::conntrack`.
 //! - [`limit`]: the ICMP rate limit.
 
-mod answer;
-mod frames;
-pub(crate) mod learn;
+pub(crate) mod answer;
+pub(crate) mod frames;
 pub(crate) mod limit;
 
-use core::net::IpAddr;
-use std::time::Instant;
-
-use px_wire::offload::{Checksum, PacketMeta};
-use px_wire::udp::UdpDatagram;
-use px_wire::{FrameInfo, IpVersion, Transport};
-
-use crate::buf::{Transmit, Verdict};
-use crate::counters::DropReason;
-use crate::engine::Engine;
-use crate::port::Port;
-
-impl Engine {
-    /// Everything that is not TCP: learns path MTUs from ICMP, hands UDP to
-    /// the caravans, and forwards the rest as a router would (fragments, or
-    /// an ICMP error and a drop when too big).
-    pub(crate) fn route_non_tcp(
-        &mut self,
-        now: Instant,
-        from: Port,
-        frame: &mut [u8],
-        info: &FrameInfo,
-        meta: PacketMeta,
-    ) -> Verdict {
-        if info.transport == Transport::Icmp && self.learn_pmtu(now, from, frame, info) {
-            // A "too big" about TCP: the gateway's own (`learn`).
-            return Verdict::Consumed;
-        }
-        if matches!(meta.csum, Checksum::Partial { .. }) {
-            complete_partial_udp(frame, info);
-        }
-        if let Some(v) = self.caravan_udp(now, from, frame, info, meta) {
-            return v;
-        }
-        self.route_sized(now, from, frame, info)
-    }
-
-    /// Forwards a packet from `from` as it is if the egress takes it;
-    /// otherwise as a router would: IPv4 without DF fragmented, anything
-    /// else dropped with an ICMP error back to its source.
-    pub(crate) fn route_sized(&mut self, now: Instant, from: Port, frame: &mut [u8], info: &FrameInfo) -> Verdict {
-        let to = from.other();
-        let mtu = self.egress_mtu(now, to, info.dst) as usize;
-        if info.ip_len() <= mtu {
-            return self.forward(to, info.end, PacketMeta::PLAIN);
-        }
-        match info.version {
-            IpVersion::V4 if !info.dont_frag => self.fragment(to, frame, info, mtu),
-            IpVersion::V4 => {
-                self.too_big(now, from, frame, info, mtu as u16);
-                self.drop(DropReason::TooBigDf)
-            }
-            IpVersion::V6 => {
-                self.too_big(now, from, frame, info, mtu as u16);
-                self.drop(DropReason::TooBigV6)
-            }
-        }
-    }
-
-    /// The configured MTU of a port (without learned path MTUs).
-    pub(crate) fn egress_limit(&self, to: Port) -> u16 {
-        match to {
-            Port::Inner => self.cfg.imtu,
-            Port::Outer => self.cfg.emtu,
-        }
-    }
-
-    /// The MTU toward `dst` through `to`: the port's, or a smaller path MTU
-    /// learned for that direction.
-    #[inline]
-    pub(crate) fn egress_mtu(&self, now: Instant, to: Port, dst: IpAddr) -> u16 {
-        let limit = self.egress_limit(to);
-        self.pmtu.get(to, dst, now).map_or(limit, |m| m.min(limit))
-    }
-
-    /// Fragments a received packet to `mtu` toward `to` (RFC 791 §3.2), or
-    /// drops it if no fragment could carry data.
-    pub(crate) fn fragment(&mut self, to: Port, frame: &[u8], info: &FrameInfo, mtu: usize) -> Verdict {
-        if !self.write_fragments(to, frame, info, mtu) {
-            return self.drop(DropReason::TooBigUncuttable);
-        }
-        self.counters.fragmented_in += 1;
-        Verdict::Consumed
-    }
-
-    /// Queues the fragments of `frame` for `mtu` toward `to`, counted in
-    /// `fragments_out`. False, and nothing queued, if `mtu` leaves no room
-    /// for data after the headers.
-    pub(crate) fn write_fragments(&mut self, to: Port, frame: &[u8], info: &FrameInfo, mtu: usize) -> bool {
-        let mut later = [0u8; 40];
-        let later_len = frames::later_options(frame, info, &mut later);
-        let data_len = info.end - info.l4;
-        let first_room = (mtu - info.ip_header_len()) / 8 * 8;
-        let later_room = (mtu - 20 - later_len) / 8 * 8;
-        if first_room == 0 || later_room == 0 {
-            return false;
-        }
-        let mut off = 0;
-        while off < data_len {
-            let room = if off == 0 { first_room } else { later_room };
-            let n = room.min(data_len - off);
-            let mut buf = self.pool.get();
-            let end = frames::write_fragment(frame, info, off, n, off + n == data_len, &later[..later_len], &mut buf);
-            self.counters.fragments_out += 1;
-            self.queue(Transmit { port: to, buf, start: 0, end, meta: PacketMeta::PLAIN });
-            off += n;
-        }
-        true
-    }
-
-    pub(crate) fn too_big(&mut self, now: Instant, from: Port, frame: &[u8], info: &FrameInfo, mtu: u16) {
-        let have_source = match info.version {
-            IpVersion::V4 => self.cfg.icmp_source_v4.is_some(),
-            IpVersion::V6 => self.cfg.icmp_source_v6.is_some(),
-        };
-        if !have_source {
-            self.counters.icmp_no_source += 1;
-            return;
-        }
-        if !answer::may_answer_too_big(frame, info) {
-            self.counters.icmp_suppressed += 1;
-            return;
-        }
-        if !self.icmp.allow(now) {
-            self.counters.icmp_rate_limited += 1;
-            return;
-        }
-        let mut buf = self.pool.get();
-        let ident = self.icmp_ident;
-        if let Some(end) =
-            frames::write_too_big(frame, info, mtu, ident, self.cfg.icmp_source_v4, self.cfg.icmp_source_v6, &mut buf)
-        {
-            // Counting up and never zero (RFC 6864 §4.1: unique while it
-            // may be fragmented, DF being clear).
-            self.icmp_ident = ident.checked_add(1).unwrap_or(1);
-            self.counters.icmp_sent += 1;
-            self.queue(Transmit { port: from, buf, start: 0, end, meta: PacketMeta::PLAIN });
-        }
-    }
-}
-
-/// A UDP datagram whose checksum field holds only the pseudo-header sum
-/// (`CHECKSUM_PARTIAL`) is completed in place.
-fn complete_partial_udp(frame: &mut [u8], info: &FrameInfo) {
-    if info.fragment || !matches!(info.transport, Transport::Udp { .. }) {
-        return;
-    }
-    let pseudo = info.pseudo_header(frame, 17, info.end - info.l4);
-    if let Ok(mut u) = UdpDatagram::new_checked(&mut frame[info.l4..info.end]) {
-        u.fill_checksum(pseudo);
-    }
-}
+/// Linux `net.ipv4.route.min_pmtu`: the smallest IPv4 path MTU believed.
+pub(crate) const MIN_PMTU_V4: u16 = 552;
+/// RFC 8200 §5: every IPv6 link carries 1280 bytes.
+pub(crate) const MIN_PMTU_V6: u16 = 1280;
 
 /// Where an engine's ICMPv4 error identifications start: non-zero, and
 /// spread apart between the engines of one gateway (its workers share a

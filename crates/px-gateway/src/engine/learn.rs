@@ -67,44 +67,15 @@ use std::time::Instant;
 use px_wire::checksum::Sum;
 use px_wire::icmp::{self, IcmpMessage};
 use px_wire::ipv6::next_header;
-use px_wire::tcp::flags;
 use px_wire::{FrameInfo, IpVersion};
 
-use crate::engine::Engine;
+use super::Engine;
 use crate::flow::FlowKey;
 use crate::pmtu::Candidate;
 use crate::port::Port;
-use crate::segment::Seg;
-
-/// Linux `net.ipv4.route.min_pmtu`: the smallest IPv4 path MTU believed.
-pub(crate) const MIN_PMTU_V4: u16 = 552;
-/// RFC 8200 §5: every IPv6 link carries 1280 bytes.
-pub(crate) const MIN_PMTU_V6: u16 = 1280;
+use crate::router::{MIN_PMTU_V4, MIN_PMTU_V6};
 
 impl Engine {
-    /// Keeps the flow's sequence windows: `seg` arrived on `from`, so its
-    /// data goes toward the other port and its ACK acknowledges data that
-    /// went toward `from`.
-    #[inline]
-    pub(crate) fn track_seq(&mut self, idx: u32, from: Port, seg: &Seg) {
-        let Some(f) = self.flows.get_mut(idx) else { return };
-        let (data, acked) = match from {
-            Port::Inner => (&mut f.seq_out, &mut f.seq_in),
-            Port::Outer => (&mut f.seq_in, &mut f.seq_out),
-        };
-        let len = seg.seq_len();
-        if len > 0 {
-            if seg.has(flags::SYN) {
-                // A new initial sequence number.
-                *data = Default::default();
-            }
-            data.on_data(seg.seq, seg.seq.wrapping_add(len));
-        }
-        if seg.has(flags::ACK) {
-            acked.on_ack(seg.ack);
-        }
-    }
-
     /// An ICMP message that arrived on `from`: if it is a valid "too big"
     /// about a packet of ours toward `from`, the path MTU in that direction.
     /// Returns whether the message is a "too big" about TCP (checksum
@@ -166,14 +137,14 @@ impl Engine {
     /// Whether this engine carries the candidate's flow (`None` if not),
     /// and if so whether the quoted sequence number lies in its window;
     /// `false` without looking once the flow had its checks this second
-    /// ([`crate::pmtu::ICMP_CHECKS_PER_SEC`]).
+    /// ([`crate::conntrack::ICMP_CHECKS_PER_SEC`]).
     fn in_window(&mut self, c: &Candidate, now: Instant) -> Option<bool> {
         let f = self.flows.peek(&c.key).and_then(|i| self.flows.get_mut(i))?;
         Some(
-            f.icmp_checks.allow(now)
+            f.conn.windows.checks.allow(now)
                 && match c.to {
-                    Port::Outer => f.seq_out.contains(c.seq),
-                    Port::Inner => f.seq_in.contains(c.seq),
+                    Port::Outer => f.conn.windows.seq_out.contains(c.seq),
+                    Port::Inner => f.conn.windows.seq_in.contains(c.seq),
                 },
         )
     }

@@ -8,23 +8,50 @@
 //! 4. Call [`Engine::handle_timeout`] when [`Engine::poll_timeout`] passes,
 //!    and drain `poll_transmit` again.
 //! 5. Give sent buffers back with [`Engine::recycle`].
+//!
+//! This file holds the struct, the poll API, the dispatch of each frame to
+//! the child that handles its kind, and the flow table's upkeep. Each job
+//! is a child module adding to `impl Engine` (the only place that does):
+//! - [`inbound`]: TCP from outside, merged into inner-MSS segments;
+//!   [`hold`]: the life of a hold under its budget;
+//! - [`outbound`]: TCP from inside, and forwarding TCP either way (the
+//!   segment-size limit, GSO hand-off or software cut);
+//! - [`track`]: applying what a segment tells about its connection
+//!   (`crate::conntrack` decides), the SYN's MSS rewrite;
+//! - [`route`]: everything else, as a router; [`learn`]: path MTUs from
+//!   ICMP "too big", validated;
+//! - [`tunnel`]: offloaded frames cut back into the frames they were made
+//!   of; [`caravan`]: UDP packed into and out of PX-caravans.
+//!
+//! The leaves they use (`flow`, `conntrack`, `mss`, `merge`, `split`,
+//! `router`, `tunnel`, `caravan`, `pmtu`, `timer`, `buf`) never name the
+//! engine.
+
+mod caravan;
+mod hold;
+mod inbound;
+mod learn;
+mod outbound;
+mod route;
+mod track;
+mod tunnel;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use px_wire::checksum::Sum;
 use px_wire::ipv4::Ipv4Packet;
-use px_wire::offload::{Checksum, PacketMeta};
-use px_wire::tcp::flags;
+use px_wire::offload::{Checksum, PacketMeta, complete_partial};
+use px_wire::tcp;
 use px_wire::{FrameInfo, IpVersion};
 
+use self::hold::HoldBudget;
 use crate::buf::{HEADROOM, Pool, Transmit, Verdict};
 use crate::caravan::open::{Caravans, SendReason};
 use crate::config::{Config, ConfigError};
+use crate::conntrack::HandshakeMemory;
 use crate::counters::{Counters, DropReason, FlushReason};
 use crate::flow::{FlowKey, FlowTable};
-use crate::mss::{HandshakeMemory, Track};
 use crate::pmtu::{PmtuReplica, SharedPmtu};
 use crate::port::Port;
 use crate::router::limit::IcmpLimiter;
@@ -35,14 +62,13 @@ use crate::timer::{Deadlines, Timer};
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
 /// The MTU-translating engine for one worker. Its behaviour lives by job in
-/// the modules beside it (`merge`, `split`, `mss`, `caravan`, `router`);
-/// this file holds the dispatch and the poll API.
+/// this module's children (module docs).
 #[derive(Debug)]
 pub struct Engine {
     pub(crate) cfg: Config,
     pub(crate) flows: FlowTable,
     pub(crate) pmtu: PmtuReplica,
-    /// What handshakes said, past their flow entries (`crate::mss`).
+    /// What handshakes said, past their flow entries (`crate::conntrack`).
     pub(crate) handshakes: HandshakeMemory,
     pub(crate) icmp: IcmpLimiter,
     /// IP identification of the next ICMPv4 error the engine sends.
@@ -51,11 +77,8 @@ pub struct Engine {
     out: VecDeque<Transmit>,
     /// Deadlines of TCP holds and open caravans, in deadline order.
     pub(crate) deadlines: Deadlines,
-    /// Buffer capacity reserved by live holds, bounded by `max_held_bytes`.
-    pub(crate) held_reserved: usize,
-    /// Payload bytes in live holds.
-    pub(crate) held_bytes: usize,
-    pub(crate) next_hold_id: u64,
+    /// What live holds take, bounded by `max_held_bytes`.
+    pub(crate) holds: HoldBudget,
     /// When idle flows are next looked for (one comparison per packet).
     next_housekeeping: Option<Instant>,
     pub(crate) counters: Counters,
@@ -86,9 +109,7 @@ impl Engine {
             pool: Pool::new(buf_size, 4096),
             out: VecDeque::new(),
             deadlines: Deadlines::default(),
-            held_reserved: 0,
-            held_bytes: 0,
-            next_hold_id: 1,
+            holds: HoldBudget::default(),
             next_housekeeping: None,
             counters: Counters::default(),
             caravans: Caravans::new(),
@@ -132,7 +153,7 @@ impl Engine {
 
     /// Payload bytes held now.
     pub fn held_bytes(&self) -> usize {
-        self.held_bytes
+        self.holds.bytes
     }
 
     /// The next frame to send, in order.
@@ -235,9 +256,13 @@ impl Engine {
         let seg = Seg::parse(frame, info);
         let v = match &seg {
             Some(seg) => {
-                let known_sum = complete_partial_checksum(frame, seg, meta.csum);
+                if matches!(meta.csum, Checksum::Partial { .. }) {
+                    // At the TCP header's own field, whatever the metadata says.
+                    let at = Checksum::Partial { start: info.l4 as u16, offset: tcp::field::CHECKSUM.start as u16 };
+                    let _ = complete_partial(&mut frame[..info.end], at);
+                }
                 match from {
-                    Port::Outer => self.inbound_tcp(now, frame, seg, meta, known_sum),
+                    Port::Outer => self.inbound_tcp(now, frame, seg, meta),
                     Port::Inner => self.outbound_tcp(now, frame, seg, meta),
                 }
             }
@@ -254,42 +279,6 @@ impl Engine {
     pub fn handle_for_host(&mut self, from: Port, len: usize) -> Verdict {
         self.counters.count_rx(from, len);
         self.drop(DropReason::ForHost)
-    }
-
-    /// TCP from the inner port: the SYN's MSS clamped, then forwarded (cut
-    /// to the egress if larger). MD5/AO segments and SYNs that start no
-    /// connection pass untouched (`crate::mss`).
-    fn outbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: PacketMeta) -> Verdict {
-        let key = FlowKey::of_segment(seg, frame, Port::Inner);
-        let flow = if seg.has(flags::SYN) {
-            Some(self.flow_for(key, now))
-        } else {
-            match self.flows.peek(&key) {
-                Some(i) => Some(i),
-                // A connection returning after its entry was dropped (idle,
-                // evicted): it gets its handshake's MSSs and ECN mode back.
-                None if self.handshakes.holds(&key) => Some(self.flow_for(key, now)),
-                None => None,
-            }
-        };
-        let track = match flow {
-            Some(i) => self.track_tcp(i, frame, seg, Port::Inner, now),
-            None if seg.signed => Track::Signed,
-            None => Track::Plain,
-        };
-        if let Some(i) = flow {
-            self.track_seq(i, Port::Inner, seg);
-            if seg.has(flags::SYN) {
-                self.learn_ecn_mode(i, frame, seg);
-            }
-            if seg.payload_len() > 0 {
-                self.note_inner_data(i);
-            }
-        }
-        if track != Track::Plain {
-            return self.route_sized(now, Port::Inner, frame, seg.info);
-        }
-        self.forward_tcp(now, Port::Outer, frame, seg, meta, flow)
     }
 
     // ---- flows -------------------------------------------------------------
@@ -385,26 +374,12 @@ fn without_trailer(v: Verdict, ip_end: usize, frame_len: usize) -> Verdict {
     }
 }
 
-/// A TCP segment whose checksum field holds only the pseudo-header sum
-/// (`CHECKSUM_PARTIAL`) is completed in place, so that whatever leaves the
-/// engine carries a valid checksum. Returns the payload's sum when computed.
-fn complete_partial_checksum(frame: &mut [u8], seg: &Seg, csum: Checksum) -> Option<Sum> {
-    if !matches!(csum, Checksum::Partial { .. }) {
-        return None;
-    }
-    let payload = Sum::of(&frame[seg.payload_start()..seg.info.end]);
-    let l4 = seg.info.l4;
-    frame[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
-    let c = seg.pseudo(frame, seg.info.end - l4).plus(seg.header_sum(frame)).plus(payload).checksum();
-    frame[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
-    Some(payload)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_frames::{L2, Tcp, l4_checksum_ok, udp};
     use px_wire::checksum;
+    use px_wire::tcp::flags;
 
     const MSS: usize = 1448;
 

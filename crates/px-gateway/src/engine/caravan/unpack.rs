@@ -13,8 +13,8 @@ use px_wire::offload::{Checksum, PacketMeta};
 use px_wire::udp::UdpDatagram;
 use px_wire::{FrameInfo, IpVersion};
 
-use super::ip::{pseudo, set_ip_header};
 use crate::buf::{Transmit, Verdict};
+use crate::caravan::ip::{pseudo, set_ip_header};
 use crate::counters::DropReason;
 use crate::engine::Engine;
 use crate::port::Port;

@@ -4,15 +4,17 @@
 
 use std::time::Instant;
 
+use px_wire::at;
 use px_wire::checksum::{self, Sum};
 use px_wire::ipv4::Ipv4Packet;
 use px_wire::offload::{Checksum, PacketMeta};
 use px_wire::udp;
+use px_wire::udp::UdpDatagram;
 use px_wire::{FrameInfo, IpVersion};
 
-use super::ip::{pseudo, pseudo_of, set_ip_header};
-use super::open::{Open, SendReason, append, same_headers};
 use crate::buf::{Transmit, Verdict};
+use crate::caravan::ip::{pseudo, pseudo_of, set_ip_header};
+use crate::caravan::open::{Open, SendReason, append, same_headers};
 use crate::engine::Engine;
 use crate::flow::FlowKey;
 use crate::port::Port;
@@ -42,7 +44,7 @@ impl Engine {
             IpVersion::V4 => Ipv4Packet::new_unchecked(&frame[info.l3..info.l4]).ident(),
             IpVersion::V6 => 0,
         };
-        let csum = u16::from_be_bytes([frame[info.l4 + 6], frame[info.l4 + 7]]);
+        let csum = UdpDatagram::new_unchecked(&frame[info.l4..info.end]).checksum();
         let ps = pseudo(info, rec_len);
         let verify = meta.csum == Checksum::Unknown && self.cfg.verify_checksums && csum != 0;
         if verify && checksum::fold(ps.plus(Sum::of(&frame[info.l4..info.end]))) != 0xffff {
@@ -142,7 +144,7 @@ impl Engine {
             if sum == 0 {
                 sum = 0xffff;
             }
-            o.buf[l4 + 6..l4 + 8].copy_from_slice(&sum.to_be_bytes());
+            o.buf[at(l4, udp::field::CHECKSUM)].copy_from_slice(&sum.to_be_bytes());
             o.end
         };
         self.counters.hold.record(now.saturating_duration_since(o.since).as_micros() as u64);
