@@ -5,10 +5,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use px_bench::vs_dpdk::Spread;
+use px_bench::vs_dpdk::{Spread, compare};
 use px_bench::{BenchConfig, RunResult, TraceConfig, run_once, yield_comparison};
 use px_gateway::Config;
 use px_wire::offload::Checksum;
+
+/// Exit status of `--vs dpdk` when the DPDK side could not run (as
+/// `bench/dpdk/build.sh`).
+const EXIT_DPDK_ABSENT: u8 = 3;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -49,75 +53,75 @@ pub enum PshArg {
 pub struct EngineArgs {
     /// Bulk flows in the trace (the paper: 800 iPerf flows).
     #[arg(long, default_value_t = 800, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub(crate) flows: u32,
+    flows: u32,
     /// Inbound packets (1448-byte segments) per run.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1000..=100_000_000))]
-    pub(crate) packets: u64,
+    packets: u64,
     /// Outbound packets (8948-byte segments) per run.
     #[arg(long, default_value_t = 150_000, value_parser = clap::value_parser!(u64).range(100..=10_000_000))]
-    pub(crate) split_packets: u64,
+    split_packets: u64,
     /// Lowest and highest per-flow rate in Gbps (each flow draws one).
     #[arg(long, default_value_t = 1.0)]
-    pub(crate) rate_min: f64,
+    rate_min: f64,
     #[arg(long, default_value_t = 2.0)]
-    pub(crate) rate_max: f64,
+    rate_max: f64,
     /// Application write size in bytes; PSH ends each write (iperf3: 128 KiB).
     #[arg(long, default_value_t = 131_072, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
-    pub(crate) write_size: u64,
+    write_size: u64,
     /// Share of input packets from small flows (0..1). Small flows are
     /// never merged, so each of their packets is also an output packet: at 2 %
     /// of the input they are ~12 % of what leaves, and the yield then measures
     /// the mix more than the merge. 0.5 % keeps the workload bulk-dominated,
     /// like the paper's 800 iPerf flows (which have none).
     #[arg(long, default_value_t = 0.005)]
-    pub(crate) small_share: f64,
+    small_share: f64,
     /// Merge timeout in microseconds (default: the engine's default).
     #[arg(long)]
-    pub(crate) merge_timeout_us: Option<u64>,
+    merge_timeout_us: Option<u64>,
     /// What PSH does to held data: adaptive (default: per flow, docs/merge.md),
     /// flush (at once, the first round's rule) or hold (PSH always rides).
     /// The yield with flush and with `--small-share 0` is reported beside.
     #[arg(long, value_enum, default_value_t = PshArg::Adaptive)]
-    pub(crate) psh: PshArg,
+    psh: PshArg,
     /// Inner and outer MTU.
     #[arg(long, default_value_t = 9000)]
-    pub(crate) imtu: u16,
+    imtu: u16,
     #[arg(long, default_value_t = 1500)]
-    pub(crate) emtu: u16,
+    emtu: u16,
     /// How received checksums arrive.
     #[arg(long, value_enum, default_value_t = CsumArg::Verified)]
-    pub(crate) rx_csum: CsumArg,
+    rx_csum: CsumArg,
     /// Runs; the table shows the median and the range.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
-    pub(crate) runs: u32,
+    runs: u32,
     /// Frames are generated in chunks of this many KiB just before the engine
     /// (and the memcpy reference) read them, so that they sit in the CPU
     /// cache as frames DMA'd by a NIC with DDIO do. Larger than the last-level
     /// cache measures reads from DRAM instead.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=4 << 20))]
-    pub(crate) chunk_kib: u64,
+    chunk_kib: u64,
     /// Seed of the trace.
     #[arg(long, default_value_t = 1)]
-    pub(crate) seed: u64,
+    seed: u64,
     /// Print one JSON object instead of the table.
     #[arg(long)]
-    pub(crate) json: bool,
+    json: bool,
     /// Run a reference beside the engine on the same frames, alternating
     /// run by run on one core. With `dpdk`, the whole trace is held in memory
     /// (the harness reads pcaps): at most 300 000 inbound and 30 000 outbound
     /// packets are used.
     #[arg(long, value_enum)]
-    pub(crate) vs: Option<VsArg>,
+    vs: Option<VsArg>,
     /// The CPU both sides run on with `--vs` (default: the last one).
     #[arg(long)]
-    pub(crate) cpu: Option<usize>,
+    cpu: Option<usize>,
     /// Scaling instead of the one-core table: the trace's flows divided among
     /// this many threads (each its own engine, as RSS divides flows among
     /// gateway workers), pinned to CPUs 0..N-1, against the same work on one
     /// thread in the same run; merge and software split. Each thread's share
     /// runs exactly what the one-core bench runs; the N-thread figure is the sum of the threads' rates.
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..=256))]
-    pub(crate) threads: Option<u32>,
+    threads: Option<u32>,
 }
 
 pub fn run(cmd: BenchCommand) -> Result<ExitCode, String> {
@@ -174,7 +178,7 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
         chunk_bytes: a.chunk_kib as usize * 1024,
     };
     if a.vs == Some(VsArg::Dpdk) {
-        return super::bench_dpdk::run(&a, &cfg);
+        return vs_dpdk(&a, &cfg);
     }
     if let Some(n) = a.threads {
         return engine_scaling(&a, &cfg, n as usize);
@@ -268,6 +272,23 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
     let flushes: Vec<String> = last.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
     println!("\n  early flushes (last run): {}", if flushes.is_empty() { "none".into() } else { flushes.join(", ") });
     Ok(ExitCode::SUCCESS)
+}
+
+/// `px bench engine --vs dpdk` ([`px_bench::vs_dpdk::compare`]).
+fn vs_dpdk(a: &EngineArgs, cfg: &BenchConfig) -> Result<ExitCode, String> {
+    let cpu = a.cpu.unwrap_or_else(px_lab::exp::cpu::rx_cpu);
+    let say = |m: &str| {
+        if !a.json {
+            eprintln!("px bench engine --vs dpdk: {m}");
+        }
+    };
+    let c = compare::run(cfg, a.runs, cpu, &px_lab::exp::cpu::pin_current_thread, &say).map_err(|e| e.to_string())?;
+    if a.json {
+        println!("{}", c.json());
+    } else {
+        print!("{}", c.table());
+    }
+    Ok(if c.dpdk_ran() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_DPDK_ABSENT) })
 }
 
 /// `px bench engine --threads N`: merge and split on one thread and on N.
