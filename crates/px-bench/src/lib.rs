@@ -1,8 +1,11 @@
 //! `px-bench`: reproducible synthetic traces and the engine benchmark
-//! behind `px bench engine`.
+//! behind `px bench engine` (with `--vs dpdk`: [`vs_dpdk::compare`]), and
+//! the trace replay `px bench gateway` sends over px-lab's links
+//! ([`replay`]).
 
 mod drive;
 pub mod engine_bench;
+pub mod replay;
 pub mod scaling;
 pub mod trace;
 pub mod udp_trace;
