@@ -6,6 +6,7 @@
 mod drive;
 pub mod engine_bench;
 pub mod replay;
+pub mod report;
 pub mod scaling;
 pub mod trace;
 pub mod udp_trace;
@@ -14,4 +15,5 @@ pub mod vs_dpdk;
 pub use engine_bench::{
     BenchConfig, RunResult, YieldComparison, YieldResult, inbound_yield, run_once, yield_comparison,
 };
+pub use report::{EngineReport, ScalingReport};
 pub use trace::{Direction, Trace, TraceConfig};

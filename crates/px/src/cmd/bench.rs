@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use px_bench::vs_dpdk::{Spread, compare};
-use px_bench::{BenchConfig, RunResult, TraceConfig, run_once, yield_comparison};
+use px_bench::vs_dpdk::compare;
+use px_bench::{BenchConfig, EngineReport, ScalingReport, TraceConfig};
 use px_gateway::Config;
 use px_wire::offload::Checksum;
 
@@ -183,8 +183,7 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
     if let Some(n) = a.threads {
         return engine_scaling(&a, &cfg, n as usize);
     }
-    let mut runs: Vec<RunResult> = Vec::new();
-    for i in 0..a.runs {
+    let r = EngineReport::measure(&cfg, a.runs, &|i| {
         if !a.json {
             eprintln!(
                 "px bench engine: run {}/{} ({} inbound + {} outbound packets)…",
@@ -194,83 +193,12 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
                 a.split_packets
             );
         }
-        runs.push(run_once(&cfg));
-    }
-    // Yield and hold are functions of the trace (trace time, not wall
-    // time): one untimed replay each gives the comparisons issue 11 asks for.
-    let cmp = yield_comparison(&cfg);
-    let med = |f: &dyn Fn(&RunResult) -> f64| {
-        let s = Spread::of(runs.iter().map(f).collect());
-        (s.median, s.min, s.max)
-    };
-    type Metric = (&'static str, &'static str, fn(&RunResult) -> f64);
-    let metrics: [Metric; 12] = [
-        ("merge_gbps", "merge throughput (TCP payload, Gbps)", |r| r.merge_gbps),
-        ("merge_mpps", "merge packet rate (Mpps in)", |r| r.merge_mpps),
-        ("split_gbps", "split throughput, software (Gbps)", |r| r.split_gbps),
-        ("split_mpps", "split packet rate (Mpps in)", |r| r.split_mpps),
-        ("split_gso_gbps", "split throughput, GSO hand-off (Gbps)", |r| r.split_gso_gbps),
-        ("memcpy_gbps", "memcpy of the same payload (Gbps)", |r| r.memcpy_gbps),
-        ("merge_vs_memcpy", "merge / memcpy", |r| r.merge_gbps / r.memcpy_gbps),
-        ("yield", "conversion yield", |r| r.yield_),
-        ("yield_ceiling", "yield ceiling if PSH flushed (PSH, small flows)", |r| r.yield_ceiling),
-        ("caravan_gbps", "UDP caravan packing (payload Gbps)", |r| r.caravan_gbps),
-        ("caravan_yield", "caravan yield (share sent full)", |r| r.caravan_yield),
-        ("hold_p99_us", "hold time p99 (µs, trace time)", |r| r.hold_p99_us as f64),
-    ];
+    });
     if a.json {
-        let mut obj = serde_json::Map::new();
-        for (k, _, f) in &metrics {
-            obj.insert((*k).into(), serde_json::json!(med(f).0));
-        }
-        obj.insert("hold_p50_us".into(), serde_json::json!(med(&|r: &RunResult| r.hold_p50_us as f64).0));
-        obj.insert("yield_small_share_0".into(), serde_json::json!(cmp.small_share_0.yield_));
-        obj.insert("yield_flush_policy".into(), serde_json::json!(cmp.flush_policy.yield_));
-        obj.insert("hold_p99_us_flush_policy".into(), serde_json::json!(cmp.flush_policy.hold_p99_us));
-        obj.insert(
-            "setup".into(),
-            serde_json::json!({
-                "cores": 1, "flows": a.flows, "inbound_packets": a.packets, "outbound_packets": a.split_packets,
-                "segment_in": a.emtu - 52, "segment_out": a.imtu - 52, "imtu": a.imtu, "emtu": a.emtu,
-                "merge_timeout_us": cfg.engine.merge_timeout.as_micros() as u64, "write_size": a.write_size,
-                "small_share": a.small_share, "rate_gbps": [a.rate_min, a.rate_max], "chunk_kib": a.chunk_kib,
-                "rx_csum": format!("{:?}", a.rx_csum).to_lowercase(), "psh": format!("{:?}", a.psh).to_lowercase(), "runs": a.runs, "seed": a.seed,
-                "statistic": "median over runs"
-            }),
-        );
-        obj.insert("runs".into(), serde_json::to_value(&runs).map_err(|e| e.to_string())?);
-        println!("{}", serde_json::Value::Object(obj));
-        return Ok(ExitCode::SUCCESS);
+        println!("{}", r.json());
+    } else {
+        print!("{}", r.table());
     }
-    println!(
-        "px bench engine — 1 core, {} flows, {} B segments in / {} B out, iMTU {} / eMTU {}, merge timeout {} µs,\n\
-         writes of {} B (PSH each, PSH {:?}), {:.1} % small-flow packets, rx checksums {:?}, {} run(s): median [min – max]\n",
-        a.flows,
-        a.emtu - 52,
-        a.imtu - 52,
-        a.imtu,
-        a.emtu,
-        cfg.engine.merge_timeout.as_micros(),
-        a.write_size,
-        a.psh,
-        a.small_share * 100.0,
-        a.rx_csum,
-        a.runs
-    );
-    for (_, label, f) in &metrics {
-        let (m, lo, hi) = med(f);
-        println!("  {label:<48} {m:>9.3}   [{lo:.3} – {hi:.3}]");
-    }
-    println!(
-        "  {:<48} {:>9.3}\n  {:<48} {:>9.3}",
-        "conversion yield, same trace with --small-share 0",
-        cmp.small_share_0.yield_,
-        "conversion yield, same trace with --psh flush",
-        cmp.flush_policy.yield_
-    );
-    let last = runs.last().map(|r| r.flushes.clone()).unwrap_or_default();
-    let flushes: Vec<String> = last.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
-    println!("\n  early flushes (last run): {}", if flushes.is_empty() { "none".into() } else { flushes.join(", ") });
     Ok(ExitCode::SUCCESS)
 }
 
@@ -309,49 +237,12 @@ fn engine_scaling(a: &EngineArgs, cfg: &BenchConfig, n: usize) -> Result<ExitCod
         }
         runs.push(px_bench::scaling::scaling(cfg, n, &pin));
     }
-    type Metric = (&'static str, &'static str, fn(&px_bench::scaling::ScalingResult) -> f64);
-    let metrics: [Metric; 6] = [
-        ("merge_gbps_1", "merge, 1 thread (Gbps)", |r| r.merge_gbps_1),
-        ("merge_gbps_n", "merge, N threads (Gbps, all together)", |r| r.merge_gbps_n),
-        ("merge_scaling", "merge scaling (N threads / 1)", |r| r.merge_scaling()),
-        ("split_gbps_1", "split (software), 1 thread (Gbps)", |r| r.split_gbps_1),
-        ("split_gbps_n", "split (software), N threads (Gbps)", |r| r.split_gbps_n),
-        ("split_scaling", "split scaling (N threads / 1)", |r| r.split_scaling()),
-    ];
-    let med = |f: &dyn Fn(&px_bench::scaling::ScalingResult) -> f64| {
-        let s = Spread::of(runs.iter().map(f).collect());
-        (s.median, s.min, s.max)
-    };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let r = ScalingReport { cfg: cfg.clone(), threads: n, runs, loadavg: load.trim().to_owned() };
     if a.json {
-        let mut obj = serde_json::Map::new();
-        for (k, _, f) in &metrics {
-            let (m, lo, hi) = med(f);
-            obj.insert((*k).into(), serde_json::json!(m));
-            obj.insert(format!("{k}_range"), serde_json::json!([lo, hi]));
-        }
-        obj.insert(
-            "setup".into(),
-            serde_json::json!({
-                "threads": n, "cpus": (0..n).collect::<Vec<_>>(), "flows": a.flows, "inbound_packets": a.packets,
-                "outbound_packets": a.split_packets, "runs": a.runs, "statistic": "median over runs",
-                "loadavg": load.trim(),
-            }),
-        );
-        println!("{}", serde_json::Value::Object(obj));
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "px bench engine --threads {n} — {} flows divided among {n} threads (CPUs 0..{}), the same work on 1 thread \
-         as the reference; {} run(s), load {}: median [min – max]\n",
-        a.flows,
-        n - 1,
-        a.runs,
-        load.trim()
-    );
-    for (_, label, f) in &metrics {
-        let (m, lo, hi) = med(f);
-        println!("  {label:<44} {m:>9.3}   [{lo:.3} – {hi:.3}]");
+        println!("{}", r.json());
+    } else {
+        print!("{}", r.table());
     }
     Ok(ExitCode::SUCCESS)
 }
