@@ -1,8 +1,12 @@
 //! `px-bench`: reproducible synthetic traces and the engine benchmark
-//! behind `px bench engine`.
+//! behind `px bench engine` (with `--vs dpdk`: [`vs_dpdk::compare`]), and
+//! the trace replay `px bench gateway` sends over px-lab's links
+//! ([`replay`]).
 
 mod drive;
 pub mod engine_bench;
+pub mod replay;
+pub mod report;
 pub mod scaling;
 pub mod trace;
 pub mod udp_trace;
@@ -11,4 +15,5 @@ pub mod vs_dpdk;
 pub use engine_bench::{
     BenchConfig, RunResult, YieldComparison, YieldResult, inbound_yield, run_once, yield_comparison,
 };
+pub use report::{EngineReport, ScalingReport};
 pub use trace::{Direction, Trace, TraceConfig};

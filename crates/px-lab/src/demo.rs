@@ -28,9 +28,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::exp::iperf::Iperf;
 use crate::gateway::GatewayProcess;
 use crate::line::{Addressing, LEFT_V4, Line, LineSpec};
-use crate::netns::LabChild;
 use crate::observe::{FrameObserver, FrameSizes};
 use crate::topology::NsId;
 
@@ -185,8 +185,8 @@ fn lab_err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// One iperf3 run; with `observe`, frame observers count what crosses both
-/// links (and cost the hosts a copy of every frame).
+/// One iperf3 run ([`Iperf`]); with `observe`, frame observers count what
+/// crosses both links (and cost the hosts a copy of every frame).
 #[allow(clippy::too_many_arguments)]
 fn iperf(
     lab: &Line,
@@ -198,46 +198,32 @@ fn iperf(
     flows: u64,
     observe: bool,
 ) -> Result<Run, String> {
-    let (server_ns, client_ns, bnet) = (lab.topo.ns(to), lab.topo.ns(from), lab.right_ns());
+    let bnet = lab.right_ns();
     let [legacy_dev, _, _, bnet_dev] = lab.spec.devs;
-    let p = port.to_string();
-    let mut server = server_ns.command("iperf3");
-    server.args(["-s", "-1", "-p", &p]).stdout(Stdio::null()).stderr(Stdio::null());
-    let server = LabChild::spawn(&mut server).map_err(lab_err)?;
-    std::thread::sleep(Duration::from_millis(300));
-    let observers = if observe {
-        Some((
-            FrameObserver::start(lab.left_ns(), legacy_dev).map_err(lab_err)?,
-            FrameObserver::start(bnet, bnet_dev).map_err(lab_err)?,
-        ))
-    } else {
-        None
+    let run = Iperf {
+        server: lab.topo.ns(to),
+        client: lab.topo.ns(from),
+        addr: to_addr,
+        port,
+        seconds,
+        flows,
+        server_cpu: None,
+        client_cpu: None,
+        mss: None,
+        cc: None,
     };
-    let mut client = client_ns.command("iperf3");
-    client
-        .args(["-c", to_addr, "-p", &p, "-J", "-t", &seconds.to_string(), "-P", &flows.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let client = LabChild::spawn(&mut client).map_err(lab_err)?;
-    std::thread::sleep(Duration::from_millis(seconds * 500));
-    let ss = bnet.exec("ss", &["-tinH", "state", "established"]).unwrap_or_default();
-    let out = client.wait_with_output().map_err(lab_err)?;
+    let observers = || -> Result<_, String> {
+        if !observe {
+            return Ok(None);
+        }
+        let legacy = FrameObserver::start(lab.left_ns(), legacy_dev).map_err(lab_err)?;
+        Ok(Some((legacy, FrameObserver::start(bnet, bnet_dev).map_err(lab_err)?)))
+    };
+    let ss = || bnet.exec("ss", &["-tinH", "state", "established"]).unwrap_or_default();
+    let (r, observers, ss) = run.run_with(observers, ss)?;
     let (legacy_link, bnet_link) = observers.map(|(l, b)| (l.stop(), b.stop())).unwrap_or_default();
-    drop(server);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (gbps, retransmits, sender_mss) = parse_iperf3(&text)
-        .ok_or_else(|| format!("iperf3 gave no result: {}", String::from_utf8_lossy(&out.stderr)))?;
-    Ok(Run { gbps, retransmits, legacy_link, bnet_link, sender_mss, bnet_mss: parse_ss_mss(&ss, &p) })
-}
-
-/// Received throughput (Gbps), sender retransmits and the sender's MSS from
-/// `iperf3 -J` output.
-pub(crate) fn parse_iperf3(json: &str) -> Option<(f64, u64, Option<u32>)> {
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    let bps = v["end"]["sum_received"]["bits_per_second"].as_f64()?;
-    let retr = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
-    let mss = v["start"]["tcp_mss_default"].as_u64().map(|m| m as u32);
-    Some((bps / 1e9, retr, mss))
+    let bnet_mss = parse_ss_mss(&ss, &port.to_string());
+    Ok(Run { gbps: r.gbps, retransmits: r.retransmits, legacy_link, bnet_link, sender_mss: r.sender_mss, bnet_mss })
 }
 
 /// `mss:` and `rcvmss:` of the data connection on `port` in `ss -tinH`
@@ -333,7 +319,7 @@ fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Resul
         let (server, client, server_cpu, client_cpu, to) =
             if inbound { (bnet, legacy, bcpu, REST_CPU, addr) } else { (legacy, bnet, REST_CPU, bcpu, LEGACY_ADDR) };
         let t0 = CpuTimes::now();
-        let run = crate::exp::iperf::Iperf {
+        let run = Iperf {
             server,
             client,
             addr: to,
@@ -523,13 +509,6 @@ pub fn down() -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn iperf3_json() {
-        let j = r#"{"start":{"tcp_mss_default":1448},"end":{"sum_sent":{"retransmits":3},"sum_received":{"bits_per_second":7.5e9}}}"#;
-        assert_eq!(parse_iperf3(j), Some((7.5, 3, Some(1448))));
-        assert_eq!(parse_iperf3("{}"), None);
-    }
 
     #[test]
     fn ss_mss_picks_data_connection() {

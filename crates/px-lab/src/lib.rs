@@ -15,6 +15,8 @@
 //! - [`observe`]: counting frame sizes on a link from a host's namespace.
 //! - [`traffic`]: the bulk TCP generator that verifies every byte.
 //! - [`gateway`]: `px gateway` run as a lab process in a line's middle box.
+//! - [`gateway_bench`]: the experiment of `px bench gateway` (px-bench's
+//!   trace replayed through packet sockets: gateway vs Linux router).
 //! - [`demo`]: the experiment of `px lab demo` (gateway vs router, iperf3).
 //! - [`pmtud`], [`pmtud_compare`]: path-MTU lab paths and the comparison of
 //!   `px lab pmtud`.
@@ -30,6 +32,7 @@ pub mod demo;
 mod element;
 pub mod exp;
 pub mod gateway;
+pub mod gateway_bench;
 pub mod impair;
 pub mod line;
 pub mod link;

@@ -1,5 +1,7 @@
 //! iperf3 in the lab: a server in one namespace, a client in another,
-//! either pinned to a CPU, with the CPU time each process used.
+//! either pinned to a CPU, with the CPU time each process used. The one
+//! place that runs iperf3 and reads its output: the experiments and the
+//! demo call [`Iperf::run`] or [`Iperf::run_with`].
 //!
 //! The server runs until the client is done (not `-1`), so its
 //! `/proc/PID/stat` can be read after the transfer; both are lab children,
@@ -72,12 +74,25 @@ fn command(ns: &Netns, cpu: Option<usize>) -> std::process::Command {
 impl Iperf<'_> {
     /// Runs it; `Err` with iperf3's stderr if it gave no result.
     pub fn run(&self) -> Result<IperfRun, String> {
+        self.run_with(|| Ok(()), || ()).map(|(run, (), ())| run)
+    }
+
+    /// Runs it as [`Iperf::run`] does, and calls `ready` once the server
+    /// listens (before the client starts: frame observers) and `midway`
+    /// halfway through the client's run (a look at the live connections);
+    /// returns what they gave beside the result.
+    pub fn run_with<R, M>(
+        &self,
+        ready: impl FnOnce() -> Result<R, String>,
+        midway: impl FnOnce() -> M,
+    ) -> Result<(IperfRun, R, M), String> {
         let p = self.port.to_string();
         let mut server = command(self.server, self.server_cpu);
         server.args(["-s", "-p", &p]).stdout(Stdio::null()).stderr(Stdio::null());
         let server = LabChild::spawn(&mut server).map_err(|e| e.to_string())?;
         let spid = server.id().unwrap_or(0);
         std::thread::sleep(Duration::from_millis(300));
+        let ready = ready()?;
         let cpu0 = process_cpu_seconds(spid).unwrap_or(0.0);
         let mut client = command(self.client, self.client_cpu);
         client.args(["-c", self.addr, "-p", &p, "-J", "-t", &self.seconds.to_string(), "-P", &self.flows.to_string()]);
@@ -88,11 +103,15 @@ impl Iperf<'_> {
             client.args(["-C", cc]);
         }
         client.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let out = LabChild::spawn(&mut client).and_then(LabChild::wait_with_output).map_err(|e| e.to_string())?;
+        let client = LabChild::spawn(&mut client).map_err(|e| e.to_string())?;
+        // iperf3 -J prints once at the end: the pipe cannot fill meanwhile.
+        std::thread::sleep(Duration::from_millis(self.seconds * 500));
+        let midway = midway();
+        let out = client.wait_with_output().map_err(|e| e.to_string())?;
         let server_cpu_s = process_cpu_seconds(spid).unwrap_or(cpu0) - cpu0;
         drop(server);
         let text = String::from_utf8_lossy(&out.stdout);
-        let (gbps, retransmits, sender_mss) = crate::demo::parse_iperf3(&text).ok_or_else(|| {
+        let (gbps, retransmits, sender_mss) = parse_iperf3(&text).ok_or_else(|| {
             let err: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
             format!(
                 "iperf3 to {}:{} gave no result: {} {}",
@@ -108,6 +127,28 @@ impl Iperf<'_> {
         let host_pct = v["end"]["cpu_utilization_percent"]["host_total"].as_f64().unwrap_or(0.0);
         let duration = v["end"]["sum_sent"]["seconds"].as_f64().unwrap_or(self.seconds as f64);
         let client_cpu_s = host_pct / 100.0 * duration;
-        Ok(IperfRun { gbps, retransmits, sender_mss, server_cpu_s, client_cpu_s, congestion })
+        Ok((IperfRun { gbps, retransmits, sender_mss, server_cpu_s, client_cpu_s, congestion }, ready, midway))
+    }
+}
+
+/// Received throughput (Gbps), sender retransmits and the sender's MSS from
+/// `iperf3 -J` output.
+fn parse_iperf3(json: &str) -> Option<(f64, u64, Option<u32>)> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let bps = v["end"]["sum_received"]["bits_per_second"].as_f64()?;
+    let retr = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    let mss = v["start"]["tcp_mss_default"].as_u64().map(|m| m as u32);
+    Some((bps / 1e9, retr, mss))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iperf3_json() {
+        let j = r#"{"start":{"tcp_mss_default":1448},"end":{"sum_sent":{"retransmits":3},"sum_received":{"bits_per_second":7.5e9}}}"#;
+        assert_eq!(parse_iperf3(j), Some((7.5, 3, Some(1448))));
+        assert_eq!(parse_iperf3("{}"), None);
     }
 }

@@ -1,5 +1,6 @@
 //! The experiments: each a library function from a parameter struct to a
-//! serde-serializable result, plus an SVG rendering of that result.
+//! serde-serializable result, plus an SVG rendering of that result and the
+//! table `px sim` prints (`table.rs`: `MtuDropResult::table` and the like).
 //!
 //! | function | question |
 //! |---|---|
@@ -13,6 +14,7 @@
 mod mtu_benefit;
 mod mtu_drop;
 mod pmtud_compare;
+mod table;
 
 pub use mtu_benefit::{
     MtuBenefitParams, MtuBenefitResult, MtuBenefitRun, mtu_benefit, mtu_benefit_svg, mtu_benefit_with_progress,

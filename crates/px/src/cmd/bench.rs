@@ -5,10 +5,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use px_bench::vs_dpdk::Spread;
-use px_bench::{BenchConfig, RunResult, TraceConfig, run_once, yield_comparison};
+use px_bench::vs_dpdk::compare;
+use px_bench::{BenchConfig, EngineReport, ScalingReport, TraceConfig};
 use px_gateway::Config;
 use px_wire::offload::Checksum;
+
+/// Exit status of `--vs dpdk` when the DPDK side could not run (as
+/// `bench/dpdk/build.sh`).
+const EXIT_DPDK_ABSENT: u8 = 3;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -49,75 +53,75 @@ pub enum PshArg {
 pub struct EngineArgs {
     /// Bulk flows in the trace (the paper: 800 iPerf flows).
     #[arg(long, default_value_t = 800, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub(crate) flows: u32,
+    flows: u32,
     /// Inbound packets (1448-byte segments) per run.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1000..=100_000_000))]
-    pub(crate) packets: u64,
+    packets: u64,
     /// Outbound packets (8948-byte segments) per run.
     #[arg(long, default_value_t = 150_000, value_parser = clap::value_parser!(u64).range(100..=10_000_000))]
-    pub(crate) split_packets: u64,
+    split_packets: u64,
     /// Lowest and highest per-flow rate in Gbps (each flow draws one).
     #[arg(long, default_value_t = 1.0)]
-    pub(crate) rate_min: f64,
+    rate_min: f64,
     #[arg(long, default_value_t = 2.0)]
-    pub(crate) rate_max: f64,
+    rate_max: f64,
     /// Application write size in bytes; PSH ends each write (iperf3: 128 KiB).
     #[arg(long, default_value_t = 131_072, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
-    pub(crate) write_size: u64,
+    write_size: u64,
     /// Share of input packets from small flows (0..1). Small flows are
     /// never merged, so each of their packets is also an output packet: at 2 %
     /// of the input they are ~12 % of what leaves, and the yield then measures
     /// the mix more than the merge. 0.5 % keeps the workload bulk-dominated,
     /// like the paper's 800 iPerf flows (which have none).
     #[arg(long, default_value_t = 0.005)]
-    pub(crate) small_share: f64,
+    small_share: f64,
     /// Merge timeout in microseconds (default: the engine's default).
     #[arg(long)]
-    pub(crate) merge_timeout_us: Option<u64>,
+    merge_timeout_us: Option<u64>,
     /// What PSH does to held data: adaptive (default: per flow, docs/merge.md),
     /// flush (at once, the first round's rule) or hold (PSH always rides).
     /// The yield with flush and with `--small-share 0` is reported beside.
     #[arg(long, value_enum, default_value_t = PshArg::Adaptive)]
-    pub(crate) psh: PshArg,
+    psh: PshArg,
     /// Inner and outer MTU.
     #[arg(long, default_value_t = 9000)]
-    pub(crate) imtu: u16,
+    imtu: u16,
     #[arg(long, default_value_t = 1500)]
-    pub(crate) emtu: u16,
+    emtu: u16,
     /// How received checksums arrive.
     #[arg(long, value_enum, default_value_t = CsumArg::Verified)]
-    pub(crate) rx_csum: CsumArg,
+    rx_csum: CsumArg,
     /// Runs; the table shows the median and the range.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
-    pub(crate) runs: u32,
+    runs: u32,
     /// Frames are generated in chunks of this many KiB just before the engine
     /// (and the memcpy reference) read them, so that they sit in the CPU
     /// cache as frames DMA'd by a NIC with DDIO do. Larger than the last-level
     /// cache measures reads from DRAM instead.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=4 << 20))]
-    pub(crate) chunk_kib: u64,
+    chunk_kib: u64,
     /// Seed of the trace.
     #[arg(long, default_value_t = 1)]
-    pub(crate) seed: u64,
+    seed: u64,
     /// Print one JSON object instead of the table.
     #[arg(long)]
-    pub(crate) json: bool,
+    json: bool,
     /// Run a reference beside the engine on the same frames, alternating
     /// run by run on one core. With `dpdk`, the whole trace is held in memory
     /// (the harness reads pcaps): at most 300 000 inbound and 30 000 outbound
     /// packets are used.
     #[arg(long, value_enum)]
-    pub(crate) vs: Option<VsArg>,
+    vs: Option<VsArg>,
     /// The CPU both sides run on with `--vs` (default: the last one).
     #[arg(long)]
-    pub(crate) cpu: Option<usize>,
+    cpu: Option<usize>,
     /// Scaling instead of the one-core table: the trace's flows divided among
     /// this many threads (each its own engine, as RSS divides flows among
     /// gateway workers), pinned to CPUs 0..N-1, against the same work on one
     /// thread in the same run; merge and software split. Each thread's share
     /// runs exactly what the one-core bench runs; the N-thread figure is the sum of the threads' rates.
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..=256))]
-    pub(crate) threads: Option<u32>,
+    threads: Option<u32>,
 }
 
 pub fn run(cmd: BenchCommand) -> Result<ExitCode, String> {
@@ -174,13 +178,12 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
         chunk_bytes: a.chunk_kib as usize * 1024,
     };
     if a.vs == Some(VsArg::Dpdk) {
-        return super::bench_dpdk::run(&a, &cfg);
+        return vs_dpdk(&a, &cfg);
     }
     if let Some(n) = a.threads {
         return engine_scaling(&a, &cfg, n as usize);
     }
-    let mut runs: Vec<RunResult> = Vec::new();
-    for i in 0..a.runs {
+    let r = EngineReport::measure(&cfg, a.runs, &|i| {
         if !a.json {
             eprintln!(
                 "px bench engine: run {}/{} ({} inbound + {} outbound packets)…",
@@ -190,84 +193,30 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
                 a.split_packets
             );
         }
-        runs.push(run_once(&cfg));
-    }
-    // Yield and hold are functions of the trace (trace time, not wall
-    // time): one untimed replay each gives the comparisons issue 11 asks for.
-    let cmp = yield_comparison(&cfg);
-    let med = |f: &dyn Fn(&RunResult) -> f64| {
-        let s = Spread::of(runs.iter().map(f).collect());
-        (s.median, s.min, s.max)
-    };
-    type Metric = (&'static str, &'static str, fn(&RunResult) -> f64);
-    let metrics: [Metric; 12] = [
-        ("merge_gbps", "merge throughput (TCP payload, Gbps)", |r| r.merge_gbps),
-        ("merge_mpps", "merge packet rate (Mpps in)", |r| r.merge_mpps),
-        ("split_gbps", "split throughput, software (Gbps)", |r| r.split_gbps),
-        ("split_mpps", "split packet rate (Mpps in)", |r| r.split_mpps),
-        ("split_gso_gbps", "split throughput, GSO hand-off (Gbps)", |r| r.split_gso_gbps),
-        ("memcpy_gbps", "memcpy of the same payload (Gbps)", |r| r.memcpy_gbps),
-        ("merge_vs_memcpy", "merge / memcpy", |r| r.merge_gbps / r.memcpy_gbps),
-        ("yield", "conversion yield", |r| r.yield_),
-        ("yield_ceiling", "yield ceiling if PSH flushed (PSH, small flows)", |r| r.yield_ceiling),
-        ("caravan_gbps", "UDP caravan packing (payload Gbps)", |r| r.caravan_gbps),
-        ("caravan_yield", "caravan yield (share sent full)", |r| r.caravan_yield),
-        ("hold_p99_us", "hold time p99 (µs, trace time)", |r| r.hold_p99_us as f64),
-    ];
+    });
     if a.json {
-        let mut obj = serde_json::Map::new();
-        for (k, _, f) in &metrics {
-            obj.insert((*k).into(), serde_json::json!(med(f).0));
-        }
-        obj.insert("hold_p50_us".into(), serde_json::json!(med(&|r: &RunResult| r.hold_p50_us as f64).0));
-        obj.insert("yield_small_share_0".into(), serde_json::json!(cmp.small_share_0.yield_));
-        obj.insert("yield_flush_policy".into(), serde_json::json!(cmp.flush_policy.yield_));
-        obj.insert("hold_p99_us_flush_policy".into(), serde_json::json!(cmp.flush_policy.hold_p99_us));
-        obj.insert(
-            "setup".into(),
-            serde_json::json!({
-                "cores": 1, "flows": a.flows, "inbound_packets": a.packets, "outbound_packets": a.split_packets,
-                "segment_in": a.emtu - 52, "segment_out": a.imtu - 52, "imtu": a.imtu, "emtu": a.emtu,
-                "merge_timeout_us": cfg.engine.merge_timeout.as_micros() as u64, "write_size": a.write_size,
-                "small_share": a.small_share, "rate_gbps": [a.rate_min, a.rate_max], "chunk_kib": a.chunk_kib,
-                "rx_csum": format!("{:?}", a.rx_csum).to_lowercase(), "psh": format!("{:?}", a.psh).to_lowercase(), "runs": a.runs, "seed": a.seed,
-                "statistic": "median over runs"
-            }),
-        );
-        obj.insert("runs".into(), serde_json::to_value(&runs).map_err(|e| e.to_string())?);
-        println!("{}", serde_json::Value::Object(obj));
-        return Ok(ExitCode::SUCCESS);
+        println!("{}", r.json());
+    } else {
+        print!("{}", r.table());
     }
-    println!(
-        "px bench engine — 1 core, {} flows, {} B segments in / {} B out, iMTU {} / eMTU {}, merge timeout {} µs,\n\
-         writes of {} B (PSH each, PSH {:?}), {:.1} % small-flow packets, rx checksums {:?}, {} run(s): median [min – max]\n",
-        a.flows,
-        a.emtu - 52,
-        a.imtu - 52,
-        a.imtu,
-        a.emtu,
-        cfg.engine.merge_timeout.as_micros(),
-        a.write_size,
-        a.psh,
-        a.small_share * 100.0,
-        a.rx_csum,
-        a.runs
-    );
-    for (_, label, f) in &metrics {
-        let (m, lo, hi) = med(f);
-        println!("  {label:<48} {m:>9.3}   [{lo:.3} – {hi:.3}]");
-    }
-    println!(
-        "  {:<48} {:>9.3}\n  {:<48} {:>9.3}",
-        "conversion yield, same trace with --small-share 0",
-        cmp.small_share_0.yield_,
-        "conversion yield, same trace with --psh flush",
-        cmp.flush_policy.yield_
-    );
-    let last = runs.last().map(|r| r.flushes.clone()).unwrap_or_default();
-    let flushes: Vec<String> = last.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
-    println!("\n  early flushes (last run): {}", if flushes.is_empty() { "none".into() } else { flushes.join(", ") });
     Ok(ExitCode::SUCCESS)
+}
+
+/// `px bench engine --vs dpdk` ([`px_bench::vs_dpdk::compare`]).
+fn vs_dpdk(a: &EngineArgs, cfg: &BenchConfig) -> Result<ExitCode, String> {
+    let cpu = a.cpu.unwrap_or_else(px_lab::exp::cpu::rx_cpu);
+    let say = |m: &str| {
+        if !a.json {
+            eprintln!("px bench engine --vs dpdk: {m}");
+        }
+    };
+    let c = compare::run(cfg, a.runs, cpu, &px_lab::exp::cpu::pin_current_thread, &say).map_err(|e| e.to_string())?;
+    if a.json {
+        println!("{}", c.json());
+    } else {
+        print!("{}", c.table());
+    }
+    Ok(if c.dpdk_ran() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_DPDK_ABSENT) })
 }
 
 /// `px bench engine --threads N`: merge and split on one thread and on N.
@@ -288,49 +237,12 @@ fn engine_scaling(a: &EngineArgs, cfg: &BenchConfig, n: usize) -> Result<ExitCod
         }
         runs.push(px_bench::scaling::scaling(cfg, n, &pin));
     }
-    type Metric = (&'static str, &'static str, fn(&px_bench::scaling::ScalingResult) -> f64);
-    let metrics: [Metric; 6] = [
-        ("merge_gbps_1", "merge, 1 thread (Gbps)", |r| r.merge_gbps_1),
-        ("merge_gbps_n", "merge, N threads (Gbps, all together)", |r| r.merge_gbps_n),
-        ("merge_scaling", "merge scaling (N threads / 1)", |r| r.merge_scaling()),
-        ("split_gbps_1", "split (software), 1 thread (Gbps)", |r| r.split_gbps_1),
-        ("split_gbps_n", "split (software), N threads (Gbps)", |r| r.split_gbps_n),
-        ("split_scaling", "split scaling (N threads / 1)", |r| r.split_scaling()),
-    ];
-    let med = |f: &dyn Fn(&px_bench::scaling::ScalingResult) -> f64| {
-        let s = Spread::of(runs.iter().map(f).collect());
-        (s.median, s.min, s.max)
-    };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let r = ScalingReport { cfg: cfg.clone(), threads: n, runs, loadavg: load.trim().to_owned() };
     if a.json {
-        let mut obj = serde_json::Map::new();
-        for (k, _, f) in &metrics {
-            let (m, lo, hi) = med(f);
-            obj.insert((*k).into(), serde_json::json!(m));
-            obj.insert(format!("{k}_range"), serde_json::json!([lo, hi]));
-        }
-        obj.insert(
-            "setup".into(),
-            serde_json::json!({
-                "threads": n, "cpus": (0..n).collect::<Vec<_>>(), "flows": a.flows, "inbound_packets": a.packets,
-                "outbound_packets": a.split_packets, "runs": a.runs, "statistic": "median over runs",
-                "loadavg": load.trim(),
-            }),
-        );
-        println!("{}", serde_json::Value::Object(obj));
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "px bench engine --threads {n} — {} flows divided among {n} threads (CPUs 0..{}), the same work on 1 thread \
-         as the reference; {} run(s), load {}: median [min – max]\n",
-        a.flows,
-        n - 1,
-        a.runs,
-        load.trim()
-    );
-    for (_, label, f) in &metrics {
-        let (m, lo, hi) = med(f);
-        println!("  {label:<44} {m:>9.3}   [{lo:.3} – {hi:.3}]");
+        println!("{}", r.json());
+    } else {
+        print!("{}", r.table());
     }
     Ok(ExitCode::SUCCESS)
 }

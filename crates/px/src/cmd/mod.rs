@@ -1,7 +1,6 @@
 //! One module per `px` subcommand.
 
 pub mod bench;
-pub mod bench_dpdk;
 pub mod bench_gateway;
 pub mod caravan;
 pub mod fpmtud;

@@ -28,12 +28,17 @@
 //! timeout, not noise. If the runs' answers differ, an inexact one is
 //! reported (an answer counts as exact only if every run was).
 //! Every topology is torn down before the next is built, on Ctrl-C too
-//! (px-lab's guards). The CLI prints the [`Row`]s as a table or JSON.
+//! (px-lab's guards). [`table`] and [`Row::json`] render the [`Row`]s;
+//! the CLI prints them.
 
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+
+mod table;
+
+pub use table::table;
 
 use crate::netns::LabChild;
 use crate::pmtud::{PathSpec, PmtudLab, standard_paths};

@@ -20,6 +20,11 @@
 //! The harness is optional: where `bench/dpdk/build.sh` exits 3 (no
 //! `libdpdk-dev`, no C compiler), the DPDK side is reported absent with the
 //! line it printed, and the engine side still runs.
+//!
+//! [`compare`] is the whole experiment (trace, harness, alternating runs)
+//! and its result; this module holds the two sides it alternates.
+
+pub mod compare;
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
