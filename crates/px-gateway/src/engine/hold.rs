@@ -1,7 +1,7 @@
 //! The life of a hold (the inner segment a flow's inbound data fills,
 //! `crate::merge::held`): started under the hold budget, flushed for a
 //! reason, sent when full. Holds are bounded in bytes by
-//! `Config::max_held_bytes` ([`HoldBudget`]): a new hold that would pass it
+//! `Config::max_held_bytes` (`crate::merge::budget`): a new hold that would pass it
 //! first sends the oldest holds (memory pressure), never drops them.
 
 use std::time::Instant;
@@ -15,26 +15,6 @@ use crate::merge::held::Held;
 use crate::port::Port;
 use crate::segment::Seg;
 use crate::timer::Timer;
-
-/// What live holds take: buffer capacity reserved (bounded by
-/// `max_held_bytes`) and payload bytes held.
-#[derive(Debug, Default)]
-pub(crate) struct HoldBudget {
-    /// Capacity reserved by live holds.
-    pub reserved: usize,
-    /// Payload bytes in live holds.
-    pub bytes: usize,
-    /// The next hold's id (ids tell a live hold's deadline from a stale one).
-    next_id: u64,
-}
-
-impl HoldBudget {
-    /// A fresh hold id.
-    fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
-}
 
 impl Engine {
     /// Starts the flow's hold at `seq` with room for `cap` payload bytes,

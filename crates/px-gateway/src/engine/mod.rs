@@ -18,6 +18,8 @@
 //!   segment-size limit, GSO hand-off or software cut);
 //! - [`track`]: applying what a segment tells about its connection
 //!   (`crate::conntrack` decides), the SYN's MSS rewrite;
+//! - [`size`]: what the egress allows (port MTU, learned path MTU, the
+//!   segment-size limit of every TCP path);
 //! - [`route`]: everything else, as a router; [`learn`]: path MTUs from
 //!   ICMP "too big", validated;
 //! - [`tunnel`]: offloaded frames cut back into the frames they were made
@@ -33,6 +35,7 @@ mod inbound;
 mod learn;
 mod outbound;
 mod route;
+mod size;
 mod track;
 mod tunnel;
 
@@ -45,13 +48,13 @@ use px_wire::offload::{Checksum, PacketMeta, complete_partial};
 use px_wire::tcp;
 use px_wire::{FrameInfo, IpVersion};
 
-use self::hold::HoldBudget;
 use crate::buf::{HEADROOM, Pool, Transmit, Verdict};
 use crate::caravan::open::{Caravans, SendReason};
 use crate::config::{Config, ConfigError};
 use crate::conntrack::HandshakeMemory;
 use crate::counters::{Counters, DropReason, FlushReason};
 use crate::flow::{FlowKey, FlowTable};
+use crate::merge::budget::HoldBudget;
 use crate::pmtu::{PmtuReplica, SharedPmtu};
 use crate::port::Port;
 use crate::router::limit::IcmpLimiter;

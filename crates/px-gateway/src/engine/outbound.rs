@@ -12,7 +12,7 @@ use px_wire::tcp;
 use px_wire::tcp::flags;
 
 use super::Engine;
-use crate::buf::{HEADROOM, Transmit, Verdict};
+use crate::buf::{Transmit, Verdict};
 use crate::conntrack::Track;
 use crate::flow::FlowKey;
 use crate::port::Port;
@@ -51,48 +51,6 @@ impl Engine {
             return self.route_sized(now, Port::Inner, frame, seg.info);
         }
         self.forward_tcp(now, Port::Outer, frame, seg, meta, flow)
-    }
-
-    /// The most TCP payload one segment of `seg`'s layout may carry toward
-    /// `to`; the one place this is computed, for merges and for forwarding.
-    /// Toward the inner port: the inner MSS for this header layout, and no
-    /// more than the inner host said it takes (its MSS less the options,
-    /// RFC 6691): what a merged segment may carry is also the most any
-    /// segment toward the inner host may carry; when the inner host's MSS
-    /// is unknown, an outer-sized segment (the safe size). Toward the outer port: the
-    /// path MTU toward the destination, and no more than the outer host said
-    /// it takes. `flow` is the segment's flow slot, if it has one.
-    pub(crate) fn segment_limit(&self, now: Instant, to: Port, seg: &Seg, flow: Option<u32>) -> usize {
-        let headers = seg.payload_start() - seg.info.l3;
-        let options = seg.th - px_wire::tcp::MIN_HEADER_LEN;
-        let flow = flow.and_then(|i| self.flows.get(i));
-        match to {
-            Port::Inner => {
-                let mut cap = match flow.and_then(|f| f.conn.handshake.inner_mss) {
-                    Some(m) => self.cfg.inner_payload_cap(headers).min((m as usize).saturating_sub(options)),
-                    // Nothing known of what the inner host takes (its SYN
-                    // was not seen): the safe size, one outer-sized segment,
-                    // which it takes if it takes anything from outside.
-                    // Such connections (older than the gateway, or lost from
-                    // `HandshakeMemory`) pass at the yield of no gateway rather
-                    // than risk segments their receiver drops.
-                    None => (self.cfg.emtu as usize).saturating_sub(headers),
-                };
-                if let Some(m) = self.pmtu.get(Port::Inner, seg.info.dst, now) {
-                    // A path MTU learned from the b-network's routers.
-                    cap = cap.min((m as usize).saturating_sub(headers));
-                }
-                cap.min(self.pool.size() - HEADROOM)
-            }
-            Port::Outer => {
-                let mtu = self.egress_mtu(now, Port::Outer, seg.info.dst);
-                let mut cap = (mtu as usize).saturating_sub(headers);
-                if let Some(m) = flow.and_then(|f| f.conn.handshake.outer_mss) {
-                    cap = cap.min((m as usize).saturating_sub(options));
-                }
-                cap
-            }
-        }
     }
 
     /// Forwards a TCP segment toward `to` unchanged, or cut to what the

@@ -4,7 +4,6 @@
 //! it, fragmented (IPv4 without DF), or dropped with an ICMP error. The
 //! frames themselves are written by `crate::router::frames`.
 
-use core::net::IpAddr;
 use std::time::Instant;
 
 use px_wire::offload::{Checksum, PacketMeta, complete_partial};
@@ -66,22 +65,6 @@ impl Engine {
                 self.drop(DropReason::TooBigV6)
             }
         }
-    }
-
-    /// The configured MTU of a port (without learned path MTUs).
-    pub(crate) fn egress_limit(&self, to: Port) -> u16 {
-        match to {
-            Port::Inner => self.cfg.imtu,
-            Port::Outer => self.cfg.emtu,
-        }
-    }
-
-    /// The MTU toward `dst` through `to`: the port's, or a smaller path MTU
-    /// learned for that direction.
-    #[inline]
-    pub(crate) fn egress_mtu(&self, now: Instant, to: Port, dst: IpAddr) -> u16 {
-        let limit = self.egress_limit(to);
-        self.pmtu.get(to, dst, now).map_or(limit, |m| m.min(limit))
     }
 
     /// Fragments a received packet to `mtu` toward `to` (RFC 791 §3.2), or
