@@ -141,7 +141,7 @@ pub(crate) struct Conn {
 impl Conn {
     /// A segment without SYN that arrived on `from`: its FIN, RST and
     /// signature tell about the connection.
-    #[inline]
+    #[inline(always)]
     pub fn on_segment(&mut self, seg: &Seg, from: Port) -> Track {
         let next_in = self.next_in;
         let l = &mut self.life;
@@ -214,7 +214,7 @@ impl Conn {
     /// Keeps the sequence windows: `seg` arrived on `from`, so its data
     /// goes toward the other port and its ACK acknowledges data that went
     /// toward `from`.
-    #[inline]
+    #[inline(always)]
     pub fn on_sequence(&mut self, from: Port, seg: &Seg) {
         let w = &mut self.windows;
         let (data, acked) = match from {
@@ -237,7 +237,7 @@ impl Conn {
     /// An inbound segment's place in the outer host's stream: whether it
     /// starts where the last one ended; the expectation moves to its end
     /// if that is further on.
-    #[inline]
+    #[inline(always)]
     pub fn advance_inbound(&mut self, seg: &Seg) -> bool {
         let seq = SeqNumber(seg.seq);
         let end = seq + seg.seq_len();

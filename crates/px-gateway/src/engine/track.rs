@@ -19,7 +19,7 @@ impl Engine {
     /// Reads what a TCP segment arriving on `from` tells about its flow
     /// (slot `idx`): sequence windows, connection state, SYNs (MSS rewrite,
     /// new connections), MD5/AO. Returns how the segment is to be handled.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn track(&mut self, idx: u32, frame: &mut [u8], seg: &Seg, from: Port, now: Instant) -> Track {
         let Some(f) = self.flows.get_mut(idx) else { return Track::Plain };
         f.conn.on_sequence(from, seg);

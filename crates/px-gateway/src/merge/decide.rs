@@ -230,7 +230,7 @@ pub(crate) struct Plan {
 /// not a signal; `cap`: the most payload one segment toward the inner host
 /// may carry; `known`: the payload's sum, if already computed.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 pub(crate) fn decide(
     m: &mut MergeState,
     cfg: &Config,
