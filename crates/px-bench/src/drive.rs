@@ -12,7 +12,7 @@ use crate::trace::Chunk;
 /// Sends (counts and recycles) every transmit the engine has queued; returns
 /// the bytes they carry.
 #[inline(always)]
-pub(crate) fn drain(engine: &mut Engine) -> u64 {
+pub fn drain(engine: &mut Engine) -> u64 {
     let mut sent = 0;
     while let Some(t) = engine.poll_transmit() {
         sent += (t.end - t.start) as u64;
@@ -23,7 +23,7 @@ pub(crate) fn drain(engine: &mut Engine) -> u64 {
 
 /// Hints the CPU to load the cache line at the start of `bytes`.
 #[inline(always)]
-pub(crate) fn prefetch(bytes: &[u8]) {
+pub fn prefetch(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetching is a hint; the pointer comes from a live slice.
     unsafe {
@@ -37,7 +37,7 @@ pub(crate) fn prefetch(bytes: &[u8]) {
 /// time from `base`), firing due timers first as an I/O loop would, and
 /// drains the transmits; returns the bytes sent. Frames are rewritten in
 /// place, so a chunk is fed once. This is the timed part of every TCP run.
-pub(crate) fn feed(engine: &mut Engine, chunk: &mut Chunk, from: Port, rx_csum: Checksum, base: Instant) -> u64 {
+pub fn feed(engine: &mut Engine, chunk: &mut Chunk, from: Port, rx_csum: Checksum, base: Instant) -> u64 {
     let mut sent = 0;
     for i in 0..chunk.frames.len() {
         let now = base + Duration::from_nanos(chunk.frames[i].t_ns);
@@ -65,7 +65,7 @@ pub(crate) fn feed(engine: &mut Engine, chunk: &mut Chunk, from: Port, rx_csum: 
 /// the SYN-ACKs on the other port, so the engine knows both ends' MSS (it
 /// merges toward an inner host only once it has seen that host's MSS).
 /// Untimed in every benchmark; the frames are rewritten in place.
-pub(crate) fn open_flows(engine: &mut Engine, [syns, synacks]: [&mut Chunk; 2], from: Port, rx_csum: Checksum) {
+pub fn open_flows(engine: &mut Engine, [syns, synacks]: [&mut Chunk; 2], from: Port, rx_csum: Checksum) {
     let base = Instant::now();
     let back = match from {
         Port::Outer => Port::Inner,

@@ -3,7 +3,7 @@
 //! the trace replay `px bench gateway` sends over px-lab's links
 //! ([`replay`]).
 
-mod drive;
+pub mod drive;
 pub mod engine_bench;
 pub mod replay;
 pub mod report;
