@@ -19,13 +19,46 @@
 //!   a spoofed SYN with MSS 1 on a live 4-tuple is harmless. A SYN taken as
 //!   a new connection resets the flow: the expected inbound sequence, what
 //!   each side announced, and (the engine's part) bulk detection.
-//! - **The end of a connection**: FIN both ways, or a plausible RST. An
-//!   RST from outside counts only near the expected sequence (a blind RST
-//!   must guess it, as RFC 5961 §3 asks of the end host).
-//! - **Signed flows**: TCP-MD5 (kind 19) and TCP-AO (kind 29) segments
-//!   mark the flow signed: AO's MAC covers the options, MD5's digest the
-//!   payload, so such flows are never rewritten, merged or split; what is
-//!   too big for the egress gets the router's treatment.
+//! - **The end of a connection**: FIN both ways, or a plausible RST.
+//! - **Signed flows**: TCP-MD5 (kind 19) and TCP-AO (kind 29): AO's MAC
+//!   covers the options, MD5's digest the payload, so such flows are never
+//!   rewritten, merged or split; what is too big for the egress gets the
+//!   router's treatment. Both are negotiated in the SYN (RFC 2385 §3, RFC
+//!   5925 §3.2: a connection is signed from its first segment or never), so
+//!   a flow is signed from its handshake, or, when the gateway never saw
+//!   the handshake (a connection older than it), from a signed segment of
+//!   the inner host or one from outside at exactly the expected sequence.
+//!   Any signed segment passes untouched, but one on a flow whose
+//!   handshake was seen unsigned changes nothing.
+//!
+//! **Off-path senders** (issue 27). Someone who knows a flow's addresses
+//! and ports, but not its sequence numbers, must find the gateway no easier
+//! to steer than the end hosts behind it. What the inner host sends is
+//! believed (it is inside the border). From outside:
+//! - an RST ends the connection only at exactly the expected sequence (RFC
+//!   5961 §3.2: the end host resets only then, and sends a challenge ACK
+//!   for any other in-window RST); unknown (after the entry was forgotten
+//!   and recalled), no RST from outside ends it;
+//! - a FIN counts only at the expected sequence (or a retransmission
+//!   ending there): a FIN elsewhere may be spoofed, and a missed one only
+//!   costs a later SYN on the tuple its MSS rewrite;
+//! - a SYN-ACK counts only if it acknowledges the inner host's SYN (the end
+//!   host resets any other); a SYN with another sequence number counts
+//!   only before the inner host answered one (the window between the inner
+//!   SYN-ACK and the client's ACK is a WAN round trip; the one before it, a
+//!   b-network's);
+//! - a handshake the gateway saw is completed only by an ACK of the inner
+//!   host's SYN (`ISN + 1 ..= SND.NXT`), so spoofed handshakes never count
+//!   as connections and never reach the handshake memory;
+//! - the expected sequence moves only for segments starting at most
+//!   `MAX_AHEAD` beyond it, so a segment at random (2^31 away) does not
+//!   make every real segment out of order.
+//!
+//! What is left to a lucky guess: an RST or FIN at exactly the expected
+//! sequence (1 in 2^32 per try, as for the end host), a segment within
+//! `MAX_AHEAD` of it (1 in 16 384 per try; it holds merging back for at
+//! most 256 KiB of the stream, and the end host accepts such data into its
+//! window too).
 //! - **Sequence windows** ([`IcmpWindows`]): the sequence space each
 //!   direction's data has covered, and the expected inbound sequence, for
 //!   validating ICMP errors that quote the flow (RFC 5927) and for telling
@@ -43,16 +76,18 @@ use px_wire::IpVersion;
 use px_wire::tcp::{SeqNumber, flags};
 
 use crate::hash::SeededHash;
+use crate::mss::default_mss;
 use crate::port::Port;
 use crate::segment::{Seg, is_accecn_synack};
 
 /// Linux's `tcp_min_snd_mss`: the smallest MSS a peer may make it use.
 pub(crate) const MIN_MSS: u16 = 48;
 
-/// How far from the expected sequence an RST from outside may be and still
-/// end the connection for the gateway (a blind attacker must guess within
-/// it: 1 in 2^16 per try).
-const RST_WINDOW: u32 = 1 << 15;
+/// How far beyond the expected sequence an inbound segment may start and
+/// still move it ([`Conn::advance_inbound`]). A real sender's segment lands
+/// further on only after a loss of more than this many bytes in a row; its
+/// data then passes unmerged until the hole is filled.
+const MAX_AHEAD: u32 = 256 << 10;
 
 /// What [`Conn::on_segment`] found a segment to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,25 +174,51 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// A segment without SYN that arrived on `from`: its FIN, RST and
-    /// signature tell about the connection.
+    /// A segment without SYN that arrived on `from`: its FIN, RST, ACK and
+    /// signature tell about the connection. From inside, every segment is
+    /// believed. From outside, only what an end host would believe of it
+    /// (module docs, "Off-path senders").
     #[inline(always)]
     pub fn on_segment(&mut self, seg: &Seg, from: Port) -> Track {
-        let next_in = self.next_in;
+        let seq = SeqNumber(seg.seq);
+        // Exactly where the outer host's stream is (RFC 5961 §3.2 asks the
+        // same of an RST), or a retransmission ending there.
+        let at_next = self.next_in.is_some_and(|n| n == seq || n == seq + seg.seq_len());
+        let handshake_seen = self.life.syn_outer.is_some() || self.life.syn_inner.is_some();
+        let completes_handshake = self.acks_the_inner_syn(seg);
         let l = &mut self.life;
-        l.signed |= seg.signed;
+        if seg.signed && !l.signed && !handshake_seen && (from == Port::Inner || at_next) {
+            // A connection older than the gateway shows it is signed.
+            l.signed = true;
+        }
         match from {
-            Port::Outer => l.fin_outer |= seg.has(flags::FIN),
+            Port::Outer => l.fin_outer |= seg.has(flags::FIN) && at_next,
             Port::Inner => l.fin_inner |= seg.has(flags::FIN),
         }
         if seg.has(flags::RST) {
-            // From inside: trusted. From outside: near the expected sequence.
-            let near = |n: SeqNumber| SeqNumber(seg.seq).is_within(n, RST_WINDOW);
-            l.reset |= from == Port::Inner || next_in.is_none_or(near);
-        } else {
+            l.reset |= from == Port::Inner || self.next_in == Some(seq);
+        } else if from == Port::Inner || completes_handshake {
             l.established = true;
         }
-        if l.signed { Track::Signed } else { Track::Plain }
+        // A signed segment passes untouched even on a flow that is not
+        // signed (what it carries is not the gateway's to rewrite), but
+        // only the rules above make the flow signed.
+        if l.signed || seg.signed { Track::Signed } else { Track::Plain }
+    }
+
+    /// Whether a segment from outside may establish the connection: during
+    /// a handshake the gateway saw the inner host answer, only by
+    /// acknowledging the inner host's SYN (an ACK in `ISN + 1 ..= SND.NXT`,
+    /// as Linux's `tcp_check_req` asks for exactly `ISN + 1`); otherwise
+    /// (established already, or a connection older than the gateway) any.
+    fn acks_the_inner_syn(&self, seg: &Seg) -> bool {
+        match self.life.syn_inner {
+            Some(isn) if !self.life.established => {
+                let ack = SeqNumber(seg.ack);
+                seg.has(flags::ACK) && ack.is_after(SeqNumber(isn)) && self.windows.seq_out.contains(seg.ack)
+            }
+            _ => true,
+        }
     }
 
     /// A SYN that arrived on `from`: whether it starts a connection, a
@@ -168,8 +229,21 @@ impl Conn {
             Port::Outer => l.syn_outer == Some(seg.seq),
             Port::Inner => l.syn_inner == Some(seg.seq),
         };
-        if l.established && !l.ended() && !same_syn {
+        if !same_syn && l.established && !l.ended() {
             return Syn::Ignored;
+        }
+        if !same_syn && from == Port::Outer {
+            let answers_inner_syn = l.syn_inner.is_some_and(|isn| seg.ack == isn.wrapping_add(1));
+            if seg.has(flags::ACK) && !answers_inner_syn {
+                // A SYN-ACK from outside that does not acknowledge the inner
+                // host's SYN: the inner host would answer it with an RST.
+                return Syn::Ignored;
+            }
+            if !seg.has(flags::ACK) && l.syn_inner.is_some() && !l.ended() {
+                // The inner host answered a SYN already: another one, with
+                // another sequence number, starts nothing (RFC 5961 §4).
+                return Syn::Ignored;
+            }
         }
         let new_connection = !same_syn && !seg.has(flags::ACK);
         if new_connection {
@@ -235,14 +309,21 @@ impl Conn {
     }
 
     /// An inbound segment's place in the outer host's stream: whether it
-    /// starts where the last one ended; the expectation moves to its end
-    /// if that is further on.
+    /// starts where the last one ended. The expectation moves to its end if
+    /// that is further on and the segment starts at most [`MAX_AHEAD`]
+    /// beyond it (an RST never moves it): a segment guessed at random is
+    /// that close once in 2^32 / `MAX_AHEAD` tries, and then holds merging
+    /// back for at most that many bytes.
     #[inline(always)]
     pub fn advance_inbound(&mut self, seg: &Seg) -> bool {
         let seq = SeqNumber(seg.seq);
         let end = seq + seg.seq_len();
         let in_order = self.next_in == Some(seq);
-        if self.next_in.is_none_or(|n| end.is_after(n)) {
+        let moves = match self.next_in {
+            None => true,
+            Some(n) => end.is_after(n) && !seq.is_after(n + MAX_AHEAD) && !seg.has(flags::RST),
+        };
+        if moves {
             self.next_in = Some(end);
         }
         in_order
@@ -261,12 +342,6 @@ impl Conn {
         self.handshake = h;
         self.life.established = true;
     }
-}
-
-/// What a peer that sent no MSS option may be sent (RFC 9293 §3.7.1: 536;
-/// RFC 8200 §8.3: 1220 for IPv6).
-pub(crate) fn default_mss(version: IpVersion) -> u16 {
-    if version == IpVersion::V4 { 536 } else { 1220 }
 }
 
 /// What a flow keeps of an announced MSS (`None`: no option): the default
@@ -450,9 +525,8 @@ mod tests {
     }
 
     #[test]
-    fn default_mss_follows_the_rfcs() {
-        assert_eq!(default_mss(IpVersion::V4), 536);
-        assert_eq!(default_mss(IpVersion::V6), 1220);
+    fn a_tiny_mss_is_kept_at_linuxs_floor() {
+        assert_eq!(kept_mss(None, IpVersion::V6), 1220);
         assert_eq!(kept_mss(Some(1), IpVersion::V4), MIN_MSS);
     }
 }

@@ -16,7 +16,15 @@ use crate::segment::Seg;
 /// Which way a SYN's MSS option may be rewritten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rewrite {
-    /// Up to the target, never down.
+    /// Up to the target, never down, and never from below the default MSS
+    /// ([`default_mss`]): a peer that asks for tiny segments (MSS 1 counts
+    /// as 48 at Linux's floor) would have every 8948-byte segment of the
+    /// inner host cut into some 250 pieces by the gateway, 250 times the
+    /// packet rate of a direct path, on the gateway and the outer link
+    /// (issue 27 item 4). Not raised, its MSS reaches the inner host as
+    /// announced, and the inner host sends what the peer asked for itself,
+    /// as on a direct path. The default MSS is what every host must take,
+    /// so a peer at or above it has asked for nothing unusual.
     Raise,
     /// Down to the target, never up.
     Clamp,
@@ -29,6 +37,13 @@ pub(crate) struct Rewritten {
     pub announced: Option<u16>,
     /// Whether the option now says the target.
     pub changed: bool,
+}
+
+/// What a peer that sent no MSS option may be sent (RFC 9293 §3.7.1: 536;
+/// RFC 8200 §8.3: 1220 for IPv6). Also the floor of a raise: an announced
+/// MSS below it is not raised (see [`Rewrite::Raise`]).
+pub(crate) fn default_mss(version: IpVersion) -> u16 {
+    if version == IpVersion::V4 { 536 } else { 1220 }
 }
 
 /// The MSS of a host behind a link of `mtu` with option-less IP and TCP
@@ -46,8 +61,11 @@ pub(crate) fn announced_mss(frame: &[u8], seg: &Seg) -> Option<u16> {
 /// checksum follows, RFC 1624), and says what the host announced.
 pub(crate) fn rewrite_mss(frame: &mut [u8], seg: &Seg, target: u16, how: Rewrite) -> Rewritten {
     let mut tcp = TcpSegment::new_unchecked(&mut frame[seg.info.l4..seg.info.end]);
+    let floor = default_mss(seg.info.version);
     match tcp.mss() {
-        Some((m, _)) if (how == Rewrite::Raise && m < target) || (how == Rewrite::Clamp && m > target) => {
+        Some((m, _))
+            if (how == Rewrite::Raise && m < target && m >= floor) || (how == Rewrite::Clamp && m > target) =>
+        {
             let _ = tcp.rewrite_mss(target);
             Rewritten { announced: Some(m), changed: true }
         }
@@ -68,12 +86,17 @@ mod tests {
         assert_eq!(mss_for(1500, IpVersion::V4), 1460);
         assert_eq!(mss_for(1500, IpVersion::V6), 1440);
         assert_eq!(mss_for(9000, IpVersion::V4), 8960);
+        assert_eq!(default_mss(IpVersion::V4), 536);
+        assert_eq!(default_mss(IpVersion::V6), 1220);
     }
 
     #[test]
     fn the_option_moves_only_the_allowed_way_and_the_checksum_follows() {
         for (how, announced, target, want) in [
             (Rewrite::Raise, 1460, 8960, 8960),
+            (Rewrite::Raise, 536, 8960, 8960),
+            (Rewrite::Raise, 535, 8960, 535),
+            (Rewrite::Raise, 1, 8960, 1),
             (Rewrite::Raise, 9000, 8960, 9000),
             (Rewrite::Clamp, 8960, 1460, 1460),
             (Rewrite::Clamp, 1200, 1460, 1200),

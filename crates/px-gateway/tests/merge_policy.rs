@@ -106,6 +106,8 @@ fn accecn_handshake(h: &mut Harness, v6: bool) {
     let _ = h.feed_tcp(Port::Inner, &syn);
     let mut sa = TcpSpec::inbound(v6, 1, 999, vec![]).with_opts(mss(1460));
     sa.flags = Flags { syn: true, ack: true, cwr: true, ..Flags::default() };
+    // It acknowledges the inner host's SYN, as a real SYN-ACK does.
+    sa.ack = 501;
     let _ = h.feed_tcp(Port::Outer, &sa);
 }
 

@@ -111,29 +111,37 @@ fn syn(from_outside: bool, v6: bool, mss: Option<u16>, ack: bool) -> TcpSpec {
     s
 }
 
+/// The outer host's SYN (or, when the inner host connects, its SYN-ACK)
+/// has its MSS raised; the inner host's SYN-ACK (or SYN) has its MSS
+/// clamped. A SYN-ACK from outside answers the inner host's SYN (it
+/// acknowledges sequence 100), so the inner host's SYN comes first then.
 #[test]
 fn mss_raised_inbound_and_clamped_outbound() {
     for v6 in [false, true] {
         for ack in [false, true] {
             let mut h = Harness::new(test_config());
             let (imss, omss) = if v6 { (8940, 1440) } else { (8960, 1460) };
-            let _ = h.feed_tcp(Port::Outer, &syn(true, v6, Some(omss), ack));
-            let _ = h.feed_tcp(Port::Inner, &syn(false, v6, Some(imss), !ack));
+            let mut outer = syn(true, v6, Some(omss), ack);
+            outer.ack = 101;
+            let inner = syn(false, v6, Some(imss), !ack);
+            let mut want = vec![(Port::Inner, Some(imss)), (Port::Outer, Some(omss))];
+            if ack {
+                let _ = h.feed_tcp(Port::Inner, &inner);
+                let _ = h.feed_tcp(Port::Outer, &outer);
+                want.reverse();
+            } else {
+                let _ = h.feed_tcp(Port::Outer, &outer);
+                let _ = h.feed_tcp(Port::Inner, &inner);
+            }
             // Already large enough / small enough: left alone.
-            let _ = h.feed_tcp(Port::Outer, &syn(true, v6, Some(9000), ack));
-            let _ = h.feed_tcp(Port::Inner, &syn(false, v6, Some(1000), ack));
+            let mut again = syn(true, v6, Some(9000), ack);
+            again.ack = 101;
+            let _ = h.feed_tcp(Port::Outer, &again);
+            let _ = h.feed_tcp(Port::Inner, &syn(false, v6, Some(1000), !ack));
             let w = h.check_outputs().unwrap();
             let m: Vec<_> = w.iter().map(|(p, w)| (*p, w.mss())).collect();
-            assert_eq!(
-                m,
-                vec![
-                    (Port::Inner, Some(imss)),
-                    (Port::Outer, Some(omss)),
-                    (Port::Inner, Some(9000)),
-                    (Port::Outer, Some(1000))
-                ],
-                "v6={v6}"
-            );
+            want.extend([(Port::Inner, Some(9000)), (Port::Outer, Some(1000))]);
+            assert_eq!(m, want, "v6={v6} ack={ack}");
             // Other options survive the rewrite.
             let t = w[0].1.tcp().unwrap();
             assert!(t.options_iterator().any(|o| o == Ok(TcpOptionElement::WindowScale(7))));

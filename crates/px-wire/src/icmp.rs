@@ -93,34 +93,56 @@ pub struct Quoted {
 /// Parses a quoted packet, which may be cut short anywhere after its IP
 /// header: what is missing is `None`.
 pub fn parse_quoted(quoted: &[u8]) -> Result<Quoted, ParseError> {
-    let version = quoted.first().map_or(0, |b| b >> 4);
-    let (src, dst, protocol, ip_len, l4) = match version {
-        4 => {
-            need(Layer::Icmpv4, quoted.len(), ipv4::MIN_HEADER_LEN)?;
-            let ihl = (quoted[0] & 0x0f) as usize * 4;
-            if ihl < ipv4::MIN_HEADER_LEN {
-                return Err(ParseError::Malformed { layer: Layer::Icmpv4, field: "quoted IHL", value: ihl as u32 });
-            }
-            let src = Ipv4Addr::new(quoted[12], quoted[13], quoted[14], quoted[15]);
-            let dst = Ipv4Addr::new(quoted[16], quoted[17], quoted[18], quoted[19]);
-            let frag_off = u16::from_be_bytes([quoted[6], quoted[7]]) & 0x1fff;
-            let total = u16::from_be_bytes([quoted[2], quoted[3]]) as usize;
-            // A non-first fragment quotes no transport header.
-            let l4 = (frag_off == 0).then_some(ihl);
-            (IpAddr::V4(src), IpAddr::V4(dst), quoted[9], total, l4)
-        }
-        6 => {
-            need(Layer::Icmpv6, quoted.len(), ipv6::HEADER_LEN)?;
-            let p = ipv6::Ipv6Packet::new_unchecked(quoted);
-            let ip_len = ipv6::HEADER_LEN + p.payload_len();
-            // The walk stops where the quote does: no transport then.
-            let up = ipv6::walk_extensions(quoted, p.next_header()).ok();
-            let protocol = up.map_or(p.next_header(), |u| u.protocol);
-            let l4 = up.filter(|u| u.fragment.is_none_or(|f| f.offset == 0)).map(|u| u.offset);
-            (IpAddr::V6(p.src()), IpAddr::V6(p.dst()), protocol, ip_len, l4)
-        }
-        v => return Err(ParseError::Malformed { layer: Layer::Icmpv4, field: "quoted version", value: v as u32 }),
-    };
+    match quoted.first().map_or(0, |b| b >> 4) {
+        4 => quoted_v4(quoted, false),
+        6 => quoted_v6(quoted, false),
+        v => Err(ParseError::Malformed { layer: Layer::Icmpv4, field: "quoted version", value: v as u32 }),
+    }
+}
+
+/// Parses a quoted packet as the receiving host's stack reads it: Linux's
+/// `icmp_socket_deliver` / `tcp_v4_err` take the quote of an ICMPv4 error
+/// as an IPv4 header whatever its version nibble, with the transport header
+/// at its header length (at least 20) whatever its fragment offset, and
+/// `icmpv6_notify` / `tcp_v6_err` read an ICMPv6 error's quote as IPv6 the
+/// same way. A quote that [`parse_quoted`] rejects or reads as carrying no
+/// ports may still be one a host acts on; whoever guards a host must judge
+/// it by what the host will read. `ipv6`: the error is ICMPv6.
+pub fn parse_quoted_as_host(quoted: &[u8], ipv6: bool) -> Result<Quoted, ParseError> {
+    if ipv6 { quoted_v6(quoted, true) } else { quoted_v4(quoted, true) }
+}
+
+/// An IPv4 quote; `lax`: as a host reads it (no fragment offset check).
+fn quoted_v4(quoted: &[u8], lax: bool) -> Result<Quoted, ParseError> {
+    need(Layer::Icmpv4, quoted.len(), ipv4::MIN_HEADER_LEN)?;
+    let ihl = (quoted[0] & 0x0f) as usize * 4;
+    if ihl < ipv4::MIN_HEADER_LEN {
+        return Err(ParseError::Malformed { layer: Layer::Icmpv4, field: "quoted IHL", value: ihl as u32 });
+    }
+    let src = Ipv4Addr::new(quoted[12], quoted[13], quoted[14], quoted[15]);
+    let dst = Ipv4Addr::new(quoted[16], quoted[17], quoted[18], quoted[19]);
+    let frag_off = u16::from_be_bytes([quoted[6], quoted[7]]) & 0x1fff;
+    let total = u16::from_be_bytes([quoted[2], quoted[3]]) as usize;
+    // A non-first fragment quotes no transport header (a host reads one
+    // there all the same).
+    let l4 = (lax || frag_off == 0).then_some(ihl);
+    Ok(transport(quoted, IpAddr::V4(src), IpAddr::V4(dst), quoted[9], total, l4))
+}
+
+/// An IPv6 quote; `lax`: as a host reads it (no fragment offset check).
+fn quoted_v6(quoted: &[u8], lax: bool) -> Result<Quoted, ParseError> {
+    need(Layer::Icmpv6, quoted.len(), ipv6::HEADER_LEN)?;
+    let p = ipv6::Ipv6Packet::new_unchecked(quoted);
+    let ip_len = ipv6::HEADER_LEN + p.payload_len();
+    // The walk stops where the quote does: no transport then.
+    let up = ipv6::walk_extensions(quoted, p.next_header()).ok();
+    let protocol = up.map_or(p.next_header(), |u| u.protocol);
+    let l4 = up.filter(|u| lax || u.fragment.is_none_or(|f| f.offset == 0)).map(|u| u.offset);
+    Ok(transport(quoted, IpAddr::V6(p.src()), IpAddr::V6(p.dst()), protocol, ip_len, l4))
+}
+
+/// The ports and TCP sequence number at `l4`, as far as the quote reaches.
+fn transport(quoted: &[u8], src: IpAddr, dst: IpAddr, protocol: u8, ip_len: usize, l4: Option<usize>) -> Quoted {
     let t = l4.and_then(|at| quoted.get(at..));
     let ports = t.filter(|_| matches!(protocol, ipv6::next_header::TCP | ipv6::next_header::UDP)).and_then(|t| {
         Some((u16::from_be_bytes([*t.first()?, *t.get(1)?]), u16::from_be_bytes([*t.get(2)?, *t.get(3)?])))
@@ -129,7 +151,7 @@ pub fn parse_quoted(quoted: &[u8]) -> Result<Quoted, ParseError> {
         .filter(|_| protocol == ipv6::next_header::TCP)
         .and_then(|t| t.get(4..8))
         .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-    Ok(Quoted { src, dst, protocol, ip_len, ports, tcp_seq })
+    Quoted { src, dst, protocol, ip_len, ports, tcp_seq }
 }
 
 /// Builds an IPv4 packet carrying ICMPv4 type/code with `rest` (bytes 4..8)
@@ -194,6 +216,32 @@ pub fn emit_v6_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_reads_any_quote_with_a_header_length_as_its_own() {
+        // An IPv4 TCP header quote: ports 1000 -> 80, sequence 7.
+        let mut q = [0u8; 28];
+        q[0] = 0x45;
+        q[2..4].copy_from_slice(&1500u16.to_be_bytes());
+        q[9] = 6;
+        q[12..16].copy_from_slice(&[198, 51, 100, 1]);
+        q[16..20].copy_from_slice(&[203, 0, 113, 1]);
+        q[20..28].copy_from_slice(&[0x03, 0xe8, 0, 80, 0, 0, 0, 7]);
+        let whole = parse_quoted(&q).unwrap();
+        assert_eq!((whole.ports, whole.tcp_seq), (Some((1000, 80)), Some(7)));
+        // A fragment offset: no transport for the strict parse, the same
+        // ports and sequence for a host.
+        q[6..8].copy_from_slice(&185u16.to_be_bytes());
+        assert_eq!(parse_quoted(&q).unwrap().ports, None);
+        assert_eq!(parse_quoted_as_host(&q, false).unwrap(), whole);
+        // Another version nibble: refused by the strict parse, read by a host.
+        q[6..8].copy_from_slice(&[0, 0]);
+        q[0] = 0x55;
+        assert!(parse_quoted(&q).is_err());
+        assert_eq!(parse_quoted_as_host(&q, false).unwrap(), whole);
+        q[0] = 0x54;
+        assert!(parse_quoted_as_host(&q, false).is_err(), "a header length below 20 is refused by hosts too");
+    }
 
     #[test]
     fn v4_frag_needed_roundtrip_and_oracle() {

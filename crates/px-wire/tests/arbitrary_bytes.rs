@@ -24,6 +24,8 @@ fn exercise(frame: &[u8]) {
         let _ = info.pseudo_header(frame, info.protocol, l4.len());
         // Any bytes may be quoted by an ICMP error.
         let _ = px_wire::icmp::parse_quoted(ip);
+        let _ = px_wire::icmp::parse_quoted_as_host(ip, false);
+        let _ = px_wire::icmp::parse_quoted_as_host(ip, true);
         let _ = px_wire::icmp::parse_quoted(l4);
         match info.transport {
             Transport::Tcp { .. } => {

@@ -100,7 +100,9 @@ impl Engine {
             self.counters.pmtu_ignored += 1;
             return false;
         }
-        let Ok(q) = icmp::parse_quoted(m.quoted()) else {
+        // As the host it is addressed to would read the quote: whatever the
+        // host would take for TCP is judged here, as a well-formed one is.
+        let Ok(q) = icmp::parse_quoted_as_host(m.quoted(), info.version == IpVersion::V6) else {
             self.counters.pmtu_ignored += 1;
             return false;
         };
