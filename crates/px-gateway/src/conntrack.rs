@@ -99,6 +99,10 @@ pub(crate) enum Track {
     IgnoredSyn,
     /// A segment of a TCP-MD5 / TCP-AO flow: passed on untouched.
     Signed,
+    /// A segment from outside that cannot belong to the connection as it
+    /// stands ([`Conn::is_foreign`]): passed on untouched, as a router
+    /// would, ahead of what the flow holds, and the flow's state unchanged.
+    Foreign,
 }
 
 /// What a SYN does to its flow ([`Conn::on_syn`]).
@@ -187,7 +191,11 @@ impl Conn {
         let handshake_seen = self.life.syn_outer.is_some() || self.life.syn_inner.is_some();
         let completes_handshake = self.acks_the_inner_syn(seg);
         let l = &mut self.life;
-        if seg.signed && !l.signed && !handshake_seen && (from == Port::Inner || at_next) {
+        if seg.signed && !l.signed {
+            if handshake_seen || (from == Port::Outer && !at_next) {
+                // Signed, on a connection that is not: someone else's.
+                return Track::Foreign;
+            }
             // A connection older than the gateway shows it is signed.
             l.signed = true;
         }
@@ -200,10 +208,19 @@ impl Conn {
         } else if from == Port::Inner || completes_handshake {
             l.established = true;
         }
-        // A signed segment passes untouched even on a flow that is not
-        // signed (what it carries is not the gateway's to rewrite), but
-        // only the rules above make the flow signed.
-        if l.signed || seg.signed { Track::Signed } else { Track::Plain }
+        if l.signed { Track::Signed } else { Track::Plain }
+    }
+
+    /// Whether a segment from outside (not a SYN) lies too far from the
+    /// outer host's stream to be this connection's: starting more than
+    /// [`MAX_AHEAD`] before or beyond the expected sequence. A blind sender
+    /// lands there almost always (all but 1 in 8 192 guesses); a real
+    /// segment only after a loss or a delay of more than 256 KiB, and then
+    /// it only passes unmerged, ahead of the flow's hold, which TCP takes
+    /// as it takes any reordering.
+    #[inline(always)]
+    pub fn is_foreign(&self, seg: &Seg) -> bool {
+        self.next_in.is_some_and(|n| SeqNumber(seg.seq).since(n).unsigned_abs() > MAX_AHEAD)
     }
 
     /// Whether a segment from outside may establish the connection: during

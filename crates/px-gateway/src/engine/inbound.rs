@@ -46,11 +46,28 @@ impl Engine {
         if let Some(f) = self.flows.get_mut(idx) {
             f.last_seen = now;
         }
-        // SYNs, connection state, MD5/AO: what is not ours to translate
-        // passes untouched, after what the flow holds.
-        if self.track(idx, frame, seg, Port::Outer, now) != Track::Plain {
-            self.flush_flow(idx, FlushReason::ControlFlag, now);
-            return self.route_sized(now, Port::Outer, frame, seg.info);
+        // SYNs, connection state, MD5/AO: what is not ours to translate, or
+        // cannot be this connection's (a SYN that starts nothing, a segment
+        // far from the stream, a signature the connection never had),
+        // passes untouched and changes nothing, after what the flow holds
+        // (as Linux GRO flushes on any segment of the flow that does not
+        // join: a blind sender can end a hold early here, one per packet,
+        // as it can end the end host's own GRO aggregate).
+        match self.track(idx, frame, seg, Port::Outer, now) {
+            Track::Plain => {}
+            Track::Signed | Track::IgnoredSyn => {
+                self.flush_flow(idx, FlushReason::ControlFlag, now);
+                return self.route_sized(now, Port::Outer, frame, seg.info);
+            }
+            Track::Foreign => {
+                let control = seg.flags & (flags::SYN | flags::RST | flags::URG) != 0 || seg.signed;
+                let why = if control { FlushReason::ControlFlag } else { FlushReason::OutOfOrder };
+                self.flush_flow(idx, why, now);
+                if seg.signed {
+                    return self.route_sized(now, Port::Outer, frame, seg.info);
+                }
+                return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
+            }
         }
         let cap = self.segment_limit(now, Port::Inner, seg, Some(idx));
         let decision = match self.flows.get_mut(idx) {

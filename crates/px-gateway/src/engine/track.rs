@@ -19,15 +19,22 @@ impl Engine {
     /// Reads what a TCP segment arriving on `from` tells about its flow
     /// (slot `idx`): sequence windows, connection state, SYNs (MSS rewrite,
     /// new connections), MD5/AO. Returns how the segment is to be handled.
+    /// A segment from outside that cannot be the connection's changes
+    /// nothing ([`Track::Foreign`]).
     #[inline(always)]
     pub(crate) fn track(&mut self, idx: u32, frame: &mut [u8], seg: &Seg, from: Port, now: Instant) -> Track {
         let Some(f) = self.flows.get_mut(idx) else { return Track::Plain };
+        if from == Port::Outer && !seg.has(flags::SYN) && f.conn.is_foreign(seg) {
+            // Nothing of it is believed, not even its ACK.
+            self.counters.signed_passed += seg.signed as u64;
+            return Track::Foreign;
+        }
         f.conn.on_sequence(from, seg);
         if seg.has(flags::SYN) {
             return self.track_syn(idx, frame, seg, from, now);
         }
         let t = f.conn.on_segment(seg, from);
-        if t == Track::Signed {
+        if t == Track::Signed || (t == Track::Foreign && seg.signed) {
             self.counters.signed_passed += 1;
         }
         t
