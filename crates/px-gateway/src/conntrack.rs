@@ -43,10 +43,13 @@
 //!   ending there): a FIN elsewhere may be spoofed, and a missed one only
 //!   costs a later SYN on the tuple its MSS rewrite;
 //! - a SYN-ACK counts only if it acknowledges the inner host's SYN (the end
-//!   host resets any other); a SYN with another sequence number counts
-//!   only before the inner host answered one (the window between the inner
-//!   SYN-ACK and the client's ACK is a WAN round trip; the one before it, a
-//!   b-network's);
+//!   host resets any other); once a SYN was taken, a SYN with another
+//!   sequence number counts only after the connection ended (the end host
+//!   in SYN-RECEIVED keeps the first SYN too). What no one can stop, at the
+//!   gateway or at the end host, is a SYN that arrives before the real
+//!   client's first one: the end host then answers the client's with an
+//!   ACK, the client resets and retries, and the gateway follows (the RST
+//!   is at the expected sequence);
 //! - a handshake the gateway saw is completed only by an ACK of the inner
 //!   host's SYN (`ISN + 1 ..= SND.NXT`), so spoofed handshakes never count
 //!   as connections and never reach the handshake memory;
@@ -256,9 +259,11 @@ impl Conn {
                 // host's SYN: the inner host would answer it with an RST.
                 return Syn::Ignored;
             }
-            if !seg.has(flags::ACK) && l.syn_inner.is_some() && !l.ended() {
-                // The inner host answered a SYN already: another one, with
-                // another sequence number, starts nothing (RFC 5961 §4).
+            if !seg.has(flags::ACK) && (l.syn_outer.is_some() || l.syn_inner.is_some()) && !l.ended() {
+                // A handshake is under way: a SYN with another sequence
+                // number starts nothing (the end host in SYN-RECEIVED keeps
+                // the first SYN's and answers others with an ACK, Linux
+                // `tcp_check_req`; RFC 5961 §4).
                 return Syn::Ignored;
             }
         }
