@@ -123,8 +123,12 @@ fn a_spoofed_signature_does_not_make_a_live_flow_signed() {
         for v6 in [false, true] {
             let mut h = Harness::new(test_config());
             open_connection(&mut h, v6, 1, ISN, Some(8960));
-            let spoof = with_raw_options(&inbound(v6, 0x7000_0000, 100), &signature(kind, None));
-            assert_eq!(h.feed(Port::Outer, spoof, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
+            // Far from the stream, and within 256 KiB of it (in window,
+            // not at the expected sequence).
+            for off in [0x7000_0000, 5000] {
+                let spoof = with_raw_options(&inbound(v6, off, 100), &signature(kind, None));
+                assert_eq!(h.feed(Port::Outer, spoof, PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
+            }
             h.take();
             let merged = bulk_in(&mut h, v6, 0, 12);
             assert!(merged.iter().any(|s| *s > 4000), "kind {kind} v6={v6}: still merged: {merged:?}");
