@@ -77,31 +77,82 @@ impl Verdict {
     }
 }
 
-/// Fixed-size buffers, recycled.
+/// Buffers in three fixed sizes, recycled: what one frame takes is the
+/// smallest size that holds it, so that a piece of a few dozen bytes does
+/// not take a buffer of a whole inner frame. That bounds what one input can
+/// make the engine queue by the input's own size (issue 27 item 9): a 64 KB
+/// GRO super-packet of 40-byte segments, cut back into its 1,600 segments,
+/// takes 1,600 small buffers (400 KB), not 1,600 full ones (15 MB); a
+/// caravan of empty records, its ~1,100 datagrams in small buffers (280 KB).
+/// Holds and caravans being filled take full buffers, bounded by
+/// `max_held_bytes`.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    free: Vec<Vec<u8>>,
-    size: usize,
+    /// Free buffers of each class, smallest first.
+    free: [Vec<Vec<u8>>; 3],
+    /// Each class's buffer size; the last is the full size.
+    sizes: [usize; 3],
     max_free: usize,
 }
 
+/// The small buffer class: headers and up to a few dozen bytes of payload.
+pub(crate) const SMALL: usize = 256;
+/// The middle class: any frame of a 1500-byte link (with two VLAN tags).
+pub(crate) const MEDIUM: usize = 2048;
+
 impl Pool {
+    /// A pool whose largest buffers hold `size` bytes (at least [`MEDIUM`]).
     pub fn new(size: usize, max_free: usize) -> Pool {
-        Pool { free: Vec::new(), size, max_free }
+        Pool { free: Default::default(), sizes: [SMALL, MEDIUM, size.max(MEDIUM)], max_free }
     }
 
+    /// The largest buffer size: what a full inner frame (with headroom) takes.
     pub fn size(&self) -> usize {
-        self.size
+        self.sizes[2]
     }
 
-    /// A buffer of exactly `size` bytes (contents unspecified).
-    pub fn get(&mut self) -> Vec<u8> {
-        self.free.pop().unwrap_or_else(|| vec![0u8; self.size])
+    /// A buffer of at least `len` bytes (at most [`Pool::size`]): the
+    /// smallest class that holds it (contents unspecified).
+    pub fn get(&mut self, len: usize) -> Vec<u8> {
+        let c = self.sizes.iter().position(|s| len <= *s).unwrap_or(2);
+        self.free[c].pop().unwrap_or_else(|| vec![0u8; self.sizes[c]])
     }
 
+    /// A buffer of the full size.
+    pub fn get_full(&mut self) -> Vec<u8> {
+        self.get(self.sizes[2])
+    }
+
+    /// Takes a buffer back into its class (one of another size is let go).
     pub fn put(&mut self, buf: Vec<u8>) {
-        if buf.len() == self.size && self.free.len() < self.max_free {
-            self.free.push(buf);
+        if let Some(c) = self.sizes.iter().position(|s| buf.len() == *s)
+            && self.free[c].len() < self.max_free
+        {
+            self.free[c].push(buf);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_takes_the_smallest_buffer_that_holds_it() {
+        let mut p = Pool::new(9160, 4);
+        assert_eq!(p.get(1).len(), SMALL);
+        assert_eq!(p.get(SMALL).len(), SMALL);
+        assert_eq!(p.get(SMALL + 1).len(), MEDIUM);
+        assert_eq!(p.get(1518).len(), MEDIUM);
+        assert_eq!(p.get(MEDIUM + 1).len(), 9160);
+        assert_eq!(p.get_full().len(), 9160);
+        // Given back, each goes to its own class and comes out again.
+        let small = p.get(10);
+        p.put(small);
+        assert_eq!(p.free[0].len(), 1);
+        assert_eq!(p.get(100).len(), SMALL);
+        assert!(p.free[0].is_empty());
+        p.put(vec![0; 777]);
+        assert!(p.free.iter().all(Vec::is_empty), "a foreign size is let go");
     }
 }

@@ -329,3 +329,22 @@ fn spoofed_handshakes_do_not_wash_out_the_handshake_memory() {
     let merged = bulk_in(&mut h, false, 4 * 1448, 12);
     assert!(merged.iter().any(|s| *s > 8000), "the real connection's MSS was kept: {merged:?}");
 }
+
+// ---- item 9: what one input may make the engine hold -------------------------
+
+/// A 64 KB GRO super-packet of 40-byte segments from the inner host, cut
+/// back in software into its ~1,600 segments, takes buffers of its pieces'
+/// size, not a full inner frame's each: about 400 KB, not 15 MB.
+#[test]
+fn tiny_pieces_take_small_buffers() {
+    let mut h = Harness::new(Config { outer_gso: false, ..test_config() });
+    open_connection(&mut h, false, 1, ISN, Some(8960));
+    let mut s = outbound(false, 0, 40 * 1600);
+    s.opts.clear();
+    let v = h.feed(Port::Inner, s.build(), gro_meta(Checksum::Valid, 40));
+    assert_eq!(v, Verdict::Consumed);
+    let pieces = sizes(&h.check_outputs().unwrap(), Port::Outer);
+    assert_eq!(pieces.len(), 1600);
+    assert!(pieces.iter().all(|p| *p == 40));
+    assert!(h.queued_buffer_bytes <= 1600 * 256, "{} buffer bytes", h.queued_buffer_bytes);
+}

@@ -27,7 +27,7 @@ impl Engine {
                 self.flush_flow(i, FlushReason::MemoryPressure, now);
             }
         }
-        let buf = self.pool.get();
+        let buf = self.pool.get_full();
         let id = self.holds.next_id();
         let held = Held::start(buf, frame, seg, seq, cap, now, id);
         if let Some(f) = self.flows.get_mut(idx) {

@@ -140,7 +140,7 @@ impl Engine {
         let mut i = 0;
         while off < len {
             let n = limit.min(len - off);
-            let mut buf = self.pool.get();
+            let mut buf = self.pool.get(hdr + n);
             let (end, psum) = write_piece(frame, seg, &sums, i, off, n, off + n == len, cwr_span, &mut buf);
             payload = payload.plus(psum.at_offset(off));
             self.counters.split_out += 1;

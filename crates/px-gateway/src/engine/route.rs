@@ -11,7 +11,7 @@ use px_wire::udp;
 use px_wire::{FrameInfo, IpVersion, Transport};
 
 use super::Engine;
-use crate::buf::{Transmit, Verdict};
+use crate::buf::{MEDIUM, Transmit, Verdict};
 use crate::counters::DropReason;
 use crate::port::Port;
 use crate::router::{answer, frames};
@@ -93,7 +93,7 @@ impl Engine {
         while off < data_len {
             let room = if off == 0 { first_room } else { later_room };
             let n = room.min(data_len - off);
-            let mut buf = self.pool.get();
+            let mut buf = self.pool.get(info.l4 + n + later_len.max(info.ip_header_len()));
             let end = frames::write_fragment(frame, info, off, n, off + n == data_len, &later[..later_len], &mut buf);
             self.counters.fragments_out += 1;
             self.queue(Transmit { port: to, buf, start: 0, end, meta: PacketMeta::PLAIN });
@@ -119,7 +119,7 @@ impl Engine {
             self.counters.icmp_rate_limited += 1;
             return;
         }
-        let mut buf = self.pool.get();
+        let mut buf = self.pool.get(MEDIUM);
         let ident = self.icmp_ident;
         if let Some(end) =
             frames::write_too_big(frame, info, mtu, ident, self.cfg.icmp_source_v4, self.cfg.icmp_source_v6, &mut buf)

@@ -83,7 +83,7 @@ impl Engine {
         let (mut off, mut i) = (0, 0);
         while off < len {
             let n = size.min(len - off);
-            let mut buf = self.pool.get();
+            let mut buf = self.pool.get(hdr + n);
             let end =
                 write_tunnel_piece(frame, info, e, Piece { i, off, len: n, last: off + n == len }, zero_udp, &mut buf);
             self.counters.split_out += 1;
@@ -107,7 +107,7 @@ impl Engine {
         let (mut off, mut i) = (0, 0);
         while off < len || (len == 0 && i == 0) {
             let n = size.min(len - off);
-            let mut buf = self.pool.get();
+            let mut buf = self.pool.get(hdr + n);
             out_headers(&mut buf, frame, hdr);
             let psum = checksum::copy_and_sum_in(&mut buf[hdr..hdr + n], frame, hdr + off..hdr + off + n);
             let end = hdr + n;

@@ -594,6 +594,9 @@ pub struct Harness {
     /// and it does not parse, only its size is checked (a router passes
     /// what it does not understand).
     pub untrusted_input: bool,
+    /// Buffer bytes of the frames the engine queued since the last
+    /// [`Harness::feed`] began (what one input made it hold to send).
+    pub queued_buffer_bytes: usize,
 }
 
 impl Harness {
@@ -610,6 +613,7 @@ impl Harness {
             oracle: Oracle::default(),
             pmtu: HashMap::new(),
             untrusted_input: false,
+            queued_buffer_bytes: 0,
         }
     }
 
@@ -620,6 +624,7 @@ impl Harness {
 
     fn drain(&mut self) {
         while let Some(t) = self.eng.poll_transmit() {
+            self.queued_buffer_bytes += t.buf.len();
             self.out.push(Out {
                 port: t.port,
                 frame: t.frame().to_vec(),
@@ -636,6 +641,7 @@ impl Harness {
     pub fn feed(&mut self, from: Port, mut frame: Vec<u8>, meta: PacketMeta) -> Verdict {
         self.oracle.record_in(from, &frame, matches!(meta.csum, Checksum::Partial { .. }));
         self.tally.fed += 1;
+        self.queued_buffer_bytes = 0;
         let len = frame.len();
         let merged_in = self.eng.counters().merged_in;
         let v = self.eng.handle_packet(self.now, from, &mut frame, meta);

@@ -312,7 +312,21 @@ impl Driver<'_> {
             self.skip.insert((b, bp, a, ap), "malformed frame on its tuple");
         }
         let trace = std::env::var_os("PX_SEQ_TRACE").is_some().then(|| format!("{port:?} {meta:?} {:02x?}", &frame));
+        let input_len = frame.len();
         let v = self.h.feed(port, frame, meta);
+        // What one input may make the engine hold to send (issue 27 item
+        // 9): its pieces in buffers of their own size class, at most 32
+        // buffer bytes per input byte (an 8-byte caravan record in a
+        // 256-byte buffer), plus the holds and caravans it sent early,
+        // which `max_held_bytes` bounds, and one ICMP error.
+        let full = self.h.eng.config().imtu as usize + 160;
+        let bound = 32 * input_len + 2 * self.h.eng.config().max_held_bytes + 4 * full;
+        if self.h.queued_buffer_bytes > bound {
+            return Err(format!(
+                "one {input_len}-byte input queued {} buffer bytes (bound {bound})",
+                self.h.queued_buffer_bytes
+            ));
+        }
         self.stats.frames += 1;
         if let Some(t) = trace {
             eprintln!("{t}\n  -> {v:?}, {} out", self.h.out.len());

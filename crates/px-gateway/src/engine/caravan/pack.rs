@@ -93,7 +93,7 @@ impl Engine {
                 self.send_open(k, SendReason::Pressure, now);
             }
         }
-        let mut buf = self.pool.get();
+        let mut buf = self.pool.get_full();
         buf[..info.l4].copy_from_slice(&frame[..info.l4]);
         let id = self.caravans.next_id;
         self.caravans.next_id += 1;

@@ -55,8 +55,8 @@ impl Engine {
         self.counters.caravan.opened_datagrams += caravan.len() as u64;
         for rec in caravan.iter() {
             let d = rec.datagram();
-            let mut buf = self.pool.get();
             let end = l4 + d.len();
+            let mut buf = self.pool.get(end);
             buf[..l4].copy_from_slice(&frame[..l4]);
             buf[l4..end].copy_from_slice(d);
             let ident = (info.version == IpVersion::V4).then_some(self.caravans.ident);
