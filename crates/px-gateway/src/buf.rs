@@ -123,6 +123,11 @@ impl Pool {
         self.get(self.sizes[2])
     }
 
+    /// Free buffers kept, all classes.
+    pub fn free_buffers(&self) -> usize {
+        self.free.iter().map(Vec::len).sum()
+    }
+
     /// Takes a buffer back into its class (one of another size is let go).
     pub fn put(&mut self, buf: Vec<u8>) {
         if let Some(c) = self.sizes.iter().position(|s| buf.len() == *s)

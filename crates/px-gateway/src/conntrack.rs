@@ -484,6 +484,11 @@ impl HandshakeMemory {
         (w != 0 && w >> 33 << 33 == tag).then_some(i)
     }
 
+    /// Slots of the table (fixed at start).
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Whether something is kept for `key` (left in place).
     pub fn holds(&self, key: &impl Hash) -> bool {
         self.find(key).is_some()

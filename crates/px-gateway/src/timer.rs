@@ -76,6 +76,11 @@ impl Deadlines {
         }
     }
 
+    /// Entries queued, stale ones included.
+    pub fn len(&self) -> usize {
+        self.queue.len() + self.grace.len()
+    }
+
     /// The earliest deadline queued (may belong to a hold that already left).
     #[inline]
     pub fn next(&self) -> Option<Instant> {

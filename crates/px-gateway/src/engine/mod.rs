@@ -61,6 +61,29 @@ use crate::router::limit::IcmpLimiter;
 use crate::segment::Seg;
 use crate::timer::{Deadlines, Timer};
 
+/// What an engine's state takes at one moment ([`Engine::footprint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Footprint {
+    /// Flow entries (at most `Config::max_flows`).
+    pub flows: usize,
+    /// Buffer capacity reserved by TCP holds (at most `max_held_bytes`).
+    pub held_reserved: usize,
+    /// Caravans being filled (at most `max_flows`), and the capacity they
+    /// reserve (at most `max_held_bytes`).
+    pub caravans_open: usize,
+    pub caravans_reserved: usize,
+    /// Entries in the deadline queue, stale ones included (they leave as
+    /// their deadline passes: at most the holds and caravans started
+    /// within one merge timeout, and the PSH graces within one grace).
+    pub deadlines: usize,
+    /// Frames queued for `poll_transmit`.
+    pub queued: usize,
+    /// Free buffers kept for reuse, all classes (at most 4,096 a class).
+    pub pool_free: usize,
+    /// Slots of the handshake memory (fixed at start by `max_flows`).
+    pub handshake_slots: usize,
+}
+
 /// How often idle flows are looked for when nothing else wakes the engine.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
@@ -157,6 +180,21 @@ impl Engine {
     /// Payload bytes held now.
     pub fn held_bytes(&self) -> usize {
         self.holds.bytes
+    }
+
+    /// What the engine's state takes now, each part against the bound the
+    /// configuration sets (for tests, the fuzzer and operators' status).
+    pub fn footprint(&self) -> Footprint {
+        Footprint {
+            flows: self.flows.len(),
+            held_reserved: self.holds.reserved,
+            caravans_open: self.caravans.open.len(),
+            caravans_reserved: self.caravans.reserved,
+            deadlines: self.deadlines.len(),
+            queued: self.out.len(),
+            pool_free: self.pool.free_buffers(),
+            handshake_slots: self.handshakes.slots(),
+        }
     }
 
     /// The next frame to send, in order.

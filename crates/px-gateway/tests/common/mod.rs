@@ -512,6 +512,26 @@ pub fn ones_complement(data: &[u8], init: u32) -> u16 {
     s as u16
 }
 
+/// A UDP frame's checksum field set to the folded pseudo-header sum over
+/// its whole length (`CHECKSUM_PARTIAL`, as the kernel hands a UDP GRO
+/// batch or a locally sent datagram to a packet socket).
+pub fn make_partial_udp(frame: &mut [u8]) {
+    let p = PacketHeaders::from_ethernet_slice(frame).unwrap();
+    let Some(TransportHeader::Udp(u)) = &p.transport else { panic!("not UDP") };
+    let l4 = u.length as u32;
+    let addrs: Vec<u8> = match &p.net {
+        Some(NetHeaders::Ipv4(h, _)) => [h.source, h.destination].concat(),
+        Some(NetHeaders::Ipv6(h, _)) => [h.source, h.destination].concat(),
+        _ => panic!("not IP"),
+    };
+    let mut s = 17 + (l4 >> 16) + (l4 & 0xffff);
+    for w in addrs.chunks(2) {
+        s += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    let cs = frame.len() - p.payload.slice().len() - 8;
+    frame[cs + 6..cs + 8].copy_from_slice(&ones_complement(&[], s).to_be_bytes());
+}
+
 /// Replaces a frame's TCP checksum with the folded pseudo-header sum, as a
 /// `CHECKSUM_PARTIAL` frame (GRO, or a local sender with offload) carries it.
 pub fn make_partial(frame: &mut [u8]) {
@@ -601,9 +621,16 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(cfg: Config) -> Harness {
+        let eng = Engine::new(cfg.clone()).expect("valid config");
+        Harness::with_engine(cfg, eng)
+    }
+
+    /// A harness around an engine made elsewhere (e.g. one sharing a
+    /// path-MTU cache with another, as a gateway's workers do).
+    pub fn with_engine(cfg: Config, eng: Engine) -> Harness {
         let t0 = Instant::now();
         Harness {
-            eng: Engine::new(cfg.clone()).expect("valid config"),
+            eng,
             cfg,
             t0,
             now: t0,
@@ -707,6 +734,15 @@ impl Harness {
     pub fn flush_all(&mut self) {
         self.eng.flush_all(self.now);
         self.drain();
+    }
+
+    /// A reload: the engine takes `cfg` now (what it held leaves first, in
+    /// order); refused if `cfg` changes what is fixed at start.
+    pub fn reload(&mut self, cfg: Config) -> Result<(), px_gateway::ConfigError> {
+        self.eng.set_config(self.now, cfg.clone())?;
+        self.cfg = cfg;
+        self.drain();
+        Ok(())
     }
 
     /// Frames sent on `port` since the last [`Self::take`].

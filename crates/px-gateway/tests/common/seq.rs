@@ -17,14 +17,25 @@
 //! a flow's segment or a random one, any MTU; UDP toward the caravan
 //! prefixes (with and without the caravan codepoint); caravans from inside,
 //! valid or with a byte changed; VXLAN and GRE frames carrying a flow's
-//! segment; mutated valid frames and raw bytes.
+//! segment; mutated valid frames and raw bytes. Offload metadata as the
+//! kernel hands it over (issue 27): TCP GRO super-packets from either port,
+//! partial checksums (`CHECKSUM_PARTIAL`, the field holding the
+//! pseudo-header sum) on single segments and super-packets, UDP GRO
+//! batches. A second engine shares the path-MTU cache (as a gateway's
+//! workers do) and takes half the ICMP errors, so errors about one
+//! engine's flows are validated through the other; reloads change the
+//! live configuration mid-sequence.
 //!
 //! Checked after every call (by [`Harness`]): every frame the engine builds
 //! parses with etherparse, its checksums verify (GSO super-packets after a
 //! software cut), and it fits the egress MTU; a frame passed on untouched
 //! that was well-formed still is (malformed input passed on is only checked
 //! for size); counters account for every input and agree with the verdicts;
-//! nothing is dropped by a wake-up (held data is never lost). At the end,
+//! nothing is dropped by a wake-up (held data is never lost); what one
+//! input made the engine queue is bounded by the input's size, and the
+//! engine's state by the configuration ([`Footprint`]: flows, held and
+//! caravan bytes, the deadline queue, the buffer pool, the handshake
+//! memory). At the end,
 //! after `flush_all`: per TCP flow, the ordered history out equals the one
 //! in and every byte out is the byte in ([`Oracle::verify`]), except for
 //! flows that had a segment dropped or fragmented as a router would, or a
@@ -33,6 +44,8 @@
 use super::*;
 use etherparse::{EtherType, Ethernet2Header, Icmpv4Type, Icmpv6Type, icmpv4::DestUnreachableHeader};
 use px_caravan::{Builder, InnerChecksum, Pseudo};
+use px_gateway::{Footprint, PshPolicy, SharedPmtu};
+use std::collections::VecDeque;
 
 /// Reads the input; past its end every read is 0.
 pub struct Input<'a> {
@@ -207,6 +220,10 @@ fn udp_frame(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, dscp: u8, df: boo
 /// The driver's state across events.
 struct Driver<'a> {
     h: Harness,
+    /// A second engine sharing `h`'s path-MTU cache.
+    peer: Harness,
+    /// When the last inputs arrived (for the deadline queue's bound).
+    recent: VecDeque<Instant>,
     inp: Input<'a>,
     /// Next sequence number per pool flow and direction.
     next: [[u32; 2]; FLOWS],
@@ -263,7 +280,7 @@ impl Driver<'_> {
         let len = if flags.rst { 0 } else { len };
         // From outside, a segment larger than the port's MTU can only be a
         // GRO super-packet; from inside, the inner MTU bounds it.
-        let len = if dir == 1 { len.min(cap) } else { len.min(65_000 - hdr) };
+        let len = if dir == 1 && self.inp.u8() > 32 { len.min(cap) } else { len.min(65_000 - hdr) };
         let mode = self.inp.u8();
         let next = self.next[i][dir];
         let seq = match mode % 16 {
@@ -351,12 +368,15 @@ impl Driver<'_> {
         if !ok || after.inner.rx_packets + after.outer.rx_packets != self.h.tally.fed {
             return Err(format!("input not accounted once: verdict {v:?}, +{d}, {after:?}"));
         }
+        let (fragmented, drops_now) = (after.fragmented_in != before.fragmented_in, after.total_drops());
+        self.recent.push_back(self.h.now);
+        self.bounded()?;
         if let Some(i) = flow {
-            let why = if after.fragmented_in != before.fragmented_in {
+            let why = if fragmented {
                 Some("fragmented as a router would")
             } else if let Verdict::Dropped(r) = v {
                 Some(r.name())
-            } else if after.total_drops() != before.total_drops() {
+            } else if drops_now != before.total_drops() {
                 Some("dropped as a router would")
             } else {
                 None
@@ -369,9 +389,37 @@ impl Driver<'_> {
         self.check()
     }
 
+    /// The engine's state within what the configuration allows. Stale
+    /// deadlines leave as their time passes: at most the holds and caravans
+    /// started within one merge timeout, each input starting at most one
+    /// per inner segment it fills (45 for a 64 KB super-packet).
+    fn bounded(&mut self) -> Result<(), String> {
+        let cfg = self.h.eng.config().clone();
+        let window = cfg.merge_timeout + Duration::from_millis(1);
+        while self.recent.front().is_some_and(|t| self.h.now.saturating_duration_since(*t) > window) {
+            self.recent.pop_front();
+        }
+        let f: Footprint = self.h.eng.footprint();
+        let full = cfg.imtu as usize + 160;
+        let ok = f.flows <= cfg.max_flows
+            && f.held_reserved <= cfg.max_held_bytes.max(full)
+            && f.caravans_open <= cfg.max_flows
+            && f.caravans_reserved <= cfg.max_held_bytes.max(full)
+            && f.deadlines <= 64 * (self.recent.len() + 1) + 2 * cfg.max_flows
+            && f.pool_free <= 3 * 4096
+            && f.handshake_slots == self.peer.eng.footprint().handshake_slots;
+        if !ok {
+            return Err(format!("footprint beyond the configuration: {f:?}, {} recent inputs", self.recent.len()));
+        }
+        Ok(())
+    }
+
     fn check(&mut self) -> Result<(), String> {
         let outs = self.h.check_outputs().map_err(|e| format!("at {:?}: {e}", self.h.elapsed()))?;
         self.stats.outputs += outs.len() as u64;
+        self.peer.now = self.h.now;
+        let peer = self.peer.check_outputs().map_err(|e| format!("peer at {:?}: {e}", self.h.elapsed()))?;
+        self.stats.outputs += peer.len() as u64;
         self.h.untrusted_input = false;
         Ok(())
     }
@@ -393,20 +441,38 @@ impl Driver<'_> {
                 let d = u64::from(self.inp.u16()) << (self.inp.u8() % 8);
                 self.timed(|h| h.advance(Duration::from_micros(d)))
             }
-            3 => self.timed(|h| h.poke()),
+            3 if self.inp.u8() < 200 => self.timed(|h| h.poke()),
+            3 => self.reload(),
             4..=10 | 16 | 17 => {
                 let (i, dir, s, raw) = self.segment();
                 let frame = tcp_frame(&s, &raw);
                 let port = if dir == 0 { Port::Outer } else { Port::Inner };
                 let plen = s.payload.len();
                 let ip_len = if s.is_v6() { 40 } else { 20 } + 20 + raw.len() + plen;
-                let meta = if dir == 0 && ip_len > 1500 {
-                    // A GRO super-packet of `mss`-byte segments.
-                    let mss = (1500 - (ip_len - plen)) as u16;
-                    let kind = if s.is_v6() { GsoKind::TcpV6 } else { GsoKind::TcpV4 };
-                    PacketMeta { gso: Some(Gso { kind, size: mss, ecn: false }), csum: Checksum::Valid, hdr_len: 0 }
+                let mtu = if dir == 0 { 1500 } else { 9000 };
+                let mut frame = frame;
+                // The kernel's offload state: a super-packet (larger than
+                // its port's MTU) is GRO'd; its checksum, and sometimes a
+                // single segment's, arrives partial (the field holding the
+                // pseudo-header sum) or verified.
+                let partial = self.inp.u8() < 96;
+                let csum = if partial {
+                    make_partial(&mut frame);
+                    // The TCP header starts before its options and the payload.
+                    let l4 = frame.len() - plen - 20 - raw.len();
+                    Checksum::Partial { start: l4 as u16, offset: 16 }
+                } else if ip_len > mtu || self.inp.u8() < 64 {
+                    Checksum::Valid
                 } else {
-                    PacketMeta::PLAIN
+                    Checksum::Unknown
+                };
+                let meta = if ip_len > mtu {
+                    // A GRO super-packet of `mss`-byte segments.
+                    let mss = (mtu - (ip_len - plen)) as u16;
+                    let kind = if s.is_v6() { GsoKind::TcpV6 } else { GsoKind::TcpV4 };
+                    PacketMeta { gso: Some(Gso { kind, size: mss, ecn: false }), csum, hdr_len: 0 }
+                } else {
+                    PacketMeta { csum, ..PacketMeta::PLAIN }
                 };
                 self.feed(port, frame, meta, Some(i), true)
             }
@@ -489,7 +555,36 @@ impl Driver<'_> {
             _ => unreachable!(),
         }
         let port = if from_inside { Port::Inner } else { Port::Outer };
+        if self.inp.u8() & 1 == 0 {
+            // Through the other worker: it validates what it carries and
+            // passes the rest on through the shared cache.
+            self.peer.now = self.h.now;
+            let _ = self.peer.feed(port, v, PacketMeta::PLAIN);
+            return self.check();
+        }
         self.feed(port, v, PacketMeta::PLAIN, None, true)
+    }
+
+    /// A reload: the live part of the configuration changes (the merge
+    /// timeout, PSH policy, bulk detection, the hold budget, ICMP rate);
+    /// what was held leaves first, in order.
+    fn reload(&mut self) -> Result<(), String> {
+        let b = self.inp.u8();
+        let old = self.h.eng.config().clone();
+        let new = Config {
+            merge_timeout: Duration::from_micros([50, 200, 500, 2_000][usize::from(b & 3)]),
+            psh: [PshPolicy::Adaptive, PshPolicy::Flush, PshPolicy::Hold][usize::from(b >> 2 & 3) % 3],
+            bulk_after: [1, 3, 8][usize::from(b >> 4 & 3) % 3],
+            max_held_bytes: if b & 0x40 != 0 { 65_536 } else { 1 << 20 },
+            icmp_rate_per_sec: if b & 0x80 != 0 { 1000 } else { 10 },
+            ..old
+        };
+        let drops = self.h.eng.counters().total_drops();
+        self.h.reload(new).map_err(|e| format!("a live change refused: {e}"))?;
+        if self.h.eng.counters().total_drops() != drops || self.h.eng.held_bytes() != 0 {
+            return Err("a reload dropped or kept held data".into());
+        }
+        self.check()
     }
 
     /// UDP from outside toward the caravan prefixes (packed inbound), with
@@ -596,7 +691,18 @@ pub fn run(data: &[u8]) -> Result<SeqStats, String> {
     for (i, n) in next.iter_mut().enumerate() {
         *n = [1_000_000 * (i as u32 + 1), 0xffff_0000u32.wrapping_add(77_777 * i as u32)];
     }
-    let mut d = Driver { h: Harness::new(cfg), inp, next, skip: HashMap::new(), stats: SeqStats::default() };
+    let shared = SharedPmtu::new(cfg.pmtu_cache_size, cfg.pmtu_lifetime);
+    let eng = Engine::with_shared_pmtu(cfg.clone(), shared.clone()).map_err(|e| e.to_string())?;
+    let peer = Engine::with_shared_pmtu(cfg.clone(), shared).map_err(|e| e.to_string())?;
+    let mut d = Driver {
+        h: Harness::with_engine(cfg.clone(), eng),
+        peer: Harness::with_engine(cfg, peer),
+        recent: VecDeque::new(),
+        inp,
+        next,
+        skip: HashMap::new(),
+        stats: SeqStats::default(),
+    };
     let mut n = 0;
     while !d.inp.is_empty() && n < MAX_EVENTS {
         d.event()?;
