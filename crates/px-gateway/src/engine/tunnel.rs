@@ -160,19 +160,28 @@ impl Engine {
 struct Outcomes {
     forwarded: u64,
     fragmented_in: u64,
+    /// Datagrams of a UDP batch packed into caravans: the batch is one
+    /// input (cut), its datagrams show in the caravans' `built_datagrams`.
+    packed_in: u64,
     drop: [u64; DropReason::ALL.len()],
 }
 
 impl Outcomes {
     fn of(e: &Engine) -> Outcomes {
         let c = &e.counters;
-        Outcomes { forwarded: c.forwarded, fragmented_in: c.fragmented_in, drop: c.drop }
+        Outcomes {
+            forwarded: c.forwarded,
+            fragmented_in: c.fragmented_in,
+            packed_in: c.caravan.packed_in,
+            drop: c.drop,
+        }
     }
 
     fn one_input(self, e: &mut Engine) -> Verdict {
         let c = &mut e.counters;
         let dropped = c.drop.iter().zip(&self.drop).position(|(now, then)| now != then);
-        (c.forwarded, c.fragmented_in, c.drop) = (self.forwarded, self.fragmented_in, self.drop);
+        (c.forwarded, c.fragmented_in, c.caravan.packed_in, c.drop) =
+            (self.forwarded, self.fragmented_in, self.packed_in, self.drop);
         match dropped {
             Some(r) => e.drop(DropReason::ALL[r]),
             None => {

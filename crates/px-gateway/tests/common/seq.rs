@@ -604,6 +604,29 @@ impl Driver<'_> {
         } else {
             (Port::Inner, udp_frame(inner_addr(v6, n), outer_addr(v6, n), 443, 5000 + n, dscp, df, &payload))
         };
+        let batch = self.inp.u8();
+        if batch < 48 {
+            // A UDP GRO batch (`rx-udp-gro-forwarding`): up to 64 datagrams
+            // of `size` bytes (the last shorter), the checksum partial.
+            let size = [1usize, 8, 100, 1200, 1472][usize::from(batch % 5)];
+            let count = 1 + usize::from(self.inp.u8() % 64);
+            let total = (size * count - usize::from(batch & 1) * size / 2).min(65_000);
+            let payload = stream_bytes(u32::from(b), 0, total);
+            let (src, dst, sp, dp) = if port == Port::Outer {
+                (outer_addr(v6, n), inner_addr(v6, n), 5000 + n, 443)
+            } else {
+                (inner_addr(v6, n), outer_addr(v6, n), 443, 5000 + n)
+            };
+            let mut frame = udp_frame(src, dst, sp, dp, dscp, df, &payload);
+            make_partial_udp(&mut frame);
+            let l4 = frame.len() - total - 8;
+            let meta = PacketMeta {
+                gso: Some(Gso { kind: GsoKind::UdpL4, size: size as u16, ecn: false }),
+                csum: Checksum::Partial { start: l4 as u16, offset: 6 },
+                hdr_len: (l4 + 8) as u16,
+            };
+            return self.feed(port, frame, meta, None, true);
+        }
         self.feed(port, frame, PacketMeta::PLAIN, None, true)
     }
 
