@@ -39,7 +39,7 @@ use crate::ring::{RingBatch, RingError, RingGeometry, RxRing};
 use crate::rx::{
     PacketType, RxError, RxFrames, RxPacket, TP_STATUS_VLAN_VALID, VLAN_ROOM, insert_vlan_tag, shift_vnet_for_tag,
 };
-use crate::sys::setsockopt;
+use crate::sys::{getsockopt, setsockopt};
 use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetHeader};
 
 /// How to open a [`PacketSocket`].
@@ -282,21 +282,7 @@ impl PacketSocket {
 
     /// Reads and resets the kernel's per-socket counters.
     pub fn take_stats(&self) -> io::Result<SocketStats> {
-        let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
-        let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
-        // SAFETY: `st`/`len` are live and sized for PACKET_STATISTICS.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                (&raw mut st).cast(),
-                &mut len,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let st: libc::tpacket_stats = getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS)?;
         Ok(SocketStats { packets: st.tp_packets, drops: st.tp_drops })
     }
 }

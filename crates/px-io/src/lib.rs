@@ -77,5 +77,6 @@ pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState};
 pub use ifaddr::{ifindex_mtu, interface_mtu_of};
 pub use ring::{RingBatch, RingError, RingGeometry, RxRing};
 pub use rx::{MAX_FRAME, PacketType, RxError, RxFrames, RxPacket};
-pub use udp::{DfMode, QueuedError, RecvBatch, RecvMeta, UdpSocket, random_u64};
+pub use sys::random_u64;
+pub use udp::{DfMode, QueuedError, RecvBatch, RecvMeta, UdpSocket};
 pub use vnet::{Checksum, Gso, GsoKind, PacketMeta, VnetError, VnetHeader};
