@@ -71,7 +71,7 @@ pub struct Control<'a> {
     pub reload: Arc<AtomicBool>,
     /// Reads the configuration anew for a reload (`px`: the same file and
     /// flags as at start). None: reload requests are logged and ignored.
-    pub load: Option<Box<dyn FnMut() -> Result<GatewayConfig, String> + 'a>>,
+    pub load: Option<Box<dyn FnMut() -> Result<GatewayConfig, ConfigError> + 'a>>,
 }
 
 impl Control<'_> {
