@@ -258,6 +258,15 @@ pub fn run_with(
     for h in handles {
         let _ = h.join();
     }
+    // The ports go back first: nothing below may delay them (the capture
+    // writer drains its queue; the metrics thread ends within its poll
+    // interval and never waits for a client, whose threads end on their
+    // own deadlines).
+    for g in &guards {
+        if let Err(e) = g.restore() {
+            log(&format!("px gateway: restoring {}: {e}", g.name()));
+        }
+    }
     if let Some(m) = metrics {
         let _ = m.join();
     }
@@ -275,11 +284,6 @@ pub fn run_with(
     }
     let total = shared.total();
     log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total)));
-    for g in &guards {
-        if let Err(e) = g.restore() {
-            log(&format!("px gateway: restoring {}: {e}", g.name()));
-        }
-    }
     Ok(total)
 }
 
