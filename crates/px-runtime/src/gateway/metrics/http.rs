@@ -26,18 +26,18 @@ use super::render::render;
 use super::snapshot::Shared;
 
 /// Most bytes of a request line and headers read before the request is refused.
-pub const MAX_REQUEST: usize = 8 * 1024;
+const MAX_REQUEST: usize = 8 * 1024;
 /// How long a client has to send its request line and headers.
-pub const REQUEST_TIME: Duration = Duration::from_secs(2);
+const REQUEST_TIME: Duration = Duration::from_secs(2);
 /// How long an answer has to leave.
-pub const WRITE_TIME: Duration = Duration::from_secs(2);
+const WRITE_TIME: Duration = Duration::from_secs(2);
 /// Connections served at the same time.
-pub const MAX_CLIENTS: usize = 4;
+const MAX_CLIENTS: usize = 4;
 /// How often the accepting thread looks at the stop flag.
-pub const STOP_POLL: Duration = Duration::from_millis(50);
+const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// Serves `GET /metrics` on `addr` until `stop` is set. The thread it
-/// returns ends within [`STOP_POLL`] of `stop`, whatever the clients do.
+/// returns ends within 50 ms of `stop`, whatever the clients do.
 pub fn serve(addr: SocketAddr, shared: Shared, stop: Arc<AtomicBool>) -> io::Result<std::thread::JoinHandle<()>> {
     serve_on(TcpListener::bind(addr)?, shared, stop)
 }
@@ -53,8 +53,17 @@ fn serve_on(listener: TcpListener, shared: Shared, stop: Arc<AtomicBool>) -> io:
             if poller.wait(Some(STOP_POLL)).is_err() {
                 std::thread::sleep(STOP_POLL);
             }
-            while let Ok((stream, _)) = listener.accept() {
-                accept(stream, &shared, &active);
+            loop {
+                match listener.accept() {
+                    Ok((stream, _)) => accept(stream, &shared, &active),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        // E.g. out of descriptors: the listener stays
+                        // readable, so wait instead of spinning.
+                        std::thread::sleep(STOP_POLL);
+                        break;
+                    }
+                }
             }
         }
     })
