@@ -104,10 +104,13 @@ fn run_flood(mode: Mode, frame_len: usize, secs: u64) -> Sample {
     let stop = AtomicBool::new(false);
     let m = std::thread::scope(|s| {
         s.spawn(|| {
-            let frames: Vec<(PacketMeta, &[u8])> = (0..64).map(|_| (PacketMeta::PLAIN, &frame[..])).collect();
             let mut txb = TxBatch::new(64);
             while !stop.load(Ordering::Relaxed) {
-                let _ = tx.send_batch(&mut txb, &frames);
+                // A full queue of the same frame per sendmmsg; a full send
+                // buffer or a refusal just means the next round.
+                let mut q = tx.queue(&mut txb);
+                while q.push(&PacketMeta::PLAIN, &frame) {}
+                let _ = q.send();
             }
         });
         let m = measure(&mut rx, mode, secs);

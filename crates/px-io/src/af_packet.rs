@@ -9,12 +9,13 @@
 //! - frames this socket (or anyone) *sends* on the interface are not read
 //!   back (`PACKET_IGNORE_OUTGOING`, and its fan-out flag for a socket in a
 //!   fan-out group), so a bump-in-the-wire does not loop;
-//! - [`PacketSocket::recv_batch`] / [`PacketSocket::send_batch`] make one
-//!   syscall per batch (`recvmmsg`/`sendmmsg`) and never allocate: frames
-//!   land in the [`RxBatch`]'s preallocated slots and leave from the
-//!   caller's buffers, queued in order in a [`TxQueue`] (frames of any
-//!   origin, given as metadata plus bytes) or given as a slice of
-//!   [`TxFrame`]s;
+//! - [`PacketSocket::recv_batch`] and [`TxQueue::send`] make one syscall
+//!   per batch (`recvmmsg`/`sendmmsg`) and never allocate: frames land in
+//!   the [`RxBatch`]'s preallocated slots and leave from the caller's
+//!   buffers, queued in order in a [`TxQueue`] ([`PacketSocket::queue`]:
+//!   the one way to send, for frames of any origin, given as metadata plus
+//!   bytes; what to do when the kernel will not take them is the caller's
+//!   policy);
 //! - with a receive ring ([`SocketConfig::rx_ring`]) frames are read in
 //!   place from the mapping and can be sent on from there
 //!   ([`PacketSocket::recv_ring_batch`]), with no copy in user space;
@@ -38,7 +39,7 @@ use crate::ring::{RingBatch, RingError, RingGeometry, RxRing};
 use crate::rx::{
     PacketType, RxError, RxFrames, RxPacket, TP_STATUS_VLAN_VALID, VLAN_ROOM, insert_vlan_tag, shift_vnet_for_tag,
 };
-use crate::sys::setsockopt;
+use crate::sys::{getsockopt, setsockopt};
 use crate::vnet::{PacketMeta, VNET_HDR_LEN, VnetHeader};
 
 /// How to open a [`PacketSocket`].
@@ -144,18 +145,6 @@ pub enum SendError {
         /// `ENOBUFS` dropped by the device...).
         source: io::Error,
     },
-}
-
-/// What [`PacketSocket::send_iter`] did with the frames it was given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SendOutcome {
-    /// Frames the kernel accepted.
-    pub sent: usize,
-    /// Frames dropped because the send buffer was full.
-    pub would_block: usize,
-    /// Frames the kernel refused (too large, bad GSO metadata, device
-    /// dropped).
-    pub refused: usize,
 }
 
 /// Counters the kernel keeps per packet socket (`PACKET_STATISTICS`).
@@ -284,78 +273,6 @@ impl PacketSocket {
         self.ring.is_some()
     }
 
-    /// Sends one frame. With a vnet header, `meta` may ask for GSO.
-    pub fn send(&self, meta: &PacketMeta, frame: &[u8]) -> Result<(), SendError> {
-        let hdr = meta.to_bytes();
-        let mut iov = [iovec(&hdr[..]), iovec(frame)];
-        if !self.vnet_hdr {
-            iov[0].iov_len = 0;
-        }
-        // SAFETY: msghdr is plain old data; zero is "no name, no control".
-        let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_iov = iov.as_mut_ptr();
-        msg.msg_iovlen = iov.len();
-        // SAFETY: msg points to `iov`, whose buffers (`hdr`, `frame`) are
-        // live and only read by sendmsg.
-        let r = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
-        if r >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::WouldBlock {
-            Err(SendError::WouldBlock)
-        } else {
-            Err(SendError::Refused { sent: 0, source: e })
-        }
-    }
-
-    /// Sends `frames` with as few `sendmmsg` calls as the batch capacity
-    /// allows. Returns how many were sent: fewer than `frames.len()` means
-    /// the send buffer filled (wait until writable, resend the rest).
-    pub fn send_batch<F: TxFrame>(&self, batch: &mut TxBatch, frames: &[F]) -> Result<usize, SendError> {
-        let mut q = self.queue(batch);
-        let mut frames = frames.iter().map(|f| (f.meta(), f.frame()));
-        let mut sent = 0;
-        while q.fill(&mut frames) > 0 {
-            match q.send() {
-                Ok(n) => sent += n,
-                Err(SendError::WouldBlock) => return Ok(sent),
-                Err(SendError::Refused { source, .. }) => return Err(SendError::Refused { sent, source }),
-            }
-        }
-        Ok(sent)
-    }
-
-    /// Sends frames taken from `frames` in `sendmmsg` chunks, dropping (and
-    /// counting) what the kernel will not take, as a router drops on a
-    /// full queue; never blocks and never allocates. For pass-through
-    /// paths, e.g. forwarding a received batch unchanged:
-    /// `out.send_iter(&mut tx, rx.iter().filter_map(Result::ok).map(|p| (p.meta, p.frame)))`.
-    pub fn send_iter<'a, I>(&self, batch: &mut TxBatch, frames: I) -> SendOutcome
-    where
-        I: IntoIterator<Item = (PacketMeta, &'a [u8])>,
-    {
-        let mut out = SendOutcome::default();
-        let mut frames = frames.into_iter();
-        let mut q = self.queue(batch);
-        let mut blocked = false;
-        while q.fill(&mut frames) > 0 {
-            if blocked {
-                out.would_block += q.clear();
-                continue;
-            }
-            match q.send() {
-                Ok(n) => out.sent += n,
-                Err(SendError::WouldBlock) => {
-                    out.would_block += q.clear();
-                    blocked = true;
-                }
-                Err(SendError::Refused { .. }) => out.refused += 1,
-            }
-        }
-        out
-    }
-
     /// An empty send queue on this socket, using `batch` as its scratch:
     /// push frames in the order they must leave, then send (see
     /// [`TxQueue`]).
@@ -365,21 +282,7 @@ impl PacketSocket {
 
     /// Reads and resets the kernel's per-socket counters.
     pub fn take_stats(&self) -> io::Result<SocketStats> {
-        let mut st = libc::tpacket_stats { tp_packets: 0, tp_drops: 0 };
-        let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
-        // SAFETY: `st`/`len` are live and sized for PACKET_STATISTICS.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                (&raw mut st).cast(),
-                &mut len,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let st: libc::tpacket_stats = getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS)?;
         Ok(SocketStats { packets: st.tp_packets, drops: st.tp_drops })
     }
 }
@@ -652,47 +555,8 @@ impl RxFrames for RxBatch {
     }
 }
 
-/// Something that can be sent: metadata plus the frame bytes. Implemented
-/// for `(PacketMeta, &[u8])`, `(PacketMeta, Vec<u8>)` and [`RxPacket`]
-/// (forward a received frame without copying), for
-/// [`PacketSocket::send_batch`]; frames of mixed origin go through a
-/// [`TxQueue`] instead.
-pub trait TxFrame {
-    /// GSO/checksum request (ignored on sockets without vnet header).
-    fn meta(&self) -> PacketMeta;
-    /// The frame from the Ethernet header on.
-    fn frame(&self) -> &[u8];
-}
-
-impl TxFrame for (PacketMeta, &[u8]) {
-    fn meta(&self) -> PacketMeta {
-        self.0
-    }
-    fn frame(&self) -> &[u8] {
-        self.1
-    }
-}
-
-impl TxFrame for (PacketMeta, Vec<u8>) {
-    fn meta(&self) -> PacketMeta {
-        self.0
-    }
-    fn frame(&self) -> &[u8] {
-        &self.1
-    }
-}
-
-impl TxFrame for RxPacket<'_> {
-    fn meta(&self) -> PacketMeta {
-        self.meta
-    }
-    fn frame(&self) -> &[u8] {
-        self.frame
-    }
-}
-
-/// Reusable `sendmmsg` scratch space (headers and message vectors) for
-/// [`PacketSocket::send_batch`]; the frames themselves are not copied.
+/// Reusable `sendmmsg` scratch space (headers and message vectors) for a
+/// [`TxQueue`]; the frames themselves are not copied.
 pub struct TxBatch {
     hdrs: Vec<[u8; VNET_HDR_LEN]>,
     iovs: Vec<[libc::iovec; 2]>,

@@ -3,8 +3,9 @@
 //!
 //! - [`af_packet`]: [`PacketSocket`], an AF_PACKET socket with
 //!   `PACKET_VNET_HDR` (kernel GRO super-packets in, GSO super-packets out),
-//!   batched non-blocking `recvmmsg`/`sendmmsg` into preallocated buffers,
-//!   and a [`Poller`] for timer-driven loops.
+//!   batched non-blocking `recvmmsg` into preallocated buffers, one way to
+//!   send ([`TxQueue`], `sendmmsg` of frames queued in order), and a
+//!   [`Poller`] for timer-driven loops.
 //! - [`ring`]: [`RxRing`], the memory-mapped `TPACKET_V2` receive ring.
 //! - [`rx`]: what either receive path hands over ([`RxPacket`], [`RxError`])
 //!   and [`RxFrames`], the interface of both kinds of received batch.
@@ -68,8 +69,7 @@ pub mod udp;
 pub mod vnet;
 
 pub use af_packet::{
-    OpenError, PacketSocket, Poller, RecvError, RxBatch, SendError, SendOutcome, SocketConfig, SocketStats, TxBatch,
-    TxFrame, TxQueue,
+    OpenError, PacketSocket, Poller, RecvError, RxBatch, SendError, SocketConfig, SocketStats, TxBatch, TxQueue,
 };
 pub use fanout::{Fanout, symmetric_flow_hash, worker_for};
 pub use frag_capture::FragmentCapture;
@@ -77,5 +77,6 @@ pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState};
 pub use ifaddr::{ifindex_mtu, interface_mtu_of};
 pub use ring::{RingBatch, RingError, RingGeometry, RxRing};
 pub use rx::{MAX_FRAME, PacketType, RxError, RxFrames, RxPacket};
-pub use udp::{DfMode, QueuedError, RecvBatch, RecvMeta, UdpSocket, random_u64};
+pub use sys::random_u64;
+pub use udp::{DfMode, QueuedError, RecvBatch, RecvMeta, UdpSocket};
 pub use vnet::{Checksum, Gso, GsoKind, PacketMeta, VnetError, VnetHeader};

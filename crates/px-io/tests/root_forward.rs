@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use px_io::{MAX_FRAME, PacketSocket, Poller, RxBatch, SocketConfig, TxBatch};
 use px_lab::line::{LEFT_V4, LEFT_V6, RIGHT_V4, RIGHT_V6};
-use px_lab::{Line, LineSpec, Offloads, require_root_or_skip};
+use px_lab::{Line, LineSpec, Offloads, require_root_or_skip, send_or_drop};
 
 /// Deterministic test bytes (xorshift), so the receiver can check every
 /// byte without a copy of the stream.
@@ -47,8 +47,8 @@ fn forward(from: &PacketSocket, to: &PacketSocket, rx: &mut RxBatch, tx: &mut Tx
         c.looped.fetch_add(looped, Ordering::Relaxed);
         let supers = rx.iter().filter(|p| p.as_ref().is_ok_and(|p| p.meta.gso.is_some())).count();
         c.super_packets.fetch_add(supers, Ordering::Relaxed);
-        let out = to.send_iter(tx, rx.iter().map(Result::unwrap).map(|p| (p.meta, p.frame)));
-        c.dropped.fetch_add(out.would_block + out.refused, Ordering::Relaxed);
+        let (_, dropped) = send_or_drop(to, tx, rx.iter().map(Result::unwrap).map(|p| (p.meta, p.frame)));
+        c.dropped.fetch_add(dropped, Ordering::Relaxed);
     }
 }
 
@@ -61,8 +61,8 @@ fn forward_ring(from: &mut PacketSocket, to: &PacketSocket, tx: &mut TxBatch, c:
         c.looped.fetch_add(looped, Ordering::Relaxed);
         let supers = batch.iter().flatten().filter(|p| p.meta.gso.is_some()).count();
         c.super_packets.fetch_add(supers, Ordering::Relaxed);
-        let out = to.send_iter(tx, batch.iter().map(Result::unwrap).map(|p| (p.meta, p.frame)));
-        c.dropped.fetch_add(out.would_block + out.refused, Ordering::Relaxed);
+        let (_, dropped) = send_or_drop(to, tx, batch.iter().map(Result::unwrap).map(|p| (p.meta, p.frame)));
+        c.dropped.fetch_add(dropped, Ordering::Relaxed);
     }
 }
 

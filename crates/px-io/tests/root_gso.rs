@@ -12,7 +12,7 @@ fn ones_complement_sum(data: &[u8]) -> u16 {
     fold(Sum::of(data))
 }
 use px_io::{Checksum, Gso, GsoKind, MAX_FRAME, PacketMeta, PacketSocket, Poller, RxBatch, SocketConfig};
-use px_lab::{Offloads, Topology, require_root_or_skip};
+use px_lab::{Offloads, Topology, require_root_or_skip, send_frame};
 
 const V6_SRC: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 const V6_DST: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
@@ -61,7 +61,7 @@ fn roundtrip(mtu: u32, meta: PacketMeta, frame: &[u8], proto: u8, payload_len: u
     let plain = SocketConfig { vnet_hdr: false, ..SocketConfig::default() };
     let rx = t.ns(r).run(|| PacketSocket::open("eth0", &plain)).unwrap().unwrap();
     let tx = t.ns(s).run(|| PacketSocket::open("eth0", &SocketConfig::default())).unwrap().unwrap();
-    tx.send(&meta, frame).unwrap();
+    send_frame(&tx, &meta, frame).unwrap();
     let (mut batch, mut poller) = (RxBatch::new(16, MAX_FRAME), Poller::new());
     poller.add(std::os::fd::AsFd::as_fd(&rx));
     let (mut got, mut bytes) = (Vec::new(), 0);

@@ -16,7 +16,7 @@ use px_io::{
     Checksum, Fanout, GsoKind, IfaceCtl, IfaceGuard, MAX_FRAME, Offload, PacketMeta, PacketSocket, PacketType, Poller,
     RingGeometry, RxBatch, SocketConfig,
 };
-use px_lab::{Line, LineSpec, NsId, Topology, require_root_or_skip};
+use px_lab::{Line, LineSpec, NsId, Topology, require_root_or_skip, send_frame};
 
 /// Two namespaces `snd` and `rcv` joined by `eth0 <-> eth0`.
 fn pair(mtu: u32, v6: bool) -> (Topology, NsId, NsId) {
@@ -257,7 +257,7 @@ fn gso_roundtrip(tx_csum: bool, rx_vnet: bool) -> (Vec<u8>, Vec<(PacketMeta, Vec
     let tx = snd.run(|| PacketSocket::open("eth0", &SocketConfig::default())).unwrap().unwrap();
     // MSS 8948 = 9000 - 20 (IPv4) - 20 (TCP) - 12 (timestamps).
     let meta = PacketMeta::tcp_gso(false, 8948, 34, HDRS as u16);
-    tx.send(&meta, &frame).unwrap();
+    send_frame(&tx, &meta, &frame).unwrap();
     let mut batch = RxBatch::new(16, MAX_FRAME);
     let mut got = Vec::new();
     let mut poller = Poller::new();
@@ -441,8 +441,8 @@ fn kernel_fanout_keeps_both_directions_on_one_worker() {
     const FLOWS: u16 = 64;
     let (a, b) = ([198, 51, 100, 7], [203, 0, 113, 9]);
     for i in 0..FLOWS {
-        inject_l.send(&PacketMeta::PLAIN, &udp4(a, b, 20000 + i, 53)).unwrap();
-        inject_r.send(&PacketMeta::PLAIN, &udp4(b, a, 53, 20000 + i)).unwrap();
+        send_frame(&inject_l, &PacketMeta::PLAIN, &udp4(a, b, 20000 + i, 53)).unwrap();
+        send_frame(&inject_r, &PacketMeta::PLAIN, &udp4(b, a, 53, 20000 + i)).unwrap();
     }
     // worker_of[port][flow]
     let mut worker_of = [[usize::MAX; FLOWS as usize]; 2];

@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use px_io::{Checksum, MAX_FRAME, PacketMeta, PacketSocket, RingGeometry, RxBatch, SocketConfig};
-use px_lab::{NsId, Topology, require_root_or_skip};
+use px_lab::{NsId, Topology, require_root_or_skip, send_frame};
 
 fn pair() -> (Topology, NsId, NsId) {
     let mut t = Topology::new().unwrap();
@@ -99,13 +99,13 @@ fn vlan_tags_survive_the_receive_path() {
         let mut sent = Vec::new();
         for tags in &cases {
             let (f, l4) = tagged_udp(tags, b"tagged frame", false);
-            tx.send(&PacketMeta::PLAIN, &f).unwrap();
+            send_frame(&tx, &PacketMeta::PLAIN, &f).unwrap();
             sent.push(f);
             // Checksum left to the receiver: the offsets must move with the tag.
             let (f, l4p) = tagged_udp(tags, b"partial sum", true);
             assert_eq!(l4, l4p);
             let meta = PacketMeta { csum: Checksum::Partial { start: l4 as u16, offset: 6 }, ..PacketMeta::PLAIN };
-            tx.send(&meta, &f).unwrap();
+            send_frame(&tx, &meta, &f).unwrap();
             sent.push(f);
         }
         let got = receive(&mut rx, ring, sent.len());

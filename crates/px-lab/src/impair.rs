@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use px_io::{Checksum, PacketMeta, PacketSocket, Poller, RxBatch, SocketConfig, TxBatch};
 
 use crate::LabError;
-use crate::element::{Element, open_port};
+use crate::element::{Element, open_port, send_or_drop};
 use crate::netns::{Netns, Offloads};
 
 /// What to do to frames, the same in both directions.
@@ -201,9 +201,9 @@ impl Bridge {
                     stats.lost[dir] += u64::from(lose);
                     !lose
                 });
-                let out = to.send_iter(tx, kept.map(|p| (wire_meta(p.meta), p.frame)));
-                self.stats.forwarded[dir] += out.sent as u64;
-                self.stats.overflow[dir] += (out.would_block + out.refused) as u64;
+                let (sent, dropped) = send_or_drop(to, tx, kept.map(|p| (wire_meta(p.meta), p.frame)));
+                self.stats.forwarded[dir] += sent as u64;
+                self.stats.overflow[dir] += dropped as u64;
                 continue;
             }
             for p in rx.iter().flatten() {
@@ -227,9 +227,9 @@ impl Bridge {
             }
             let (slots, lens, metas) = (&line.slots, &line.lens, &line.metas);
             let frames = line.queue.iter().take(due).map(|&(_, i)| (metas[i], &slots[i][..lens[i]]));
-            let out = ports[1 - dir].send_iter(tx, frames);
-            self.stats.forwarded[dir] += out.sent as u64;
-            self.stats.overflow[dir] += (out.would_block + out.refused) as u64;
+            let (sent, dropped) = send_or_drop(&ports[1 - dir], tx, frames);
+            self.stats.forwarded[dir] += sent as u64;
+            self.stats.overflow[dir] += dropped as u64;
             for (_, i) in line.queue.drain(..due) {
                 line.free.push(i);
             }

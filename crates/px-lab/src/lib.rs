@@ -47,6 +47,7 @@ pub mod traffic;
 pub use addr::{AddrError, DocPrefix};
 pub use cleanup::{cleanup_all, install_signal_cleanup, interrupted};
 pub use cmd::CmdError;
+pub use element::{send_frame, send_or_drop};
 pub use impair::{ImpairSpec, ImpairStats, Impairment};
 pub use line::{Addressing, Line, LineImpairment, LineSpec};
 pub use link::{LinkEnd, Veth};

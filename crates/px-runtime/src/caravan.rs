@@ -14,11 +14,12 @@
 //! that are a function of (flow, sequence, position), so that any byte
 //! moved, lost or changed is seen.
 //!
-//! Errors are reported as text naming the step that failed (and the
-//! command-line flag, where a setting is at fault), as `px caravan` prints
-//! them.
+//! Errors ([`SendError`], [`RecvError`]) name the step that failed (and
+//! the command-line flag, where a setting is at fault) in the words
+//! `px caravan` prints.
 
 use std::collections::HashMap;
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -113,23 +114,46 @@ pub struct SendSummary {
     pub seconds: f64,
 }
 
+/// Why [`send`] could not send.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// A datagram of `--size` bytes and its record header do not fit a caravan of `--mtu`.
+    #[error("--size {size} does not fit a caravan of --mtu {mtu}")]
+    Size { size: usize, mtu: usize },
+    /// A flow's socket could not be bound.
+    #[error("bind: {0}")]
+    Bind(io::Error),
+    /// A flow's socket could not be connected to the destination.
+    #[error("connect {to}: {source}")]
+    Connect { to: SocketAddr, source: io::Error },
+    /// The caravan DSCP could not be set on a socket.
+    #[error("IP_TOS: {0}")]
+    Tos(io::Error),
+    /// The caravan library refused a datagram.
+    #[error("{0}")]
+    Build(px_caravan::BuildError),
+    /// A send failed for another reason than a full buffer or a transient refusal.
+    #[error("send: {0}")]
+    Send(io::Error),
+}
+
 /// Sends until every flow sent `count` datagrams, `duration` passed or
 /// `stop()` returns true.
-pub fn send(a: &SendConfig, stop: impl Fn() -> bool) -> Result<SendSummary, String> {
+pub fn send(a: &SendConfig, stop: impl Fn() -> bool) -> Result<SendSummary, SendError> {
     let v6 = a.to.is_ipv6();
     let size = a.size as usize;
     let ip_hdr = if v6 { 40 } else { 20 };
     if a.caravan && ip_hdr + 16 + size > a.mtu {
-        return Err(format!("--size {size} does not fit a caravan of --mtu {}", a.mtu));
+        return Err(SendError::Size { size, mtu: a.mtu });
     }
     let mut socks = Vec::new();
     for _ in 0..a.flows {
         let any: SocketAddr = if v6 { (Ipv6Addr::UNSPECIFIED, 0).into() } else { (Ipv4Addr::UNSPECIFIED, 0).into() };
-        let s = UdpSocket::bind_dual_stack(any).map_err(|e| format!("bind: {e}"))?;
-        s.connect(a.to).map_err(|e| format!("connect {}: {e}", a.to))?;
+        let s = UdpSocket::bind_dual_stack(any).map_err(SendError::Bind)?;
+        s.connect(a.to).map_err(|source| SendError::Connect { to: a.to, source })?;
         let _ = s.set_send_buffer(4 << 20);
         if a.caravan {
-            s.set_tos(px_caravan::tos(a.dscp, 0)).map_err(|e| format!("IP_TOS: {e}"))?;
+            s.set_tos(px_caravan::tos(a.dscp, 0)).map_err(SendError::Tos)?;
         }
         socks.push(s);
     }
@@ -172,7 +196,7 @@ pub fn send(a: &SendConfig, stop: impl Fn() -> bool) -> Result<SendSummary, Stri
                 let mut b = Builder::new(&mut cbuf[..], ports[f], a.to.port()).with_mtu(a.mtu, ip_hdr);
                 for i in 0..n {
                     fill(&mut dg, f as u32, seq[f] + i);
-                    b.push(&dg, InnerChecksum::Compute(pseudo[f])).map_err(|e| e.to_string())?;
+                    b.push(&dg, InnerChecksum::Compute(pseudo[f])).map_err(SendError::Build)?;
                 }
                 let len = b.len();
                 socks[f].send(&cbuf[..len])
@@ -192,7 +216,7 @@ pub fn send(a: &SendConfig, stop: impl Fn() -> bool) -> Result<SendSummary, Stri
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN | libc::ECONNREFUSED)) => {
                     sum.send_errors += 1;
                 }
-                Err(e) => return Err(format!("send: {e}")),
+                Err(e) => return Err(SendError::Send(e)),
             }
         }
     }
@@ -245,15 +269,34 @@ struct FlowSeq {
     next: u64,
 }
 
+/// Why [`recv`] could not receive.
+#[derive(Debug, thiserror::Error)]
+pub enum RecvError {
+    /// The socket could not be bound to the port.
+    #[error("bind port {port}: {source}")]
+    Bind { port: u16, source: io::Error },
+    /// The kernel would not report each datagram's TOS (`option`:
+    /// `IP_RECVTOS` or `IPV6_RECVTCLASS`).
+    #[error("{option}: {source}")]
+    RecvTos { option: &'static str, source: io::Error },
+    /// The socket's read timeout could not be set.
+    #[error("{0}")]
+    Timeout(io::Error),
+    /// A batch receive failed.
+    #[error("recvmmsg: {0}")]
+    Recv(io::Error),
+}
+
 /// Receives until `duration` passed, nothing arrived for `idle_ms` after
 /// the first datagram, or `stop()` returns true.
-pub fn recv(a: &RecvConfig, stop: impl Fn() -> bool) -> Result<RecvSummary, String> {
+pub fn recv(a: &RecvConfig, stop: impl Fn() -> bool) -> Result<RecvSummary, RecvError> {
     let v6 = a.bind.is_ipv6();
     let s = UdpSocket::bind_dual_stack(SocketAddr::new(a.bind, a.port))
-        .map_err(|e| format!("bind port {}: {e}", a.port))?;
+        .map_err(|source| RecvError::Bind { port: a.port, source })?;
     let _ = s.set_recv_buffer(a.rcvbuf);
-    s.enable_recv_tos().map_err(|e| format!("{}: {e}", if v6 { "IPV6_RECVTCLASS" } else { "IP_RECVTOS" }))?;
-    s.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| e.to_string())?;
+    let option = if v6 { "IPV6_RECVTCLASS" } else { "IP_RECVTOS" };
+    s.enable_recv_tos().map_err(|source| RecvError::RecvTos { option, source })?;
+    s.set_read_timeout(Some(Duration::from_millis(50))).map_err(RecvError::Timeout)?;
     let start = Instant::now();
     let deadline = (a.duration > 0.0).then(|| start + Duration::from_secs_f64(a.duration));
     let mut counts = Counts::default();
@@ -269,7 +312,7 @@ pub fn recv(a: &RecvConfig, stop: impl Fn() -> bool) -> Result<RecvSummary, Stri
         if a.idle_ms > 0 && first.is_some() && last.elapsed() >= Duration::from_millis(a.idle_ms) {
             break;
         }
-        let n = s.recv_batch(&mut batch).map_err(|e| format!("recvmmsg: {e}"))?;
+        let n = s.recv_batch(&mut batch).map_err(RecvError::Recv)?;
         if n == 0 {
             continue;
         }

@@ -17,13 +17,18 @@ pub enum LogFormat {
     Json,
 }
 
+/// A log format name other than `human` or `json` (the name given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown log format {0:?} (human or json)")]
+pub struct UnknownLogFormat(pub String);
+
 impl std::str::FromStr for LogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownLogFormat;
+    fn from_str(s: &str) -> Result<Self, UnknownLogFormat> {
         match s {
             "human" => Ok(LogFormat::Human),
             "json" => Ok(LogFormat::Json),
-            other => Err(format!("unknown log format {other:?} (human or json)")),
+            other => Err(UnknownLogFormat(other.to_owned())),
         }
     }
 }
@@ -68,7 +73,7 @@ mod tests {
     fn formats_parse_and_refusals_warn() {
         assert_eq!("json".parse::<LogFormat>(), Ok(LogFormat::Json));
         assert_eq!("human".parse::<LogFormat>(), Ok(LogFormat::Human));
-        assert!("xml".parse::<LogFormat>().is_err());
+        assert_eq!("xml".parse::<LogFormat>().unwrap_err().to_string(), "unknown log format \"xml\" (human or json)");
         assert!(is_warning("px gateway: reload refused: `workers` cannot change"));
         assert!(!is_warning("px gateway: inner a (iMTU 9000) <-> outer b"));
     }

@@ -125,3 +125,30 @@ fn sighup_reload_mid_transfer_is_exact_and_refuses_fixed_keys() {
     eprintln!("{}", exit.stats);
     assert!(exit.counter("merged_out") > 0, "{}", exit.stats);
 }
+
+/// A second `px gateway` on the ports one already serves (which would
+/// deliver every frame twice) is refused before it touches them, naming
+/// a port and the first one's PID; the first goes on alone: pings come
+/// back once, a transfer is exact, and it stops cleanly.
+#[test]
+fn a_second_gateway_on_the_same_ports_is_refused() {
+    let Some((_serial, lab, gw)) = lab_with_gateway("a_second_gateway_on_the_same_ports_is_refused") else {
+        return;
+    };
+    let err = match Gateway::start_wrapped(&lab, &[], &[]) {
+        Ok(second) => {
+            let (ok, out) = run_in(lab.ns(lab.legacy), "ping", &["-n", "-c", "3", "-i", "0.2", BNET_V4]);
+            let pid = second.pid;
+            let _ = second.stop();
+            panic!("a second gateway (PID {pid}) started beside PID {}; ping (ok {ok}): {out}", gw.pid);
+        }
+        Err(e) => e,
+    };
+    assert!(err.contains(&format!("port {GW_OUTER}")) || err.contains(&format!("port {GW_INNER}")), "{err}");
+    assert!(err.contains(&format!("PID {}", gw.pid)), "{err}");
+    let (ok, out) = run_in(lab.ns(lab.legacy), "ping", &["-n", "-c", "3", "-i", "0.2", BNET_V4]);
+    assert!(ok && !out.contains("DUP"), "{out}");
+    exact_both_ways(&lab, LEGACY_V4, BNET_V4, 5361, 1, 4 << 20);
+    let exit = gw.stop();
+    assert!(exit.status.success(), "{}", exit.log);
+}

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use px_io::{PacketSocket, SocketConfig};
 use px_lab::observe::FrameObserver;
-use px_lab::{Netns, require_root_or_skip};
+use px_lab::{Netns, require_root_or_skip, send_frame};
 use px_wire::offload::PacketMeta;
 
 const MAX_FLOWS: u64 = 65_536;
@@ -260,7 +260,7 @@ impl Rng {
 
 fn send(sock: &PacketSocket, f: &[u8], failures: &mut u64) {
     for _ in 0..200 {
-        match sock.send(&PacketMeta::PLAIN, f) {
+        match send_frame(sock, &PacketMeta::PLAIN, f) {
             Ok(()) => return,
             Err(_) => std::thread::sleep(Duration::from_micros(50)),
         }
@@ -369,7 +369,7 @@ fn attack(a: &Attack) -> Sent {
                 // Oversized: a 9000-byte frame onto the 1500-byte link.
                 let u = udp(9, 9, &vec![0u8; 8972]);
                 let f = frame(dm, sm, Ip::V4([198, 51, 100, host]), Ip::V4(a.bnet), 17, 0, u, Some(6));
-                let _ = sock.send(&PacketMeta::PLAIN, &f);
+                let _ = send_frame(&sock, &PacketMeta::PLAIN, &f);
                 s.oversized += 1;
             }
             _ => {}

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use common::*;
 use px_io::{Checksum, MAX_FRAME, PacketMeta, PacketSocket, RxBatch, SocketConfig};
-use px_lab::Netns;
+use px_lab::{Netns, send_frame};
 
 const LEGACY_OVERLAY: &str = "203.0.113.101";
 const BNET_OVERLAY: &str = "203.0.113.102";
@@ -250,7 +250,7 @@ fn crafted_tagged_gre_ipip_and_6in4_frames_cross_the_gateway_intact() {
             }
             None => PacketMeta::PLAIN,
         };
-        tx.send(&meta, &f).unwrap_or_else(|e| panic!("{name}: send: {e}"));
+        send_frame(&tx, &meta, &f).unwrap_or_else(|e| panic!("{name}: send: {e}"));
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut got: Vec<Vec<u8>> = Vec::new();

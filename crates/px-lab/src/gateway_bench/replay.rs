@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use px_bench::replay::{PassStep, tcp4};
 use px_bench::vs_dpdk::TraceFrames;
-use px_io::{PacketMeta, PacketSocket, RxBatch, SocketConfig, TxBatch};
+use px_io::{PacketMeta, PacketSocket, RxBatch, SendError, SocketConfig, TxBatch};
 
 use super::GatewayBenchError;
 use crate::exp::cpu::pin_current_thread;
@@ -90,7 +90,7 @@ pub(super) fn replay(
             c.frames.iter().map(|f| (PacketMeta::PLAIN, &c.data[f.offset..f.offset + f.len])).collect();
         let mut at = 0;
         while at < all.len() {
-            at += sock.send_batch(&mut txb, &all[at..]).map_err(|e| GatewayBenchError::Socket(e.to_string()))?;
+            at += send_some(sock, &mut txb, &all[at..]).map_err(|e| GatewayBenchError::Socket(e.to_string()))?;
             std::thread::yield_now();
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -167,7 +167,7 @@ pub(super) fn replay(
                 .iter()
                 .map(|f| (PacketMeta::PLAIN, &chunk.data[f.offset..f.offset + f.len]))
                 .collect();
-            let n = sock.send_batch(&mut txb, &pending).unwrap_or(0);
+            let n = send_some(sock, &mut txb, &pending).unwrap_or(0);
             for (f, id) in chunk.frames[next[d]..next[d] + n].iter().zip(&ids[next[d]..]) {
                 g.payload_sent[*id as usize] += (f.len - f.payload_at as usize) as u64;
                 g.bytes_sent += f.len as u64;
@@ -196,4 +196,20 @@ pub(super) fn replay(
             ..r
         })
     })
+}
+
+/// Sends `frames` in order through px-io's send queue until the send buffer
+/// fills; returns how many left (a frame the kernel refuses is an error).
+fn send_some(sock: &PacketSocket, txb: &mut TxBatch, frames: &[(PacketMeta, &[u8])]) -> Result<usize, SendError> {
+    let mut q = sock.queue(txb);
+    let mut frames = frames.iter().copied();
+    let mut sent = 0;
+    while q.fill(&mut frames) > 0 {
+        match q.send() {
+            Ok(n) if n > 0 => sent += n,
+            Ok(_) | Err(SendError::WouldBlock) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(sent)
 }

@@ -90,12 +90,21 @@ impl Default for GatewayConfig {
 /// A configuration the gateway refuses.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read config file {path}: {source}")]
     Read { path: String, source: std::io::Error },
-    #[error("config file {path}: {message}")]
-    Parse { path: String, message: String },
+    /// The file is not TOML, or not a configuration (an unknown key, a
+    /// value of the wrong type).
+    #[error("config file {path}: {source}")]
+    Parse { path: String, source: toml::de::Error },
+    /// The same for TOML text that came from no file
+    /// ([`GatewayConfig::from_toml`]).
+    #[error("{0}")]
+    Toml(toml::de::Error),
+    /// A value outside what the gateway allows.
     #[error("invalid configuration: `{field}` = {value} (allowed: {allowed})")]
     Invalid { field: &'static str, value: String, allowed: &'static str },
+    /// The engine's own checks refused its part.
     #[error(transparent)]
     Engine(#[from] px_gateway::ConfigError),
 }
@@ -145,11 +154,12 @@ impl GatewayConfig {
     pub fn from_file(path: &Path) -> Result<GatewayConfig, ConfigError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: p.clone(), source })?;
-        Self::from_toml(&text).map_err(|message| ConfigError::Parse { path: p, message })
+        toml::from_str(&text).map_err(|source| ConfigError::Parse { path: p, source })
     }
 
-    pub fn from_toml(text: &str) -> Result<GatewayConfig, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+    /// Reads TOML text.
+    pub fn from_toml(text: &str) -> Result<GatewayConfig, ConfigError> {
+        toml::from_str(text).map_err(ConfigError::Toml)
     }
 
     /// Checks what the engine does not check itself.
@@ -296,12 +306,12 @@ mod tests {
         assert_eq!(e.caravan_prefixes, vec!["203.0.113.0/24".parse::<px_gateway::Prefix>().unwrap()]);
         assert_eq!((e.caravan_ports.as_slice(), e.caravan_dscp), (&[4433u16][..], 12));
         let bad = "inner = \"a\"\nouter = \"b\"\n[engine]\ncaravan_prefixes = [\"203.0.113.0/40\"]\n";
-        assert!(GatewayConfig::from_toml(bad).unwrap_err().contains("longer than the address"));
+        assert!(GatewayConfig::from_toml(bad).unwrap_err().to_string().contains("longer than the address"));
     }
 
     #[test]
     fn unknown_field_and_bad_range_are_named() {
-        let e = GatewayConfig::from_toml("inner = \"a\"\nouter = \"b\"\nworkerz = 2\n").unwrap_err();
+        let e = GatewayConfig::from_toml("inner = \"a\"\nouter = \"b\"\nworkerz = 2\n").unwrap_err().to_string();
         assert!(e.contains("workerz"), "{e}");
         let c = GatewayConfig::from_toml("inner = \"a\"\nouter = \"b\"\nworkers = 0\n").unwrap();
         let e = c.validate().unwrap_err().to_string();
@@ -314,7 +324,7 @@ mod tests {
         let c = GatewayConfig::from_toml("inner = \"a\"\nouter = \"b\"\n[engine]\nmerge_timeout_us = 50000\n").unwrap();
         let e = c.engine_config(9000, 1500, 0).unwrap_err().to_string();
         assert!(e.contains("merge_timeout"), "{e}");
-        let e = GatewayConfig::from_toml("inner = 5\n").unwrap_err();
+        let e = GatewayConfig::from_toml("inner = 5\n").unwrap_err().to_string();
         assert!(e.contains("inner"), "{e}");
     }
 
@@ -333,7 +343,9 @@ mod tests {
     #[test]
     fn what_the_gateway_decides_is_not_an_engine_key() {
         for key in ["imtu = 9000", "emtu = 1500", "inner_gso = true", "hash_seed = 1", "merge_timeout = 5"] {
-            let e = GatewayConfig::from_toml(&format!("inner = \"a\"\nouter = \"b\"\n[engine]\n{key}\n")).unwrap_err();
+            let e = GatewayConfig::from_toml(&format!("inner = \"a\"\nouter = \"b\"\n[engine]\n{key}\n"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("unknown field"), "{key}: {e}");
         }
         let c = GatewayConfig { offload: false, ..GatewayConfig::default() };

@@ -1,8 +1,9 @@
 //! The gateway runtime: the engine between two real ports (`px gateway` is
 //! a thin shell over [`run`]).
 //!
-//! Sets the ports up (GRO on for receive, promiscuous membership while the
-//! sockets are open), runs one worker per thread, serves metrics, logs a
+//! Locks both ports first (one gateway per port: a second is refused,
+//! see [`lock`]), sets them up (GRO on for receive, promiscuous membership
+//! while the sockets are open), runs one worker per thread, serves metrics, logs a
 //! summary line at an interval, and when told to stop (the caller's flag,
 //! which `px` sets on SIGINT/SIGTERM) flushes everything held, restores the
 //! ports as it found them and returns.
@@ -20,6 +21,7 @@
 
 pub mod capture;
 pub mod config;
+pub mod lock;
 pub mod metrics;
 mod worker;
 
@@ -31,6 +33,7 @@ use px_gateway::Engine;
 use px_io::{Fanout, IfaceGuard, Offload, PacketSocket, SocketConfig};
 
 pub use config::{Change, ConfigError, GatewayConfig, ReloadError};
+pub use lock::{LockError, PortLock};
 pub use metrics::WorkerSnapshot;
 use metrics::{ReloadResult, Shared};
 use worker::{LiveConfig, Worker};
@@ -42,6 +45,9 @@ pub enum GatewayError {
     Config(#[from] ConfigError),
     #[error("port {port}: {source}")]
     Port { port: String, source: px_io::IfaceError },
+    /// Another gateway serves a port (its PID in the message).
+    #[error(transparent)]
+    PortInUse(LockError),
     #[error("port {port}: cannot open packet socket: {source}")]
     Socket { port: String, source: px_io::OpenError },
     #[error("MTU of {port} is {mtu}, outside 576..=65535")]
@@ -71,7 +77,7 @@ pub struct Control<'a> {
     pub reload: Arc<AtomicBool>,
     /// Reads the configuration anew for a reload (`px`: the same file and
     /// flags as at start). None: reload requests are logged and ignored.
-    pub load: Option<Box<dyn FnMut() -> Result<GatewayConfig, String> + 'a>>,
+    pub load: Option<Box<dyn FnMut() -> Result<GatewayConfig, ConfigError> + 'a>>,
 }
 
 impl Control<'_> {
@@ -151,6 +157,10 @@ pub fn run_with(
     cfg.validate()?;
     let imtu = port_mtu(&cfg.inner, cfg.imtu)?;
     let emtu = port_mtu(&cfg.outer, cfg.emtu)?;
+    // One gateway per port, refused before anything is touched; held
+    // until this function returns (declared before the guards, so dropped
+    // after them).
+    let _locks = lock_ports(cfg, log)?;
     // Capture both ports before touching them; the guards restore on drop,
     // on every return path below.
     let mut guards = Vec::new();
@@ -258,6 +268,15 @@ pub fn run_with(
     for h in handles {
         let _ = h.join();
     }
+    // The ports go back first: nothing below may delay them (the capture
+    // writer drains its queue; the metrics thread ends within its poll
+    // interval and never waits for a client, whose threads end on their
+    // own deadlines).
+    for g in &guards {
+        if let Err(e) = g.restore() {
+            log(&format!("px gateway: restoring {}: {e}", g.name()));
+        }
+    }
     if let Some(m) = metrics {
         let _ = m.join();
     }
@@ -275,12 +294,26 @@ pub fn run_with(
     }
     let total = shared.total();
     log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total)));
-    for g in &guards {
-        if let Err(e) = g.restore() {
-            log(&format!("px gateway: restoring {}: {e}", g.name()));
+    Ok(total)
+}
+
+/// Locks both ports ([`lock`]). A port another gateway serves is an
+/// error; a lock directory this process may not write (an unprivileged
+/// run outside systemd) is a warning, and the gateway runs unlocked.
+fn lock_ports(cfg: &GatewayConfig, log: &mut dyn FnMut(&str)) -> Result<Vec<PortLock>, GatewayError> {
+    let dir = lock::lock_dir();
+    let mut locks = Vec::new();
+    for name in [&cfg.inner, &cfg.outer] {
+        match PortLock::acquire(&dir, name) {
+            Ok(l) => locks.push(l),
+            Err(e @ LockError::Held { .. }) => return Err(GatewayError::PortInUse(e)),
+            Err(LockError::Iface { port, source }) => return Err(GatewayError::Port { port, source }),
+            Err(e @ LockError::Io { .. }) => log(&format!(
+                "px gateway: {e}; running without the lock: a second gateway on {name} would not be refused"
+            )),
         }
     }
-    Ok(total)
+    Ok(locks)
 }
 
 /// The key of the engine's flow hashes, from the OS random source

@@ -105,7 +105,7 @@ fn send(a: &SendArgs) -> Result<ExitCode, String> {
         mtu: a.mtu,
         dscp: a.dscp,
     };
-    let sum = caravan::send(&cfg, crate::signals::stopped)?;
+    let sum = caravan::send(&cfg, crate::signals::stopped).map_err(|e| e.to_string())?;
     if a.json {
         println!("{}", serde_json::to_string(&sum).map_err(|e| e.to_string())?);
     } else {
@@ -133,7 +133,7 @@ fn recv(a: &RecvArgs) -> Result<ExitCode, String> {
         dscp: a.dscp,
         rcvbuf: a.rcvbuf,
     };
-    let sum = caravan::recv(&cfg, crate::signals::stopped)?;
+    let sum = caravan::recv(&cfg, crate::signals::stopped).map_err(|e| e.to_string())?;
     if a.json {
         println!("{}", serde_json::to_string(&sum).map_err(|e| e.to_string())?);
     } else {

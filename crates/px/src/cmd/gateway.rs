@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use px_runtime::gateway::{self, GatewayConfig};
+use px_runtime::gateway::{self, ConfigError, GatewayConfig};
 
 /// Bump-in-the-wire between an inner (large-MTU) and an outer (legacy) port.
 ///
@@ -101,9 +101,9 @@ pub struct GatewayArgs {
 }
 
 impl GatewayArgs {
-    pub fn to_config(&self) -> Result<GatewayConfig, String> {
+    pub fn to_config(&self) -> Result<GatewayConfig, ConfigError> {
         let mut c = match self.config.as_ref().or(self.check_config.as_ref()) {
-            Some(p) => GatewayConfig::from_file(p).map_err(|e| e.to_string())?,
+            Some(p) => GatewayConfig::from_file(p)?,
             None => GatewayConfig::default(),
         };
         if let Some(v) = &self.inner {
@@ -160,13 +160,13 @@ impl GatewayArgs {
             Some(_) => c.engine.psh = px_gateway::PshPolicy::Flush,
             None => {}
         }
-        c.validate().map_err(|e| e.to_string())?;
+        c.validate()?;
         Ok(c)
     }
 }
 
 pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
-    let cfg = args.to_config()?;
+    let cfg = args.to_config().map_err(|e| e.to_string())?;
     if args.check_config.is_some() {
         cfg.check().map_err(|e| e.to_string())?;
         print!("{}", toml::to_string(&cfg).map_err(|e| e.to_string())?);
@@ -176,7 +176,7 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
         print!("{}", toml::to_string(&cfg).map_err(|e| e.to_string())?);
         return Ok(ExitCode::SUCCESS);
     }
-    px_runtime::logging::init(args.log_format.parse()?);
+    px_runtime::logging::init(args.log_format.parse::<px_runtime::logging::LogFormat>().map_err(|e| e.to_string())?);
     let stop = crate::signals::install();
     let reload = crate::signals::install_reload();
     let ctl = gateway::Control { stop, reload, load: Some(Box::new(|| args.to_config())) };

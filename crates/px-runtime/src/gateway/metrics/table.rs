@@ -1,147 +1,14 @@
-//! What the gateway reports: per-worker snapshots of the engine's counters
-//! (published by each worker a few times a second, never per packet),
-//! rendered as Prometheus text and as a one-line log summary.
-//!
-//! Every metric family is a row of [`FAMILIES`]: its name, type, help, the
-//! engine counters it shows, and how its samples are made. The renderer
-//! walks that table, and so do the tests that check that every engine
-//! counter is exported and that the Grafana dashboard
-//! (`contrib/grafana/px-gateway.json`) asks only for exported names.
-//! Names follow Prometheus' conventions: base units in the name
-//! (`_bytes`, `_seconds`, `_ratio`), `_total` on counters, and labels
-//! (`worker`, `port`, `direction`, `reason`, `result`) rather than one
-//! name per variant. The list is in `docs/metrics.md`.
-
-use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+//! Every metric family the gateway exports, as a table: its name, type,
+//! help, the engine counters it shows, and how its samples are made from a
+//! [`Scrape`]. The renderer walks [`FAMILIES`] in order, and so do the
+//! tests that check that every engine counter is exported exactly once,
+//! that `docs/metrics.md` lists every family, and that the Grafana
+//! dashboard (`contrib/grafana/px-gateway.json`) asks only for exported
+//! names.
 
 use px_gateway::{Counters, DropReason, FlushReason, HoldHistogram, PortCounters};
 
-/// One worker's published state.
-#[derive(Debug, Clone, Default)]
-pub struct WorkerSnapshot {
-    pub counters: Counters,
-    pub flows: usize,
-    pub held_bytes: usize,
-    /// Frames the kernel reported dropped on our sockets, and send failures.
-    pub socket_drops: u64,
-    pub send_errors: u64,
-    /// Frames that came in truncated or with a bad vnet header.
-    pub rx_errors: u64,
-    /// Capture records given up because the capture queue was full (the
-    /// packets themselves went on).
-    pub capture_dropped: u64,
-    /// The merge timeout the worker's engine runs with now (it changes on
-    /// a reload), in µs.
-    pub merge_timeout_us: u64,
-}
-
-/// Counts of the gateway process rather than of a worker.
-#[derive(Debug, Default)]
-pub struct ProcessCounters {
-    /// Capture records written, and those lost to write errors.
-    pub capture_written: AtomicU64,
-    pub capture_write_errors: AtomicU64,
-    /// Configuration reloads, by [`ReloadResult`].
-    pub reloads: [AtomicU64; 3],
-}
-
-/// How a configuration reload (SIGHUP) ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReloadResult {
-    /// The new configuration runs.
-    Applied = 0,
-    /// It changes something that cannot change while running; the old one stays.
-    Refused = 1,
-    /// It could not be read or is invalid; the old one stays.
-    Invalid = 2,
-}
-
-impl ReloadResult {
-    pub const ALL: [ReloadResult; 3] = [ReloadResult::Applied, ReloadResult::Refused, ReloadResult::Invalid];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ReloadResult::Applied => "applied",
-            ReloadResult::Refused => "refused",
-            ReloadResult::Invalid => "invalid",
-        }
-    }
-}
-
-/// Snapshots of all workers, and the process' own counts.
-#[derive(Debug, Clone)]
-pub struct Shared {
-    pub workers: Arc<Vec<Mutex<WorkerSnapshot>>>,
-    pub process: Arc<ProcessCounters>,
-}
-
-impl Shared {
-    pub fn new(n: usize) -> Shared {
-        Shared {
-            workers: Arc::new((0..n).map(|_| Mutex::new(WorkerSnapshot::default())).collect()),
-            process: Arc::new(ProcessCounters::default()),
-        }
-    }
-
-    pub fn publish(&self, i: usize, s: WorkerSnapshot) {
-        if let Some(m) = self.workers.get(i) {
-            *m.lock().unwrap_or_else(|p| p.into_inner()) = s;
-        }
-    }
-
-    pub fn snapshots(&self) -> Vec<WorkerSnapshot> {
-        self.workers.iter().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone()).collect()
-    }
-
-    pub fn total(&self) -> WorkerSnapshot {
-        total(&self.snapshots())
-    }
-
-    /// Everything one scrape shows, read once.
-    pub fn scrape(&self) -> Scrape {
-        let workers = self.snapshots();
-        let p = &self.process;
-        Scrape {
-            total: total(&workers),
-            workers,
-            capture_written: p.capture_written.load(Ordering::Relaxed),
-            capture_write_errors: p.capture_write_errors.load(Ordering::Relaxed),
-            reloads: ReloadResult::ALL.map(|r| p.reloads[r as usize].load(Ordering::Relaxed)),
-        }
-    }
-}
-
-/// The sum of the workers' snapshots (the merge timeout: the largest).
-fn total(snaps: &[WorkerSnapshot]) -> WorkerSnapshot {
-    let mut t = WorkerSnapshot::default();
-    for s in snaps {
-        t.counters.accumulate(&s.counters);
-        t.flows += s.flows;
-        t.held_bytes += s.held_bytes;
-        t.socket_drops += s.socket_drops;
-        t.send_errors += s.send_errors;
-        t.rx_errors += s.rx_errors;
-        t.capture_dropped += s.capture_dropped;
-        t.merge_timeout_us = t.merge_timeout_us.max(s.merge_timeout_us);
-    }
-    t
-}
-
-/// What one scrape renders.
-#[derive(Debug, Clone, Default)]
-pub struct Scrape {
-    pub workers: Vec<WorkerSnapshot>,
-    pub total: WorkerSnapshot,
-    pub capture_written: u64,
-    pub capture_write_errors: u64,
-    /// By [`ReloadResult`].
-    pub reloads: [u64; 3],
-}
+use super::snapshot::{ReloadResult, Scrape, WorkerSnapshot};
 
 /// Prometheus metric types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,7 +19,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
@@ -162,7 +29,7 @@ impl Kind {
 }
 
 /// Samples of one family: (labels without braces, value).
-type Rows = Vec<(String, f64)>;
+pub(super) type Rows = Vec<(String, f64)>;
 
 /// One metric family.
 #[derive(Debug, Clone, Copy)]
@@ -174,7 +41,7 @@ pub struct Family {
     /// [`px_gateway::Counters`] (`inner.rx_packets`, `flush`, ...). Empty
     /// for what is not an engine counter.
     pub counters: &'static [&'static str],
-    rows: fn(&Scrape) -> Rows,
+    pub(super) rows: fn(&Scrape) -> Rows,
 }
 
 impl Family {
@@ -684,144 +551,13 @@ pub const FAMILIES: &[Family] = &[
     },
 ];
 
-/// The Prometheus text exposition of all workers.
-pub fn render(shared: &Shared) -> String {
-    render_scrape(&shared.scrape())
-}
-
-/// The Prometheus text exposition of one scrape.
-pub fn render_scrape(s: &Scrape) -> String {
-    let mut o = String::new();
-    for f in FAMILIES {
-        let _ = writeln!(o, "# HELP {} {}\n# TYPE {} {}", f.name, f.help, f.name, f.kind.name());
-        for (labels, v) in (f.rows)(s) {
-            // A histogram's rows name their suffix before a `|`.
-            let (suffix, labels) = labels.split_once('|').unwrap_or(("", &labels));
-            if labels.is_empty() {
-                let _ = writeln!(o, "{}{suffix} {v}", f.name);
-            } else {
-                let _ = writeln!(o, "{}{suffix}{{{labels}}} {v}", f.name);
-            }
-        }
-    }
-    o
-}
-
-/// One line for the log.
-pub fn summary(s: &WorkerSnapshot) -> String {
-    let c = &s.counters;
-    format!(
-        "outer rx {} pkts / tx {} | inner rx {} / tx {} | yield {:.3} | merged {} -> {} | split {} | mss +{} -{} | caravans {} built (yield {:.3}) {} opened | flows {} held {} B | drops {} | sock drops {} send err {}",
-        c.outer.rx_packets,
-        c.outer.tx_packets,
-        c.inner.rx_packets,
-        c.inner.tx_packets,
-        c.conversion_yield(),
-        c.merged_in,
-        c.merged_out,
-        c.split_in + c.gso_out,
-        c.mss_raised,
-        c.mss_clamped,
-        c.caravan.built,
-        c.caravan.caravan_yield(),
-        c.caravan.opened,
-        s.flows,
-        s.held_bytes,
-        c.total_drops(),
-        s.socket_drops,
-        s.send_errors
-    )
-}
-
-/// Serves `GET /metrics` on `addr` until `stop` is set.
-pub fn serve(addr: SocketAddr, shared: Shared, stop: Arc<AtomicBool>) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let listener = TcpListener::bind(addr)?;
-    listener.set_nonblocking(true)?;
-    std::thread::Builder::new().name("px-metrics".into()).spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nonblocking(false);
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-                    let mut reader = BufReader::new(&stream);
-                    let mut line = String::new();
-                    let _ = reader.read_line(&mut line);
-                    // Skip the request headers.
-                    let mut h = String::new();
-                    while reader.read_line(&mut h).is_ok_and(|n| n > 2) {
-                        h.clear();
-                    }
-                    let (status, body) = if line.starts_with("GET /metrics") || line.starts_with("GET / ") {
-                        ("200 OK", render(&shared))
-                    } else {
-                        ("404 Not Found", "try /metrics\n".to_string())
-                    };
-                    let mut w = &stream;
-                    let _ = write!(
-                        w,
-                        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use std::fmt::Write as _;
+
     use super::*;
-
-    /// Two workers, the second with some traffic.
-    fn sample_scrape() -> Shared {
-        let sh = Shared::new(2);
-        let mut s = WorkerSnapshot { flows: 3, merge_timeout_us: 500, ..Default::default() };
-        s.counters.inner_tcp_data_out = 10;
-        s.counters.inner_tcp_full_out = 9;
-        s.counters.outer.rx_packets = 60;
-        s.counters.inner.tx_bytes = 5000;
-        s.counters.drop[DropReason::TooBigDf as usize] = 2;
-        for us in [0, 3, 100, 400, 900, 20_000] {
-            s.counters.hold.record(us);
-        }
-        sh.publish(1, s);
-        sh.process.reloads[ReloadResult::Refused as usize].store(1, Ordering::Relaxed);
-        sh
-    }
-
-    #[test]
-    fn render_has_every_family_and_parses_as_lines() {
-        let sh = sample_scrape();
-        let text = render(&sh);
-        assert!(text.contains("px_gateway_conversion_yield_ratio 0.9\n"), "{text}");
-        assert!(text.contains("px_gateway_packets_total{worker=\"1\",port=\"outer\",direction=\"rx\"} 60\n"));
-        assert!(text.contains("px_gateway_bytes_total{worker=\"1\",port=\"inner\",direction=\"tx\"} 5000\n"));
-        assert!(text.contains("px_gateway_bytes_total{worker=\"0\",port=\"outer\",direction=\"rx\"} 0\n"));
-        assert!(text.contains("px_gateway_flows{worker=\"1\"} 3\n"));
-        assert!(text.contains("px_gateway_drops_total{worker=\"1\",reason=\"too_big_df\"} 2\n"));
-        assert!(text.contains("px_gateway_caravans_malformed_total{worker=\"0\",reason=\"overrun\"} 0\n"));
-        assert!(text.contains("px_gateway_caravan_yield_ratio 0\n"));
-        assert!(text.contains("px_gateway_merge_timeout_seconds{worker=\"1\"} 0.0005\n"));
-        assert!(text.contains("px_gateway_config_reloads_total{result=\"refused\"} 1\n"));
-        // The hold histogram: cumulative, exact below each bound.
-        assert!(text.contains("px_gateway_hold_seconds_bucket{worker=\"1\",le=\"0.000004\"} 2\n"), "{text}");
-        assert!(text.contains("px_gateway_hold_seconds_bucket{worker=\"1\",le=\"0.000512\"} 4\n"));
-        assert!(text.contains("px_gateway_hold_seconds_bucket{worker=\"1\",le=\"0.016384\"} 5\n"));
-        assert!(text.contains("px_gateway_hold_seconds_bucket{worker=\"1\",le=\"+Inf\"} 6\n"));
-        assert!(text.contains("px_gateway_hold_seconds_count{worker=\"1\"} 6\n"));
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let (name_labels, value) = line.rsplit_once(' ').unwrap();
-            assert!(value.parse::<f64>().is_ok(), "{line}");
-            let name = name_labels.split('{').next().unwrap();
-            assert!(FAMILIES.iter().any(|f| f.sample_names().iter().any(|n| n == name)), "{line}");
-        }
-        for f in FAMILIES {
-            assert!(text.contains(&format!("# TYPE {} ", f.name)), "{}", f.name);
-        }
-        assert_eq!(sh.total().flows, 3);
-    }
+    use crate::gateway::metrics::render::render;
+    use crate::gateway::metrics::sample_scrape;
 
     /// Leaf paths of a serialized value (`inner.rx_packets`; an array is a leaf).
     fn leaves(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
@@ -878,7 +614,7 @@ mod tests {
 
     #[test]
     fn docs_list_every_family() {
-        let doc = include_str!("../../../../docs/metrics.md");
+        let doc = include_str!("../../../../../docs/metrics.md");
         for f in FAMILIES {
             assert!(doc.contains(&format!("| `{}` | {} |", f.name, f.kind.name())), "docs/metrics.md lacks {}", f.name);
         }
@@ -902,7 +638,7 @@ mod tests {
             }
         }
         let dash: serde_json::Value =
-            serde_json::from_str(include_str!("../../../../contrib/grafana/px-gateway.json")).unwrap();
+            serde_json::from_str(include_str!("../../../../../contrib/grafana/px-gateway.json")).unwrap();
         let mut out = Vec::new();
         walk(&dash, &mut out);
         out
@@ -991,50 +727,5 @@ mod tests {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-    }
-
-    /// `promtool check metrics` (Debian's `prometheus` package) accepts the
-    /// exposition; skipped with a message where promtool is missing.
-    #[test]
-    fn promtool_accepts_the_exposition() {
-        use std::process::{Command, Stdio};
-        let text = render(&sample_scrape());
-        let child = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        let Ok(mut child) = child else {
-            eprintln!("SKIP promtool_accepts_the_exposition: promtool not found (apt-get install prometheus)");
-            return;
-        };
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && report.trim().is_empty(), "promtool check metrics:\n{report}");
-    }
-
-    #[test]
-    fn serves_metrics_over_http() {
-        let sh = Shared::new(1);
-        let stop = Arc::new(AtomicBool::new(false));
-        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = probe.local_addr().unwrap();
-        drop(probe);
-        let h = serve(addr, sh, stop.clone()).unwrap();
-        let mut body = String::new();
-        for _ in 0..50 {
-            if let Ok(mut s) = std::net::TcpStream::connect(addr) {
-                s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-                std::io::Read::read_to_string(&mut s, &mut body).unwrap();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        stop.store(true, Ordering::Relaxed);
-        h.join().unwrap();
-        assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
-        assert!(body.contains("px_gateway_conversion_yield"));
     }
 }

@@ -1,0 +1,344 @@
+//! One gateway per port: a lock per interface, taken before the gateway
+//! touches a port, so that a second `px gateway` on a port one already
+//! serves is refused (two would deliver every frame twice) with the port
+//! and the first one's PID.
+//!
+//! The lock is an `flock(2)` on a file named after the interface — its
+//! network namespace, index and name, so equal names in two namespaces
+//! (the lab's) are two ports — in [`lock_dir`]: `$RUNTIME_DIRECTORY` when
+//! systemd gives one (the unit's `RuntimeDirectory=px`, writable by the
+//! `px` user inside its sandbox), otherwise `/run/px`. The kernel drops
+//! an `flock` when the last descriptor of it closes, so the lock goes with
+//! the process however it ends (`kill -9` included). The holder writes its
+//! PID into the file for the refusal to name, and removes the file when
+//! it lets go; a file left behind by a killed holder is simply locked
+//! again by the next one.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Why a port could not be locked.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another process holds the port's lock (its PID, as it wrote it).
+    #[error(
+        "port {port} is already served by another px gateway (PID {}): a second one would deliver every frame twice; stop it first (lock file {})",
+        pid.map_or("unknown".to_string(), |p| p.to_string()),
+        path.display()
+    )]
+    Held { port: String, pid: Option<u32>, path: PathBuf },
+    /// The interface could not be named (it does not exist).
+    #[error("port {port}: {source}")]
+    Iface { port: String, source: px_io::IfaceError },
+    /// The lock file could not be created, opened or locked.
+    #[error("port {port}: lock file {}: {source}", path.display())]
+    Io { port: String, path: PathBuf, source: io::Error },
+}
+
+/// Where port locks live: `$RUNTIME_DIRECTORY` (systemd; the first if it
+/// lists several), else `/run/px`.
+pub fn lock_dir() -> PathBuf {
+    match std::env::var_os("RUNTIME_DIRECTORY") {
+        Some(v) if !v.is_empty() => {
+            let first = v.to_string_lossy().split(':').next().unwrap_or_default().to_string();
+            PathBuf::from(first)
+        }
+        _ => PathBuf::from("/run/px"),
+    }
+}
+
+/// The lock file of interface `port` (of the calling thread's network
+/// namespace) in `dir`.
+pub fn lock_path(dir: &Path, port: &str) -> Result<PathBuf, LockError> {
+    let ifindex = px_io::iface::ifindex(port).map_err(|source| LockError::Iface { port: port.into(), source })?;
+    Ok(dir.join(format!("port-net{}-{ifindex}-{port}.lock", netns_id())))
+}
+
+/// The inode of the calling thread's network namespace (0 if `/proc` does
+/// not show it).
+fn netns_id() -> u64 {
+    ["/proc/thread-self/ns/net", "/proc/self/ns/net"]
+        .iter()
+        .find_map(|p| std::fs::metadata(p).ok())
+        .map_or(0, |m| m.ino())
+}
+
+/// A held port lock; released (and its file removed) on drop, or by the
+/// kernel when the process ends.
+#[derive(Debug)]
+pub struct PortLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl PortLock {
+    /// Locks interface `port` in `dir` (created if missing) for this
+    /// process.
+    pub fn acquire(dir: &Path, port: &str) -> Result<PortLock, LockError> {
+        let path = lock_path(dir, port)?;
+        let io_err = |source| LockError::Io { port: port.into(), path: path.clone(), source };
+        if !dir.is_dir() {
+            std::fs::create_dir_all(dir).map_err(io_err)?;
+        }
+        // A few rounds at most: each retry follows a holder that let go
+        // (and removed the file) while we opened it.
+        for _ in 0..8 {
+            let (file, writable) = open(&path).map_err(io_err)?;
+            match take(file, writable, &path).map_err(io_err)? {
+                Taken::Locked(lock) => return Ok(lock),
+                Taken::Held(file) => {
+                    return Err(LockError::Held { port: port.into(), pid: holder_pid(file), path: path.clone() });
+                }
+                Taken::Stale => continue,
+            }
+        }
+        Err(io_err(io::Error::other("the lock file kept changing")))
+    }
+
+    /// The file it holds.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write_pid(&self) -> io::Result<()> {
+        let mut f = &self.file;
+        f.set_len(0)?;
+        f.rewind()?;
+        writeln!(f, "{}", std::process::id())
+    }
+}
+
+impl Drop for PortLock {
+    fn drop(&mut self) {
+        // Removed while still locked, so that no one locks a file that is
+        // no longer the port's (see the check in `acquire`); the lock goes
+        // when the file closes, after this.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// What one attempt on an open lock file came to.
+#[derive(Debug)]
+enum Taken {
+    /// Ours, with our PID in it.
+    Locked(PortLock),
+    /// Another open file holds it.
+    Held(File),
+    /// Not the port's lock (any more): its holder removed it after we
+    /// opened it, or it is an unheld file of another user, removed now.
+    /// Open the path again.
+    Stale,
+}
+
+/// Tries to lock `file`, opened from `path` (`writable`: read-write).
+fn take(file: File, writable: bool, path: &Path) -> io::Result<Taken> {
+    if !try_lock(&file)? {
+        return Ok(Taken::Held(file));
+    }
+    // Still the file the path names? A holder removes it, still locked,
+    // when it lets go: a file locked after that is nobody's lock.
+    let same = std::fs::metadata(path).is_ok_and(|m| file.metadata().is_ok_and(|f| f.ino() == m.ino()));
+    if !same {
+        return Ok(Taken::Stale);
+    }
+    if !writable {
+        // Left behind by a holder of another user (a root gateway killed,
+        // before a `px` one): unlocked, so nobody's; removed, to make our own.
+        std::fs::remove_file(path)?;
+        return Ok(Taken::Stale);
+    }
+    let lock = PortLock { file, path: path.to_path_buf() };
+    lock.write_pid()?;
+    Ok(Taken::Locked(lock))
+}
+
+/// Opens (or creates) the lock file, without following a symlink; read
+/// only if it is another user's.
+fn open(path: &Path) -> io::Result<(File, bool)> {
+    let rw = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    match rw {
+        Ok(f) => Ok((f, true)),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            let f = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)?;
+            Ok((f, false))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Takes the exclusive lock without waiting: `Ok(false)` if another open
+/// file (of any process, this one included) holds it.
+fn try_lock(f: &File) -> io::Result<bool> {
+    loop {
+        // SAFETY: flock on a descriptor `f` owns and keeps open.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok(false),
+            io::ErrorKind::Interrupted => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// The PID the holder wrote; it writes it just after it locks, so an
+/// empty file is read again for a moment.
+fn holder_pid(mut f: File) -> Option<u32> {
+    let until = Instant::now() + Duration::from_millis(200);
+    loop {
+        let mut text = String::new();
+        if f.rewind().is_ok() && f.read_to_string(&mut text).is_ok() {
+            if let Ok(pid) = text.trim().parse() {
+                return Some(pid);
+            }
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::{Command, Stdio};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    /// A fresh directory under the temp dir, removed on drop.
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new() -> Dir {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            Dir(std::env::temp_dir().join(format!("px-lock-test-{}-{n}", std::process::id())))
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Two locks of one port (two open files, here in one process) cannot
+    /// both be held; the refusal names the port and the holder's PID; once
+    /// the first goes, the port can be locked again. `lo` exists in every
+    /// namespace and is only named here, never used.
+    #[test]
+    fn a_port_is_locked_once() {
+        let dir = Dir::new();
+        let first = PortLock::acquire(&dir.0, "lo").unwrap();
+        assert_eq!(std::fs::read_to_string(first.path()).unwrap(), format!("{}\n", std::process::id()));
+        let e = PortLock::acquire(&dir.0, "lo").unwrap_err();
+        assert!(matches!(&e, LockError::Held { pid: Some(p), .. } if *p == std::process::id()), "{e:?}");
+        let text = e.to_string();
+        assert!(text.contains("port lo ") && text.contains(&format!("PID {}", std::process::id())), "{text}");
+        let path = first.path().to_path_buf();
+        drop(first);
+        assert!(!path.exists(), "the lock file stays after its holder let go");
+        let again = PortLock::acquire(&dir.0, "lo").unwrap();
+        assert_eq!(again.path(), path);
+    }
+
+    /// The same name in another network namespace is another port: `lo`
+    /// here and `lo` in a fresh namespace (both index 1) lock apart.
+    /// Root only (the namespace); skipped with a message otherwise.
+    #[test]
+    fn equal_names_in_two_namespaces_are_two_ports() {
+        if !px_lab::require_root_or_skip("equal_names_in_two_namespaces_are_two_ports") {
+            return;
+        }
+        let dir = Dir::new();
+        let here = PortLock::acquire(&dir.0, "lo").unwrap();
+        let ns = px_lab::Netns::new("lock").unwrap();
+        let there = ns.run(|| PortLock::acquire(&dir.0, "lo")).unwrap();
+        let there = there.expect("lo of another namespace is another port");
+        assert_ne!(here.path(), there.path());
+    }
+
+    /// The race of a holder letting go: a file opened before its holder
+    /// removed it and let go can be locked, but is no longer the port's
+    /// (a new holder may have the new file): that is no lock.
+    #[test]
+    fn a_file_removed_after_it_was_opened_is_not_a_lock() {
+        let dir = Dir::new();
+        let first = PortLock::acquire(&dir.0, "lo").unwrap();
+        let path = first.path().to_path_buf();
+        let (opened, writable) = open(&path).unwrap();
+        drop(first); // removes the file, then lets go
+        let second = PortLock::acquire(&dir.0, "lo").unwrap(); // a new file
+        assert!(matches!(take(opened, writable, &path).unwrap(), Taken::Stale));
+        drop(second);
+    }
+
+    /// A file left by a holder that is gone (its PID still in it) does not
+    /// lock the port: the next gateway takes it and writes its own PID.
+    #[test]
+    fn a_file_left_behind_does_not_hold_the_port() {
+        let dir = Dir::new();
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let path = lock_path(&dir.0, "lo").unwrap();
+        std::fs::write(&path, "999999\n").unwrap();
+        let lock = PortLock::acquire(&dir.0, "lo").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{}\n", std::process::id()));
+        drop(lock);
+    }
+
+    /// Run by [`the_lock_of_a_killed_process_is_released`] as a process of
+    /// its own: holds the lock of `lo` in `$PX_LOCK_TEST_DIR` until killed.
+    #[test]
+    #[ignore = "a helper process, started by the_lock_of_a_killed_process_is_released"]
+    fn hold_a_lock_until_killed() {
+        let Some(dir) = std::env::var_os("PX_LOCK_TEST_DIR") else { return };
+        let _lock = PortLock::acquire(Path::new(&dir), "lo").unwrap();
+        std::thread::sleep(Duration::from_secs(30));
+    }
+
+    /// Another process holding the lock refuses this one, named by its PID,
+    /// and its lock goes when it is killed with SIGKILL (no chance to clean
+    /// up; its file stays behind).
+    #[test]
+    fn the_lock_of_a_killed_process_is_released() {
+        let dir = Dir::new();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "gateway::lock::tests::hold_a_lock_until_killed", "--ignored", "--quiet"])
+            .env("PX_LOCK_TEST_DIR", &dir.0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        let pid = loop {
+            match PortLock::acquire(&dir.0, "lo") {
+                Err(LockError::Held { pid, .. }) => break pid,
+                // Not the child's yet: let go (and remove the file) at once.
+                Ok(lock) => drop(lock),
+                Err(e) => panic!("{e}"),
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "the child did not take the lock");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(pid, Some(child.id()));
+        child.kill().unwrap(); // SIGKILL, to the child we started
+        child.wait().unwrap();
+        let path = lock_path(&dir.0, "lo").unwrap();
+        assert!(path.exists(), "a killed holder cannot remove its file");
+        PortLock::acquire(&dir.0, "lo").expect("the killed holder's lock is gone");
+    }
+}

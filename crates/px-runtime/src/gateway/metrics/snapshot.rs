@@ -1,0 +1,131 @@
+//! What the workers publish and a scrape reads: each worker's snapshot of
+//! its engine's counters (replaced whole a few times a second, never
+//! written per packet), the process' own counts, and [`Scrape`], all of
+//! them read once so that one exposition is consistent with itself.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use px_gateway::Counters;
+
+/// One worker's published state.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerSnapshot {
+    pub counters: Counters,
+    pub flows: usize,
+    pub held_bytes: usize,
+    /// Frames the kernel reported dropped on our sockets, and send failures.
+    pub socket_drops: u64,
+    pub send_errors: u64,
+    /// Frames that came in truncated or with a bad vnet header.
+    pub rx_errors: u64,
+    /// Capture records given up because the capture queue was full (the
+    /// packets themselves went on).
+    pub capture_dropped: u64,
+    /// The merge timeout the worker's engine runs with now (it changes on
+    /// a reload), in µs.
+    pub merge_timeout_us: u64,
+}
+
+/// Counts of the gateway process rather than of a worker.
+#[derive(Debug, Default)]
+pub struct ProcessCounters {
+    /// Capture records written, and those lost to write errors.
+    pub capture_written: AtomicU64,
+    pub capture_write_errors: AtomicU64,
+    /// Configuration reloads, by [`ReloadResult`].
+    pub reloads: [AtomicU64; 3],
+}
+
+/// How a configuration reload (SIGHUP) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadResult {
+    /// The new configuration runs.
+    Applied = 0,
+    /// It changes something that cannot change while running; the old one stays.
+    Refused = 1,
+    /// It could not be read or is invalid; the old one stays.
+    Invalid = 2,
+}
+
+impl ReloadResult {
+    pub const ALL: [ReloadResult; 3] = [ReloadResult::Applied, ReloadResult::Refused, ReloadResult::Invalid];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReloadResult::Applied => "applied",
+            ReloadResult::Refused => "refused",
+            ReloadResult::Invalid => "invalid",
+        }
+    }
+}
+
+/// Snapshots of all workers, and the process' own counts.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    pub workers: Arc<Vec<Mutex<WorkerSnapshot>>>,
+    pub process: Arc<ProcessCounters>,
+}
+
+impl Shared {
+    pub fn new(n: usize) -> Shared {
+        Shared {
+            workers: Arc::new((0..n).map(|_| Mutex::new(WorkerSnapshot::default())).collect()),
+            process: Arc::new(ProcessCounters::default()),
+        }
+    }
+
+    pub fn publish(&self, i: usize, s: WorkerSnapshot) {
+        if let Some(m) = self.workers.get(i) {
+            *m.lock().unwrap_or_else(|p| p.into_inner()) = s;
+        }
+    }
+
+    pub fn snapshots(&self) -> Vec<WorkerSnapshot> {
+        self.workers.iter().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone()).collect()
+    }
+
+    pub fn total(&self) -> WorkerSnapshot {
+        total(&self.snapshots())
+    }
+
+    /// Everything one scrape shows, read once.
+    pub fn scrape(&self) -> Scrape {
+        let workers = self.snapshots();
+        let p = &self.process;
+        Scrape {
+            total: total(&workers),
+            workers,
+            capture_written: p.capture_written.load(Ordering::Relaxed),
+            capture_write_errors: p.capture_write_errors.load(Ordering::Relaxed),
+            reloads: ReloadResult::ALL.map(|r| p.reloads[r as usize].load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// The sum of the workers' snapshots (the merge timeout: the largest).
+fn total(snaps: &[WorkerSnapshot]) -> WorkerSnapshot {
+    let mut t = WorkerSnapshot::default();
+    for s in snaps {
+        t.counters.accumulate(&s.counters);
+        t.flows += s.flows;
+        t.held_bytes += s.held_bytes;
+        t.socket_drops += s.socket_drops;
+        t.send_errors += s.send_errors;
+        t.rx_errors += s.rx_errors;
+        t.capture_dropped += s.capture_dropped;
+        t.merge_timeout_us = t.merge_timeout_us.max(s.merge_timeout_us);
+    }
+    t
+}
+
+/// What one scrape renders.
+#[derive(Debug, Clone, Default)]
+pub struct Scrape {
+    pub workers: Vec<WorkerSnapshot>,
+    pub total: WorkerSnapshot,
+    pub capture_written: u64,
+    pub capture_write_errors: u64,
+    /// By [`ReloadResult`].
+    pub reloads: [u64; 3],
+}
