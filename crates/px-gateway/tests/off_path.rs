@@ -332,39 +332,3 @@ proptest! {
         );
     }
 }
-
-#[test]
-#[ignore]
-fn debug_case() {
-    let (seed, v6, spoofs) = (2287822642666063324u64, true, 6usize);
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let clean = legit(&mut rng, v6);
-    let mut mixed = clean.clone();
-    for _ in 0..spoofs {
-        let at = rng.gen_range(1..=mixed.len());
-        let p = off_path(&mut rng, v6);
-        mixed.insert(at, p);
-    }
-    for (i, m) in mixed.iter().enumerate() {
-        let w = check_wire_frame(&m.frame).unwrap();
-        if let Some(t) = w.tcp() {
-            eprintln!(
-                "{i} {:?} off={} seq={} syn={} ack={} fin={} rst={} len={} gso={:?}",
-                m.from,
-                m.off_path,
-                t.sequence_number,
-                t.syn,
-                t.ack,
-                t.fin,
-                t.rst,
-                w.payload.len(),
-                m.meta.gso
-            );
-        } else {
-            eprintln!("{i} {:?} off={} icmp", m.from, m.off_path);
-        }
-    }
-    let a = run(&clean);
-    let b = run(&mixed);
-    eprintln!("a {} b {}", a.inner_data_frames, b.inner_data_frames);
-}

@@ -29,6 +29,12 @@ const IDLE_WAKE: Duration = Duration::from_millis(100);
 const SEND_TRIES: u32 = 1000;
 /// ... this long each.
 const SEND_RETRY_WAIT: Duration = Duration::from_micros(20);
+/// Engine buffers a worker holds for sending before it sends them, in the
+/// middle of a receive batch if need be (issue 27 item 9): what a whole
+/// batch made the engine queue (each input's frames are bounded by the
+/// input's size, `px_gateway`'s buffer classes) never waits all at once.
+/// A batch holds at most this plus what its last input made.
+pub(crate) const MAX_QUEUED_BYTES: usize = 4 << 20;
 
 pub struct Worker {
     pub index: usize,
@@ -103,6 +109,8 @@ struct Scratch {
     txb: TxBatch,
     /// What to send, per port (indexed by `Port as usize`), in order.
     out: [Vec<Frame>; 2],
+    /// Buffer bytes of the engine's frames in `out`, per port.
+    queued_bytes: [usize; 2],
     extra: WorkerSnapshot,
     tap: Option<Tap>,
 }
@@ -120,6 +128,7 @@ impl Worker {
         let mut sc = Scratch {
             txb: TxBatch::new(batch * 4),
             out: [Vec::with_capacity(batch * 8), Vec::with_capacity(batch * 8)],
+            queued_bytes: [0; 2],
             extra: WorkerSnapshot::default(),
             tap,
         };
@@ -128,7 +137,7 @@ impl Worker {
             let now = Instant::now();
             if stop.load(Ordering::Relaxed) {
                 engine.flush_all(now);
-                drain(&mut engine, &mut sc.out);
+                drain(&mut engine, &mut sc);
                 send_engine_frames(&mut engine, &mut sc, &inner, &outer, &rx);
                 publish(index, &engine, &shared, &mut sc.extra, &inner, &outer);
                 return;
@@ -138,7 +147,7 @@ impl Worker {
                 // holds (queued here, in order) and takes the new values.
                 generation = live.generation();
                 if engine.set_config(now, live.get()).is_ok() {
-                    drain(&mut engine, &mut sc.out);
+                    drain(&mut engine, &mut sc);
                     send_engine_frames(&mut engine, &mut sc, &inner, &outer, &rx);
                     publish(index, &engine, &shared, &mut sc.extra, &inner, &outer);
                 }
@@ -159,8 +168,15 @@ impl Worker {
                     Port::Outer => (&mut outer, &inner),
                     Port::Inner => (&mut inner, &outer),
                 };
+                // Sends the frames for the other port so far, in the middle
+                // of a batch when the engine's queued for it pass
+                // MAX_QUEUED_BYTES (those back out of the receiving port,
+                // ICMP errors, are few: rate-limited).
+                let mut send_ahead = |e: &mut Engine, sc: &mut Scratch, rx: &dyn RxFrames| {
+                    send_port(e, sc, port.other(), tx_sock, rx);
+                };
                 if let Some(mut ring) = rx_sock.recv_ring_batch(batch) {
-                    handle_batch(&mut engine, &mut sc, port, &mut ring);
+                    handle_batch(&mut engine, &mut sc, port, &mut ring, &mut send_ahead);
                     // Forwards borrow the ring's slots: send them (and the
                     // engine's frames for the other port) before releasing it.
                     send_port(&mut engine, &mut sc, port.other(), tx_sock, &ring);
@@ -174,7 +190,7 @@ impl Worker {
                         }
                     };
                     if n > 0 {
-                        handle_batch(&mut engine, &mut sc, port, &mut rx);
+                        handle_batch(&mut engine, &mut sc, port, &mut rx, &mut send_ahead);
                         send_port(&mut engine, &mut sc, port.other(), tx_sock, &rx);
                     }
                 }
@@ -189,7 +205,7 @@ impl Worker {
             let now = Instant::now();
             if engine.poll_timeout().is_some_and(|d| d <= now) {
                 engine.handle_timeout(now);
-                drain(&mut engine, &mut sc.out);
+                drain(&mut engine, &mut sc);
                 send_engine_frames(&mut engine, &mut sc, &inner, &outer, &rx);
             }
             if now.duration_since(last_publish) >= PUBLISH_EVERY {
@@ -200,8 +216,17 @@ impl Worker {
     }
 }
 
-/// Runs the engine over a received batch, recording what to send.
-fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut dyn RxFrames) {
+/// Runs the engine over a received batch, recording what to send; once
+/// the engine's frames waiting for the other port pass
+/// [`MAX_QUEUED_BYTES`], `send_ahead` sends that port's list (in order,
+/// forwards of earlier slots included) before the batch goes on.
+fn handle_batch(
+    engine: &mut Engine,
+    sc: &mut Scratch,
+    port: Port,
+    frames: &mut dyn RxFrames,
+    send_ahead: &mut dyn FnMut(&mut Engine, &mut Scratch, &dyn RxFrames),
+) {
     let now = Instant::now();
     for i in 0..frames.len() {
         // To this host's own MAC on the port: the host's stack takes it,
@@ -223,9 +248,12 @@ fn handle_batch(engine: &mut Engine, sc: &mut Scratch, port: Port, frames: &mut 
             sc.extra.capture_dropped += 1;
         }
         let v = engine.handle_packet(now, port, frame, meta);
-        drain(engine, &mut sc.out);
+        drain(engine, sc);
         if let Some((meta, range)) = v.forwarded(frame.len()) {
             sc.out[port.other() as usize].push(Frame::Forward { slot: i, meta, range });
+        }
+        if sc.queued_bytes[port.other() as usize] > MAX_QUEUED_BYTES {
+            send_ahead(engine, sc, &*frames);
         }
     }
 }
@@ -236,9 +264,10 @@ fn counts_as_rx_error(e: &px_io::RecvError) -> bool {
 }
 
 /// Moves the engine's queued frames to their ports' lists, in order.
-fn drain(engine: &mut Engine, out: &mut [Vec<Frame>; 2]) {
+fn drain(engine: &mut Engine, sc: &mut Scratch) {
     while let Some(t) = engine.poll_transmit() {
-        out[t.port as usize].push(Frame::Made(t));
+        sc.queued_bytes[t.port as usize] += t.buf.len();
+        sc.out[t.port as usize].push(Frame::Made(t));
     }
 }
 
@@ -272,6 +301,7 @@ fn send_port(engine: &mut Engine, sc: &mut Scratch, port: Port, sock: &PacketSoc
             engine.recycle(t.buf);
         }
     }
+    sc.queued_bytes[port as usize] = 0;
 }
 
 /// What [`send_in_order`] needs of a send queue ([`TxQueue`]; a fake in
@@ -404,7 +434,18 @@ mod tests {
     }
 
     fn scratch() -> Scratch {
-        Scratch { txb: TxBatch::new(4), out: [Vec::new(), Vec::new()], extra: WorkerSnapshot::default(), tap: None }
+        Scratch {
+            txb: TxBatch::new(4),
+            out: [Vec::new(), Vec::new()],
+            queued_bytes: [0; 2],
+            extra: WorkerSnapshot::default(),
+            tap: None,
+        }
+    }
+
+    /// A `send_ahead` that must not be called.
+    fn never(_: &mut Engine, _: &mut Scratch, _: &dyn RxFrames) {
+        panic!("sent ahead in a small batch");
     }
 
     /// What a port's list holds, in order: `M` an engine-made frame,
@@ -416,6 +457,33 @@ mod tests {
                 Frame::Forward { slot, .. } => format!("F{slot}"),
             })
             .collect()
+    }
+
+    /// A batch whose engine frames for the other port pass
+    /// MAX_QUEUED_BYTES sends them in the middle of the batch, in order,
+    /// and never holds much more than the bound.
+    #[test]
+    fn a_large_batch_is_sent_ahead_not_held_whole() {
+        let mut engine = Engine::new(px_gateway::Config::default()).unwrap();
+        let mut sc = scratch();
+        // 9000-byte datagrams, DF clear: 7 fragments each.
+        let mut rx = Frames((0..600).map(|i| udp_out(9000, false, i as u8)).collect());
+        let (mut sends, mut most, mut frames) = (0, 0, 0);
+        let mut send_ahead = |e: &mut Engine, sc: &mut Scratch, _: &dyn RxFrames| {
+            sends += 1;
+            most = most.max(sc.queued_bytes[Port::Outer as usize]);
+            for f in sc.out[Port::Outer as usize].drain(..) {
+                frames += 1;
+                if let Frame::Made(t) = f {
+                    e.recycle(t.buf);
+                }
+            }
+            sc.queued_bytes[Port::Outer as usize] = 0;
+        };
+        handle_batch(&mut engine, &mut sc, Port::Inner, &mut rx, &mut send_ahead);
+        assert!(sends >= 1, "never sent ahead");
+        assert!(most <= MAX_QUEUED_BYTES + 7 * 2048, "held {most} bytes");
+        assert_eq!(frames + sc.out[Port::Outer as usize].len(), 600 * 7, "every fragment, once");
     }
 
     #[test]
@@ -430,7 +498,7 @@ mod tests {
         // 3: small again.
         let mut rx =
             Frames(vec![udp_out(3000, false, 1), udp_out(200, true, 2), udp_out(3000, true, 3), udp_out(100, true, 4)]);
-        handle_batch(&mut engine, &mut sc, Port::Inner, &mut rx);
+        handle_batch(&mut engine, &mut sc, Port::Inner, &mut rx, &mut never);
         assert_eq!(shape(&sc.out[Port::Outer as usize]), ["M", "M", "M", "F1", "F3"]);
         assert_eq!(shape(&sc.out[Port::Inner as usize]), ["M"]);
         // What would be sent: the fragments fit the outer MTU, the forwards
@@ -471,12 +539,12 @@ mod tests {
             .unwrap()
             .write(&mut syn_ack, &[])
             .unwrap();
-        handle_batch(&mut engine, &mut sc, Port::Inner, &mut Frames(vec![syn_ack]));
+        handle_batch(&mut engine, &mut sc, Port::Inner, &mut Frames(vec![syn_ack]), &mut never);
         sc.out.iter_mut().for_each(Vec::clear);
         // 0 passes (it starts the flow), 1 and 2 are held and merged, the
         // pure ACK 3 flushes them: the merged segment leaves before it.
         let mut rx = Frames(vec![tcp_in(1, 1460), tcp_in(1461, 1460), tcp_in(2921, 1460), tcp_in(4381, 0)]);
-        handle_batch(&mut engine, &mut sc, Port::Outer, &mut rx);
+        handle_batch(&mut engine, &mut sc, Port::Outer, &mut rx, &mut never);
         assert_eq!(shape(&sc.out[Port::Inner as usize]), ["F0", "M", "F3"]);
         assert!(sc.out[Port::Outer as usize].is_empty());
         let merged = sc.out[Port::Inner as usize][1].bytes(&rx).unwrap().1;
@@ -500,7 +568,7 @@ mod tests {
         let mut engine = Engine::new(px_gateway::Config::default()).unwrap();
         let mut sc = scratch();
         let mut rx = Broken(Frames(vec![udp_out(200, true, 1)]));
-        handle_batch(&mut engine, &mut sc, Port::Inner, &mut rx);
+        handle_batch(&mut engine, &mut sc, Port::Inner, &mut rx, &mut never);
         assert_eq!(shape(&sc.out[Port::Outer as usize]), ["F0"]);
         assert_eq!(sc.extra.rx_errors, 1);
     }
@@ -523,7 +591,7 @@ mod tests {
         let mut engine = Engine::new(px_gateway::Config::default()).unwrap();
         let mut sc = scratch();
         let mut rx = ToHost(Frames(vec![udp_out(200, true, 1), udp_out(200, true, 2)]));
-        handle_batch(&mut engine, &mut sc, Port::Inner, &mut rx);
+        handle_batch(&mut engine, &mut sc, Port::Inner, &mut rx, &mut never);
         assert_eq!(shape(&sc.out[Port::Outer as usize]), ["F1"]);
         assert_eq!(engine.counters().drops(px_gateway::DropReason::ForHost), 1);
         assert_eq!(engine.counters().port(Port::Inner).rx_packets, 2);
