@@ -122,7 +122,7 @@ impl Engine {
             self.counters.icmp_suppressed += 1;
             return;
         }
-        if !self.icmp.allow(now) {
+        if !self.icmp.allow(now, info.src) {
             self.counters.icmp_rate_limited += 1;
             return;
         }
