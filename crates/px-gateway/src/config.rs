@@ -68,7 +68,9 @@ pub struct Config {
     pub icmp_source_v4: Option<Ipv4Addr>,
     /// Source address of ICMPv6 errors the gateway generates; none: no errors.
     pub icmp_source_v6: Option<Ipv6Addr>,
-    /// ICMP errors per second (token bucket rate; burst = rate / 10 + 1).
+    /// ICMP errors per second about the packets of any one source (token
+    /// bucket rate; burst = rate / 10 + 1); all sources together get four
+    /// times that (`router::limit`).
     pub icmp_rate_per_sec: u32,
     /// The inner port's I/O can take TCP super-packets with a segment size
     /// (GSO); otherwise the engine cuts them itself.

@@ -365,8 +365,8 @@ fn outside_udp_with_the_codepoint_is_remarked_for_every_destination() {
     assert_eq!(common::ones_complement(&out[0].1[14..34], 0), 0xffff, "IPv4 header checksum fixed");
 }
 
-/// A caravan larger than the iMTU (reassembled by fan-out defragmentation,
-/// or an `imtu` set below the link MTU) whose record does not fit a pool
+/// A caravan larger than the iMTU (an `imtu` set below the link MTU, or an
+/// I/O path that reassembles) whose record does not fit a pool
 /// buffer used to panic the worker. It is dropped whole and counted.
 #[test]
 fn a_record_larger_than_a_buffer_is_dropped_not_a_panic() {

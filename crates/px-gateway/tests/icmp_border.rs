@@ -591,3 +591,34 @@ fn a_split_segment_with_a_routing_header_sums_over_the_final_destination() {
     }
     assert_eq!(got, payload);
 }
+
+/// Issue 27, "likely" (c): the "too big" errors one inner host causes
+/// come out of its own bucket, beside the engine's bucket for all (as
+/// Linux keeps one per destination, `inet_peer`, beside the global
+/// `icmp_msgs_per_sec`), so one host flooding oversized DF packets cannot
+/// use up the errors another host's path MTU discovery depends on. (A
+/// host whose source hashes to the flooder's slot of the fixed table
+/// shares its bucket: one in 256; so of eight others, seven at least.)
+#[test]
+fn one_flooding_host_cannot_starve_another_of_errors() {
+    for v6 in [false, true] {
+        let mut h = Harness::new(test_config());
+        let dst = outer_addr(v6, 1);
+        let flood = |h: &mut Harness, host: u16| {
+            for _ in 0..500 {
+                let _ = errors_for(h, too_big_frame(inner_addr(v6, host), dst, MAC_OUTER));
+            }
+        };
+        let answered = |h: &mut Harness, hosts: std::ops::Range<u16>| {
+            hosts.filter(|&n| errors_for(h, too_big_frame(inner_addr(v6, n), dst, MAC_OUTER)).len() == 1).count()
+        };
+        flood(&mut h, 1);
+        assert!(h.eng.counters().icmp_rate_limited > 0, "v6={v6}: the flooder is limited");
+        assert!(answered(&mut h, 10..18) >= 7, "v6={v6}: {:?}", h.eng.counters());
+        // Nor can two flooders together: each spends its own share only.
+        let mut h = Harness::new(test_config());
+        flood(&mut h, 2);
+        flood(&mut h, 3);
+        assert!(answered(&mut h, 20..28) >= 7, "v6={v6}: {:?}", h.eng.counters());
+    }
+}

@@ -427,3 +427,52 @@ fn outer_addresses_of_the_tests_are_documentation_ranges() {
         assert!(a.to_string().starts_with("198.51.100.") || a.to_string().starts_with("203.0.113."));
     }
 }
+
+/// Runs `f` on its own thread and fails if it has not returned within a
+/// second: an engine call that loops would otherwise hang the test run.
+fn returns_within_a_second<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(1)).unwrap_or_else(|_| panic!("{what}: no return within 1 s"))
+}
+
+/// Issue 27, item 10: a GSO size of 0 cuts nothing. px-io refuses it (as
+/// Linux's `virtio_net_hdr_to_skb` does), but the engine's API takes any
+/// metadata: a UDP batch or a tunnel super-packet with size 0 must return
+/// at once, dropped and counted, never loop.
+#[test]
+fn a_gso_size_of_zero_is_dropped_not_looped_on() {
+    for v6 in [false, true] {
+        for kind in [GsoKind::UdpL4, GsoKind::TcpV4, GsoKind::TcpV6] {
+            for from in [Port::Outer, Port::Inner] {
+                let (mut f, mut meta) = udp_batch(v6, 1200, &payload(3 * 1200 + 77));
+                meta.gso = Some(Gso { kind, size: 0, ecn: false });
+                let (v, malformed) = returns_within_a_second("UDP batch of GSO size 0", move || {
+                    let mut e = Engine::new(test_config()).unwrap();
+                    let v = e.handle_packet(Instant::now(), from, &mut f, meta);
+                    (v, e.counters().drops(DropReason::Malformed))
+                });
+                assert_eq!(v, Verdict::Dropped(DropReason::Malformed), "v6={v6} {kind:?} {from:?}");
+                assert_eq!(malformed, 1);
+            }
+        }
+        // TCP super-packets of size 0 take the TCP paths, which treat the
+        // size as unknown: whatever the verdict, it comes back.
+        for from in [Port::Outer, Port::Inner] {
+            let s = if from == Port::Outer {
+                common::TcpSpec::inbound(v6, 1, 1000, payload(3000))
+            } else {
+                common::TcpSpec::outbound(v6, 1, 1000, payload(3000))
+            };
+            let mut f = s.build();
+            let kind = if v6 { GsoKind::TcpV6 } else { GsoKind::TcpV4 };
+            let meta = PacketMeta { gso: Some(Gso { kind, size: 0, ecn: false }), ..PacketMeta::PLAIN };
+            let _ = returns_within_a_second("TCP super-packet of GSO size 0", move || {
+                let mut e = Engine::new(test_config()).unwrap();
+                e.handle_packet(Instant::now(), from, &mut f, meta)
+            });
+        }
+    }
+}

@@ -23,8 +23,10 @@
 pub struct Fanout {
     /// Group id; unique per port within a network namespace.
     pub group: u16,
-    /// Reassemble IPv4 fragments before hashing (`PACKET_FANOUT_FLAG_DEFRAG`)
-    /// so all fragments of a datagram reach the same worker.
+    /// Reassemble IPv4 fragments before hashing (`PACKET_FANOUT_FLAG_DEFRAG`).
+    /// Not needed to keep a datagram's fragments together (the symmetric
+    /// hash never reads a fragment's ports), and not for a router, which
+    /// forwards fragments as they come: the gateway leaves it off.
     pub defrag: bool,
 }
 
@@ -235,6 +237,61 @@ mod tests {
         let last = symmetric_flow_hash(&f);
         assert_eq!(first, last);
         assert_ne!(first, whole);
+    }
+
+    /// Issue 27, "likely" (b): without the kernel's defragmentation every
+    /// fragment of a datagram must still meet on one worker, so no
+    /// fragment's hash may read ports (only the first carries them): first,
+    /// middle and last fragments of IPv4 and IPv6 datagrams, whatever bytes
+    /// follow their IP headers, hash alike, in both directions.
+    #[test]
+    fn every_fragment_of_a_datagram_hashes_alike() {
+        let (a, b) = ([198, 51, 100, 1], [203, 0, 113, 1]);
+        let mut first = v4(a, b, 5353, 6000, false);
+        let frag = |f: &mut Vec<u8>, mf: bool, off8: u16, junk: u8| {
+            let v = u16::from(mf) << 13 | off8;
+            f[14 + 6..14 + 8].copy_from_slice(&v.to_be_bytes());
+            if off8 > 0 {
+                f[34..].fill(junk);
+            }
+        };
+        frag(&mut first, true, 0, 0);
+        let want = symmetric_flow_hash(&first);
+        for (mf, off8, junk) in [(true, 185, 0x11), (true, 370, 0x22), (false, 555, 0x33)] {
+            let mut f = first.clone();
+            frag(&mut f, mf, off8, junk);
+            assert_eq!(symmetric_flow_hash(&f), want, "IPv4 fragment at {off8}");
+            // The other direction's fragments too.
+            f[26..30].copy_from_slice(&b);
+            f[30..34].copy_from_slice(&a);
+            assert_eq!(symmetric_flow_hash(&f), want, "IPv4 fragment at {off8}, reversed");
+        }
+        // IPv6: a Fragment header (44) before UDP; ports only in the first.
+        let v6frag = |src: [u8; 16], dst: [u8; 16], offset: u16, l4: &[u8]| {
+            let mut f = vec![2u8; 12];
+            f.extend_from_slice(&0x86ddu16.to_be_bytes());
+            f.extend_from_slice(&[0x60, 0, 0, 0]);
+            f.extend_from_slice(&((8 + l4.len()) as u16).to_be_bytes());
+            f.extend_from_slice(&[44, 64]);
+            f.extend_from_slice(&src);
+            f.extend_from_slice(&dst);
+            f.extend_from_slice(&[17, 0]);
+            f.extend_from_slice(&(offset << 3 | u16::from(offset < 3)).to_be_bytes());
+            f.extend_from_slice(&[0, 0, 0x12, 0x34]);
+            f.extend_from_slice(l4);
+            f
+        };
+        let (s6, d6) = (
+            [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+        );
+        let udp_first = [0x14, 0xe9, 0x17, 0x70, 0x05, 0xdc, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+        let want = symmetric_flow_hash(&v6frag(s6, d6, 0, &udp_first));
+        assert!(want.is_some());
+        for (offset, junk) in [(1u16, 0x44u8), (2, 0x55), (3, 0x66)] {
+            assert_eq!(symmetric_flow_hash(&v6frag(s6, d6, offset, &[junk; 16])), want, "IPv6 fragment at {offset}");
+            assert_eq!(symmetric_flow_hash(&v6frag(d6, s6, offset, &[junk; 16])), want, "reversed, at {offset}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod caravan;
 pub mod checksum;
+pub mod crc32c;
 pub mod error;
 pub mod ethernet;
 pub mod icmp;

@@ -50,7 +50,7 @@ fn large_icmp_and_udp_get_router_behaviour() {
     router_behaviour("1");
 }
 
-/// The same through two workers, whose fan-out group defragments IPv4.
+/// The same through two workers (kernel fan-out by a symmetric hash).
 #[test]
 fn large_icmp_and_udp_get_router_behaviour_two_workers() {
     if !require_root_or_skip("large_icmp_and_udp_get_router_behaviour_two_workers") {
@@ -85,9 +85,7 @@ fn router_behaviour(workers: &str) {
     let d = datagram(4000, 2);
     assert_eq!(udp_one(&ls, &bs, &d).expect("legacy -> bnet UDP"), d);
     // 30000 bytes: the b-network host fragments at 9000 and the gateway
-    // fragments those fragments again; inbound, fragments pass as they are
-    // (one worker) or are reassembled by the fan-out's defragmentation and
-    // fragmented again at 9000 (two workers).
+    // fragments those fragments again; inbound, fragments pass as they are.
     let d = datagram(30000, 7);
     assert_eq!(udp_one(&bs, &ls, &d).expect("bnet -> legacy UDP, 30000 bytes"), d);
     let d = datagram(30000, 8);
@@ -156,6 +154,36 @@ fn router_behaviour(workers: &str) {
     assert!(drops[px_gateway::DropReason::TooBigDf as usize].as_u64() >= Some(2), "{}", exit.stats);
     assert!(drops[px_gateway::DropReason::TooBigV6 as usize].as_u64() >= Some(1), "{}", exit.stats);
     assert!(exit.counter("icmp_sent") >= 3, "{}", exit.stats);
+}
+
+/// Issue 27, "likely" (b), confirmed: a router never reassembles what it
+/// forwards. With two workers the fan-out group once asked the kernel to defragment
+/// IPv4 (`PACKET_FANOUT_FLAG_DEFRAG`: `ip_check_defrag` in af_packet's
+/// `packet_rcv_fanout`), so a legacy host's fragments reached the b-network
+/// reassembled and cut again at the iMTU (an F-PMTUD responder inside then
+/// reports too large a path MTU), and a fragment flood filled the gateway
+/// host's reassembly memory. The fragments must arrive as they were sent,
+/// each at most the legacy link's MTU, and still make up the datagram.
+#[test]
+fn two_workers_pass_fragments_on_as_they_came() {
+    if !require_root_or_skip("two_workers_pass_fragments_on_as_they_came") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let gw = Gateway::start(&lab, &["--workers", "2"]);
+    lab.ping_both();
+    let (l, b) = (lab.ns(lab.legacy), lab.ns(lab.bnet));
+    let obs = FrameObserver::start(b, BNET_DEV).unwrap();
+    let (bs, ls) = (udp(b, BNET_V4, 6020, None), udp(l, LEGACY_V4, 6020, None));
+    for salt in 0..3 {
+        let d = datagram(30000, 20 + salt);
+        assert_eq!(udp_one(&ls, &bs, &d).expect("legacy -> bnet UDP, 30000 bytes"), d);
+    }
+    let seen = obs.stop();
+    assert!(seen.rx.frames >= 3 * 21, "{seen:?}");
+    assert!(seen.rx.max_l3 <= EMTU as usize, "the gateway reassembled fragments: {seen:?}");
+    gw.stop().assert_clean();
 }
 
 /// scapy on the b-network host: one UDP datagram (IPv4, `len` bytes of

@@ -46,10 +46,11 @@ fuzz_target!(|data: &[u8]| {
             1 => Checksum::Valid,
             _ => Checksum::Partial { start: 0, offset: 0 },
         };
-        // The kind follows from the size, so that UDP batches are covered too.
-        let gso = gso_size.map(|size| Gso {
-            kind: [GsoKind::TcpV4, GsoKind::TcpV6, GsoKind::UdpL4][usize::from(size % 3)],
-            size,
+        // The kind from the size's top bits, so that every kind is tried
+        // with every size up to 16383, 0 included (issue 27, item 10).
+        let gso = gso_size.map(|g| Gso {
+            kind: [GsoKind::TcpV4, GsoKind::TcpV6, GsoKind::UdpL4][usize::from(g >> 14) % 3],
+            size: g & 0x3fff,
             ecn: false,
         });
         let _ = eng.handle_packet(now, port, &mut frame, PacketMeta { gso, csum, hdr_len: 0 });

@@ -57,7 +57,7 @@ use crate::flow::{FlowKey, FlowTable};
 use crate::merge::budget::HoldBudget;
 use crate::pmtu::{PmtuReplica, SharedPmtu};
 use crate::port::Port;
-use crate::router::limit::IcmpLimiter;
+use crate::router::limit::ErrorLimiter;
 use crate::segment::Seg;
 use crate::timer::{Deadlines, Timer};
 
@@ -96,7 +96,7 @@ pub struct Engine {
     pub(crate) pmtu: PmtuReplica,
     /// What handshakes said, past their flow entries (`crate::conntrack`).
     pub(crate) handshakes: HandshakeMemory,
-    pub(crate) icmp: IcmpLimiter,
+    pub(crate) icmp: ErrorLimiter,
     /// IP identification of the next ICMPv4 error the engine sends.
     pub(crate) icmp_ident: u16,
     pub(crate) pool: Pool,
@@ -131,7 +131,7 @@ impl Engine {
             handshakes: HandshakeMemory::new(cfg.max_flows, cfg.hash_seed),
             icmp_ident: crate::router::first_icmp_ident(cfg.hash_seed, pmtu.engine),
             pmtu,
-            icmp: IcmpLimiter::new(cfg.icmp_rate_per_sec),
+            icmp: ErrorLimiter::new(cfg.icmp_rate_per_sec, cfg.hash_seed),
             pool: Pool::new(buf_size, 4096),
             out: VecDeque::new(),
             deadlines: Deadlines::default(),
@@ -162,7 +162,7 @@ impl Engine {
         }
         self.flush_all(now);
         if new.icmp_rate_per_sec != self.cfg.icmp_rate_per_sec {
-            self.icmp = IcmpLimiter::new(new.icmp_rate_per_sec);
+            self.icmp = ErrorLimiter::new(new.icmp_rate_per_sec, self.cfg.hash_seed);
         }
         self.cfg = new;
         Ok(())

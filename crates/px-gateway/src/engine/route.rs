@@ -31,13 +31,20 @@ impl Engine {
             // A "too big" about TCP: the gateway's own (`learn`).
             return Verdict::Consumed;
         }
-        if matches!(meta.csum, Checksum::Partial { .. })
-            && matches!(info.transport, Transport::Udp { .. })
+        if let Checksum::Partial { start, offset } = meta.csum
             && !info.fragment
         {
-            // At the UDP header's own field, whatever the metadata says.
-            let udp = Checksum::Partial { start: info.l4 as u16, offset: udp::field::CHECKSUM.start as u16 };
-            let _ = complete_partial(&mut frame[..info.end], udp);
+            // Finished for every protocol, as Linux does before a device
+            // that cannot (`skb_checksum_help`; SCTP's CRC32c is told by
+            // `complete_partial`). UDP's at its own field, whatever the
+            // metadata says; any other only at the packet's own L4 header.
+            let at = match info.transport {
+                Transport::Udp { .. } => Some(udp::field::CHECKSUM.start as u16),
+                _ => (usize::from(start) == info.l4).then_some(offset),
+            };
+            if let Some(offset) = at {
+                let _ = complete_partial(&mut frame[..info.end], Checksum::Partial { start: info.l4 as u16, offset });
+            }
         }
         if let Some(v) = self.caravan_udp(now, from, frame, info, meta) {
             return v;
@@ -115,7 +122,7 @@ impl Engine {
             self.counters.icmp_suppressed += 1;
             return;
         }
-        if !self.icmp.allow(now) {
+        if !self.icmp.allow(now, info.src) {
             self.counters.icmp_rate_limited += 1;
             return;
         }

@@ -29,6 +29,12 @@ impl Engine {
         mut meta: PacketMeta,
     ) -> Verdict {
         if let Some(g) = meta.gso {
+            if g.size == 0 {
+                // Segments of no bytes: no cut ends. Linux refuses such a
+                // header (`virtio_net_hdr_to_skb`: -EINVAL), and so does
+                // px-io; the engine, which takes any metadata, drops it.
+                return self.drop(DropReason::Malformed);
+            }
             match (g.kind, info.transport) {
                 (GsoKind::UdpL4, Transport::Udp { .. }) if !info.fragment => {
                     return self.split_udp_batch(now, from, frame, info, g);
@@ -100,7 +106,7 @@ impl Engine {
         let hdr = info.l4 + udp::HEADER_LEN;
         let len = info.end - hdr;
         let size = g.size as usize;
-        if hdr + size > self.pool.size() {
+        if size == 0 || hdr + size > self.pool.size() {
             return self.drop(DropReason::TooBigUncuttable);
         }
         let before = Outcomes::of(self);

@@ -14,7 +14,8 @@
 //!   part would not fit;
 //! * **rate limit**: at most `burst` replies at once and `rate_per_sec` on
 //!   average per source address (token bucket on the time passed in); the
-//!   table of sources is bounded by `max_sources`;
+//!   table of sources is bounded by `max_sources`, and a new source costs
+//!   a bounded amount of work when it is full (a CLOCK hand, [`Sources`]);
 //! * malformed input is ignored, never panics, and every decision is
 //!   counted in [`ResponderStats`];
 //! * bounded memory: the transmit queue holds at most `max_queued` replies.
@@ -150,6 +151,9 @@ pub struct ResponderStats {
     pub rate_limited: u64,
     /// Refused because the source table was full.
     pub table_full: u64,
+    /// Sources looked at to find room for a new one in a full table (the
+    /// work a flood of new, spoofed sources costs).
+    pub eviction_checks: u64,
     /// Refused because no reply fits the received bytes.
     pub over_budget: u64,
     /// Reports whose fragment list was truncated to fit.
@@ -164,6 +168,9 @@ pub struct ResponderStats {
     pub probe_bytes: u64,
 }
 
+/// Most sources looked at to find room for a new one.
+const EVICTION_SCAN: usize = 16;
+
 /// Token bucket state of one source, in thousandths of a token.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -175,7 +182,7 @@ struct Bucket {
 #[derive(Debug, Clone)]
 pub struct Responder {
     config: ResponderConfig,
-    buckets: HashMap<IpAddr, Bucket>,
+    sources: Sources,
     queue: VecDeque<Transmit>,
     stats: ResponderStats,
 }
@@ -184,7 +191,7 @@ impl Responder {
     /// A responder with the given limits.
     #[must_use]
     pub fn new(config: ResponderConfig) -> Self {
-        Self { config, buckets: HashMap::new(), queue: VecDeque::new(), stats: ResponderStats::default() }
+        Self { config, sources: Sources::default(), queue: VecDeque::new(), stats: ResponderStats::default() }
     }
 
     /// Counters.
@@ -312,30 +319,64 @@ impl Responder {
 
     /// Takes one token from `ip`'s bucket; `Some(verdict)` when refused.
     fn take_token(&mut self, now: Instant, ip: IpAddr) -> Option<Verdict> {
-        let cap = u64::from(self.config.burst).saturating_mul(1000);
-        if !self.buckets.contains_key(&ip) && self.buckets.len() >= self.config.max_sources {
-            self.evict_idle(now, cap);
-            if self.buckets.len() >= self.config.max_sources {
-                return Some(Verdict::TableFull);
+        let (rate, cap) = (self.config.rate_per_sec, u64::from(self.config.burst).saturating_mul(1000));
+        let s = &mut self.sources;
+        let i = match s.index.get(&ip) {
+            Some(&i) => i,
+            None if s.slots.len() < self.config.max_sources => {
+                s.slots.push((ip, Bucket { milli_tokens: cap, last: now }));
+                s.index.insert(ip, s.slots.len() - 1);
+                s.slots.len() - 1
             }
-        }
-        let bucket = self.buckets.entry(ip).or_insert(Bucket { milli_tokens: cap, last: now });
-        refill(bucket, now, self.config.rate_per_sec, cap);
+            None => match s.reclaim(now, ip, rate, cap, &mut self.stats.eviction_checks) {
+                Some(i) => i,
+                None => return Some(Verdict::TableFull),
+            },
+        };
+        let bucket = &mut s.slots[i].1;
+        refill(bucket, now, rate, cap);
         if bucket.milli_tokens < 1000 {
             return Some(Verdict::RateLimited);
         }
         bucket.milli_tokens -= 1000;
         None
     }
+}
 
-    /// Forgets sources whose bucket has refilled completely: they are idle,
-    /// and a fresh bucket would be identical.
-    fn evict_idle(&mut self, now: Instant, cap: u64) {
-        let rate = self.config.rate_per_sec;
-        self.buckets.retain(|_, b| {
-            refill(b, now, rate, cap);
-            b.milli_tokens < cap
-        });
+/// The sources the rate limiter knows, a slot each, at most
+/// `max_sources`. A full table makes room with a CLOCK hand: it looks at
+/// no more than [`EVICTION_SCAN`] slots per new source, from where it
+/// stopped last time, and gives the first idle one (its bucket refilled
+/// completely: a fresh bucket would be identical) to the newcomer. So a
+/// flood of new, spoofed sources costs a constant amount of work each,
+/// not a sweep of the table, and an idle source anywhere in the table is
+/// reached within `max_sources / EVICTION_SCAN` newcomers.
+#[derive(Debug, Clone, Default)]
+struct Sources {
+    index: HashMap<IpAddr, usize>,
+    slots: Vec<(IpAddr, Bucket)>,
+    hand: usize,
+}
+
+impl Sources {
+    /// The slot of an idle source, now `ip`'s with a full bucket; `None`
+    /// if the slots looked at are all in use. `checks` counts the slots
+    /// looked at.
+    fn reclaim(&mut self, now: Instant, ip: IpAddr, rate: u32, cap: u64, checks: &mut u64) -> Option<usize> {
+        for _ in 0..EVICTION_SCAN.min(self.slots.len()) {
+            let i = self.hand % self.slots.len();
+            self.hand = i + 1;
+            *checks += 1;
+            let (old, bucket) = &mut self.slots[i];
+            refill(bucket, now, rate, cap);
+            if bucket.milli_tokens >= cap {
+                self.index.remove(old);
+                self.slots[i] = (ip, Bucket { milli_tokens: cap, last: now });
+                self.index.insert(ip, i);
+                return Some(i);
+            }
+        }
+        None
     }
 }
 
@@ -415,6 +456,7 @@ impl<'a> Seen<'a> {
 mod tests {
     use super::*;
     use crate::fpmtud::wire::{ProbeRepr, Reply, parse_reply};
+    use std::net::Ipv6Addr;
     use std::time::Duration;
 
     fn src(last: u8) -> SocketAddr {
@@ -605,6 +647,58 @@ mod tests {
         // Once the others are idle (buckets refilled), they are evicted.
         assert_eq!(arrive(&mut r, now + Duration::from_secs(2), 3), Verdict::RepliedLegacy);
         assert_eq!(r.stats().table_full, 1);
+    }
+
+    /// Issue 27, "likely" (a), confirmed: a flood of new sources
+    /// (spoofed, one probe each) into a full table costs a bounded number
+    /// of sources looked at per arrival, not the whole table each time;
+    /// and an idle source is still found and replaced.
+    #[test]
+    fn a_full_table_costs_bounded_work_per_new_source() {
+        let mut r = Responder::new(ResponderConfig::default());
+        let now = Instant::now();
+        let max = r.config().max_sources;
+        let arrive = |r: &mut Responder, at: Instant, n: u32| {
+            let source = SocketAddr::from((Ipv6Addr::from(0x2001_0db8_u128 << 96 | u128::from(n)), 9));
+            let v = r.handle_arrival(at, &Arrival { source, payload: b"FPMT", pieces: Pieces::Whole { ip_len: 100 } });
+            while r.poll_transmit().is_some() {}
+            v
+        };
+        for n in 0..max as u32 {
+            assert_eq!(arrive(&mut r, now, n), Verdict::RepliedLegacy);
+        }
+        assert_eq!(r.stats().eviction_checks, 0);
+        // 20,000 new sources while every known one is active.
+        let flood = 20_000u32;
+        for n in 0..flood {
+            assert_eq!(arrive(&mut r, now, max as u32 + n), Verdict::TableFull);
+        }
+        let checks = r.stats().eviction_checks;
+        assert!(checks <= u64::from(flood) * EVICTION_SCAN as u64, "{checks} sources looked at for {flood} arrivals");
+        // Once the table's sources are idle, new ones take their places,
+        // still at a bounded cost each.
+        let later = now + Duration::from_secs(2);
+        let before = r.stats().eviction_checks;
+        for n in 0..max as u32 {
+            assert_eq!(arrive(&mut r, later, 100_000 + n), Verdict::RepliedLegacy, "new source {n}");
+        }
+        assert_eq!(arrive(&mut r, later, 200_000), Verdict::TableFull, "the newcomers are active");
+        let checks = r.stats().eviction_checks - before;
+        assert!(checks <= (max as u64 + 1) * EVICTION_SCAN as u64, "{checks} sources looked at");
+        // One idle source among active ones is found within one sweep.
+        let mut r = Responder::new(ResponderConfig {
+            max_sources: 64,
+            rate_per_sec: 100,
+            burst: 2,
+            ..ResponderConfig::default()
+        });
+        assert_eq!(arrive(&mut r, now, 0), Verdict::RepliedLegacy);
+        let t = now + Duration::from_millis(100);
+        for n in 1..64 {
+            assert_eq!(arrive(&mut r, t, n), Verdict::RepliedLegacy);
+        }
+        let refused = (0..64).take_while(|&n| arrive(&mut r, t, 1000 + n) == Verdict::TableFull).count();
+        assert!(refused < 64 / EVICTION_SCAN + 1, "source 0 was idle; {refused} refusals before it was found");
     }
 
     #[test]

@@ -21,6 +21,12 @@
 //! FILE.2, ...; `capture_files` files in all) and a new FILE starts with
 //! its own header blocks, so every file opens on its own in Wireshark.
 //!
+//! A full disk never tears a block: blocks are gathered whole in memory
+//! and written with one `write_all`; a write that fails midway is cut
+//! back to the last whole block and its records are counted as write
+//! errors (`px_capture_dropped_total{reason="write_error"}`); the capture
+//! goes on when there is room again (see `CaptureFile`).
+//!
 //! Checksum offload: a frame the kernel hands over (or takes) with its L4
 //! checksum only partial (`CHECKSUM_PARTIAL`, the pseudo-header sum: a
 //! local sender on a veth never fills it, a NIC would on the wire) is
@@ -32,7 +38,7 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -172,70 +178,94 @@ fn write_all(
     spares: Vec<SyncSender<Vec<u8>>>,
     counts: &ProcessCounters,
 ) {
-    let mut pending = 0usize;
+    let count = |f: Flushed| {
+        counts.capture_written.fetch_add(f.written, Ordering::Relaxed);
+        counts.capture_write_errors.fetch_add(f.lost, Ordering::Relaxed);
+    };
     loop {
-        // Flush to the kernel when the queue runs dry, not per record.
+        // Write to the kernel when the queue runs dry, not per record.
         let r = match queue.try_recv() {
             Ok(r) => r,
             Err(_) => {
-                if pending > 0 {
-                    let _ = file.flush();
-                    pending = 0;
-                }
+                count(file.flush());
                 match queue.recv() {
                     Ok(r) => r,
                     Err(_) => break,
                 }
             }
         };
-        match file.write(&r) {
-            Ok(()) => counts.capture_written.fetch_add(1, Ordering::Relaxed),
-            Err(_) => counts.capture_write_errors.fetch_add(1, Ordering::Relaxed),
-        };
-        pending += 1;
+        count(file.write(&r));
         if let Some(s) = spares.get(r.worker) {
             let _ = s.try_send(r.data);
         }
     }
-    let _ = file.flush();
+    count(file.flush());
 }
 
-/// A writer that counts what it wrote.
-struct Counting<W> {
-    inner: W,
+/// Where the capture's bytes go: a file (or, in tests, a sink that fails
+/// on demand).
+trait Sink: Write + Sized {
+    /// A new, empty sink at `path`.
+    fn create(path: &Path) -> io::Result<Self>;
+    /// Cuts the sink back to its first `len` bytes; later writes follow them.
+    fn truncate_to(&mut self, len: u64) -> io::Result<()>;
+}
+
+impl Sink for File {
+    fn create(path: &Path) -> io::Result<File> {
+        File::create(path)
+    }
+
+    fn truncate_to(&mut self, len: u64) -> io::Result<()> {
+        self.set_len(len)?;
+        self.seek(SeekFrom::Start(len)).map(|_| ())
+    }
+}
+
+/// Bytes of whole blocks gathered before they go to the file in one write.
+const GATHER: usize = 1 << 20;
+
+/// What became of records: in the file, or lost to a failed write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Flushed {
     written: u64,
+    lost: u64,
 }
 
-impl<W: Write> Write for Counting<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.written += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// The current file and the rotation around it.
-struct CaptureFile {
+/// The current file and the rotation around it. Blocks are gathered whole
+/// in memory and handed to the file with one `write_all`; the file holds
+/// only whole blocks (`committed` bytes): if a write fails midway (a full
+/// disk), the file is cut back to its last whole block and the gathered
+/// records are counted lost, so a reader never meets a torn block, and the
+/// capture goes on when there is room again. If even the cut fails, the
+/// capture stops (every later record counted lost) and says so.
+struct CaptureFile<S: Sink = File> {
     spec: CaptureSpec,
-    writer: PcapNgWriter<Counting<BufWriter<File>>>,
-    /// Packets in the current file.
+    sink: S,
+    /// Whole blocks not yet in the sink: the header blocks of a new file,
+    /// then Enhanced Packet Blocks.
+    blocks: PcapNgWriter<Vec<u8>>,
+    /// Bytes in the sink, all of whole blocks.
+    committed: u64,
+    /// Records in `blocks`.
+    gathered: u64,
+    /// Packets in the current file, committed or gathered.
     packets: u64,
+    /// The sink could not be cut back to a whole block: nothing more is
+    /// written.
+    stopped: bool,
 }
 
-impl CaptureFile {
-    fn create(spec: &CaptureSpec) -> io::Result<CaptureFile> {
-        let writer = Self::open(spec)?;
-        Ok(CaptureFile { spec: spec.clone(), writer, packets: 0 })
+impl<S: Sink> CaptureFile<S> {
+    fn create(spec: &CaptureSpec) -> io::Result<CaptureFile<S>> {
+        let sink = S::create(&spec.path)?;
+        let blocks = Self::header(spec)?;
+        Ok(CaptureFile { spec: spec.clone(), sink, blocks, committed: 0, gathered: 0, packets: 0, stopped: false })
     }
 
-    /// A new file with its section and interface blocks.
-    fn open(spec: &CaptureSpec) -> io::Result<PcapNgWriter<Counting<BufWriter<File>>>> {
-        let f = File::create(&spec.path)?;
-        let mut w = PcapNgWriter::new(Counting { inner: BufWriter::with_capacity(1 << 20, f), written: 0 })
-            .map_err(io::Error::other)?;
+    /// The section and interface blocks a file starts with.
+    fn header(spec: &CaptureSpec) -> io::Result<PcapNgWriter<Vec<u8>>> {
+        let mut w = PcapNgWriter::new(Vec::with_capacity(GATHER + (64 << 10))).map_err(io::Error::other)?;
         for (name, role) in [(&spec.inner, "inner"), (&spec.outer, "outer")] {
             let idb = InterfaceDescriptionBlock {
                 linktype: DataLink::ETHERNET,
@@ -262,10 +292,20 @@ impl CaptureFile {
         (12 + 20 + len.div_ceil(4) * 4 + 8 + comment + 4) as u64
     }
 
-    fn write(&mut self, r: &Record) -> io::Result<()> {
-        let written = self.writer.get_ref().written;
-        if self.packets > 0 && written + Self::epb_len(r.data.len(), r.filled) > self.spec.max_bytes {
-            self.rotate()?;
+    /// Gathers the record's block (after a rotation, if the file would
+    /// pass its bound); writes what is gathered when it is enough.
+    fn write(&mut self, r: &Record) -> Flushed {
+        if self.stopped {
+            return Flushed { written: 0, lost: 1 };
+        }
+        let mut done = Flushed::default();
+        let size = self.committed + self.blocks.get_ref().len() as u64;
+        if self.packets > 0 && size + Self::epb_len(r.data.len(), r.filled) > self.spec.max_bytes {
+            done = self.flush();
+            if self.rotate().is_err() {
+                done.lost += 1;
+                return done;
+            }
         }
         let epb = EnhancedPacketBlock {
             interface_id: match r.port {
@@ -283,14 +323,59 @@ impl CaptureFile {
             .chain(r.filled.then_some(EnhancedPacketOption::Comment(Cow::Borrowed(FILLED_COMMENT))))
             .collect(),
         };
-        self.writer.write_block(&epb.into_block()).map_err(io::Error::other)?;
+        // Into memory: only an encoding error fails, before a byte is kept.
+        if self.blocks.write_block(&epb.into_block()).is_err() {
+            done.lost += 1;
+            return done;
+        }
+        self.gathered += 1;
         self.packets += 1;
-        Ok(())
+        if self.blocks.get_ref().len() >= GATHER {
+            let f = self.flush();
+            done.written += f.written;
+            done.lost += f.lost;
+        }
+        done
     }
 
-    /// FILE -> FILE.1 -> ... -> FILE.(files-1), the oldest dropped; a new FILE.
+    /// Writes the gathered blocks to the file in one `write_all`. On an
+    /// error the file is cut back to its last whole block and the
+    /// gathered records are lost (a new file's header blocks are kept to
+    /// be written again).
+    fn flush(&mut self) -> Flushed {
+        let gathered = std::mem::take(&mut self.gathered);
+        if self.blocks.get_ref().is_empty() || self.stopped {
+            return Flushed { written: 0, lost: if self.stopped { gathered } else { 0 } };
+        }
+        let wrote = self.sink.write_all(self.blocks.get_ref()).and_then(|()| self.sink.flush());
+        if wrote.is_ok() {
+            self.committed += self.blocks.get_ref().len() as u64;
+            self.blocks.get_mut().clear();
+            return Flushed { written: gathered, lost: 0 };
+        }
+        self.packets -= gathered;
+        if let Err(e) = self.sink.truncate_to(self.committed) {
+            self.stopped = true;
+            eprintln!(
+                "px gateway: capture stopped: {} could not be cut back to its last whole block ({e}); \
+                 records are counted as write errors from now on",
+                self.spec.path.display()
+            );
+        }
+        if self.committed == 0 {
+            match Self::header(&self.spec) {
+                Ok(h) => self.blocks = h,
+                Err(_) => self.stopped = true,
+            }
+        } else {
+            self.blocks.get_mut().clear();
+        }
+        Flushed { written: 0, lost: gathered }
+    }
+
+    /// FILE -> FILE.1 -> ... -> FILE.(files-1), the oldest dropped; a new
+    /// FILE. Called with nothing gathered.
     fn rotate(&mut self) -> io::Result<()> {
-        self.flush()?;
         let p = &self.spec.path;
         for i in (1..self.spec.files).rev() {
             let from = if i == 1 { p.clone() } else { numbered(p, i - 1) };
@@ -298,13 +383,10 @@ impl CaptureFile {
                 std::fs::rename(&from, numbered(p, i))?;
             }
         }
-        self.writer = Self::open(&self.spec)?;
-        self.packets = 0;
+        self.sink = S::create(&self.spec.path)?;
+        self.blocks = Self::header(&self.spec)?;
+        (self.committed, self.gathered, self.packets) = (0, 0, 0);
         Ok(())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.writer.get_mut().flush()
     }
 }
 
@@ -473,5 +555,114 @@ mod tests {
         h.join().unwrap();
         eprintln!("{given_up} of {} records given up", QUEUE * 20);
         cleanup(&s);
+    }
+
+    /// A disk of [`DISK_ROOM`] bytes, per test thread: writes past the room
+    /// fail as a full disk does (what fits is written first).
+    struct Disk;
+
+    thread_local! {
+        static DISK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        static DISK_ROOM: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    }
+
+    impl Write for Disk {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            DISK.with_borrow_mut(|d| {
+                let room = DISK_ROOM.get().saturating_sub(d.len());
+                if room == 0 && !buf.is_empty() {
+                    return Err(io::Error::from(io::ErrorKind::StorageFull));
+                }
+                let n = buf.len().min(room);
+                d.extend_from_slice(&buf[..n]);
+                Ok(n)
+            })
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Sink for Disk {
+        fn create(_: &Path) -> io::Result<Disk> {
+            DISK.with_borrow_mut(Vec::clear);
+            Ok(Disk)
+        }
+
+        fn truncate_to(&mut self, len: u64) -> io::Result<()> {
+            DISK.with_borrow_mut(|d| d.truncate(len as usize));
+            Ok(())
+        }
+    }
+
+    /// The packets of a capture read back, or where it stops being pcapng.
+    fn read_disk() -> Result<Vec<Vec<u8>>, String> {
+        use pcap_file::pcapng::{Block, PcapNgReader};
+        let bytes = DISK.with_borrow(Clone::clone);
+        let mut r = PcapNgReader::new(&bytes[..]).map_err(|e| format!("header: {e}"))?;
+        let mut pkts = Vec::new();
+        while let Some(b) = r.next_block() {
+            match b {
+                Ok(Block::EnhancedPacket(e)) => pkts.push(e.data.into_owned()),
+                Ok(_) => {}
+                Err(e) => return Err(format!("after {} packets: {e}", pkts.len())),
+            }
+        }
+        Ok(pkts)
+    }
+
+    /// Issue 27, "likely" (d): a full disk never leaves a block half
+    /// written. The disk fills in the middle of the capture (which writes
+    /// megabytes, past any buffer), then has room again: the file reads
+    /// back as whole blocks to its end, the records written after the
+    /// disk had room again included, and the lost ones are counted.
+    #[test]
+    fn a_full_disk_leaves_no_torn_block() {
+        let s = spec("disk", 1 << 40, 1);
+        DISK_ROOM.set(64 << 10);
+        let mut f = CaptureFile::<Disk>::create(&s).unwrap();
+        let record = |i: u32| Record {
+            worker: 0,
+            port: Port::Inner,
+            dir: Direction::Rx,
+            ts: Duration::from_secs(u64::from(i)),
+            orig_len: 150,
+            data: (0..150).map(|k| (i as usize * 31 + k) as u8).collect(),
+            filled: false,
+        };
+        let mut done = Flushed::default();
+        let mut count = |d: Flushed| {
+            done.written += d.written;
+            done.lost += d.lost;
+        };
+        for i in 0..20_000u32 {
+            count(f.write(&record(i)));
+            if i % 100 == 99 {
+                count(f.flush());
+            }
+        }
+        DISK_ROOM.set(usize::MAX);
+        for i in 100_000..100_010u32 {
+            count(f.write(&record(i)));
+        }
+        count(f.flush());
+        let Flushed { written, lost } = done;
+        assert!(lost > 0, "the disk filled");
+        assert_eq!(written + lost, 20_010, "every record counted once");
+        let pkts = read_disk().unwrap_or_else(|e| panic!("a torn block: {e}"));
+        assert_eq!(pkts.len() as u64, written, "what was counted written is in the file");
+        let last: Vec<Vec<u8>> = (100_000..100_010u32).map(|i| record(i).data).collect();
+        assert!(pkts.len() >= 10 && pkts[pkts.len() - 10..] == last[..], "{} packets", pkts.len());
+
+        // Full from the start: the header blocks are written again later.
+        DISK_ROOM.set(10);
+        let mut f = CaptureFile::<Disk>::create(&s).unwrap();
+        (0..5).for_each(|i| assert_eq!(f.write(&record(i)), Flushed::default()));
+        assert_eq!(f.flush(), Flushed { written: 0, lost: 5 });
+        assert_eq!(DISK.with_borrow(Vec::len), 0, "cut back to nothing");
+        DISK_ROOM.set(usize::MAX);
+        (5..8).for_each(|i| assert_eq!(f.write(&record(i)), Flushed::default()));
+        assert_eq!(f.flush(), Flushed { written: 3, lost: 0 });
+        assert_eq!(read_disk().unwrap(), (5..8).map(|i| record(i).data).collect::<Vec<_>>());
     }
 }

@@ -204,7 +204,13 @@ pub fn run_with(
                 rcvbuf: cfg.socket_buffer_bytes,
                 sndbuf: cfg.socket_buffer_bytes,
                 // The ring only when configured (`rx_ring`): see GatewayConfig.
-                ..SocketConfig::gateway_port((cfg.workers > 1).then_some(Fanout { group, defrag: true }))
+                // No defragmentation: a router forwards fragments as they
+                // come (and must not spend the host's reassembly memory on
+                // a flood of them); the kernel's symmetric hash keeps the
+                // fragments of a datagram together without it, as it never
+                // reads a fragment's ports (`__skb_get_hash_symmetric`
+                // dissects without FLOW_DISSECTOR_F_PARSE_1ST_FRAG).
+                ..SocketConfig::gateway_port((cfg.workers > 1).then_some(Fanout { group, defrag: false }))
             };
             let sc = if cfg.rx_ring { sc } else { SocketConfig { rx_ring: None, ..sc } };
             PacketSocket::open(name, &sc).map_err(|source| GatewayError::Socket { port: name.into(), source })

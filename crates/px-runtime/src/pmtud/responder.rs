@@ -249,6 +249,7 @@ impl Daemon {
             t.partial += s.partial;
             t.rate_limited += s.rate_limited;
             t.table_full += s.table_full;
+            t.eviction_checks += s.eviction_checks;
             t.over_budget += s.over_budget;
             t.truncated += s.truncated;
             t.queue_full += s.queue_full;
@@ -275,6 +276,7 @@ impl Daemon {
             ("inconsistent", s.inconsistent),
             ("rate_limited", s.rate_limited),
             ("table_full", s.table_full),
+            ("eviction_checks", s.eviction_checks),
             ("over_budget", s.over_budget),
             ("truncated_reports", s.truncated),
             ("queue_full", s.queue_full),

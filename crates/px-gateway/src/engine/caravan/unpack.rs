@@ -45,8 +45,8 @@ impl Engine {
         };
         let (l3, l4) = (info.l3, info.l4);
         // A record that a pool buffer cannot hold (a caravan larger than the
-        // iMTU: reassembled by fan-out defragmentation, or `imtu` below the
-        // link MTU) is larger than any caravan may carry: dropped whole,
+        // iMTU: `imtu` below the link MTU, or a frame through an I/O path
+        // that reassembles) is larger than any caravan may carry: dropped whole,
         // before anything leaves, never a panic.
         if caravan.iter().any(|r| l4 + r.datagram().len() > self.pool.size()) {
             return self.drop(DropReason::TooBigUncuttable);
