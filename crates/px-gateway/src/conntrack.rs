@@ -133,9 +133,10 @@ pub(crate) struct Handshake {
 /// Where a connection is in its life, as its segments' flags told it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Life {
-    /// A segment without SYN went by (the handshake is over, or the
-    /// gateway joined the connection after it): from now on a SYN is not a
-    /// new connection unless the old one ended.
+    /// A segment without SYN went by (from inside; from outside, one that
+    /// acknowledges the inner host's SYN if the gateway saw it; any, if the
+    /// gateway joined the connection after its handshake): from now on a
+    /// SYN is not a new connection unless the old one ended.
     pub established: bool,
     /// FIN seen from the outer host, and from the inner host.
     pub fin_outer: bool,
