@@ -8,7 +8,7 @@
 //! small flows) as pre-built wire frames from both ends at once: 1448-byte
 //! segments from `legacy` into the outer port, 8948-byte segments from
 //! `bnet` into the inner port, as fast as it can (or paced). One sink thread
-//! counts what arrives at each end ([`replay`]). Generator and sink are
+//! counts what arrives at each end (`replay`). Generator and sink are
 //! pinned to the other CPU; their interfaces' receive work is steered there
 //! with RPS.
 //!

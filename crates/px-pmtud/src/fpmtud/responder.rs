@@ -15,7 +15,7 @@
 //! * **rate limit**: at most `burst` replies at once and `rate_per_sec` on
 //!   average per source address (token bucket on the time passed in); the
 //!   table of sources is bounded by `max_sources`, and a new source costs
-//!   a bounded amount of work when it is full (a CLOCK hand, [`Sources`]);
+//!   a bounded amount of work when it is full (a CLOCK hand, `Sources`);
 //! * malformed input is ignored, never panics, and every decision is
 //!   counted in [`ResponderStats`];
 //! * bounded memory: the transmit queue holds at most `max_queued` replies.
