@@ -18,7 +18,7 @@ use crate::config::PshPolicy;
 use crate::conntrack::Track;
 use crate::counters::FlushReason;
 use crate::flow::FlowKey;
-use crate::merge::decide::{PSH_GRACE, Plan, decide};
+use crate::merge::decide::{PSH_GRACE, Pass, Plan, decide};
 use crate::merge::held::{set_ip_length, split_sum, ts_values};
 use crate::port::Port;
 use crate::segment::Seg;
@@ -77,12 +77,12 @@ impl Engine {
                 let accecn = f.conn.handshake.accecn;
                 decide(&mut f.merge, &self.cfg, now, frame, seg, meta, in_order, accecn, cap)
             }
-            None => Err(crate::merge::decide::Pass::Control),
+            None => Err(Pass::Control),
         };
         match decision {
             Ok(plan) => self.join(idx, frame, seg, plan, cap, now),
             Err(pass) => {
-                if pass == crate::merge::decide::Pass::BadChecksum {
+                if pass == Pass::BadChecksum {
                     self.counters.bad_checksum += 1;
                 }
                 self.flush_flow(idx, pass.flush_reason(), now);
