@@ -141,9 +141,9 @@ pub const BNET_CPU_ACCOUNTING: &str = "the b-network host confined to the last C
 
 /// The demo's topology, not addressed yet (each round addresses it for the
 /// gateway, then for the router).
-pub fn build() -> Result<Line, String> {
-    crate::install_signal_cleanup().map_err(|e| e.to_string())?;
-    Line::build(LineSpec::gateway_lab()).map_err(|e| e.to_string())
+pub fn build() -> Result<Line, crate::RunError> {
+    crate::install_signal_cleanup().map_err(crate::LabError::Signal)?;
+    Ok(Line::build(LineSpec::gateway_lab())?)
 }
 
 /// Gateway statistics of one round.
@@ -249,19 +249,12 @@ fn parse_ss_mss(ss: &str, port: &str) -> Option<(u32, u32)> {
 }
 
 /// Checks that the demo can run here: root, namespaces, and the tools.
-pub fn check_prerequisites(what: &str) -> Result<(), String> {
-    check_root(what)?;
-    for tool in ["iperf3", "ss", "ip"] {
-        if Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().map_or(true, |o| !o.status.success())
-        {
-            return Err(format!("`{tool}` is not installed (./scripts/demo installs it as root)"));
-        }
-    }
-    Ok(())
+pub fn check_prerequisites(what: &str) -> Result<(), crate::RunError> {
+    crate::exp::require(what, &["iperf3", "ss", "ip"], 1, "./scripts/demo installs it as root")
 }
 
 /// Runs the demo; `say` gets a line of progress at each step.
-pub fn run(o: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoResult, String> {
+pub fn run(o: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoResult, crate::RunError> {
     say("px lab demo: building legacy (1500) — gw — bnet (9000) in fresh namespaces…");
     let lab = build()?;
     let secs = o.seconds;
@@ -429,10 +422,10 @@ pub struct UpReport {
 
 /// `px lab up`: the demo topology addressed for the gateway, kept after
 /// this process exits, `px gateway` running in it unless `no_gateway`.
-pub fn up(exe: &Path, no_gateway: bool) -> Result<UpReport, String> {
-    check_root("px lab up")?;
+pub fn up(exe: &Path, no_gateway: bool) -> Result<UpReport, crate::RunError> {
+    crate::exp::require("px lab up", &[], 1, "")?;
     if state_file().exists() {
-        return Err(format!("a lab is already up ({}); run `px lab down` first", state_file().display()));
+        return Err(format!("a lab is already up ({}); run `px lab down` first", state_file().display()).into());
     }
     let lab = build()?;
     lab.address(Addressing::Bump).map_err(lab_err)?;
@@ -464,17 +457,9 @@ pub fn up(exe: &Path, no_gateway: bool) -> Result<UpReport, String> {
     Ok(UpReport { description, namespaces: names, gateway_ns: gw_ns, gateway })
 }
 
-/// Root and working namespaces, or an error naming `what` needs them.
-fn check_root(what: &str) -> Result<(), String> {
-    match crate::root_unavailable_reason() {
-        Some(why) => Err(format!("{what} needs root and network namespaces: {why}")),
-        None => Ok(()),
-    }
-}
-
 /// `px lab down`: stops the gateway `px lab up` started and removes its
 /// namespaces; returns their names.
-pub fn down() -> Result<Vec<String>, String> {
+pub fn down() -> Result<Vec<String>, crate::RunError> {
     let path = state_file();
     let text = std::fs::read_to_string(&path).map_err(|_| format!("no lab is up ({} not found)", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;

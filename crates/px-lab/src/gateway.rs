@@ -59,11 +59,77 @@ impl GatewayExit {
     }
 }
 
+/// Why `px gateway` as a lab process failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// Its log or stats file could not be made.
+    #[error("{path}: {source}")]
+    File {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The process could not be started in the namespace.
+    #[error("cannot start px gateway: {0}")]
+    Spawn(String),
+    /// It exited before it opened its ports.
+    #[error("px gateway died: {log}")]
+    Died {
+        /// What it logged.
+        log: String,
+    },
+    /// It did not open its ports within 10 s.
+    #[error("px gateway did not start; its log: {log}")]
+    NotStarted {
+        /// What it logged.
+        log: String,
+    },
+    /// It was stopped already.
+    #[error("gateway process already gone")]
+    Gone,
+    /// A signal could not be sent.
+    #[error("signal {sig} to px gateway: {source}")]
+    Signal {
+        /// The signal.
+        sig: libc::c_int,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The awaited log line did not come.
+    #[error("px gateway did not log {text:?} within {timeout:?}; its log:\n{log}")]
+    LogTimeout {
+        /// The text waited for.
+        text: String,
+        /// How long.
+        timeout: Duration,
+        /// What it logged.
+        log: String,
+    },
+    /// It did not exit within 10 s of SIGTERM (then killed).
+    #[error("px gateway did not exit within 10 s of SIGTERM")]
+    NoExit,
+    /// Waiting for its exit failed.
+    #[error("waiting for px gateway: {0}")]
+    Wait(String),
+}
+
+impl From<GatewayError> for String {
+    /// For the lab's internal steps, which report what failed as text.
+    fn from(e: GatewayError) -> String {
+        e.to_string()
+    }
+}
+
 impl GatewayProcess {
     /// Starts `EXE gateway --inner <right port> --outer <left port>
     /// --log-interval 0 --stats-file F ARGS` in `line`'s middle namespace
     /// and waits (up to 10 s) for its first log line (ports opened).
-    pub fn start<S: AsRef<std::ffi::OsStr>>(line: &Line, exe: &Path, args: &[S]) -> Result<GatewayProcess, String> {
+    pub fn start<S: AsRef<std::ffi::OsStr>>(
+        line: &Line,
+        exe: &Path,
+        args: &[S],
+    ) -> Result<GatewayProcess, GatewayError> {
         Self::start_wrapped(line, &[], exe, args)
     }
 
@@ -76,13 +142,14 @@ impl GatewayProcess {
         wrapper: &[&str],
         exe: &Path,
         args: &[S],
-    ) -> Result<GatewayProcess, String> {
+    ) -> Result<GatewayProcess, GatewayError> {
         let [_, outer, inner, _] = line.spec.devs;
         let tag = format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let dir = std::env::temp_dir();
         let log = dir.join(format!("px-lab-gw-{tag}.log"));
         let stats = dir.join(format!("px-lab-gw-{tag}.json"));
-        let logf = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let logf = std::fs::File::create(&log)
+            .map_err(|source| GatewayError::File { path: log.display().to_string(), source })?;
         let mut cmd = match wrapper.split_first() {
             Some((program, wargs)) => {
                 let mut c = line.middle_ns().command(program);
@@ -97,8 +164,8 @@ impl GatewayProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(logf);
-        let child = LabChild::spawn(&mut cmd).map_err(|e| e.to_string())?;
-        let pid = child.id().ok_or("px gateway: no pid")?;
+        let child = LabChild::spawn(&mut cmd).map_err(|e| GatewayError::Spawn(e.to_string()))?;
+        let pid = child.id().ok_or_else(|| GatewayError::Spawn("no pid".into()))?;
         let g = GatewayProcess { child: Some(child), pid, log, stats, started: Instant::now() };
         while g.started.elapsed() < Duration::from_secs(10) {
             let text = std::fs::read_to_string(&g.log).unwrap_or_default();
@@ -106,28 +173,28 @@ impl GatewayProcess {
                 return Ok(g);
             }
             if !running(pid) {
-                return Err(format!("px gateway died: {text}"));
+                return Err(GatewayError::Died { log: text });
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        Err(format!("px gateway did not start; its log: {}", std::fs::read_to_string(&g.log).unwrap_or_default()))
+        Err(GatewayError::NotStarted { log: std::fs::read_to_string(&g.log).unwrap_or_default() })
     }
 
     /// Sends `sig` to the running gateway (e.g. `libc::SIGHUP`: reload).
-    pub fn signal(&self, sig: libc::c_int) -> Result<(), String> {
+    pub fn signal(&self, sig: libc::c_int) -> Result<(), GatewayError> {
         if self.child.is_none() {
-            return Err("gateway process already gone".into());
+            return Err(GatewayError::Gone);
         }
         // SAFETY: kill(2) on the PID of the child this process started and
         // has not reaped yet (its LabChild guard is still alive).
         if unsafe { libc::kill(self.pid as i32, sig) } != 0 {
-            return Err(format!("signal {sig} to px gateway: {}", std::io::Error::last_os_error()));
+            return Err(GatewayError::Signal { sig, source: std::io::Error::last_os_error() });
         }
         Ok(())
     }
 
     /// SIGHUP: the gateway reads its configuration again.
-    pub fn reload(&self) -> Result<(), String> {
+    pub fn reload(&self) -> Result<(), GatewayError> {
         self.signal(libc::SIGHUP)
     }
 
@@ -137,7 +204,7 @@ impl GatewayProcess {
     }
 
     /// Waits (up to `timeout`) until the log contains `text`; returns the log.
-    pub fn wait_log(&self, text: &str, timeout: Duration) -> Result<String, String> {
+    pub fn wait_log(&self, text: &str, timeout: Duration) -> Result<String, GatewayError> {
         let t0 = Instant::now();
         loop {
             let log = self.log();
@@ -145,7 +212,7 @@ impl GatewayProcess {
                 return Ok(log);
             }
             if t0.elapsed() > timeout {
-                return Err(format!("px gateway did not log {text:?} within {timeout:?}; its log:\n{log}"));
+                return Err(GatewayError::LogTimeout { text: text.to_string(), timeout, log });
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -153,15 +220,15 @@ impl GatewayProcess {
 
     /// SIGTERM, then wait (at most 10 s, then SIGKILL and an error) for the
     /// exit, and read the stats.
-    pub fn stop(mut self) -> Result<GatewayExit, String> {
-        let child = self.child.take().ok_or("gateway process already gone")?;
+    pub fn stop(mut self) -> Result<GatewayExit, GatewayError> {
+        let child = self.child.take().ok_or(GatewayError::Gone)?;
         let cpu = cpu_seconds(self.pid).unwrap_or(0.0);
         let cpu_cores = cpu / self.started.elapsed().as_secs_f64().max(1e-9);
         let t0 = Instant::now();
         // SAFETY: kill(2) on the PID of the child this process started and
         // has not reaped yet (its LabChild guard is still alive).
         if unsafe { libc::kill(self.pid as i32, libc::SIGTERM) } != 0 {
-            return Err(format!("SIGTERM to px gateway: {}", std::io::Error::last_os_error()));
+            return Err(GatewayError::Signal { sig: libc::SIGTERM, source: std::io::Error::last_os_error() });
         }
         let waiter = std::thread::spawn(move || {
             let out = child.wait_with_output();
@@ -172,12 +239,12 @@ impl GatewayProcess {
                 // SAFETY: as above; the waiter reaps it.
                 unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
                 let _ = waiter.join();
-                return Err("px gateway did not exit within 10 s of SIGTERM".into());
+                return Err(GatewayError::NoExit);
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        let (out, stop_time) = waiter.join().map_err(|_| "waiting for px gateway panicked")?;
-        let status = out.map_err(|e| e.to_string())?.status;
+        let (out, stop_time) = waiter.join().map_err(|_| GatewayError::Wait("the waiting thread panicked".into()))?;
+        let status = out.map_err(|e| GatewayError::Wait(e.to_string()))?.status;
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         let stats = std::fs::read_to_string(&self.stats)
             .ok()

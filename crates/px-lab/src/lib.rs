@@ -58,6 +58,55 @@ pub use traffic::{
     BulkResult, BulkSpec, FlowResult, FlowSender, Pace, Pattern, ReceivedFlow, SentFlow, TcpStats, TrafficError,
     bulk_tcp, bulk_tcp_counted, receive_flow, tcp_stats,
 };
+/// Why a lab run (an experiment, the demo, `lab up`) could not be done:
+/// the one error type its public entry points return.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Not root, no network namespaces, or too few CPUs.
+    #[error("{what} needs {need}")]
+    Unavailable {
+        /// The run.
+        what: String,
+        /// What it lacks.
+        need: String,
+    },
+    /// A tool the run needs is not installed.
+    #[error("`{tool}` is not installed ({hint})")]
+    MissingTool {
+        /// The command.
+        tool: String,
+        /// Where to get it.
+        hint: &'static str,
+    },
+    /// Building or driving the namespaces failed.
+    #[error(transparent)]
+    Lab(#[from] LabError),
+    /// The `px gateway` process failed.
+    #[error(transparent)]
+    Gateway(#[from] gateway::GatewayError),
+    /// A step of the run failed: what was being done and what was seen.
+    #[error("{0}")]
+    Step(String),
+}
+
+impl From<String> for RunError {
+    fn from(s: String) -> RunError {
+        RunError::Step(s)
+    }
+}
+
+impl From<&str> for RunError {
+    fn from(s: &str) -> RunError {
+        RunError::Step(s.to_string())
+    }
+}
+
+impl From<RunError> for String {
+    /// For callers that report what failed as text.
+    fn from(e: RunError) -> String {
+        e.to_string()
+    }
+}
 
 /// Why a lab operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -146,7 +146,7 @@ fn measure(lab: &Line, server_ip: &str, port: u16, o: &RrOptions) -> Result<Vec<
 }
 
 /// Runs the gateway round, then the router round, on one fresh line.
-pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, String> {
+pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, crate::RunError> {
     say("px lab rr: building legacy (1500) — gw — bnet (9000) in fresh namespaces…");
     let lab = crate::demo::build()?;
     lab.address(Addressing::Bump).map_err(|e| e.to_string())?;
@@ -156,7 +156,7 @@ pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, String> {
     let exit = gw.stop()?;
     let through_gw = through_gw?;
     if !exit.status.success() {
-        return Err(format!("px gateway exited with {}; its log:\n{}", exit.status, exit.log));
+        return Err(format!("px gateway exited with {}; its log:\n{}", exit.status, exit.log).into());
     }
     lab.address(Addressing::Router).map_err(|e| e.to_string())?;
     say("px lab rr: through a plain Linux router…");

@@ -85,7 +85,7 @@ const SND: &str = "px-gs0";
 const RCV: &str = "px-gr0";
 
 /// Runs the experiment; `say` gets a line of progress at each step.
-pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, String> {
+pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, crate::RunError> {
     crate::install_signal_cleanup().map_err(|e| e.to_string())?;
     let machine = Machine::current();
     let e = |e: crate::LabError| e.to_string();

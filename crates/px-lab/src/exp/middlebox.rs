@@ -103,7 +103,7 @@ fn ruleset(rules: u32) -> String {
 }
 
 /// Runs the experiment; `say` gets a line of progress at each step.
-pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, String> {
+pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, crate::RunError> {
     crate::install_signal_cleanup().map_err(|e| e.to_string())?;
     let machine = Machine::current();
     let e = |e: crate::LabError| e.to_string();

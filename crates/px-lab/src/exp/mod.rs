@@ -157,12 +157,21 @@ pub trait Report {
 
 /// Checks that the experiments can run here: root, namespaces, two CPUs
 /// or more and the tools.
-pub fn check_prerequisites(what: &str, tools: &[&str]) -> Result<(), String> {
+pub fn check_prerequisites(what: &str, tools: &[&str]) -> Result<(), crate::RunError> {
+    require(what, tools, 2, "./scripts/lib.sh lists the packages the lab needs")
+}
+
+/// Checks that a lab run can happen here: root and network namespaces, at
+/// least `min_cpus` CPUs, and each of `tools` on the path (`hint`: where
+/// to get them). Shared by the experiments and the demo.
+pub(crate) fn require(what: &str, tools: &[&str], min_cpus: usize, hint: &'static str) -> Result<(), crate::RunError> {
+    use crate::RunError;
     if let Some(why) = crate::root_unavailable_reason() {
-        return Err(format!("{what} needs root and network namespaces: {why}"));
+        return Err(RunError::Unavailable { what: what.into(), need: format!("root and network namespaces: {why}") });
     }
-    if cpu::online_cpus() < 2 {
-        return Err(format!("{what} confines the receiver to one CPU and the rest to another: needs 2 CPUs"));
+    if cpu::online_cpus() < min_cpus {
+        let need = format!("{min_cpus} CPUs (it confines the receiver to one CPU and the rest to another)");
+        return Err(RunError::Unavailable { what: what.into(), need });
     }
     for tool in tools {
         let found = std::process::Command::new("sh")
@@ -170,7 +179,7 @@ pub fn check_prerequisites(what: &str, tools: &[&str]) -> Result<(), String> {
             .output()
             .is_ok_and(|o| o.status.success());
         if !found {
-            return Err(format!("`{tool}` is not installed (./scripts/lib.sh lists the packages the lab needs)"));
+            return Err(RunError::MissingTool { tool: tool.to_string(), hint });
         }
     }
     Ok(())

@@ -123,7 +123,7 @@ const CLI: &str = "px-pc0";
 const PORT: u16 = 8080;
 
 /// Runs the experiment; `say` gets a line of progress at each step.
-pub fn run(o: &ParallelOptions, say: &dyn Fn(&str)) -> Result<ParallelResult, String> {
+pub fn run(o: &ParallelOptions, say: &dyn Fn(&str)) -> Result<ParallelResult, crate::RunError> {
     crate::install_signal_cleanup().map_err(|e| e.to_string())?;
     let machine = Machine::current();
     let e = |e: crate::LabError| e.to_string();

@@ -290,7 +290,7 @@ fn udp_gro_run(line: &Line, o: &ReceiverOptions, to: &str) -> Result<UdpGroSumma
 }
 
 /// Runs the experiment; `say` gets a line of progress at each step.
-pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, String> {
+pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, crate::RunError> {
     crate::install_signal_cleanup().map_err(|e| e.to_string())?;
     let machine = Machine::current();
     say("px lab receiver: building legacy (1500) — middle box — bnet (9000) in fresh namespaces…");
@@ -320,7 +320,7 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, St
     }
     let exit = gw.stop()?;
     if !exit.status.success() {
-        return Err(format!("px gateway exited with {}: {}", exit.status, exit.log));
+        return Err(format!("px gateway exited with {}: {}", exit.status, exit.log).into());
     }
 
     // Router phase.

@@ -173,10 +173,10 @@ pub struct ReportOutcome {
 }
 
 /// Runs the parts not skipped, rewriting the report after each.
-pub fn run(o: &ReportOptions, say: &dyn Fn(&str)) -> Result<ReportOutcome, String> {
+pub fn run(o: &ReportOptions, say: &dyn Fn(&str)) -> Result<ReportOutcome, crate::RunError> {
     crate::install_signal_cleanup().map_err(|e| e.to_string())?;
     if let Some(bad) = o.skip.iter().find(|s| !PARTS.contains(&s.as_str())) {
-        return Err(format!("--skip {bad}: the parts are {}", PARTS.join(", ")));
+        return Err(format!("--skip {bad}: the parts are {}", PARTS.join(", ")).into());
     }
     std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
     let machine = Machine::current();

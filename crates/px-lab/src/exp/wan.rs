@@ -134,7 +134,7 @@ fn flow(line: &Line, o: &WanOptions, to: &str, port: u16) -> Result<IperfRun, St
 }
 
 /// Runs the experiment; `say` gets a line of progress at each step.
-pub fn run(o: &WanOptions, say: &dyn Fn(&str)) -> Result<WanResult, String> {
+pub fn run(o: &WanOptions, say: &dyn Fn(&str)) -> Result<WanResult, crate::RunError> {
     crate::install_signal_cleanup().map_err(|e| e.to_string())?;
     let machine = Machine::current();
     let path = format!("{} ms each way, {} % loss", o.delay_ms, o.loss * 100.0);
@@ -146,7 +146,7 @@ pub fn run(o: &WanOptions, say: &dyn Fn(&str)) -> Result<WanResult, String> {
     let gateway = flow(&line, o, LEFT_V4, 5301)?;
     let exit = gw.stop()?;
     if !exit.status.success() {
-        return Err(format!("px gateway exited with {}: {}", exit.status, exit.log));
+        return Err(format!("px gateway exited with {}: {}", exit.status, exit.log).into());
     }
     line.address(Addressing::Router).map_err(|e| e.to_string())?;
     say(&format!("px lab wan: one flow through a Linux router, {} s…", o.seconds));

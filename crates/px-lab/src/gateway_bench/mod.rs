@@ -95,8 +95,8 @@ pub enum GatewayBenchError {
     #[error("{0}")]
     Socket(String),
     /// `px gateway` did not start, or did not stop cleanly.
-    #[error("{0}")]
-    Gateway(String),
+    #[error(transparent)]
+    Gateway(#[from] crate::gateway::GatewayError),
     /// The sink thread panicked.
     #[error("sink thread panicked")]
     SinkPanicked,

@@ -140,7 +140,7 @@ pub fn selected_paths(only: Option<&str>) -> Vec<PathSpec> {
 
 /// Runs every tool on every selected path; `say` gets a line as each path
 /// starts.
-pub fn compare(o: &CompareOptions, say: &dyn Fn(&str)) -> Result<Vec<Row>, String> {
+pub fn compare(o: &CompareOptions, say: &dyn Fn(&str)) -> Result<Vec<Row>, crate::RunError> {
     let paths = selected_paths(o.only.as_deref());
     if paths.is_empty() {
         return Err("no topology matches --only".into());
