@@ -27,14 +27,11 @@ fn outbound(v6: bool, off: u32, len: usize) -> TcpSpec {
     TcpSpec::outbound(v6, 1, (INNER_ISN + 1).wrapping_add(off), stream_bytes(2, off, len)).ts(500, 600)
 }
 
-/// A SYN (or SYN-ACK) of flow `n` from outside, with an MSS option.
-fn outer_syn(v6: bool, n: u16, seq: u32, mss: u16, ack: Option<u32>) -> TcpSpec {
-    let mut s = TcpSpec::inbound(v6, n, seq, vec![]).with_opts(vec![
-        etherparse::TcpOptionElement::MaximumSegmentSize(mss),
-        etherparse::TcpOptionElement::Noop,
-        etherparse::TcpOptionElement::Noop,
-    ]);
-    s.flags = Flags { syn: true, ack: ack.is_some(), ..Flags::default() };
+/// A SYN (or, acknowledging `ack`, a SYN-ACK) of flow `n` from outside,
+/// with an MSS option.
+fn outer_syn_ack(v6: bool, n: u16, seq: u32, mss: u16, ack: Option<u32>) -> TcpSpec {
+    let mut s = outer_syn(v6, n, seq, mss);
+    s.flags.ack = ack.is_some();
     s.ack = ack.unwrap_or(0);
     s
 }
@@ -142,7 +139,7 @@ fn a_spoofed_signature_does_not_make_a_live_flow_signed() {
 #[test]
 fn a_signed_handshake_makes_a_signed_flow() {
     let mut h = Harness::new(test_config());
-    let syn = outer_syn(false, 1, ISN - 1, 1460, None);
+    let syn = outer_syn_ack(false, 1, ISN - 1, 1460, None);
     let f = with_raw_options(&syn, &signature(19, Some(1460)));
     assert_eq!(h.feed(Port::Outer, f.clone(), PacketMeta::PLAIN), Verdict::Forward { meta: PacketMeta::PLAIN });
     assert_eq!(h.take()[0].frame, f, "passed untouched: its MSS is not raised");
@@ -167,7 +164,7 @@ fn a_blind_rst_near_the_window_does_not_end_the_connection() {
             rst.flags = Flags { rst: true, ..Flags::default() };
             let _ = h.feed_tcp(Port::Outer, &rst);
         }
-        let _ = h.feed_tcp(Port::Outer, &outer_syn(v6, 1, 0x1234_5678, 1, None));
+        let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(v6, 1, 0x1234_5678, 1, None));
         h.take();
         assert_eq!(bulk_out(&mut h, v6, 0), full_pieces(v6), "v6={v6}");
     }
@@ -184,7 +181,7 @@ fn an_exact_rst_ends_the_connection() {
     rst.flags = Flags { rst: true, ..Flags::default() };
     let _ = h.feed_tcp(Port::Outer, &rst);
     h.take();
-    let _ = h.feed_tcp(Port::Outer, &outer_syn(false, 1, 0x1234_5678, 1460, None));
+    let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(false, 1, 0x1234_5678, 1460, None));
     let w = h.check_outputs().unwrap();
     assert_eq!(w[0].1.mss(), Some(8960), "a new connection: MSS raised");
 }
@@ -196,9 +193,9 @@ fn a_spoofed_syn_during_the_handshake_is_ignored() {
     for v6 in [false, true] {
         let mut h = Harness::new(test_config());
         let omss = if v6 { 1440 } else { 1460 };
-        let _ = h.feed_tcp(Port::Outer, &outer_syn(v6, 1, ISN - 1, omss, None));
+        let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(v6, 1, ISN - 1, omss, None));
         let _ = h.feed_tcp(Port::Inner, &inner_syn_ack(v6, 1, INNER_ISN, ISN, Some(8960)));
-        let _ = h.feed_tcp(Port::Outer, &outer_syn(v6, 1, 0x0bad_0000, 1, None));
+        let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(v6, 1, 0x0bad_0000, 1, None));
         let mut ack = TcpSpec::inbound(v6, 1, ISN, vec![]).ts(1, 1);
         ack.ack = INNER_ISN + 1;
         let _ = h.feed_tcp(Port::Outer, &ack);
@@ -224,7 +221,7 @@ fn after_a_recall_an_rst_from_outside_needs_the_sequence_too() {
     let mut rst = inbound(false, 0x2222_0000, 0);
     rst.flags = Flags { rst: true, ..Flags::default() };
     let _ = h.feed_tcp(Port::Outer, &rst);
-    let _ = h.feed_tcp(Port::Outer, &outer_syn(false, 1, 0x1234_5678, 1, None));
+    let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(false, 1, 0x1234_5678, 1, None));
     h.take();
     assert_eq!(bulk_out(&mut h, false, 8000), full_pieces(false));
 }
@@ -244,7 +241,7 @@ fn a_spoofed_fin_does_not_end_the_connection() {
     let mut inner_fin = outbound(false, 0, 0);
     inner_fin.flags = Flags { fin: true, ack: true, ..Flags::default() };
     let _ = h.feed_tcp(Port::Inner, &inner_fin);
-    let _ = h.feed_tcp(Port::Outer, &outer_syn(false, 1, 0x1234_5678, 1, None));
+    let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(false, 1, 0x1234_5678, 1, None));
     h.take();
     assert_eq!(h.eng.counters().syns_ignored, 1);
     let merged = bulk_in(&mut h, false, 4 * 1448, 12);
@@ -263,7 +260,7 @@ fn a_tiny_outer_mss_is_not_raised() {
         let floor = if v6 { 1220 } else { 536 };
         for (mss, raised) in [(1u16, false), (48, false), (floor - 1, false), (floor, true), (1460, true)] {
             let mut h = Harness::new(test_config());
-            let _ = h.feed_tcp(Port::Outer, &outer_syn(v6, 1, ISN - 1, mss, None));
+            let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(v6, 1, ISN - 1, mss, None));
             let w = h.check_outputs().unwrap();
             let want = if raised { if v6 { 8940 } else { 8960 } } else { mss };
             assert_eq!(w[0].1.mss(), Some(want), "v6={v6} mss {mss}");
@@ -275,7 +272,7 @@ fn a_tiny_outer_mss_is_not_raised() {
         s.flags = Flags { syn: true, ..Flags::default() };
         let _ = h.feed_tcp(Port::Inner, &s);
         h.take();
-        let _ = h.feed_tcp(Port::Outer, &outer_syn(v6, 1, ISN - 1, 100, Some(501)));
+        let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(v6, 1, ISN - 1, 100, Some(501)));
         let w = h.check_outputs().unwrap();
         assert_eq!(w[0].1.mss(), Some(100), "v6={v6}");
     }
@@ -314,7 +311,7 @@ fn spoofed_handshakes_do_not_wash_out_the_handshake_memory() {
     h.advance(Duration::from_secs(7));
     h.poke();
     for n in 2..6000u16 {
-        let mut sa = outer_syn(false, n, 1000, 1460, Some(1));
+        let mut sa = outer_syn_ack(false, n, 1000, 1460, Some(1));
         sa.sport = n;
         // AE, CWR, ECE = 0, 1, 0: a SYN-ACK that chose AccECN.
         sa.flags.cwr = true;

@@ -62,13 +62,7 @@ fn legit(rng: &mut ChaCha8Rng, v6: bool) -> Vec<Input> {
         |from, spec: &TcpSpec, meta, after| v.push(Input { from, frame: spec.build(), meta, after, off_path: false });
     let omss: u16 = if v6 { 1440 } else { 1460 };
     let seg_in = (omss - 12) as usize;
-    let mut syn = TcpSpec::inbound(v6, 1, ISN - 1, vec![]).with_opts(vec![
-        TcpOptionElement::MaximumSegmentSize(omss),
-        TcpOptionElement::Noop,
-        TcpOptionElement::Noop,
-    ]);
-    syn.flags = Flags { syn: true, ..Flags::default() };
-    push(Port::Outer, &syn, PacketMeta::PLAIN, Duration::ZERO);
+    push(Port::Outer, &outer_syn(v6, 1, ISN - 1, omss), PacketMeta::PLAIN, Duration::ZERO);
     push(
         Port::Inner,
         &inner_syn_ack(v6, 1, INNER_ISN, ISN, Some(if v6 { 8940 } else { 8960 })),

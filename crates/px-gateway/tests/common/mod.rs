@@ -1109,18 +1109,24 @@ pub fn inner_syn_ack(v6: bool, n: u16, seq: u32, ack: u32, mss: Option<u16>) -> 
 /// checked and left out of what the test sees next.
 pub fn open_connection(h: &mut Harness, v6: bool, n: u16, isn: u32, inner_mss: Option<u16>) {
     let omss = if v6 { 1440 } else { 1460 };
-    let mut syn = TcpSpec::inbound(v6, n, isn.wrapping_sub(1), vec![]).with_opts(vec![
-        TcpOptionElement::MaximumSegmentSize(omss),
-        TcpOptionElement::Noop,
-        TcpOptionElement::Noop,
-    ]);
-    syn.flags = Flags { syn: true, ..Flags::default() };
-    let _ = h.feed_tcp(Port::Outer, &syn);
+    let _ = h.feed_tcp(Port::Outer, &outer_syn(v6, n, isn.wrapping_sub(1), omss));
     let _ = h.feed_tcp(Port::Inner, &inner_syn_ack(v6, n, INNER_ISN, isn, inner_mss));
     let mut ack = TcpSpec::inbound(v6, n, isn, vec![]).ts(1, 1);
     ack.ack = INNER_ISN.wrapping_add(1);
     let _ = h.feed_tcp(Port::Outer, &ack);
     h.check_outputs().unwrap();
+}
+
+/// A SYN of flow `n` from the outside host, sequence `seq`, announcing
+/// `mss` (then two NOPs).
+pub fn outer_syn(v6: bool, n: u16, seq: u32, mss: u16) -> TcpSpec {
+    let mut s = TcpSpec::inbound(v6, n, seq, vec![]).with_opts(vec![
+        TcpOptionElement::MaximumSegmentSize(mss),
+        TcpOptionElement::Noop,
+        TcpOptionElement::Noop,
+    ]);
+    s.flags = Flags { syn: true, ..Flags::default() };
+    s
 }
 
 /// The inner host's SYN-ACK of flow `n` acknowledging `isn`, announcing the
