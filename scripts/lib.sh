@@ -1,7 +1,9 @@
 # Shared by scripts/demo and scripts/test: make sure the Debian packages the
 # lab and the root tests use are present. Installs them when run as root;
 # otherwise says what is missing and carries on (those tests then skip).
-PX_PACKAGES=(iproute2 ethtool iperf3 tcpdump tshark scamper iputils-tracepath iputils-ping nftables procps prometheus bird2 axel util-linux python3-scapy)
+# clang and libbpf-dev build the kernel fast path's TC program (px-runtime's
+# build.rs); bpftool reads its maps in the root tests.
+PX_PACKAGES=(iproute2 ethtool iperf3 tcpdump tshark scamper iputils-tracepath iputils-ping nftables procps prometheus bird2 axel util-linux python3-scapy clang libbpf-dev bpftool)
 
 px_missing_packages() {
   local missing=()

@@ -79,6 +79,15 @@ pub struct Config {
     /// The same for the outer port.
     #[serde(skip)]
     pub outer_gso: bool,
+    /// A kernel fast path is attached and flows may go to it
+    /// (`crate::fast_path`; `px gateway`'s `offload = "on"`).
+    #[serde(skip)]
+    pub fast_path: bool,
+    /// TCP segments (wire segments: a super-packet counts its segments) a
+    /// flow carries through user space, after its handshake, before it may
+    /// go to the kernel fast path: short flows stay with the engine, whose
+    /// holds merge them better than GRO batches can.
+    pub offload_after: u32,
     /// Verify TCP checksums that the I/O layer did not verify before merging
     /// (segments that fail are passed on unmerged, counted).
     pub verify_checksums: bool,
@@ -123,6 +132,8 @@ impl Default for Config {
             icmp_rate_per_sec: 100,
             inner_gso: false,
             outer_gso: false,
+            fast_path: false,
+            offload_after: 64,
             verify_checksums: true,
             psh: PshPolicy::Adaptive,
             hash_seed: 0x5eed_0f9a_7e3a_15c3,

@@ -393,6 +393,13 @@ pub(crate) struct CheckBudget {
 }
 
 impl CheckBudget {
+    /// Whether [`CheckBudget::allow`] would allow one more at `now`,
+    /// without spending it.
+    pub fn would_allow(&self, now: Instant) -> bool {
+        let mut c = *self;
+        c.allow(now)
+    }
+
     /// Whether one more error may be checked at `now`.
     pub fn allow(&mut self, now: Instant) -> bool {
         if self.since.is_none_or(|s| now.saturating_duration_since(s) >= std::time::Duration::from_secs(1)) {
@@ -435,6 +442,11 @@ impl SeqWindow {
         {
             self.una = ack;
         }
+    }
+
+    /// The end of the newest data (SND.NXT), if any was seen.
+    pub fn end(&self) -> Option<u32> {
+        self.known.then_some(self.nxt)
     }
 
     /// Whether `seq` lies in `[una, nxt]`.

@@ -69,10 +69,12 @@ pub enum FlushReason {
     MemoryPressure,
     /// The engine was asked to flush everything (shutdown).
     Shutdown,
+    /// The flow moves to the kernel fast path (nothing may stay held).
+    FastPath,
 }
 
 impl FlushReason {
-    pub const ALL: [FlushReason; 9] = [
+    pub const ALL: [FlushReason; 10] = [
         FlushReason::Timeout,
         FlushReason::PshFin,
         FlushReason::ControlFlag,
@@ -82,6 +84,7 @@ impl FlushReason {
         FlushReason::Evicted,
         FlushReason::MemoryPressure,
         FlushReason::Shutdown,
+        FlushReason::FastPath,
     ];
 
     pub fn name(self) -> &'static str {
@@ -95,6 +98,7 @@ impl FlushReason {
             FlushReason::Evicted => "evicted",
             FlushReason::MemoryPressure => "memory_pressure",
             FlushReason::Shutdown => "shutdown",
+            FlushReason::FastPath => "fast_path",
         }
     }
 }
@@ -251,11 +255,53 @@ pub struct Counters {
     pub flows_created: u64,
     pub flows_evicted: u64,
     pub flows_expired: u64,
-    pub flush: [u64; 9],
+    pub flush: [u64; 10],
     pub drop: [u64; DropReason::ALL.len()],
     pub hold: HoldHistogram,
     /// PX-caravans built and opened (`docs/caravan.md`).
     pub caravan: CaravanCounters,
+    /// Flows given to the kernel fast path and taken back (`crate::fast_path`).
+    pub fast_path: FastPathCounters,
+}
+
+/// What the engine did with the kernel fast path. What the kernel carried
+/// is counted here for flows that came back (`kernel_*`); the gateway adds
+/// what it carries now from its own maps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FastPathCounters {
+    /// Flows installed in the kernel.
+    pub installed: u64,
+    /// Installs the datapath refused: its table was full, or it failed.
+    pub table_full: u64,
+    pub install_failed: u64,
+    /// Flows handed back by the kernel, by reason (index:
+    /// [`ReturnReason::ALL`](crate::fast_path::ReturnReason::ALL)).
+    pub returned: [u64; 6],
+    /// Flows taken back because a control segment (SYN, FIN, RST, URG)
+    /// of theirs was read from a socket queue filled before the install.
+    pub backlog: u64,
+    /// Segments of flows in the kernel that reached user space without
+    /// being handed back (read from a socket queue filled before the
+    /// install: the handover's only reordering; or passed on by the kernel
+    /// as a router would), forwarded as a router would.
+    pub passed_on: u64,
+    /// ICMP errors quoting a flow in the kernel, checked against windows
+    /// read from it (the flow stays).
+    pub icmp_catch_ups: u64,
+    /// Flows the engine took back itself: a changed path MTU, a reload or
+    /// stop, the flow leaving the table.
+    pub reclaimed_pmtu: u64,
+    pub reclaimed_config: u64,
+    pub reclaimed_removed: u64,
+    /// What the kernel carried for flows since taken back: packets
+    /// (super-packets once), wire segments in and out, TCP payload bytes.
+    pub kernel_packets: u64,
+    pub kernel_segs_in: u64,
+    pub kernel_segs_out: u64,
+    pub kernel_bytes: u64,
+    /// Of `kernel_segs_out`, segments toward the inner port of the full
+    /// inner size (the yield's numerator).
+    pub kernel_full_out: u64,
 }
 
 impl Counters {
@@ -372,6 +418,35 @@ impl Counters {
             *a += b;
         }
         self.caravan.accumulate(&o.caravan);
+        self.fast_path.accumulate(&o.fast_path);
+    }
+}
+
+impl FastPathCounters {
+    /// Adds another engine's counters to these.
+    pub fn accumulate(&mut self, o: &FastPathCounters) {
+        let pairs: [(&mut u64, u64); 14] = [
+            (&mut self.installed, o.installed),
+            (&mut self.table_full, o.table_full),
+            (&mut self.install_failed, o.install_failed),
+            (&mut self.backlog, o.backlog),
+            (&mut self.passed_on, o.passed_on),
+            (&mut self.icmp_catch_ups, o.icmp_catch_ups),
+            (&mut self.reclaimed_pmtu, o.reclaimed_pmtu),
+            (&mut self.reclaimed_config, o.reclaimed_config),
+            (&mut self.reclaimed_removed, o.reclaimed_removed),
+            (&mut self.kernel_packets, o.kernel_packets),
+            (&mut self.kernel_segs_in, o.kernel_segs_in),
+            (&mut self.kernel_segs_out, o.kernel_segs_out),
+            (&mut self.kernel_bytes, o.kernel_bytes),
+            (&mut self.kernel_full_out, o.kernel_full_out),
+        ];
+        for (a, b) in pairs {
+            *a += b;
+        }
+        for (a, b) in self.returned.iter_mut().zip(o.returned) {
+            *a += b;
+        }
     }
 }
 

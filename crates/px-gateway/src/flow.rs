@@ -14,6 +14,7 @@ use std::time::Instant;
 use px_wire::IpVersion;
 
 use crate::conntrack::Conn;
+use crate::fast_path::FastState;
 use crate::hash::{SeededHash, splitmix};
 use crate::merge::decide::MergeState;
 use crate::port::Port;
@@ -85,6 +86,22 @@ impl FlowKey {
     fn is_v6(&self) -> bool {
         self.words[1] & 1 << 32 != 0
     }
+
+    /// (outer host, inner host, outer port, inner port), as made by
+    /// [`FlowKey::new`] (IPv4-mapped IPv6 addresses of a mixed key come
+    /// back as IPv6).
+    pub fn parts(&self) -> (IpAddr, IpAddr, u16, u16) {
+        let w = &self.words;
+        let (op, ip) = ((w[1] >> 16) as u16, w[1] as u16);
+        if self.is_v6() {
+            let o = (w[0] as u128) << 64 | w[2] as u128;
+            let i = (w[3] as u128) << 64 | w[4] as u128;
+            (IpAddr::V6(o.into()), IpAddr::V6(i.into()), op, ip)
+        } else {
+            let (o, i) = ((w[0] >> 32) as u32, w[0] as u32);
+            (IpAddr::V4(o.into()), IpAddr::V4(i.into()), op, ip)
+        }
+    }
 }
 
 impl core::hash::Hash for FlowKey {
@@ -111,6 +128,8 @@ pub(crate) struct Flow {
     pub last_seen: Instant,
     pub conn: Conn,
     pub merge: MergeState,
+    /// Where it stands with the kernel fast path.
+    pub fast: FastState,
 }
 
 /// Bounded table of flows, with CLOCK (second-chance) eviction: an
@@ -226,7 +245,14 @@ impl FlowTable {
     pub fn insert(&mut self, key: FlowKey, now: Instant) -> u32 {
         let id = self.next_id;
         self.next_id += 1;
-        let flow = Flow { key, id, last_seen: now, conn: Conn::default(), merge: MergeState::default() };
+        let flow = Flow {
+            key,
+            id,
+            last_seen: now,
+            conn: Conn::default(),
+            merge: MergeState::default(),
+            fast: FastState::default(),
+        };
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = Some(flow);

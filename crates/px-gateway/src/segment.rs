@@ -181,6 +181,24 @@ pub(crate) fn is_accecn_synack(frame: &[u8], seg: &Seg) -> bool {
     matches!(ace, 0b010 | 0b011 | 0b100 | 0b110)
 }
 
+/// The header layout of a TCP segment, all the engine's `segment_limit`
+/// reads of it besides its destination: IP and TCP header bytes together,
+/// and TCP option bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub headers: u16,
+    pub options: u8,
+}
+
+impl Layout {
+    pub fn of(seg: &Seg) -> Layout {
+        Layout {
+            headers: (seg.payload_start() - seg.info.l3) as u16,
+            options: (seg.th - px_wire::tcp::MIN_HEADER_LEN) as u8,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

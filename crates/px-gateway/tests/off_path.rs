@@ -24,6 +24,13 @@
 //!   hold early, as it ends the end host's own GRO aggregate, and nothing
 //!   more (not the MSS, not the merging, not the stream's position);
 //! - no legitimate input is dropped, and no ICMP error goes to a host.
+//!
+//! **With the kernel fast path** (issue 28; its model, `common/kernel.rs`,
+//! takes the packets of offloaded flows before the engine): the same,
+//! and the flow moves to the kernel and back at the same moments with and
+//! without the off-path packets. And the fast path changes no byte: the
+//! same legitimate trace gives the same payload streams both ways with it
+//! and without it.
 
 mod common;
 
@@ -237,8 +244,9 @@ fn too_big(rng: &mut ChaCha8Rng, v6: bool) -> Input {
 /// What left the engine, legitimate frames only, cut to wire frames.
 #[derive(Debug, Default, PartialEq)]
 struct Legit {
-    /// Toward the outside: every frame.
+    /// Toward the outside: every frame, and their payload bytes in order.
     outer: Vec<Vec<u8>>,
+    outer_bytes: Vec<u8>,
     /// Toward the inside: the payload bytes in order, the frames without
     /// payload, and how many data frames carried them.
     inner_bytes: Vec<u8>,
@@ -246,15 +254,32 @@ struct Legit {
     inner_data_frames: usize,
     dropped: usize,
     icmp: usize,
+    /// With the fast path: every install and withdrawal, in order, and
+    /// how many inputs the kernel carried.
+    moves: Vec<(bool, px_gateway::fast_path::DirKey)>,
+    in_kernel: usize,
 }
 
 fn run(inputs: &[Input]) -> Legit {
-    let mut h = Harness::new(test_config());
+    run_with(inputs, false)
+}
+
+/// [`run`], with the kernel fast path's model if `fast` (a quiet moment
+/// after every input: flows move as soon as they qualify).
+fn run_with(inputs: &[Input], fast: bool) -> Legit {
+    let cfg = px_gateway::Config { fast_path: fast, offload_after: 4, ..test_config() };
+    let mut h = Harness::new(cfg);
+    let kernel = fast.then(|| h.attach_kernel());
     let mut got = Legit::default();
     for i in inputs {
         h.advance(i.after);
         let before = h.out.len();
+        let fed = h.tally.fed;
         let v = h.feed(i.from, i.frame.clone(), i.meta);
+        got.in_kernel += (h.tally.fed == fed) as usize;
+        if fast {
+            h.quiet();
+        }
         if !i.off_path && matches!(v, Verdict::Dropped(_)) {
             got.dropped += 1;
         }
@@ -281,7 +306,10 @@ fn run(inputs: &[Input]) -> Legit {
                 continue;
             }
             match o.port {
-                Port::Outer => got.outer.push(f),
+                Port::Outer => {
+                    got.outer_bytes.extend_from_slice(&w.payload);
+                    got.outer.push(f);
+                }
                 Port::Inner if w.payload.is_empty() => got.inner_control.push(f),
                 Port::Inner => {
                     got.inner_bytes.extend_from_slice(&w.payload);
@@ -289,6 +317,9 @@ fn run(inputs: &[Input]) -> Legit {
                 }
             }
         }
+    }
+    if let Some(k) = kernel {
+        got.moves = k.log.lock().unwrap().clone();
     }
     got
 }
@@ -324,5 +355,39 @@ proptest! {
             spoofs,
             a.inner_data_frames
         );
+    }
+
+    #[test]
+    fn off_path_packets_do_not_steer_the_fast_path(seed: u64, v6: bool, spoofs in 1usize..40) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let clean = legit(&mut rng, v6);
+        let mut mixed = clean.clone();
+        for _ in 0..spoofs {
+            let at = rng.gen_range(1..=mixed.len());
+            let p = off_path(&mut rng, v6);
+            mixed.insert(at, p);
+        }
+        let a = run_with(&clean, true);
+        let b = run_with(&mixed, true);
+        prop_assert_eq!(b.dropped, 0, "a legitimate input was dropped");
+        prop_assert_eq!(b.icmp, a.icmp, "an ICMP error reached a host");
+        prop_assert!(a.moves == b.moves, "the flow moved differently: {:?} against {:?}", a.moves, b.moves);
+        prop_assert!(a.outer_bytes == b.outer_bytes, "toward the outside, the payload differs");
+        prop_assert!(a.inner_bytes == b.inner_bytes, "toward the inside, the payload differs");
+        prop_assert!(a.inner_control == b.inner_control, "toward the inside, the frames without payload differ");
+    }
+
+    #[test]
+    fn the_fast_path_changes_no_byte(seed: u64, v6: bool) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let trace = legit(&mut rng, v6);
+        let user = run_with(&trace, false);
+        let fast = run_with(&trace, true);
+        prop_assert_eq!(fast.dropped, 0);
+        prop_assert!(!fast.moves.is_empty(), "the flow never moved to the kernel");
+        prop_assert!(fast.in_kernel > 0, "the kernel carried nothing");
+        prop_assert!(user.outer_bytes == fast.outer_bytes, "toward the outside, the payload differs");
+        prop_assert!(user.inner_bytes == fast.inner_bytes, "toward the inside, the payload differs");
+        prop_assert_eq!(user.icmp, fast.icmp);
     }
 }

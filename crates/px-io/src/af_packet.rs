@@ -65,6 +65,45 @@ pub struct SocketConfig {
     /// Hand frames straight to the driver, skipping the qdisc
     /// (`PACKET_QDISC_BYPASS`): faster, but no queueing discipline applies.
     pub qdisc_bypass: bool,
+    /// Which frames the socket receives ([`Receive`]).
+    pub receive: Receive,
+}
+
+/// Which received frames a packet socket gets. The kernel hands frames to
+/// sockets bound to every protocol *before* TC ingress runs, and to
+/// sockets bound to one protocol *after* it: a TC program that redirects a
+/// frame (the gateway's kernel fast path) hides it from the second kind
+/// only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Receive {
+    /// Every frame (`ETH_P_ALL`), before TC.
+    #[default]
+    All,
+    /// IPv4 frames only (`ETH_P_IP`), after TC.
+    Ipv4,
+    /// IPv6 frames only (`ETH_P_IPV6`), after TC.
+    Ipv6,
+    /// Every frame that is neither IPv4 nor IPv6 (`ETH_P_ALL` with a
+    /// socket filter on the frame's protocol), before TC: with an
+    /// [`Receive::Ipv4`] and an [`Receive::Ipv6`] socket, every frame
+    /// exactly once.
+    NotIp,
+    /// Nothing: a socket that only sends. Its frames' protocol is read
+    /// from their Ethernet header, as for an `All` socket.
+    Nothing,
+}
+
+impl Receive {
+    /// The protocol the socket is bound to (network byte order is the
+    /// caller's), 0 for none.
+    fn protocol(self) -> u16 {
+        match self {
+            Receive::All | Receive::NotIp => libc::ETH_P_ALL as u16,
+            Receive::Ipv4 => libc::ETH_P_IP as u16,
+            Receive::Ipv6 => libc::ETH_P_IPV6 as u16,
+            Receive::Nothing => 0,
+        }
+    }
 }
 
 impl SocketConfig {
@@ -97,6 +136,7 @@ impl Default for SocketConfig {
             sndbuf: 8 << 20,
             qdisc_bypass: false,
             rx_ring: None,
+            receive: Receive::All,
         }
     }
 }
@@ -203,7 +243,11 @@ impl PacketSocket {
         set_buf(&fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, cfg.sndbuf).map_err(err("SO_SNDBUF"))?;
         // The ring goes on before bind, while no frame can reach the socket.
         let ring = cfg.rx_ring.map(|g| RxRing::attach(&fd, cfg.vnet_hdr, g)).transpose()?;
-        bind(&fd, ifindex).map_err(err("bind"))?;
+        if cfg.receive == Receive::NotIp {
+            // Before bind too: no IP frame reaches it, ever.
+            attach_not_ip_filter(&fd).map_err(err("SO_ATTACH_FILTER"))?;
+        }
+        bind(&fd, ifindex, cfg.receive.protocol()).map_err(err("bind"))?;
         if cfg.promiscuous {
             // SAFETY: packet_mreq is plain old data; zero is valid.
             let mut mr: libc::packet_mreq = unsafe { zeroed() };
@@ -308,11 +352,30 @@ fn set_buf(fd: &OwnedFd, force: libc::c_int, plain: libc::c_int, bytes: usize) -
     setsockopt(fd, libc::SOL_SOCKET, force, &v).or_else(|_| setsockopt(fd, libc::SOL_SOCKET, plain, &v))
 }
 
-fn bind(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
+/// A classic socket filter that takes every frame whose protocol (as the
+/// kernel dispatches it, `skb->protocol`) is neither IPv4 nor IPv6.
+fn attach_not_ip_filter(fd: &OwnedFd) -> io::Result<()> {
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let prog = [
+        // A = skb->protocol, host order.
+        op(LD_W_ABS, 0, 0, (libc::SKF_AD_OFF + libc::SKF_AD_PROTOCOL) as u32),
+        op(JEQ_K, 2, 0, libc::ETH_P_IP as u32),
+        op(JEQ_K, 1, 0, libc::ETH_P_IPV6 as u32),
+        op(RET_K, 0, 0, u32::MAX),
+        op(RET_K, 0, 0, 0),
+    ];
+    let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr().cast_mut() };
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
+}
+
+fn bind(fd: &OwnedFd, ifindex: u32, protocol: u16) -> io::Result<()> {
     // SAFETY: sockaddr_ll is plain old data; zero is valid.
     let mut sa: libc::sockaddr_ll = unsafe { zeroed() };
     sa.sll_family = libc::AF_PACKET as u16;
-    sa.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sa.sll_protocol = protocol.to_be();
     sa.sll_ifindex = ifindex as libc::c_int;
     // SAFETY: `sa` is a valid sockaddr_ll and its true size is passed.
     let r = unsafe {

@@ -69,11 +69,12 @@ pub mod udp;
 pub mod vnet;
 
 pub use af_packet::{
-    OpenError, PacketSocket, Poller, RecvError, RxBatch, SendError, SocketConfig, SocketStats, TxBatch, TxQueue,
+    OpenError, PacketSocket, Poller, Receive, RecvError, RxBatch, SendError, SocketConfig, SocketStats, TxBatch,
+    TxQueue,
 };
 pub use fanout::{Fanout, symmetric_flow_hash, worker_for};
 pub use frag_capture::FragmentCapture;
-pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState};
+pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState, ifindex};
 pub use ifaddr::{ifindex_mtu, interface_mtu_of};
 pub use ring::{RingBatch, RingError, RingGeometry, RxRing};
 pub use rx::{MAX_FRAME, PacketType, RxError, RxFrames, RxPacket};

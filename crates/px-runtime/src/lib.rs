@@ -7,6 +7,7 @@
 //! The `px` command line is a thin shell over it.
 
 pub mod caravan;
+pub mod fast_path;
 pub mod gateway;
 pub mod logging;
 pub mod pmtud;

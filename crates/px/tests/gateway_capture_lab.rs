@@ -34,7 +34,7 @@ fn have(tool: &str) -> bool {
     std::process::Command::new(tool).arg("-v").output().is_ok()
 }
 
-/// Frame by frame (GRO off on the gateway's ports, `--no-offload` so the
+/// Frame by frame (GRO off on the gateway's ports, `--no-gro-gso` so the
 /// gateway leaves it off): the outer port receives at most 1514-byte
 /// frames, the inner port sends merged 9014-byte ones. Files of
 /// at most 1 MiB, three kept: 12 MB of traffic rotates them, each stays
@@ -61,7 +61,7 @@ fn capture_writes_ports_and_directions_and_rotates_within_bounds() {
     let path = files.0.to_str().unwrap().to_string();
     let gw = Gateway::start(
         &lab,
-        &["--no-offload", "--capture", &path, "--capture-max-bytes", &max.to_string(), "--capture-files", "3"],
+        &["--no-gro-gso", "--capture", &path, "--capture-max-bytes", &max.to_string(), "--capture-files", "3"],
     );
     lab.ping_both();
     let progress = AtomicU64::new(0);

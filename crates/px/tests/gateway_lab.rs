@@ -280,7 +280,7 @@ fn stop_mid_transfer(lab: &GwLab, port: u16) -> u64 {
     // find data held (with PSH flushing, all eight flows were sometimes
     // between holds at the instant of the stop, and the test could not
     // show the flush).
-    let gw = Gateway::start(lab, &["--merge-timeout-us", "10000", "--no-offload", "--psh", "hold"]);
+    let gw = Gateway::start(lab, &["--merge-timeout-us", "10000", "--no-gro-gso", "--psh", "hold"]);
     let flows = 8;
     let server = sock(BNET_V4, port);
     let listener = lab.ns(lab.bnet).run(|| std::net::TcpListener::bind(server)).unwrap().unwrap();
@@ -352,7 +352,7 @@ fn stop_mid_transfer(lab: &GwLab, port: u16) -> u64 {
 /// Stopping the gateway. First with offloads (the default), idle: it turns
 /// GRO on and joins promiscuous mode, and puts both back at exit (GRO was
 /// off before, promiscuity 0). Then mid-transfer, frame by frame
-/// (`--no-offload`, 10 ms merge timeout): 8 inbound bulk flows in 1 MiB
+/// (`--no-gro-gso`, 10 ms merge timeout): 8 inbound bulk flows in 1 MiB
 /// writes, so between two PSHs (set when a write ends or the sender waits
 /// for buffer space) the gateway holds a partial merged segment. SIGTERM
 /// arrives while the flows keep sending: it must exit 0 promptly, having

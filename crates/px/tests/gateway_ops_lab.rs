@@ -48,7 +48,7 @@ fn wait_metric(lab: &GwLab, sample: &str, want: f64) {
     }
 }
 
-/// SIGHUP mid-transfer, both directions, frame by frame (`--no-offload`,
+/// SIGHUP mid-transfer, both directions, frame by frame (`--no-gro-gso`,
 /// so the engine holds between packets), with 32 MiB socket buffers from
 /// the file (`ss` shows them on both packet sockets): a live change (merge
 /// timeout, PSH policy) is applied without losing or reordering a byte (SHA-256 at
@@ -66,7 +66,7 @@ fn sighup_reload_mid_transfer_is_exact_and_refuses_fixed_keys() {
     let cfg = TempFile::new("reload.toml");
     let base = format!("metrics = \"{METRICS}\"\nsocket_buffer_bytes = 33554432\n");
     cfg.write(&format!("{base}[engine]\nmerge_timeout_us = 500\n"));
-    let gw = Gateway::start(&lab, &["--config", cfg.path(), "--no-offload"]);
+    let gw = Gateway::start(&lab, &["--config", cfg.path(), "--no-gro-gso"]);
     lab.ping_both();
     // The gateway's packet sockets, one per port, have the configured
     // buffers (`ss`'s rb and tb: the kernel's own accounting).

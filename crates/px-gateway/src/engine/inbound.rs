@@ -43,6 +43,9 @@ impl Engine {
     pub(crate) fn inbound_tcp(&mut self, now: Instant, frame: &mut [u8], seg: &Seg, meta: PacketMeta) -> Verdict {
         let key = FlowKey::of_segment(seg, frame, Port::Outer);
         let idx = self.flow_for(key, now);
+        if self.before_user_space(idx, seg, Port::Outer, now) {
+            return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
+        }
         if let Some(f) = self.flows.get_mut(idx) {
             f.last_seen = now;
         }
@@ -69,6 +72,7 @@ impl Engine {
                 return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
             }
         }
+        self.count_for_offload(idx, seg, Port::Outer, meta.tcp_gso_size(), now);
         let cap = self.segment_limit(now, Port::Inner, seg, Some(idx));
         let decision = match self.flows.get_mut(idx) {
             Some(f) => {

@@ -141,7 +141,14 @@ impl Engine {
     /// `false` without looking once the flow had its checks this second
     /// ([`crate::conntrack::ICMP_CHECKS_PER_SEC`]).
     fn in_window(&mut self, c: &Candidate, now: Instant) -> Option<bool> {
-        let f = self.flows.peek(&c.key).and_then(|i| self.flows.get_mut(i))?;
+        let idx = self.flows.peek(&c.key)?;
+        if self.flows.get(idx).is_some_and(|f| f.fast.in_kernel() && f.conn.windows.checks.would_allow(now)) {
+            // Its windows moved in the kernel: current before the check
+            // (read, not withdrawn: the error may be a guess; if it is
+            // learned, a smaller path MTU takes the flow back).
+            self.catch_up_with_kernel(idx);
+        }
+        let f = self.flows.get_mut(idx)?;
         Some(
             f.conn.windows.checks.allow(now)
                 && match c.to {
@@ -160,6 +167,7 @@ impl Engine {
         };
         if self.pmtu.learn(c.to, c.dst, mtu, now) {
             self.counters.pmtu_learned += 1;
+            self.reclaim_resized(now);
         }
     }
 
@@ -183,5 +191,7 @@ impl Engine {
         }
         cands.clear();
         self.pmtu.candidates = cands;
+        // What another worker learned may shrink this one's flows too.
+        self.reclaim_resized(now);
     }
 }

@@ -33,6 +33,7 @@ mod caravan;
 mod hold;
 mod inbound;
 mod learn;
+mod offload;
 mod outbound;
 mod route;
 mod size;
@@ -109,6 +110,13 @@ pub struct Engine {
     next_housekeeping: Option<Instant>,
     pub(crate) counters: Counters,
     pub(crate) caravans: Caravans,
+    /// The kernel fast path, if one is attached (`offload.rs`).
+    datapath: Option<Box<dyn crate::fast_path::Datapath>>,
+    /// Flows that qualified for the fast path since the last quiet moment
+    /// (slot and id; at most one entry per flow).
+    pending_offload: Vec<(u32, u64)>,
+    /// Flows the fast path carries now.
+    in_kernel: usize,
 }
 
 impl Engine {
@@ -139,6 +147,9 @@ impl Engine {
             next_housekeeping: None,
             counters: Counters::default(),
             caravans: Caravans::new(),
+            datapath: None,
+            pending_offload: Vec::new(),
+            in_kernel: 0,
             cfg,
         })
     }
@@ -161,6 +172,8 @@ impl Engine {
             return Ok(());
         }
         self.flush_all(now);
+        // `flush_all` took every flow back from the kernel: they go again,
+        // under the new values, once they qualify again.
         if new.icmp_rate_per_sec != self.cfg.icmp_rate_per_sec {
             self.icmp = ErrorLimiter::new(new.icmp_rate_per_sec, self.cfg.hash_seed);
         }
@@ -250,6 +263,7 @@ impl Engine {
 
     /// Sends everything held (e.g. on shutdown).
     pub fn flush_all(&mut self, now: Instant) {
+        self.reclaim_all(now, offload::Reclaim::Config);
         let idxs: Vec<u32> = self.flows.indices().collect();
         for idx in idxs {
             self.flush_flow(idx, FlushReason::Shutdown, now);
@@ -359,7 +373,8 @@ impl Engine {
                 .flows
                 .get(idx)
                 .is_some_and(|f| now.saturating_duration_since(f.last_seen) >= self.cfg.flow_idle_timeout);
-            if idle {
+            // Idle here, perhaps busy in the kernel.
+            if idle && !self.busy_in_kernel(idx, now) {
                 self.flush_flow(idx, FlushReason::Evicted, now);
                 self.remove_flow(idx);
                 self.counters.flows_expired += 1;

@@ -36,6 +36,11 @@ impl Engine {
                 None => None,
             }
         };
+        if let Some(i) = flow
+            && self.before_user_space(i, seg, Port::Inner, now)
+        {
+            return self.forward_tcp(now, Port::Outer, frame, seg, meta, flow);
+        }
         let track = match flow {
             Some(i) => self.track(i, frame, seg, Port::Inner, now),
             None if seg.signed => Track::Signed,
@@ -49,6 +54,9 @@ impl Engine {
         }
         if track != Track::Plain {
             return self.route_sized(now, Port::Inner, frame, seg.info);
+        }
+        if let Some(i) = flow {
+            self.count_for_offload(i, seg, Port::Inner, meta.tcp_gso_size(), now);
         }
         self.forward_tcp(now, Port::Outer, frame, seg, meta, flow)
     }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::Engine;
 use crate::buf::HEADROOM;
 use crate::port::Port;
-use crate::segment::Seg;
+use crate::segment::{Layout, Seg};
 
 impl Engine {
     /// The most TCP payload one segment of `seg`'s layout may carry toward
@@ -22,8 +22,22 @@ impl Engine {
     /// path MTU toward the destination, and no more than the outer host said
     /// it takes. `flow` is the segment's flow slot, if it has one.
     pub(crate) fn segment_limit(&self, now: Instant, to: Port, seg: &Seg, flow: Option<u32>) -> usize {
-        let headers = seg.payload_start() - seg.info.l3;
-        let options = seg.th - px_wire::tcp::MIN_HEADER_LEN;
+        let layout = Layout::of(seg);
+        self.segment_limit_for(now, to, &layout, seg.info.dst, flow)
+    }
+
+    /// [`Engine::segment_limit`] for a header layout and destination
+    /// rather than a segment in hand (the fast path computes it for a
+    /// flow's later segments).
+    pub(crate) fn segment_limit_for(
+        &self,
+        now: Instant,
+        to: Port,
+        layout: &Layout,
+        dst: IpAddr,
+        flow: Option<u32>,
+    ) -> usize {
+        let (headers, options) = (layout.headers as usize, layout.options as usize);
         let flow = flow.and_then(|i| self.flows.get(i));
         match to {
             Port::Inner => {
@@ -37,14 +51,14 @@ impl Engine {
                     // than risk segments their receiver drops.
                     None => (self.cfg.emtu as usize).saturating_sub(headers),
                 };
-                if let Some(m) = self.pmtu.get(Port::Inner, seg.info.dst, now) {
+                if let Some(m) = self.pmtu.get(Port::Inner, dst, now) {
                     // A path MTU learned from the b-network's routers.
                     cap = cap.min((m as usize).saturating_sub(headers));
                 }
                 cap.min(self.pool.size() - HEADROOM)
             }
             Port::Outer => {
-                let mtu = self.egress_mtu(now, Port::Outer, seg.info.dst);
+                let mtu = self.egress_mtu(now, Port::Outer, dst);
                 let mut cap = (mtu as usize).saturating_sub(headers);
                 if let Some(m) = flow.and_then(|f| f.conn.handshake.outer_mss) {
                     cap = cap.min((m as usize).saturating_sub(options));

@@ -88,6 +88,11 @@ impl Engine {
     /// Removes a flow from the table, keeping what its handshake said if
     /// its connection is still alive.
     pub(crate) fn remove_flow(&mut self, idx: u32) {
+        // The kernel must not carry a flow the engine forgot.
+        if self.flows.get(idx).is_some_and(|f| f.fast.in_kernel()) {
+            let now = self.flows.get(idx).map_or_else(Instant::now, |f| f.last_seen);
+            self.reclaim(idx, now, super::offload::Reclaim::Removed);
+        }
         if let Some(f) = self.flows.remove(idx)
             && let Some(h) = f.conn.worth_keeping()
         {

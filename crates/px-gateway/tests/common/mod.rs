@@ -14,6 +14,7 @@
 //! - [`Oracle`]: per-flow streams in and out; byte-exactness and order.
 #![allow(dead_code)]
 
+pub mod kernel;
 pub mod seq;
 
 use std::collections::{BTreeMap, HashMap};
@@ -617,6 +618,9 @@ pub struct Harness {
     /// Buffer bytes of the frames the engine queued since the last
     /// [`Harness::feed`] began (what one input made it hold to send).
     pub queued_buffer_bytes: usize,
+    /// The kernel fast path's model, if attached ([`Harness::attach_kernel`]):
+    /// it takes the packets of offloaded flows before the engine.
+    pub kernel: Option<kernel::KernelModel>,
 }
 
 impl Harness {
@@ -641,7 +645,26 @@ impl Harness {
             pmtu: HashMap::new(),
             untrusted_input: false,
             queued_buffer_bytes: 0,
+            kernel: None,
         }
+    }
+
+    /// Gives the engine a model of the kernel fast path; every later
+    /// input is offered to it first, and each [`Harness::quiet`] lets
+    /// the engine install flows.
+    pub fn attach_kernel(&mut self) -> kernel::KernelModel {
+        let k = kernel::KernelModel::default();
+        self.eng.set_datapath(Some(Box::new(k.clone())), self.now);
+        self.kernel = Some(k.clone());
+        k
+    }
+
+    /// A quiet moment of the I/O loop: what flows about to move hold is
+    /// sent, then they move to the kernel.
+    pub fn quiet(&mut self) {
+        self.eng.fast_path_prepare(self.now);
+        self.drain();
+        self.eng.fast_path_sync(self.now);
     }
 
     /// Time since the start, for messages.
@@ -667,6 +690,12 @@ impl Harness {
     /// then applies the verdict.
     pub fn feed(&mut self, from: Port, mut frame: Vec<u8>, meta: PacketMeta) -> Verdict {
         self.oracle.record_in(from, &frame, matches!(meta.csum, Checksum::Partial { .. }));
+        if let Some(kernel::Taken::Kernel(meta)) = self.kernel.as_ref().map(|k| k.offer(&frame, &meta)) {
+            // The fast path carried it: the engine never sees it.
+            let meta = kernel::as_partial(&mut frame, meta);
+            self.out.push(Out { port: from.other(), frame, meta, at: self.now, forwarded: true });
+            return Verdict::Forward { meta };
+        }
         self.tally.fed += 1;
         self.queued_buffer_bytes = 0;
         let len = frame.len();

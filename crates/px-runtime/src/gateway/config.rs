@@ -28,9 +28,17 @@ pub struct GatewayConfig {
     pub log_interval_s: u64,
     /// Frames per receive/send batch.
     pub batch: usize,
+    /// The kernel fast path (`docs/fast-path.md`): `"on"`, established bulk
+    /// TCP flows move to a TC program on the ports that re-cuts their GRO
+    /// super-packets in the kernel, the engine deciding which and when;
+    /// `"off"`, every packet crosses user space. Reloadable (while the
+    /// program is attached: it is, whenever this build has it and the
+    /// kernel takes it).
+    pub offload: FastPathMode,
     /// Use kernel GRO on receive and GSO on send (PACKET_VNET_HDR); off,
-    /// every frame is handled and cut in software.
-    pub offload: bool,
+    /// every frame is handled and cut in software (and the fast path,
+    /// which re-cuts GRO super-packets, has nothing to carry).
+    pub gro_gso: bool,
     /// Receive through a memory-mapped ring (TPACKET_V2) instead of
     /// `recvmmsg` into buffers. Off by default: in `px lab demo` (4 rounds,
     /// twice each) recvmmsg carried 8.3–9.7 Gbps through the gateway and
@@ -74,7 +82,8 @@ impl Default for GatewayConfig {
             metrics: None,
             log_interval_s: 10,
             batch: 64,
-            offload: true,
+            offload: FastPathMode::Off,
+            gro_gso: true,
             rx_ring: false,
             promiscuous: true,
             socket_buffer_bytes: 8 << 20,
@@ -84,6 +93,59 @@ impl Default for GatewayConfig {
             capture_snaplen: 262_144,
             engine: px_gateway::Config::default(),
         }
+    }
+}
+
+/// See [`GatewayConfig::offload`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum FastPathMode {
+    #[default]
+    Off,
+    On,
+}
+
+impl<'de> Deserialize<'de> for FastPathMode {
+    /// `"off"` or `"on"`; a boolean (what `offload` meant before it
+    /// selected the fast path: GRO/GSO, now `gro_gso`) is refused with
+    /// that said.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Flag(bool),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Text(t) if t == "off" => Ok(FastPathMode::Off),
+            Raw::Text(t) if t == "on" => Ok(FastPathMode::On),
+            Raw::Text(t) => Err(serde::de::Error::custom(format!(
+                "`offload` = {t:?}: allowed \"off\" or \"on\" (the kernel fast path)"
+            ))),
+            Raw::Flag(b) => Err(serde::de::Error::custom(format!(
+                "`offload` = {b}: `offload` now selects the kernel fast path (\"off\" or \"on\"); GRO/GSO on the ports is `gro_gso = {b}`"
+            ))),
+        }
+    }
+}
+
+impl std::str::FromStr for FastPathMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(FastPathMode::Off),
+            "on" => Ok(FastPathMode::On),
+            _ => Err(format!("{s:?}: allowed \"off\" or \"on\"")),
+        }
+    }
+}
+
+impl std::fmt::Display for FastPathMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FastPathMode::Off => "off",
+            FastPathMode::On => "on",
+        })
     }
 }
 
@@ -110,10 +172,10 @@ pub enum ConfigError {
 }
 
 /// Top-level keys a reload may change (besides the `[engine]` keys the
-/// engine takes live). Ports, workers, MTUs, batch, offload, the receive
+/// engine takes live). Ports, workers, MTUs, batch, GRO/GSO, the receive
 /// ring, the socket buffers, the metrics address and the capture are set up
 /// at start.
-pub const LIVE_KEYS: &[&str] = &["log_interval_s"];
+pub const LIVE_KEYS: &[&str] = &["log_interval_s", "offload"];
 
 /// One key that differs between two configurations.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,8 +338,9 @@ impl GatewayConfig {
         let c = px_gateway::Config {
             imtu,
             emtu,
-            inner_gso: self.offload,
-            outer_gso: self.offload,
+            inner_gso: self.gro_gso,
+            outer_gso: self.gro_gso,
+            fast_path: self.offload == FastPathMode::On,
             hash_seed: seed,
             ..self.engine.clone()
         };
@@ -348,9 +411,29 @@ mod tests {
                 .to_string();
             assert!(e.contains("unknown field"), "{key}: {e}");
         }
-        let c = GatewayConfig { offload: false, ..GatewayConfig::default() };
+        let c = GatewayConfig { gro_gso: false, ..GatewayConfig::default() };
         let e = c.engine_config(9000, 1400, 42).unwrap();
         assert_eq!((e.imtu, e.emtu, e.inner_gso, e.outer_gso, e.hash_seed), (9000, 1400, false, false, 42));
+    }
+
+    #[test]
+    fn offload_selects_the_fast_path_and_says_what_a_boolean_meant() {
+        let base = "inner = \"a\"\nouter = \"b\"\n";
+        let on = GatewayConfig::from_toml(&format!("{base}offload = \"on\"\n")).unwrap();
+        assert_eq!(on.offload, FastPathMode::On);
+        assert!(on.engine_config(9000, 1500, 0).unwrap().fast_path);
+        let off = GatewayConfig::from_toml(base).unwrap();
+        assert_eq!(off.offload, FastPathMode::Off, "the default");
+        assert!(!off.engine_config(9000, 1500, 0).unwrap().fast_path);
+        let e = GatewayConfig::from_toml(&format!("{base}offload = true\n")).unwrap_err().to_string();
+        assert!(e.contains("gro_gso = true"), "{e}");
+        let e = GatewayConfig::from_toml(&format!("{base}offload = \"yes\"\n")).unwrap_err().to_string();
+        assert!(e.contains("\"off\" or \"on\""), "{e}");
+        // Live: a reload may turn it on and off.
+        let (changes, engine) = off.reload(&on, &off.engine_config(9000, 1500, 0).unwrap()).unwrap();
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].key, "offload");
+        assert!(engine.fast_path);
     }
 
     #[test]

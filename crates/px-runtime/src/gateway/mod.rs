@@ -29,14 +29,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use px_gateway::Engine;
-use px_io::{Fanout, IfaceGuard, Offload, PacketSocket, SocketConfig};
+use px_gateway::{Engine, Port};
+use px_io::{Fanout, IfaceGuard, Offload, PacketSocket, Receive, SocketConfig};
 
-pub use config::{Change, ConfigError, GatewayConfig, ReloadError};
+use crate::fast_path::{FastPath, FastPathError};
+pub use config::{Change, ConfigError, FastPathMode, GatewayConfig, ReloadError};
 pub use lock::{LockError, PortLock};
 pub use metrics::WorkerSnapshot;
 use metrics::{ReloadResult, Shared};
-use worker::{LiveConfig, Worker};
+use worker::{LiveConfig, Sockets, Worker};
 
 /// Why the gateway could not run.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +59,9 @@ pub enum GatewayError {
     Capture { path: String, source: std::io::Error },
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
+    /// `offload = "on"` and the kernel fast path could not start.
+    #[error("offload = \"on\": {0}")]
+    FastPath(FastPathError),
 }
 
 fn port_mtu(name: &str, configured: u16) -> Result<u16, GatewayError> {
@@ -104,6 +108,7 @@ fn reload(
     running: &mut GatewayConfig,
     running_engine: &mut px_gateway::Config,
     live: &LiveConfig,
+    fast_path: Result<(), &str>,
     log: &mut dyn FnMut(&str),
 ) -> ReloadResult {
     let Some(load) = ctl.load.as_mut() else {
@@ -117,6 +122,12 @@ fn reload(
             return ReloadResult::Invalid;
         }
     };
+    if let (FastPathMode::On, Err(why)) = (new.offload, fast_path) {
+        log(&format!(
+            "px gateway: reload refused: offload = \"on\", but the kernel fast path is not attached ({why}); the running configuration stays"
+        ));
+        return ReloadResult::Invalid;
+    }
     match running.reload(&new, running_engine) {
         Ok((changes, _)) if changes.is_empty() => {
             log("px gateway: reloaded the configuration: nothing changed");
@@ -166,7 +177,7 @@ pub fn run_with(
     let mut guards = Vec::new();
     for name in [&cfg.inner, &cfg.outer] {
         let g = IfaceGuard::capture(name).map_err(|source| GatewayError::Port { port: name.clone(), source })?;
-        if cfg.offload {
+        if cfg.gro_gso {
             // Kernel GRO hands us super-packets: the software LRO.
             g.ctl()
                 .set_offload(name, Offload::Gro, true)
@@ -175,9 +186,22 @@ pub fn run_with(
         guards.push(g);
     }
     let ecfg = cfg.engine_config(imtu, emtu, os_random_seed())?;
+    // The kernel fast path: attached whenever this build has it, so that
+    // `offload` can be turned on by a reload; required when it is on.
+    let fast_path = match FastPath::attach(&cfg.inner, &cfg.outer) {
+        Ok(fp) => Ok(fp),
+        Err(e) if cfg.offload == FastPathMode::On => return Err(GatewayError::FastPath(e)),
+        Err(e) => {
+            if FastPath::built() {
+                log(&format!("px gateway: the kernel fast path is not available: {e}; offload stays off"));
+            }
+            Err(e.to_string())
+        }
+    };
     let live = Arc::new(LiveConfig::new(ecfg.clone()));
-    // One fan-out group per port; worker i joins each as its i-th member.
-    let base = (std::process::id() as u16 & 0x3fff) * 2;
+    // One fan-out group per port and receiving socket kind; worker i
+    // joins each as its i-th member.
+    let base = (std::process::id() as u16 & 0x1fff) * 8;
     let shared = Shared::new(cfg.workers);
     let (taps, capture) = match cfg.capture_spec() {
         Some(spec) => {
@@ -192,7 +216,7 @@ pub fn run_with(
     let pmtu = px_gateway::SharedPmtu::new(ecfg.pmtu_cache_size, ecfg.pmtu_lifetime);
     let mut workers = Vec::new();
     for (i, tap) in taps.into_iter().enumerate() {
-        let open = |name: &str, group: u16| {
+        let open = |name: &str, group: Option<u16>, receive: Receive| {
             let sc = SocketConfig {
                 // Always: even with offloads off, the virtio-net header is
                 // the only way to learn that a frame's checksum is partial
@@ -210,16 +234,37 @@ pub fn run_with(
                 // fragments of a datagram together without it, as it never
                 // reads a fragment's ports (`__skb_get_hash_symmetric`
                 // dissects without FLOW_DISSECTOR_F_PARSE_1ST_FRAG).
-                ..SocketConfig::gateway_port((cfg.workers > 1).then_some(Fanout { group, defrag: false }))
+                receive,
+                ..SocketConfig::gateway_port(
+                    group.filter(|_| cfg.workers > 1).map(|group| Fanout { group, defrag: false }),
+                )
             };
-            let sc = if cfg.rx_ring { sc } else { SocketConfig { rx_ring: None, ..sc } };
+            let sc = if cfg.rx_ring && receive != Receive::Nothing { sc } else { SocketConfig { rx_ring: None, ..sc } };
             PacketSocket::open(name, &sc).map_err(|source| GatewayError::Socket { port: name.into(), source })
         };
-        let outer = open(&cfg.outer, base)?;
-        let inner = open(&cfg.inner, base + 1)?;
-        let engine =
+        let sockets = if fast_path.is_ok() {
+            // Receiving sockets bound to IPv4 and IPv6 see only what the
+            // fast path did not redirect (the kernel serves them after TC);
+            // a third takes every other protocol; a fourth only sends.
+            let mut all = Vec::new();
+            for (port, name, g) in [(Port::Inner, &cfg.inner, base + 3), (Port::Outer, &cfg.outer, base)] {
+                all.push((port, open(name, None, Receive::Nothing)?));
+                for (k, r) in [Receive::Ipv4, Receive::Ipv6, Receive::NotIp].into_iter().enumerate() {
+                    all.push((port, open(name, Some(g + k as u16), r)?));
+                }
+            }
+            Sockets { tx: [0, 4], rx: vec![5, 6, 7, 1, 2, 3], all }
+        } else {
+            let outer = open(&cfg.outer, Some(base), Receive::All)?;
+            let inner = open(&cfg.inner, Some(base + 3), Receive::All)?;
+            Sockets::plain(inner, outer)
+        };
+        let mut engine =
             Engine::with_shared_pmtu(ecfg.clone(), pmtu.clone()).map_err(|e| GatewayError::Config(e.into()))?;
-        workers.push(Worker { index: i, engine, inner, outer, batch: cfg.batch, live: live.clone(), tap });
+        if let Ok(fp) = &fast_path {
+            engine.set_datapath(Some(Box::new(fp.datapath())), Instant::now());
+        }
+        workers.push(Worker { index: i, engine, sockets, batch: cfg.batch, live: live.clone(), tap });
     }
     let metrics = match cfg.metrics {
         Some(addr) => Some(
@@ -233,7 +278,7 @@ pub fn run_with(
         cfg.inner,
         cfg.outer,
         cfg.workers,
-        if cfg.offload { "GRO/GSO" } else { "off (software)" },
+        if cfg.gro_gso { "GRO/GSO" } else { "off (software)" },
         ecfg.merge_timeout.as_micros(),
         cfg.metrics.map(|a| format!(", metrics on http://{a}/metrics")).unwrap_or_default()
     ));
@@ -246,6 +291,16 @@ pub fn run_with(
             spec.max_bytes
         ));
     }
+    log(&match (&fast_path, cfg.offload) {
+        (Ok(_), FastPathMode::On) => format!(
+            "px gateway: kernel fast path on: TC program on {} and {} ingress; established bulk TCP flows move to it",
+            cfg.inner, cfg.outer
+        ),
+        (Ok(_), FastPathMode::Off) => {
+            "px gateway: kernel fast path attached, offload off (a reload with offload = \"on\" turns it on)".into()
+        }
+        (Err(e), _) => format!("px gateway: kernel fast path unavailable ({e})"),
+    });
     let mut handles = Vec::new();
     for w in workers {
         let (stop, shared) = (stop.clone(), shared.clone());
@@ -262,7 +317,8 @@ pub fn run_with(
         // timeout and finds held data still held.
         std::thread::sleep(Duration::from_millis(5));
         if ctl.reload.swap(false, Ordering::Relaxed) {
-            let result = reload(&mut ctl, &mut running, &mut running_engine, &live, log);
+            let attached = fast_path.as_ref().map(|_| ()).map_err(|e| e.as_str());
+            let result = reload(&mut ctl, &mut running, &mut running_engine, &live, attached, log);
             shared.process.reloads[result as usize].fetch_add(1, Ordering::Relaxed);
         }
         let cfg = &running;
@@ -274,6 +330,8 @@ pub fn run_with(
     for h in handles {
         let _ = h.join();
     }
+    // The workers took every flow back: the program goes.
+    drop(fast_path);
     // The ports go back first: nothing below may delay them (the capture
     // writer drains its queue; the metrics thread ends within its poll
     // interval and never waits for a client, whose threads end on their

@@ -39,12 +39,52 @@ pub(crate) const MAX_QUEUED_BYTES: usize = 4 << 20;
 pub struct Worker {
     pub index: usize,
     pub engine: Engine,
-    pub inner: PacketSocket,
-    pub outer: PacketSocket,
+    pub sockets: Sockets,
     pub batch: usize,
     pub live: Arc<LiveConfig>,
     /// The capture's end, if one runs.
     pub tap: Option<Tap>,
+}
+
+/// A worker's packet sockets: those it receives from, each with its port,
+/// and which of them sends for each port. Without the kernel fast path,
+/// one socket per port does both (bound to every protocol). With it, a
+/// port has three receiving sockets (IPv4, IPv6, everything else: the
+/// first two only see what the fast path did not redirect, `px_io::Receive`)
+/// and one that only sends.
+#[derive(Debug)]
+pub struct Sockets {
+    pub all: Vec<(Port, PacketSocket)>,
+    /// Index in `all` of the socket that sends, by `Port as usize`.
+    pub tx: [usize; 2],
+    /// Index in `all` of the sockets that receive.
+    pub rx: Vec<usize>,
+}
+
+impl Sockets {
+    /// One socket per port that receives everything and sends.
+    pub fn plain(inner: PacketSocket, outer: PacketSocket) -> Sockets {
+        Sockets { all: vec![(Port::Inner, inner), (Port::Outer, outer)], tx: [0, 1], rx: vec![1, 0] }
+    }
+
+    fn tx(&self, port: Port) -> &PacketSocket {
+        &self.all[self.tx[port as usize]].1
+    }
+
+    /// The receiving socket `i` of `all`, and the socket that sends for
+    /// the other port (never the same socket).
+    fn rx_and_tx(&mut self, i: usize) -> (Port, &mut PacketSocket, &PacketSocket) {
+        let port = self.all[i].0;
+        let t = self.tx[port.other() as usize];
+        debug_assert_ne!(i, t);
+        if i < t {
+            let (a, b) = self.all.split_at_mut(t);
+            (port, &mut a[i].1, &b[0].1)
+        } else {
+            let (a, b) = self.all.split_at_mut(i);
+            (port, &mut b[0].1, &a[t].1)
+        }
+    }
 }
 
 /// The engine configuration a reload hands every worker: a generation
@@ -118,13 +158,14 @@ struct Scratch {
 impl Worker {
     /// Runs until `stop` is set, then flushes everything held and returns.
     pub fn run(self, stop: Arc<AtomicBool>, shared: Shared) {
-        let Worker { index, mut engine, mut inner, mut outer, batch, live, tap } = self;
+        let Worker { index, mut engine, mut sockets, batch, live, tap } = self;
         let mut generation = live.generation();
         let mut poller = Poller::new();
-        let outer_i = poller.add(outer.as_fd());
-        let inner_i = poller.add(inner.as_fd());
+        let polled: Vec<(usize, usize)> =
+            sockets.rx.iter().map(|&i| (i, poller.add(sockets.all[i].1.as_fd()))).collect();
         // Only sockets without a ring receive into this.
-        let mut rx = RxBatch::new(if inner.has_ring() && outer.has_ring() { 1 } else { batch }, px_io::MAX_FRAME);
+        let all_rings = sockets.rx.iter().all(|&i| sockets.all[i].1.has_ring());
+        let mut rx = RxBatch::new(if all_rings { 1 } else { batch }, px_io::MAX_FRAME);
         let mut sc = Scratch {
             txb: TxBatch::new(batch * 4),
             out: [Vec::with_capacity(batch * 8), Vec::with_capacity(batch * 8)],
@@ -138,8 +179,8 @@ impl Worker {
             if stop.load(Ordering::Relaxed) {
                 engine.flush_all(now);
                 drain(&mut engine, &mut sc);
-                send_engine_frames(&mut engine, &mut sc, &inner, &outer, &rx);
-                publish(index, &engine, &shared, &mut sc.extra, &inner, &outer);
+                send_engine_frames(&mut engine, &mut sc, &sockets, &rx);
+                publish(index, &engine, &shared, &mut sc.extra, &sockets);
                 return;
             }
             if live.generation() != generation {
@@ -148,8 +189,8 @@ impl Worker {
                 generation = live.generation();
                 if engine.set_config(now, live.get()).is_ok() {
                     drain(&mut engine, &mut sc);
-                    send_engine_frames(&mut engine, &mut sc, &inner, &outer, &rx);
-                    publish(index, &engine, &shared, &mut sc.extra, &inner, &outer);
+                    send_engine_frames(&mut engine, &mut sc, &sockets, &rx);
+                    publish(index, &engine, &shared, &mut sc.extra, &sockets);
                 }
             }
             let wait = engine.poll_timeout().map_or(IDLE_WAKE, |d| d.saturating_duration_since(now)).min(IDLE_WAKE);
@@ -160,14 +201,14 @@ impl Worker {
             if let Some(t) = &mut sc.tap {
                 t.tick();
             }
-            for (port, idx) in [(Port::Outer, outer_i), (Port::Inner, inner_i)] {
-                if !poller.is_ready(idx) {
+            // Whether every socket was read empty this round (a batch
+            // shorter than the most it could take).
+            let mut quiet = true;
+            for &(i, pi) in &polled {
+                if !poller.is_ready(pi) {
                     continue;
                 }
-                let (rx_sock, tx_sock) = match port {
-                    Port::Outer => (&mut outer, &inner),
-                    Port::Inner => (&mut inner, &outer),
-                };
+                let (port, rx_sock, tx_sock) = sockets.rx_and_tx(i);
                 // Sends the frames for the other port so far, in the middle
                 // of a batch when the engine's queued for it pass
                 // MAX_QUEUED_BYTES (those back out of the receiving port,
@@ -176,6 +217,7 @@ impl Worker {
                     send_port(e, sc, port.other(), tx_sock, rx);
                 };
                 if let Some(mut ring) = rx_sock.recv_ring_batch(batch) {
+                    quiet &= ring.len() < batch;
                     handle_batch(&mut engine, &mut sc, port, &mut ring, &mut send_ahead);
                     // Forwards borrow the ring's slots: send them (and the
                     // engine's frames for the other port) before releasing it.
@@ -189,6 +231,7 @@ impl Worker {
                             0
                         }
                     };
+                    quiet &= n < rx.capacity();
                     if n > 0 {
                         handle_batch(&mut engine, &mut sc, port, &mut rx, &mut send_ahead);
                         send_port(&mut engine, &mut sc, port.other(), tx_sock, &rx);
@@ -196,21 +239,29 @@ impl Worker {
                 }
                 // Frames back out of the receiving port (ICMP errors) are all
                 // the engine's own.
-                let back = match port {
-                    Port::Outer => &outer,
-                    Port::Inner => &inner,
-                };
-                send_port(&mut engine, &mut sc, port, back, &rx);
+                send_port(&mut engine, &mut sc, port, sockets.tx(port), &rx);
             }
             let now = Instant::now();
             if engine.poll_timeout().is_some_and(|d| d <= now) {
                 engine.handle_timeout(now);
                 drain(&mut engine, &mut sc);
-                send_engine_frames(&mut engine, &mut sc, &inner, &outer, &rx);
+                send_engine_frames(&mut engine, &mut sc, &sockets, &rx);
+            }
+            // Everything sent and nothing waiting, as a last look confirms:
+            // flows that qualified may go to the kernel without a byte of
+            // theirs behind in user space (`px_gateway`'s engine/offload.rs).
+            if quiet && engine.offload_pending() {
+                // What those flows hold goes first, then the install.
+                engine.fast_path_prepare(now);
+                drain(&mut engine, &mut sc);
+                send_engine_frames(&mut engine, &mut sc, &sockets, &rx);
+                if poller.wait(Some(Duration::ZERO)).is_ok() && !polled.iter().any(|&(_, pi)| poller.is_ready(pi)) {
+                    engine.fast_path_sync(now);
+                }
             }
             if now.duration_since(last_publish) >= PUBLISH_EVERY {
                 last_publish = now;
-                publish(index, &engine, &shared, &mut sc.extra, &inner, &outer);
+                publish(index, &engine, &shared, &mut sc.extra, &sockets);
             }
         }
     }
@@ -272,9 +323,9 @@ fn drain(engine: &mut Engine, sc: &mut Scratch) {
 }
 
 /// Sends frames that are all the engine's own (timeouts, shutdown).
-fn send_engine_frames(engine: &mut Engine, sc: &mut Scratch, inner: &PacketSocket, outer: &PacketSocket, rx: &RxBatch) {
-    send_port(engine, sc, Port::Inner, inner, rx);
-    send_port(engine, sc, Port::Outer, outer, rx);
+fn send_engine_frames(engine: &mut Engine, sc: &mut Scratch, sockets: &Sockets, rx: &RxBatch) {
+    send_port(engine, sc, Port::Inner, sockets.tx(Port::Inner), rx);
+    send_port(engine, sc, Port::Outer, sockets.tx(Port::Outer), rx);
 }
 
 /// Sends everything recorded for `port`, in order, with as few `sendmmsg`
@@ -366,16 +417,9 @@ fn send_in_order<'a, Q: SendQueue<'a>>(
     errors
 }
 
-fn publish(
-    index: usize,
-    engine: &Engine,
-    shared: &Shared,
-    extra: &mut WorkerSnapshot,
-    inner: &PacketSocket,
-    outer: &PacketSocket,
-) {
-    for s in [inner, outer] {
-        if let Ok(st) = s.take_stats() {
+fn publish(index: usize, engine: &Engine, shared: &Shared, extra: &mut WorkerSnapshot, sockets: &Sockets) {
+    for &i in &sockets.rx {
+        if let Ok(st) = sockets.all[i].1.take_stats() {
             extra.socket_drops += st.drops as u64;
         }
     }
@@ -390,6 +434,7 @@ fn publish(
             rx_errors: extra.rx_errors,
             capture_dropped: extra.capture_dropped,
             merge_timeout_us: engine.config().merge_timeout.as_micros() as u64,
+            in_kernel: engine.flows_in_kernel(),
         },
     );
 }

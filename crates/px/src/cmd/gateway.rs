@@ -17,7 +17,7 @@ use px_runtime::gateway::{self, ConfigError, GatewayConfig};
 /// CAP_NET_RAW and CAP_NET_ADMIN. SIGINT/SIGTERM: flush, restore the ports,
 /// exit 0. SIGHUP: read the configuration file again and apply what can
 /// change live (timeouts, limits, caravan prefixes, PSH policy, log
-/// interval); a change to ports, workers, MTUs, offload, the receive ring,
+/// interval, offload); a change to ports, workers, MTUs, GRO/GSO, the receive ring,
 /// the metrics address or the capture is refused in the log and the
 /// running configuration stays. Every option can also be set in a TOML file (--config); flags
 /// override the file. See examples/gateway.toml for all options.
@@ -58,7 +58,13 @@ pub struct GatewayArgs {
     icmp_source_v6: Option<std::net::Ipv6Addr>,
     /// Handle every frame in software (no GRO/GSO through PACKET_VNET_HDR).
     #[arg(long)]
-    no_offload: bool,
+    no_gro_gso: bool,
+    /// The kernel fast path: "on" moves established bulk TCP flows to a TC
+    /// program on the ports that re-cuts GRO super-packets in the kernel
+    /// (the engine decides which and when); "off": every packet crosses
+    /// user space (docs/fast-path.md).
+    #[arg(long, value_name = "off|on")]
+    offload: Option<px_runtime::gateway::FastPathMode>,
     /// Receive through the memory-mapped ring instead of recvmmsg.
     #[arg(long)]
     rx_ring: bool,
@@ -148,8 +154,11 @@ impl GatewayArgs {
         if let Some(v) = self.capture_files {
             c.capture_files = v;
         }
-        if self.no_offload {
-            c.offload = false;
+        if self.no_gro_gso {
+            c.gro_gso = false;
+        }
+        if let Some(m) = self.offload {
+            c.offload = m;
         }
         if self.rx_ring {
             c.rx_ring = true;

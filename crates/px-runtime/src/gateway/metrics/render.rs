@@ -53,6 +53,30 @@ pub fn summary(s: &WorkerSnapshot) -> String {
         c.total_drops(),
         s.socket_drops,
         s.send_errors
+    ) + &fast_path_summary(s)
+}
+
+/// The fast path's part of the log line, once it has carried a flow.
+fn fast_path_summary(s: &WorkerSnapshot) -> String {
+    let f = &s.counters.fast_path;
+    if f.installed == 0 {
+        return String::new();
+    }
+    let returned: Vec<String> = px_gateway::fast_path::ReturnReason::ALL
+        .iter()
+        .zip(f.returned)
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| format!("{} {n}", r.name()))
+        .collect();
+    format!(
+        " | fast path {} flows, {} installed, back: {}{} backlog {}, passed on {}, engine {}",
+        s.in_kernel,
+        f.installed,
+        returned.join(", "),
+        if returned.is_empty() { "" } else { "," },
+        f.backlog,
+        f.passed_on,
+        f.reclaimed_pmtu + f.reclaimed_config + f.reclaimed_removed
     )
 }
 

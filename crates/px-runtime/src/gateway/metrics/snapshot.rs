@@ -25,6 +25,8 @@ pub struct WorkerSnapshot {
     /// The merge timeout the worker's engine runs with now (it changes on
     /// a reload), in µs.
     pub merge_timeout_us: u64,
+    /// Flows the kernel fast path carries for this worker now.
+    pub in_kernel: usize,
 }
 
 /// Counts of the gateway process rather than of a worker.
@@ -115,6 +117,7 @@ fn total(snaps: &[WorkerSnapshot]) -> WorkerSnapshot {
         t.rx_errors += s.rx_errors;
         t.capture_dropped += s.capture_dropped;
         t.merge_timeout_us = t.merge_timeout_us.max(s.merge_timeout_us);
+        t.in_kernel += s.in_kernel;
     }
     t
 }

@@ -1,0 +1,678 @@
+//! The engine's side of the kernel fast path (`crate::fast_path`): when a
+//! flow goes to the kernel, and how it comes back.
+//!
+//! **Going.** Every TCP segment a flow carries in user space counts toward
+//! [`Config::offload_after`](crate::Config::offload_after). Once a flow
+//! qualifies ([`Engine::offload_plan`]: handshake seen both ways with both
+//! MSSs, established, not signed, not AccECN, no FIN or RST, nothing
+//! held, its expected sequence known, not back from the kernel within its
+//! backoff), it waits in a list, and goes at the next quiet moment the I/O
+//! layer reports ([`Engine::fast_path_sync`]: every socket read, nothing
+//! left to send), with the segment size each way that the engine itself
+//! would cut to (`segment_limit`).
+//!
+//! **Ordering at the handover.** Nothing is held when a flow goes (it is
+//! a condition), and the I/O layer calls `fast_path_sync` only after
+//! sending everything and finding its sockets empty, so no byte of the
+//! flow waits in user space when the kernel starts carrying it. A packet
+//! that arrives in the microseconds between that last empty read and the
+//! map update is read by user space later, possibly after the kernel
+//! forwarded newer ones: it is counted (`fast_path.backlog`), and takes
+//! the flow back.
+//!
+//! **Coming back.** The datapath hands a direction back on anything it
+//! does not handle (flags, options, a lone segment too big for the egress,
+//! ...): that packet and all later ones of the direction go to user space
+//! in order. The first packet of an offloaded flow the engine sees in
+//! user space therefore takes the whole flow back ([`Engine::reclaim`]):
+//! both directions are withdrawn, the expected sequence and the ICMP
+//! windows catch up with what the kernel carried, and the packet is
+//! handled as any other. The engine also takes flows back itself: on a
+//! reload, when it learns a smaller path MTU toward the flow's
+//! destination, before an ICMP error quoting the flow is checked, and
+//! when the flow leaves the table. A flow that came back waits a backoff
+//! before going again, doubled for each quick return (`fast_path.rs`).
+//!
+//! **Off-path senders** cannot steer this: a segment from outside that
+//! lies more than `MAX_AHEAD` from the stream is forwarded by the datapath
+//! unchanged (as the engine forwards a `Track::Foreign` segment) without
+//! handing the flow back, and nothing from outside makes a flow qualify
+//! that would not without it (the conditions are the conntrack's, which
+//! believes from outside only what an end host would).
+
+use std::time::Instant;
+
+use px_wire::tcp::flags;
+
+use super::Engine;
+use crate::fast_path::{DirKey, Direction, InstallError, Offload, Progress, ReturnReason};
+use crate::port::Port;
+use crate::segment::{Layout, Seg};
+
+/// Whether a flow that holds data may qualify: while it waits for the
+/// quiet moment (its hold is sent then), not at the install.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    Allowed,
+    Refused,
+}
+
+/// Why the engine took a flow back from the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reclaim {
+    /// A packet of it reached user space.
+    Packet,
+    /// A path MTU toward it changed (its segment size is stale).
+    PathMtu,
+    /// A reload, or the engine stops.
+    Config,
+    /// It leaves the flow table.
+    Removed,
+}
+
+impl Engine {
+    /// Gives the engine a datapath to offload flows to (`None`: none, the
+    /// default). Flows it carried before are taken back first.
+    pub fn set_datapath(&mut self, d: Option<Box<dyn crate::fast_path::Datapath>>, now: Instant) {
+        self.reclaim_all(now, Reclaim::Config);
+        self.datapath = d;
+    }
+
+    /// Whether a datapath is attached and the configuration lets flows go
+    /// to it.
+    #[inline]
+    pub(crate) fn fast_path_on(&self) -> bool {
+        self.datapath.is_some() && self.cfg.fast_path
+    }
+
+    /// Flows carried by the datapath now.
+    pub fn flows_in_kernel(&self) -> usize {
+        self.in_kernel
+    }
+
+    /// Before a TCP segment of flow `idx` that arrived on `from` is
+    /// handled in user space. If the kernel carries the flow: a segment
+    /// it handed back takes the flow back first (`false`: handle it as
+    /// any other); a segment it did not hand back (read from a socket
+    /// queue filled before the install, or one the kernel passes on as a
+    /// router would: far from the stream and too big to forward whole)
+    /// is to be forwarded as a router would, the flow staying in the
+    /// kernel (`true`), unless it has SYN, FIN, RST or URG.
+    #[inline]
+    pub(crate) fn before_user_space(&mut self, idx: u32, seg: &Seg, from: Port, now: Instant) -> bool {
+        let Some(plan) = self.flows.get(idx).and_then(|f| f.fast.offload) else { return false };
+        self.kernel_still_carries(idx, &plan, seg, from, now)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn kernel_still_carries(&mut self, idx: u32, plan: &Offload, seg: &Seg, from: Port, now: Instant) -> bool {
+        let key = match from {
+            Port::Outer => &plan.inbound.key,
+            Port::Inner => &plan.outbound.key,
+        };
+        let control = seg.flags & (flags::SYN | flags::FIN | flags::RST | flags::URG) != 0;
+        let on = self.datapath.as_ref().and_then(|d| d.progress(key)).is_some_and(|p| p.returned.is_none());
+        if on && !control {
+            self.counters.fast_path.passed_on += 1;
+            return true;
+        }
+        self.reclaim(idx, now, Reclaim::Packet);
+        false
+    }
+
+    /// A TCP segment of flow `idx` that arrived on `from`, handled in user
+    /// space, and that connection tracking took as the connection's
+    /// (`Track::Plain`: nothing off-path counts): counts it toward the
+    /// offload, and queues the flow for the next quiet moment once it
+    /// qualifies.
+    #[inline]
+    pub(crate) fn count_for_offload(&mut self, idx: u32, seg: &Seg, from: Port, gso: Option<u16>, now: Instant) {
+        if !self.fast_path_on() {
+            return;
+        }
+        let Some(f) = self.flows.get_mut(idx) else { return };
+        let len = seg.payload_len();
+        if len > 0 {
+            let unit = gso.filter(|g| *g > 0).map_or(len, |g| g as usize);
+            let segments = len.div_ceil(unit.max(1)) as u32;
+            f.fast.segments = f.fast.segments.saturating_add(segments);
+            let layout = Some(Layout::of(seg));
+            match from {
+                Port::Outer => f.fast.layout_in = layout,
+                Port::Inner => f.fast.layout_out = layout,
+            }
+        }
+        if f.fast.pending || f.fast.in_kernel() || f.fast.segments < self.cfg.offload_after {
+            return;
+        }
+        if self.offload_plan(idx, now, Held::Allowed).is_some()
+            && let Some(f) = self.flows.get_mut(idx)
+        {
+            f.fast.pending = true;
+            self.pending_offload.push((idx, f.id));
+        }
+    }
+
+    /// What the kernel would be asked to do for flow `idx` now, if it
+    /// qualifies (module docs).
+    pub(crate) fn offload_plan(&self, idx: u32, now: Instant, held: Held) -> Option<Offload> {
+        if !self.fast_path_on() {
+            return None;
+        }
+        let f = self.flows.get(idx)?;
+        let (c, l) = (&f.conn, &f.conn.life);
+        let ready = !f.fast.in_kernel()
+            && f.fast.backoff_over(now)
+            && f.fast.segments >= self.cfg.offload_after
+            && c.handshake.inner_mss.is_some()
+            && c.handshake.outer_mss.is_some()
+            && !c.handshake.accecn
+            && l.established
+            && !l.signed
+            && !l.reset
+            && !l.fin_outer
+            && !l.fin_inner
+            && (held == Held::Allowed || f.merge.held.is_none());
+        if !ready {
+            return None;
+        }
+        let next_in = c.next_in?;
+        let layout_in = f.fast.layout_in.or(f.fast.layout_out)?;
+        let layout_out = f.fast.layout_out.unwrap_or(layout_in);
+        let inbound_key = DirKey::of(&f.key, Port::Outer);
+        let outbound_key = DirKey::of(&f.key, Port::Inner);
+        let seg_in = self.segment_limit_for(now, Port::Inner, &layout_in, inbound_key.dst, Some(idx));
+        let seg_out = self.segment_limit_for(now, Port::Outer, &layout_out, outbound_key.dst, Some(idx));
+        let tcp_len = |l: &Layout| (px_wire::tcp::MIN_HEADER_LEN + l.options as usize) as u8;
+        Some(Offload {
+            inbound: Direction {
+                key: inbound_key,
+                from: Port::Outer,
+                segment: seg_in.min(u16::MAX as usize) as u16,
+                tcp_header_len: tcp_len(&layout_in),
+                check_window: true,
+                next_seq: next_in.0,
+            },
+            outbound: Direction {
+                key: outbound_key,
+                from: Port::Inner,
+                segment: seg_out.min(u16::MAX as usize) as u16,
+                tcp_header_len: tcp_len(&layout_out),
+                check_window: false,
+                next_seq: c.windows.seq_out.end().unwrap_or(0),
+            },
+        })
+    }
+
+    /// Whether flows wait for [`Engine::fast_path_sync`].
+    pub fn offload_pending(&self) -> bool {
+        !self.pending_offload.is_empty()
+    }
+
+    /// The first half of a quiet moment: what the flows waiting to go to
+    /// the kernel hold is sent (queued for [`Engine::poll_transmit`],
+    /// counted as [`FlushReason::FastPath`](crate::FlushReason::FastPath)).
+    /// The I/O layer sends it, then calls [`Engine::fast_path_sync`] if its
+    /// sockets are still empty.
+    pub fn fast_path_prepare(&mut self, now: Instant) {
+        for i in 0..self.pending_offload.len() {
+            let (idx, id) = self.pending_offload[i];
+            if self.flows.get(idx).is_some_and(|f| f.id == id && f.merge.held.is_some()) {
+                self.flush_flow(idx, crate::FlushReason::FastPath, now);
+            }
+        }
+    }
+
+    /// A quiet moment (the I/O layer sent everything, the frames of
+    /// [`Engine::fast_path_prepare`] included, and its sockets were
+    /// empty): the flows that qualified since the last one go to the
+    /// kernel, if they still qualify and hold nothing.
+    pub fn fast_path_sync(&mut self, now: Instant) {
+        if self.pending_offload.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending_offload);
+        for &(idx, id) in &pending {
+            let Some(f) = self.flows.get_mut(idx).filter(|f| f.id == id) else { continue };
+            f.fast.pending = false;
+            let Some(plan) = self.offload_plan(idx, now, Held::Refused) else { continue };
+            let Some(d) = self.datapath.as_mut() else { break };
+            match d.install(&plan) {
+                Ok(()) => {
+                    if let Some(f) = self.flows.get_mut(idx) {
+                        f.fast.since = Some(now);
+                        f.fast.offload = Some(plan);
+                        f.fast.seen_packets = 0;
+                    }
+                    self.in_kernel += 1;
+                    self.counters.fast_path.installed += 1;
+                }
+                Err(InstallError::Full) => self.counters.fast_path.table_full += 1,
+                Err(InstallError::Failed(_)) => self.counters.fast_path.install_failed += 1,
+            }
+        }
+        let mut pending = pending;
+        pending.clear();
+        self.pending_offload = pending;
+    }
+
+    /// Takes flow `idx` back from the kernel: both directions withdrawn,
+    /// the flow's expected sequence and ICMP windows brought up to what
+    /// the kernel carried.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn reclaim(&mut self, idx: u32, now: Instant, why: Reclaim) {
+        let Some(plan) = self.flows.get(idx).and_then(|f| f.fast.offload) else { return };
+        let (inb, outb) = match self.datapath.as_mut() {
+            Some(d) => (d.withdraw(&plan.inbound.key), d.withdraw(&plan.outbound.key)),
+            None => (None, None),
+        };
+        self.in_kernel = self.in_kernel.saturating_sub(1);
+        let lone = why == Reclaim::Packet
+            && [inb, outb].iter().flatten().any(|p| p.returned == Some(ReturnReason::Lone))
+            && ![inb, outb].iter().flatten().any(|p| p.returned.is_some_and(|r| r != ReturnReason::Lone));
+        let c = &mut self.counters.fast_path;
+        match why {
+            Reclaim::Packet => {
+                let r = inb.and_then(|p| p.returned).or(outb.and_then(|p| p.returned));
+                match r {
+                    Some(r) => c.returned[r as usize] += 1,
+                    // The kernel still carried it: a control segment read
+                    // from a socket queue filled before the install.
+                    None => c.backlog += 1,
+                }
+            }
+            Reclaim::PathMtu => c.reclaimed_pmtu += 1,
+            Reclaim::Config => c.reclaimed_config += 1,
+            Reclaim::Removed => c.reclaimed_removed += 1,
+        }
+        for p in [inb, outb].into_iter().flatten() {
+            c.kernel_packets += p.packets;
+            c.kernel_segs_in += p.segs_in;
+            c.kernel_segs_out += p.segs_out;
+            c.kernel_bytes += p.bytes;
+        }
+        c.kernel_full_out += inb.map_or(0, |p| p.full_out);
+        let Some(f) = self.flows.get_mut(idx) else { return };
+        if let Some(p) = inb {
+            catch_up(&mut f.conn, Port::Outer, &p);
+        }
+        if let Some(p) = outb {
+            catch_up(&mut f.conn, Port::Inner, &p);
+        }
+        f.last_seen = now;
+        f.fast.came_back(now, lone);
+    }
+
+    /// Brings flow `idx`'s expected sequence and ICMP windows up to what
+    /// the kernel carried, leaving the flow there.
+    pub(crate) fn catch_up_with_kernel(&mut self, idx: u32) {
+        let Some(plan) = self.flows.get(idx).and_then(|f| f.fast.offload) else { return };
+        let Some(d) = self.datapath.as_ref() else { return };
+        let (inb, outb) = (d.progress(&plan.inbound.key), d.progress(&plan.outbound.key));
+        self.counters.fast_path.icmp_catch_ups += 1;
+        let Some(f) = self.flows.get_mut(idx) else { return };
+        if let Some(p) = inb {
+            catch_up(&mut f.conn, Port::Outer, &p);
+        }
+        if let Some(p) = outb {
+            catch_up(&mut f.conn, Port::Inner, &p);
+        }
+    }
+
+    /// Takes every flow back (a reload, a stop).
+    pub(crate) fn reclaim_all(&mut self, now: Instant, why: Reclaim) {
+        if self.in_kernel == 0 {
+            return;
+        }
+        let idxs: Vec<u32> = self.flows.indices().collect();
+        for idx in idxs {
+            if self.flows.get(idx).is_some_and(|f| f.fast.in_kernel()) {
+                self.reclaim(idx, now, why);
+            }
+        }
+    }
+
+    /// Takes back the flows toward `dst` through `to` whose segment size
+    /// the kernel was given is no longer what the engine would cut to (a
+    /// path MTU learned or forgotten).
+    pub(crate) fn reclaim_resized(&mut self, now: Instant) {
+        if self.in_kernel == 0 {
+            return;
+        }
+        let idxs: Vec<u32> = self.flows.indices().collect();
+        for idx in idxs {
+            let Some(f) = self.flows.get(idx) else { continue };
+            let Some(old) = f.fast.offload else { continue };
+            let (lin, lout) = (f.fast.layout_in, f.fast.layout_out);
+            let (Some(lin), lout) = (lin.or(lout), lout) else { continue };
+            let lout = lout.unwrap_or(lin);
+            let seg_in = self.segment_limit_for(now, Port::Inner, &lin, old.inbound.key.dst, Some(idx));
+            let seg_out = self.segment_limit_for(now, Port::Outer, &lout, old.outbound.key.dst, Some(idx));
+            if seg_in != old.inbound.segment as usize || seg_out != old.outbound.segment as usize {
+                self.reclaim(idx, now, Reclaim::PathMtu);
+            }
+        }
+    }
+
+    /// Whether flow `idx`, idle in user space, still moves in the kernel;
+    /// if so its last-seen time is brought to `now`.
+    pub(crate) fn busy_in_kernel(&mut self, idx: u32, now: Instant) -> bool {
+        let Some(plan) = self.flows.get(idx).and_then(|f| f.fast.offload) else { return false };
+        let Some(d) = self.datapath.as_ref() else { return false };
+        let packets: u64 = [plan.inbound.key, plan.outbound.key]
+            .iter()
+            .filter_map(|k| d.progress(k))
+            .map(|p: Progress| p.packets)
+            .sum();
+        let Some(f) = self.flows.get_mut(idx) else { return false };
+        if packets > f.fast.seen_packets {
+            f.fast.seen_packets = packets;
+            f.last_seen = now;
+            return true;
+        }
+        false
+    }
+}
+
+/// What the kernel carried in the direction arriving on `from` brings the
+/// connection's state up to date: the expected inbound sequence (only
+/// forward, and only within what the engine would itself have moved it by)
+/// and the sequence window that ICMP errors are checked against.
+fn catch_up(c: &mut crate::conntrack::Conn, from: Port, p: &Progress) {
+    let end = px_wire::tcp::SeqNumber(p.next_seq);
+    match from {
+        Port::Outer => {
+            if c.next_in.is_some_and(|n| end.is_after(n)) {
+                c.next_in = Some(end);
+            }
+            c.windows.seq_in.on_data(p.next_seq, p.next_seq);
+        }
+        Port::Inner => c.windows.seq_out.on_data(p.next_seq, p.next_seq),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    use px_wire::offload::PacketMeta;
+    use px_wire::tcp::flags;
+
+    use super::*;
+    use crate::buf::Verdict;
+    use crate::config::Config;
+    use crate::fast_path::Datapath;
+    use crate::test_frames::Tcp;
+
+    /// What a fake datapath holds: each direction installed, with what
+    /// the "kernel" did since.
+    #[derive(Debug, Default)]
+    pub struct Table {
+        pub dirs: HashMap<DirKey, (Direction, Progress)>,
+        pub installs: u64,
+        pub withdrawals: u64,
+    }
+
+    /// A datapath in memory; the test plays the kernel through `table`.
+    #[derive(Debug, Clone, Default)]
+    pub struct Fake {
+        pub table: Arc<Mutex<Table>>,
+    }
+
+    impl Datapath for Fake {
+        fn install(&mut self, o: &Offload) -> Result<(), InstallError> {
+            let mut t = self.table.lock().unwrap();
+            t.installs += 1;
+            for d in [o.inbound, o.outbound] {
+                t.dirs.insert(d.key, (d, Progress { next_seq: d.next_seq, ..Progress::default() }));
+            }
+            Ok(())
+        }
+        fn progress(&self, key: &DirKey) -> Option<Progress> {
+            self.table.lock().unwrap().dirs.get(key).map(|(_, p)| *p)
+        }
+        fn withdraw(&mut self, key: &DirKey) -> Option<Progress> {
+            let mut t = self.table.lock().unwrap();
+            t.withdrawals += 1;
+            t.dirs.remove(key).map(|(_, p)| p)
+        }
+    }
+
+    pub const MSS_IN: usize = 1448;
+
+    pub fn engine(v6: bool) -> (Engine, Fake, Instant) {
+        let _ = v6;
+        let cfg = Config { fast_path: true, offload_after: 8, inner_gso: true, outer_gso: true, ..Config::default() };
+        let mut e = Engine::new(cfg).unwrap();
+        let fake = Fake::default();
+        let now = Instant::now();
+        e.set_datapath(Some(Box::new(fake.clone())), now);
+        (e, fake, now)
+    }
+
+    /// [`send`], for inputs that must not be dropped.
+    pub fn feed(e: &mut Engine, now: Instant, t: &Tcp) {
+        let v = send(e, now, t);
+        assert!(!matches!(v, Verdict::Dropped(_)), "{v:?}");
+    }
+
+    pub fn send(e: &mut Engine, now: Instant, t: &Tcp) -> Verdict {
+        let v = e.handle_packet(now, t.from, &mut t.build(), PacketMeta::PLAIN);
+        while let Some(x) = e.poll_transmit() {
+            e.recycle(x.buf);
+        }
+        v
+    }
+
+    /// SYN (MSS 1460) from outside, SYN-ACK (MSS 8960) from inside, the
+    /// handshake's ACK, then `n` full segments from outside from seq 1.
+    pub fn established(e: &mut Engine, now: Instant, v6: bool, n: u32) -> u32 {
+        let mut syn = Tcp::data(v6, Port::Outer, 0, 0);
+        syn.flags = flags::SYN;
+        syn.opts = vec![2, 4, 0x05, 0xb4];
+        feed(e, now, &syn);
+        let mut sa = Tcp::data(v6, Port::Inner, 0, 0);
+        sa.flags = flags::SYN | flags::ACK;
+        sa.opts = vec![2, 4, 0x23, 0x00];
+        sa.ack = 1;
+        feed(e, now, &sa);
+        let ack = Tcp::data(v6, Port::Outer, 1, 0);
+        feed(e, now, &ack);
+        let mut seq = 1;
+        for _ in 0..n {
+            feed(e, now, &Tcp::data(v6, Port::Outer, seq, MSS_IN));
+            seq += MSS_IN as u32;
+        }
+        seq
+    }
+
+    fn quiet(e: &mut Engine, now: Instant) {
+        e.fast_path_prepare(now);
+        while let Some(x) = e.poll_transmit() {
+            e.recycle(x.buf);
+        }
+        e.fast_path_sync(now);
+    }
+
+    #[test]
+    fn a_bulk_flow_goes_to_the_kernel_at_a_quiet_moment_with_the_engines_sizes() {
+        for v6 in [false, true] {
+            let (mut e, fake, now) = engine(v6);
+            let next = established(&mut e, now, v6, 7);
+            assert!(!e.offload_pending(), "7 segments: below offload_after");
+            feed(&mut e, now, &Tcp::data(v6, Port::Outer, next, MSS_IN));
+            assert!(e.offload_pending());
+            assert_eq!(fake.table.lock().unwrap().installs, 0, "only at a quiet moment");
+            quiet(&mut e, now);
+            assert_eq!(e.flows_in_kernel(), 1);
+            assert_eq!(e.held_bytes(), 0, "what it held was sent first");
+            assert_eq!(e.counters().flushes(crate::FlushReason::FastPath), 1);
+            let t = fake.table.lock().unwrap();
+            let ip = if v6 { 40 } else { 20 };
+            let (inb, _) = t.dirs.values().find(|(d, _)| d.from == Port::Outer).unwrap();
+            let (outb, _) = t.dirs.values().find(|(d, _)| d.from == Port::Inner).unwrap();
+            // 9000 less headers with timestamps; toward outside: MSS 1460 less 12.
+            assert_eq!(inb.segment as usize, 9000 - ip - 32, "v6={v6}");
+            assert_eq!(outb.segment as usize, 1500 - ip - 32);
+            assert_eq!(inb.next_seq, next + MSS_IN as u32);
+            assert!(inb.check_window && !outb.check_window);
+            assert_eq!((inb.tcp_header_len, outb.tcp_header_len), (32, 32));
+            assert_eq!(inb.key.sport, crate::test_frames::OUTER_PORT);
+        }
+    }
+
+    #[test]
+    fn flows_that_must_stay_with_the_engine_never_qualify() {
+        // No handshake seen (a connection older than the gateway).
+        let (mut e, _, now) = engine(false);
+        for i in 0..20 {
+            feed(&mut e, now, &Tcp::data(false, Port::Outer, 1 + i * MSS_IN as u32, MSS_IN));
+        }
+        assert!(!e.offload_pending(), "handshake not seen");
+        // A FIN from inside.
+        let (mut e, _, now) = engine(false);
+        let next = established(&mut e, now, false, 2);
+        let mut fin = Tcp::data(false, Port::Inner, 1, 0);
+        fin.flags = flags::FIN | flags::ACK;
+        feed(&mut e, now, &fin);
+        for i in 0..20 {
+            feed(&mut e, now, &Tcp::data(false, Port::Outer, next + i * MSS_IN as u32, MSS_IN));
+        }
+        assert!(!e.offload_pending(), "half closed");
+        // No datapath, or the configuration says off.
+        let mut e = Engine::new(Config { fast_path: true, offload_after: 8, ..Config::default() }).unwrap();
+        established(&mut e, now, false, 20);
+        assert!(!e.offload_pending(), "no datapath");
+        let (mut e, fake, now) = engine(false);
+        let mut cfg = e.config().clone();
+        cfg.fast_path = false;
+        e.set_config(now, cfg).unwrap();
+        established(&mut e, now, false, 20);
+        quiet(&mut e, now);
+        assert_eq!(fake.table.lock().unwrap().installs, 0, "offload off");
+    }
+
+    #[test]
+    fn a_handed_back_segment_takes_the_flow_back_and_catches_the_stream_up() {
+        let (mut e, fake, now) = engine(false);
+        let next = established(&mut e, now, false, 8);
+        quiet(&mut e, now);
+        assert_eq!(e.flows_in_kernel(), 1);
+        // The kernel carried 10 MB, then handed a FIN back.
+        let moved = 10_000_000u32;
+        let inb_key = {
+            let mut t = fake.table.lock().unwrap();
+            let (k, (_, p)) = t.dirs.iter_mut().find(|(_, (d, _))| d.from == Port::Outer).unwrap();
+            p.next_seq = next + moved;
+            p.returned = Some(ReturnReason::Flags);
+            p.packets = 100;
+            p.bytes = moved as u64;
+            *k
+        };
+        let mut fin = Tcp::data(false, Port::Outer, next + moved, 0);
+        fin.flags = flags::FIN | flags::ACK;
+        assert!(matches!(send(&mut e, now, &fin), Verdict::Forward { .. }));
+        assert_eq!(e.flows_in_kernel(), 0);
+        let t = fake.table.lock().unwrap();
+        assert!(t.dirs.is_empty(), "both directions withdrawn");
+        assert!(!t.dirs.contains_key(&inb_key));
+        let c = &e.counters().fast_path;
+        assert_eq!(c.returned[ReturnReason::Flags as usize], 1);
+        assert_eq!(c.kernel_bytes, moved as u64);
+        // The FIN was taken at the expected sequence: the stream caught up.
+        let f = e.flows.get(e.flows.indices().next().unwrap()).unwrap();
+        assert!(f.conn.life.fin_outer, "FIN at the caught-up sequence counts");
+        assert_eq!(f.conn.next_in.map(|s| s.0), Some(next + moved + 1));
+    }
+
+    #[test]
+    fn a_segment_the_kernel_did_not_hand_back_passes_and_the_flow_stays() {
+        let (mut e, fake, now) = engine(false);
+        let next = established(&mut e, now, false, 8);
+        quiet(&mut e, now);
+        // Read from a socket queue filled before the install.
+        let v = send(&mut e, now, &Tcp::data(false, Port::Outer, next - MSS_IN as u32, MSS_IN));
+        assert!(matches!(v, Verdict::Forward { .. }), "{v:?}");
+        assert_eq!(e.flows_in_kernel(), 1);
+        assert_eq!(e.counters().fast_path.passed_on, 1);
+        assert_eq!(fake.table.lock().unwrap().withdrawals, 0);
+        // ... unless it is a control segment.
+        let mut rst = Tcp::data(false, Port::Outer, next, 0);
+        rst.flags = flags::RST;
+        feed(&mut e, now, &rst);
+        assert_eq!(e.flows_in_kernel(), 0);
+        assert_eq!(e.counters().fast_path.backlog, 1);
+    }
+
+    #[test]
+    fn the_engine_takes_flows_back_on_reload_removal_and_a_smaller_path_mtu() {
+        let (mut e, fake, now) = engine(false);
+        established(&mut e, now, false, 8);
+        quiet(&mut e, now);
+        let mut cfg = e.config().clone();
+        cfg.merge_timeout = std::time::Duration::from_micros(100);
+        e.set_config(now, cfg).unwrap();
+        assert_eq!((e.flows_in_kernel(), e.counters().fast_path.reclaimed_config), (0, 1));
+        assert!(fake.table.lock().unwrap().dirs.is_empty());
+        // Idle in user space but moving in the kernel: kept.
+        let (mut e, fake, now) = engine(false);
+        established(&mut e, now, false, 8);
+        quiet(&mut e, now);
+        for (_, p) in fake.table.lock().unwrap().dirs.values_mut() {
+            p.packets = 5;
+        }
+        let later = now + e.config().flow_idle_timeout + std::time::Duration::from_secs(1);
+        e.handle_timeout(later);
+        assert_eq!((e.flow_count(), e.flows_in_kernel()), (1, 1), "busy in the kernel");
+        let much_later = later + e.config().flow_idle_timeout + std::time::Duration::from_secs(1);
+        e.handle_timeout(much_later);
+        assert_eq!((e.flow_count(), e.flows_in_kernel()), (0, 0), "idle everywhere: forgotten and withdrawn");
+        assert!(fake.table.lock().unwrap().dirs.is_empty());
+        assert_eq!(e.counters().fast_path.reclaimed_removed, 1);
+    }
+
+    #[test]
+    fn a_flow_that_comes_back_quickly_waits_before_it_goes_again_unless_it_was_a_lone_segment() {
+        let (mut e, fake, now) = engine(false);
+        let mut next = established(&mut e, now, false, 8);
+        quiet(&mut e, now);
+        let hand_back = |fake: &Fake, r: ReturnReason| {
+            for (d, p) in fake.table.lock().unwrap().dirs.values_mut() {
+                if d.from == Port::Outer {
+                    p.returned = Some(r);
+                }
+            }
+        };
+        hand_back(&fake, ReturnReason::Options);
+        let mut odd = Tcp::data(false, Port::Outer, next, MSS_IN);
+        odd.opts = vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1];
+        feed(&mut e, now, &odd);
+        next += MSS_IN as u32;
+        assert_eq!(e.flows_in_kernel(), 0);
+        for _ in 0..20 {
+            feed(&mut e, now, &Tcp::data(false, Port::Outer, next, MSS_IN));
+            next += MSS_IN as u32;
+        }
+        quiet(&mut e, now);
+        assert_eq!(e.flows_in_kernel(), 0, "within the backoff");
+        let later = now + crate::fast_path::MIN_BACKOFF;
+        for _ in 0..8 {
+            feed(&mut e, later, &Tcp::data(false, Port::Outer, next, MSS_IN));
+            next += MSS_IN as u32;
+        }
+        quiet(&mut e, later);
+        assert_eq!(e.flows_in_kernel(), 1, "after it");
+        // A lone segment: at once again.
+        hand_back(&fake, ReturnReason::Lone);
+        feed(&mut e, later, &Tcp::data(false, Port::Outer, next, MSS_IN));
+        next += MSS_IN as u32;
+        assert_eq!(e.flows_in_kernel(), 0);
+        feed(&mut e, later, &Tcp::data(false, Port::Outer, next, MSS_IN));
+        quiet(&mut e, later);
+        assert_eq!(e.flows_in_kernel(), 1);
+        assert_eq!(e.counters().fast_path.returned[ReturnReason::Lone as usize], 1);
+    }
+}

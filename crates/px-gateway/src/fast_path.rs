@@ -1,0 +1,276 @@
+//! The kernel fast path's contract with the engine (issue 28): what the
+//! engine asks a datapath to carry, and what the datapath reports back.
+//!
+//! The engine is the only decision maker. It offloads an established bulk
+//! flow to a [`Datapath`] (in `px gateway`, a TC program on each port that
+//! changes a GRO super-packet's segment size and redirects it to the other
+//! port) and takes it back when anything unusual happens. The datapath
+//! never creates a flow: it only carries what it was given, hands a
+//! direction back ([`Progress::returned`]) on what it does not handle, and
+//! forwards unchanged, as a router would, a segment from outside that lies
+//! too far from the stream to be the connection's.
+//!
+//! This leaf holds the types and the per-flow state ([`FastState`]); the
+//! engine's side (when a flow goes to the kernel and comes back) is
+//! `engine::offload`. A [`Datapath`] is the engine's only I/O-facing
+//! interface besides its frames: it is called rarely (install, withdraw,
+//! and for the few packets of an offloaded flow that reach user space),
+//! never per forwarded packet, and tests give the engine a fake one.
+
+use core::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::flow::FlowKey;
+use crate::port::Port;
+use crate::segment::Layout;
+
+/// One direction of a flow as the datapath keys it: the packet's own
+/// source and destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DirKey {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub sport: u16,
+    pub dport: u16,
+}
+
+impl DirKey {
+    /// The direction of `key`'s connection that arrives on `from`.
+    pub fn of(key: &FlowKey, from: Port) -> DirKey {
+        let (outer, inner, op, ip) = key.parts();
+        match from {
+            Port::Outer => DirKey { src: outer, dst: inner, sport: op, dport: ip },
+            Port::Inner => DirKey { src: inner, dst: outer, sport: ip, dport: op },
+        }
+    }
+}
+
+/// What the datapath is to do with one direction of an offloaded flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Direction {
+    pub key: DirKey,
+    /// The port its packets arrive on (they leave by the other).
+    pub from: Port,
+    /// Payload of each segment on the egress: a super-packet is re-cut to
+    /// this size if it carries more (the engine's `segment_limit`).
+    pub segment: u16,
+    /// The TCP header length (with options) `segment` was computed for: a
+    /// data segment with another header length is handed back (its
+    /// options would make a segment of `segment` bytes too big).
+    pub tcp_header_len: u8,
+    /// Check the sequence against the stream (segments from outside).
+    pub check_window: bool,
+    /// Where the stream is: the end of the furthest data seen.
+    pub next_seq: u32,
+}
+
+/// A flow to offload: both directions at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offload {
+    pub inbound: Direction,
+    pub outbound: Direction,
+}
+
+/// Why a datapath handed a direction back to user space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReturnReason {
+    /// SYN, FIN, RST, URG, or CWR on a super-packet.
+    Flags,
+    /// A TCP option the fast path does not pass, or a data segment whose
+    /// header length differs from the one its segment size was made for.
+    Options,
+    /// One segment too big for the egress that only the engine can cut.
+    Lone,
+    /// A super-packet smaller than the flow's minimum.
+    Small,
+    /// The kernel refused to change the segment size.
+    Adjust,
+    /// Anything else the datapath reports.
+    Other,
+}
+
+impl ReturnReason {
+    /// Every reason, in counter order.
+    pub const ALL: [ReturnReason; 6] = [
+        ReturnReason::Flags,
+        ReturnReason::Options,
+        ReturnReason::Lone,
+        ReturnReason::Small,
+        ReturnReason::Adjust,
+        ReturnReason::Other,
+    ];
+
+    /// Its name in metrics and status output.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReturnReason::Flags => "flags",
+            ReturnReason::Options => "options",
+            ReturnReason::Lone => "lone",
+            ReturnReason::Small => "small",
+            ReturnReason::Adjust => "adjust",
+            ReturnReason::Other => "other",
+        }
+    }
+}
+
+/// What a datapath did with one direction since it was installed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// The end of the furthest data it carried (or the value installed).
+    pub next_seq: u32,
+    /// Handed back to user space (and why); `None`: still carried.
+    pub returned: Option<ReturnReason>,
+    /// Packets it carried (a super-packet counts once), the wire segments
+    /// they arrived as and left as, the full-sized ones of those, and their
+    /// TCP payload bytes.
+    pub packets: u64,
+    pub segs_in: u64,
+    pub segs_out: u64,
+    pub full_out: u64,
+    pub bytes: u64,
+}
+
+/// Why a datapath refused a flow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InstallError {
+    /// Its flow table is full.
+    #[error("the fast path's flow table is full")]
+    Full,
+    /// Anything else (the message says what).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A kernel (or fake) datapath the engine offloads flows to.
+pub trait Datapath: Send + core::fmt::Debug {
+    /// Starts carrying both directions of a flow (replacing what it had
+    /// for them).
+    fn install(&mut self, o: &Offload) -> Result<(), InstallError>;
+    /// What it did with a direction, if it carries it.
+    fn progress(&self, key: &DirKey) -> Option<Progress>;
+    /// Stops carrying a direction; returns what it did with it.
+    fn withdraw(&mut self, key: &DirKey) -> Option<Progress>;
+}
+
+/// Where one flow stands with the fast path.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct FastState {
+    /// Carried by the datapath since this moment.
+    pub since: Option<Instant>,
+    /// The offload it was given.
+    pub offload: Option<Offload>,
+    /// Wire data segments seen in user space since the flow was last
+    /// installed or handed back (a super-packet counts its segments).
+    pub segments: u32,
+    /// Packets the datapath had carried at the last look (idle checks).
+    pub seen_packets: u64,
+    /// When it was last handed back, and how many times in a row it came
+    /// back soon after being installed (backoff).
+    pub returned_at: Option<Instant>,
+    pub quick_returns: u32,
+    /// Waiting in the engine's list for the next quiet moment.
+    pub pending: bool,
+    /// Header layout of the last data segment each way (outer → inner,
+    /// inner → outer): what the segment sizes are computed for.
+    pub layout_in: Option<Layout>,
+    pub layout_out: Option<Layout>,
+}
+
+/// Shortest wait before a flow that came back goes to the kernel again;
+/// doubled for each quick return in a row, up to [`MAX_BACKOFF`].
+pub(crate) const MIN_BACKOFF: Duration = Duration::from_millis(5);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// A flow that stayed in the kernel this long came back for a reason of
+/// its own, not because it flaps: its backoff starts over.
+pub(crate) const STABLE: Duration = Duration::from_secs(1);
+
+impl FastState {
+    pub fn in_kernel(&self) -> bool {
+        self.since.is_some()
+    }
+
+    /// Whether the backoff after the last return has passed at `now`.
+    pub fn backoff_over(&self, now: Instant) -> bool {
+        let Some(t) = self.returned_at else { return true };
+        let wait = MIN_BACKOFF.saturating_mul(1 << self.quick_returns.saturating_sub(1).min(16)).min(MAX_BACKOFF);
+        now.saturating_duration_since(t) >= wait
+    }
+
+    /// The flow came back from the kernel at `now`. A flow that came back
+    /// only for a lone segment too big for the egress (which the engine
+    /// cuts, and which the kernel cannot) is still the bulk flow it was:
+    /// it may go again at the next quiet moment, without a backoff.
+    pub fn came_back(&mut self, now: Instant, lone: bool) {
+        let stayed = self.since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        self.since = None;
+        self.offload = None;
+        self.seen_packets = 0;
+        self.pending = false;
+        if lone {
+            return;
+        }
+        self.quick_returns = if stayed >= STABLE { 0 } else { self.quick_returns.saturating_add(1) };
+        self.returned_at = Some(now);
+        self.segments = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dir_keys_are_the_packets_own_addresses() {
+        let (o, i): (IpAddr, IpAddr) = ("198.51.100.1".parse().unwrap(), "203.0.113.1".parse().unwrap());
+        let k = FlowKey::new(o, i, 40000, 5201);
+        assert_eq!(DirKey::of(&k, Port::Outer), DirKey { src: o, dst: i, sport: 40000, dport: 5201 });
+        assert_eq!(DirKey::of(&k, Port::Inner), DirKey { src: i, dst: o, sport: 5201, dport: 40000 });
+        let (o6, i6): (IpAddr, IpAddr) = ("2001:db8::1".parse().unwrap(), "2001:db8:1::1".parse().unwrap());
+        let k6 = FlowKey::new(o6, i6, 1, 2);
+        assert_eq!(DirKey::of(&k6, Port::Inner), DirKey { src: i6, dst: o6, sport: 2, dport: 1 });
+    }
+
+    #[test]
+    fn backoff_doubles_for_quick_returns_and_starts_over_after_a_stable_stay() {
+        let t0 = Instant::now();
+        let mut s = FastState { since: Some(t0), ..FastState::default() };
+        s.came_back(t0 + Duration::from_millis(1), false);
+        assert_eq!(s.quick_returns, 1);
+        let back = t0 + Duration::from_millis(1);
+        assert!(!s.backoff_over(back + Duration::from_millis(4)));
+        assert!(s.backoff_over(back + Duration::from_millis(5)));
+        s.since = Some(back);
+        s.came_back(back + Duration::from_millis(1), false);
+        assert_eq!(s.quick_returns, 2);
+        let back = back + Duration::from_millis(1);
+        assert!(!s.backoff_over(back + Duration::from_millis(9)));
+        assert!(s.backoff_over(back + Duration::from_millis(10)));
+        for _ in 0..40 {
+            s.since = s.returned_at;
+            let t = s.returned_at.unwrap() + Duration::from_millis(1);
+            s.came_back(t, false);
+        }
+        let t = s.returned_at.unwrap();
+        assert!(s.backoff_over(t + MAX_BACKOFF), "capped");
+        s.since = Some(t);
+        s.came_back(t + STABLE, false);
+        assert_eq!(s.quick_returns, 0);
+        assert!(s.backoff_over(t + STABLE + MIN_BACKOFF));
+    }
+
+    #[test]
+    fn a_lone_segment_costs_no_backoff_and_keeps_the_count() {
+        let t0 = Instant::now();
+        let mut s = FastState { since: Some(t0), segments: 100, ..FastState::default() };
+        s.came_back(t0 + Duration::from_micros(10), true);
+        assert!(!s.in_kernel());
+        assert!(s.backoff_over(t0 + Duration::from_micros(10)));
+        assert_eq!((s.segments, s.quick_returns), (100, 0));
+        s.since = Some(t0);
+        s.came_back(t0 + Duration::from_micros(20), false);
+        assert_eq!((s.segments, s.quick_returns), (0, 1));
+    }
+}
