@@ -299,8 +299,9 @@ pub struct FastPathCounters {
     pub kernel_segs_in: u64,
     pub kernel_segs_out: u64,
     pub kernel_bytes: u64,
-    /// Of `kernel_segs_out`, segments toward the inner port of the full
-    /// inner size (the yield's numerator).
+    /// Data segments the kernel sent toward the inner port, and those of
+    /// the full inner size (the yield's parts).
+    pub kernel_data_in: u64,
     pub kernel_full_out: u64,
 }
 
@@ -360,9 +361,12 @@ impl Counters {
     }
 
     /// The paper's conversion yield: the share of TCP data packets sent to
-    /// the inner port whose payload is exactly the inner MSS.
+    /// the inner port whose payload is exactly the inner MSS, by the engine
+    /// and by the kernel fast path for flows since taken back.
     pub fn conversion_yield(&self) -> f64 {
-        if self.inner_tcp_data_out == 0 { 0.0 } else { self.inner_tcp_full_out as f64 / self.inner_tcp_data_out as f64 }
+        let data = self.inner_tcp_data_out + self.fast_path.kernel_data_in;
+        let full = self.inner_tcp_full_out + self.fast_path.kernel_full_out;
+        if data == 0 { 0.0 } else { full as f64 / data as f64 }
     }
 
     /// Adds another engine's counters (for per-worker totals).
@@ -425,7 +429,7 @@ impl Counters {
 impl FastPathCounters {
     /// Adds another engine's counters to these.
     pub fn accumulate(&mut self, o: &FastPathCounters) {
-        let pairs: [(&mut u64, u64); 14] = [
+        let pairs: [(&mut u64, u64); 15] = [
             (&mut self.installed, o.installed),
             (&mut self.table_full, o.table_full),
             (&mut self.install_failed, o.install_failed),
@@ -440,6 +444,7 @@ impl FastPathCounters {
             (&mut self.kernel_segs_out, o.kernel_segs_out),
             (&mut self.kernel_bytes, o.kernel_bytes),
             (&mut self.kernel_full_out, o.kernel_full_out),
+            (&mut self.kernel_data_in, o.kernel_data_in),
         ];
         for (a, b) in pairs {
             *a += b;

@@ -131,6 +131,8 @@ pub struct Progress {
     pub segs_out: u64,
     pub full_out: u64,
     pub bytes: u64,
+    /// Of `segs_out`, those with payload.
+    pub data_out: u64,
 }
 
 /// Why a datapath refused a flow.

@@ -93,6 +93,7 @@ struct px_flow {
 	__u64 segs_out;      // the wire segments they leave as
 	__u64 full_out;      // of those, segments of gso_target bytes
 	__u64 bytes;         // TCP payload bytes redirected
+	__u64 data_out;      // of segs_out, those with payload
 };
 
 struct {
@@ -310,6 +311,8 @@ int px_fast_path(struct __sk_buff *skb)
 	__sync_fetch_and_add(&f->packets, 1);
 	__sync_fetch_and_add(&f->segs_in, segs_in);
 	__sync_fetch_and_add(&f->segs_out, out ? out : 1);
+	if (payload)
+		__sync_fetch_and_add(&f->data_out, out);
 	if (size == target)
 		__sync_fetch_and_add(&f->full_out, payload / target);
 	__sync_fetch_and_add(&f->bytes, payload);

@@ -61,6 +61,7 @@ struct Value {
     segs_out: u64,
     full_out: u64,
     bytes: u64,
+    data_out: u64,
 }
 
 // SAFETY: plain `repr(C)` data of integers with every bit pattern valid,
@@ -129,6 +130,7 @@ impl Value {
             segs_out: self.segs_out,
             full_out: self.full_out,
             bytes: self.bytes,
+            data_out: self.data_out,
         }
     }
 }
@@ -186,10 +188,10 @@ pub struct Live {
     pub packets: u64,
     pub segs_in: u64,
     pub segs_out: u64,
-    /// Full-sized segments toward the inner port.
+    /// Full-sized data segments toward the inner port, and all data
+    /// segments toward it (the yield's parts).
     pub full_in: u64,
-    /// Wire segments toward the inner port.
-    pub segs_toward_inner: u64,
+    pub data_in: u64,
     pub bytes: u64,
 }
 
@@ -296,7 +298,7 @@ impl FastPathStats {
             l.bytes += v.bytes;
             if v.out_ifindex == self.inner_ifindex {
                 l.full_in += v.full_out;
-                l.segs_toward_inner += v.segs_out;
+                l.data_in += v.data_out;
             }
         }
         l
@@ -381,8 +383,8 @@ mod tests {
     fn layouts_match_the_c_program() {
         // struct px_key: 4 + 4 address words, two ports, family, 3 pad.
         assert_eq!(size_of::<Key>(), 40);
-        // struct px_flow: 24 bytes of fields, five u64 counters.
-        assert_eq!(size_of::<Value>(), 64);
+        // struct px_flow: 24 bytes of fields, six u64 counters.
+        assert_eq!(size_of::<Value>(), 72);
         assert_eq!(std::mem::offset_of!(Value, next_seq), 16);
         assert_eq!(std::mem::offset_of!(Value, packets), 24);
     }

@@ -294,6 +294,7 @@ impl Engine {
             c.kernel_bytes += p.bytes;
         }
         c.kernel_full_out += inb.map_or(0, |p| p.full_out);
+        c.kernel_data_in += inb.map_or(0, |p| p.data_out);
         let Some(f) = self.flows.get_mut(idx) else { return };
         if let Some(p) = inb {
             catch_up(&mut f.conn, Port::Outer, &p);

@@ -127,6 +127,9 @@ impl KernelModel {
         if size == target && target > 0 {
             pr.full_out += (p.payload / target) as u64;
         }
+        if p.payload > 0 {
+            pr.data_out += p.payload.div_ceil(size.max(1)) as u64;
+        }
         Taken::Kernel(out)
     }
 }

@@ -330,7 +330,8 @@ pub fn run_with(
     for h in handles {
         let _ = h.join();
     }
-    // The workers took every flow back: the program goes.
+    // The workers took every flow back: the program goes, its counts kept.
+    let kernel_reasons = fast_path.as_ref().ok().map(|fp| fp.stats().reasons());
     drop(fast_path);
     // The ports go back first: nothing below may delay them (the capture
     // writer drains its queue; the metrics thread ends within its poll
@@ -356,7 +357,8 @@ pub fn run_with(
             s.capture_write_errors
         ));
     }
-    let total = shared.total();
+    let mut total = shared.total();
+    total.kernel_reasons = kernel_reasons;
     log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total)));
     Ok(total)
 }

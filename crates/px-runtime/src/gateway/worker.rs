@@ -435,6 +435,7 @@ fn publish(index: usize, engine: &Engine, shared: &Shared, extra: &mut WorkerSna
             capture_dropped: extra.capture_dropped,
             merge_timeout_us: engine.config().merge_timeout.as_micros() as u64,
             in_kernel: engine.flows_in_kernel(),
+            kernel_reasons: None,
         },
     );
 }

@@ -199,6 +199,9 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
             "send_errors": total.send_errors,
             "rx_errors": total.rx_errors,
             "counters": total.counters,
+            "fast_path_kernel": total.kernel_reasons.map(|r| {
+                px_runtime::fast_path::REASONS.iter().zip(r).map(|(k, v)| ((*k).to_string(), serde_json::Value::from(v))).collect::<serde_json::Map<_, _>>()
+            }),
         });
         std::fs::write(path, json.to_string()).map_err(|e| format!("--stats-file {}: {e}", path.display()))?;
     }

@@ -27,6 +27,9 @@ pub struct WorkerSnapshot {
     pub merge_timeout_us: u64,
     /// Flows the kernel fast path carries for this worker now.
     pub in_kernel: usize,
+    /// What the kernel fast path's program did with the packets it saw,
+    /// by [`crate::fast_path::REASONS`] (in the gateway's final total only).
+    pub kernel_reasons: Option<[u64; 12]>,
 }
 
 /// Counts of the gateway process rather than of a worker.

@@ -1,0 +1,222 @@
+//! Root tests of the kernel fast path (issue 28) with the real TC program
+//! on the gateway's ports: the topology of `px lab demo`, `px gateway
+//! --offload on`. Each test skips with a message when not root or when
+//! this build has no fast path (no clang at build time), and tears its
+//! namespaces and processes down on every path.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use px_lab::{BulkSpec, Pace, require_root_or_skip};
+
+fn fast_path_or_skip(name: &str) -> bool {
+    if !require_root_or_skip(name) {
+        return false;
+    }
+    if !px_runtime::fast_path::FastPath::built() {
+        eprintln!("skipping {name}: this build has no kernel fast path (clang, libbpf-dev)");
+        return false;
+    }
+    true
+}
+
+/// What the kernel carried, from the gateway's final stats.
+fn kernel(exit: &GatewayExit) -> (u64, u64, u64) {
+    let f = &exit.stats["counters"]["fast_path"];
+    let n = |k: &str| f[k].as_u64().unwrap_or(0);
+    (n("installed"), n("kernel_bytes"), exit.stats["fast_path_kernel"]["resized"].as_u64().unwrap_or(0))
+}
+
+/// Bulk transfers both ways, IPv4 and IPv6, SHA-256 at both ends, with
+/// flows in the kernel: the bytes are exact, the kernel carried most of
+/// the inbound bytes and re-cut super-packets, and each flow came back
+/// at its FIN.
+#[test]
+fn offloaded_transfers_are_sha256_exact_both_ways() {
+    if !fast_path_or_skip("offloaded_transfers_are_sha256_exact_both_ways") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let gw = Gateway::start(&lab, &["--offload", "on"]);
+    lab.ping_both();
+    let bytes = 24u64 << 20;
+    for (legacy, bnet, port) in [(LEGACY_V4, BNET_V4, 5401), (LEGACY_V6, BNET_V6, 5411)] {
+        exact_both_ways(&lab, legacy, bnet, port, 1, bytes);
+        exact_both_ways(&lab, legacy, bnet, port + 2, 4, bytes / 4);
+    }
+    let exit = gw.stop();
+    exit.assert_clean();
+    let (installed, carried, resized) = kernel(&exit);
+    eprintln!("fast path: {installed} installs, {carried} bytes in the kernel, {resized} super-packets re-cut");
+    eprintln!("{}", exit.stats);
+    assert!(installed >= 4, "{}", exit.stats);
+    // Inbound, 2 × 48 MB: most of it in the kernel.
+    assert!(carried > 48 << 20, "the kernel carried {carried} bytes: {}", exit.stats);
+    assert!(resized > 100, "{}", exit.stats);
+    let back = &exit.stats["counters"]["fast_path"]["returned"];
+    assert!(back[0].as_u64().unwrap_or(0) >= 1, "no flow came back at its FIN: {}", exit.stats);
+}
+
+/// One connection, from the legacy host to the b-network host: `chunks`
+/// writes of `chunk` bytes with `pause` between some, then either a FIN or
+/// an RST (SO_LINGER 0). Returns what the server read and whether it saw
+/// the reset.
+fn conversation(lab: &GwLab, port: u16, chunk: usize, chunks: usize, pause: Duration, reset: bool) -> (Vec<u8>, bool) {
+    let server = sock(BNET_V4, port);
+    let listener = lab.ns(lab.bnet).run(|| TcpListener::bind(server)).unwrap().unwrap();
+    set_accept_timeout(&listener, Duration::from_secs(10));
+    let pattern = |i: usize| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes()[3];
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let (mut c, _) = listener.accept().expect("accept");
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match c.read(&mut buf) {
+                    Ok(0) => return (got, false),
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (got, true),
+                    Err(e) => panic!("server read: {e}"),
+                }
+            }
+        });
+        lab.ns(lab.legacy)
+            .run(|| {
+                let mut c = TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect");
+                let mut off = 0;
+                for k in 0..chunks {
+                    let data: Vec<u8> = (off..off + chunk).map(pattern).collect();
+                    c.write_all(&data).expect("write");
+                    off += chunk;
+                    if k == chunks / 2 {
+                        std::thread::sleep(pause);
+                    }
+                }
+                if reset {
+                    // Everything written has been read by the server before the reset
+                    // goes out: wait until the socket's send queue is empty.
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while outq(&c) > 0 && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                    let l = libc::linger { l_onoff: 1, l_linger: 0 };
+                    // SAFETY: setsockopt on a valid socket with a linger struct.
+                    unsafe {
+                        libc::setsockopt(
+                            std::os::fd::AsRawFd::as_raw_fd(&c),
+                            libc::SOL_SOCKET,
+                            libc::SO_LINGER,
+                            (&raw const l).cast(),
+                            size_of::<libc::linger>() as u32,
+                        );
+                    }
+                    drop(c);
+                } else {
+                    c.shutdown(Shutdown::Write).unwrap();
+                }
+            })
+            .unwrap();
+        let (got, was_reset) = reader.join().unwrap();
+        let want: Vec<u8> = (0..chunk * chunks).map(pattern).collect();
+        assert!(
+            got == want,
+            "{} of {} bytes, first difference at {:?}",
+            got.len(),
+            want.len(),
+            got.iter().zip(&want).position(|(a, b)| a != b)
+        );
+        (got, was_reset)
+    })
+}
+
+/// Bytes not yet acknowledged in a socket's send queue (SIOCOUTQ).
+fn outq(c: &TcpStream) -> libc::c_int {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ) writes one int.
+    unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(c), libc::TIOCOUTQ, &mut n) };
+    n
+}
+
+/// Flows move to the kernel and back and no byte changes: a pause in the
+/// middle of a transfer (the flow idles in the kernel, then moves on), an
+/// RST after the data, a FIN; each exact, and the kernel handed each back
+/// on its control segment.
+#[test]
+fn flows_move_to_the_kernel_and_back_without_a_lost_byte() {
+    if !fast_path_or_skip("flows_move_to_the_kernel_and_back_without_a_lost_byte") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let gw = Gateway::start(&lab, &["--offload", "on"]);
+    lab.ping_both();
+    let (_, reset) = conversation(&lab, 5421, 1 << 20, 16, Duration::from_millis(1500), false);
+    assert!(!reset);
+    let (_, reset) = conversation(&lab, 5422, 1 << 20, 16, Duration::from_millis(200), true);
+    assert!(reset, "the server did not see the RST");
+    let exit = gw.stop();
+    exit.assert_clean();
+    let (installed, carried, _) = kernel(&exit);
+    eprintln!("{}", exit.stats);
+    assert!(installed >= 2 && carried > 8 << 20, "{}", exit.stats);
+    let back = exit.stats["counters"]["fast_path"]["returned"][0].as_u64().unwrap_or(0);
+    assert!(back >= 2, "FIN and RST should each hand a flow back: {}", exit.stats);
+}
+
+/// `kill -9` with flows in the kernel: the kernel frees the program with
+/// the process (it is not pinned), so the ports carry nothing more (fail
+/// closed, as without the fast path) and no BPF program is left behind;
+/// a new gateway carries traffic again.
+#[test]
+fn kill_9_with_flows_in_the_kernel_leaves_nothing_behind() {
+    if !fast_path_or_skip("kill_9_with_flows_in_the_kernel_leaves_nothing_behind") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let gw = Gateway::start(&lab, &["--offload", "on"]);
+    lab.ping_both();
+    let programs = || run_in(lab.ns(lab.gw), "bpftool", &["prog", "show"]).1.matches("px_fast_path").count();
+    assert_eq!(programs(), 1, "the program is loaded once");
+    let progress = AtomicU64::new(0);
+    let spec = BulkSpec {
+        server: sock(BNET_V4, 5431),
+        flows: 1,
+        bytes_per_flow: 4 << 30,
+        pace: Pace::FULL,
+        stall_timeout: Duration::from_secs(3),
+        sha256: false,
+    };
+    let (stalled, after_kill) = std::thread::scope(|s| {
+        let t = s.spawn(|| px_lab::bulk_tcp_counted(lab.ns(lab.legacy), lab.ns(lab.bnet), &spec, &progress));
+        // Well into the transfer: the flow is in the kernel.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while progress.load(Ordering::Relaxed) < 64 << 20 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(progress.load(Ordering::Relaxed) >= 64 << 20, "the transfer did not start");
+        // SAFETY: kill(2) on the gateway this test started.
+        assert_eq!(unsafe { libc::kill(gw.pid as i32, libc::SIGKILL) }, 0);
+        std::thread::sleep(Duration::from_millis(500));
+        let at_kill = progress.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(1000));
+        let later = progress.load(Ordering::Relaxed);
+        (t.join().unwrap().is_err(), later - at_kill)
+    });
+    drop(gw);
+    assert_eq!(after_kill, 0, "bytes still moved after the gateway died");
+    assert!(stalled, "the transfer should stall without the gateway");
+    assert_eq!(programs(), 0, "a BPF program outlived the gateway");
+    // A new gateway carries traffic again (fresh connections).
+    let gw = Gateway::start(&lab, &["--offload", "on"]);
+    exact_both_ways(&lab, LEGACY_V4, BNET_V4, 5433, 1, 8 << 20);
+    gw.stop().assert_clean();
+}
