@@ -179,7 +179,26 @@ pub(crate) struct FastState {
     /// inner → outer): what the segment sizes are computed for.
     pub layout_in: Option<Layout>,
     pub layout_out: Option<Layout>,
+    /// What GRO made of the flow's data in user space, since it last came
+    /// back: inbound data packets and their payload (the kernel can only
+    /// re-cut what GRO batched: a flow whose super-packets hold less than
+    /// one inner segment on average merges better in the engine);
+    /// outbound data packets, and those that were one segment too big for
+    /// the egress (which the kernel hands back). Halved past
+    /// [`BATCH_WINDOW`] packets, so they follow the flow.
+    pub in_packets: u32,
+    pub in_bytes: u64,
+    pub out_packets: u32,
+    pub out_lone: u32,
 }
+
+/// Packets each way [`FastState`]'s batch figures cover before they are
+/// halved.
+pub(crate) const BATCH_WINDOW: u32 = 256;
+
+/// At most one outbound data packet in this many may be a lone segment
+/// too big for the egress for the flow to go to the kernel.
+pub(crate) const MAX_LONE_ONE_IN: u32 = 10;
 
 /// Shortest wait before a flow that came back goes to the kernel again;
 /// doubled for each quick return in a row, up to [`MAX_BACKOFF`].
@@ -192,6 +211,38 @@ pub(crate) const STABLE: Duration = Duration::from_secs(1);
 impl FastState {
     pub fn in_kernel(&self) -> bool {
         self.since.is_some()
+    }
+
+    /// An inbound data packet of `len` payload bytes, seen in user space.
+    pub fn inbound_data(&mut self, len: usize) {
+        if self.in_packets >= BATCH_WINDOW {
+            self.in_packets /= 2;
+            self.in_bytes /= 2;
+        }
+        self.in_packets += 1;
+        self.in_bytes += len as u64;
+    }
+
+    /// An outbound data packet, `lone` if it was one segment too big for
+    /// the egress.
+    pub fn outbound_data(&mut self, lone: bool) {
+        if self.out_packets >= BATCH_WINDOW {
+            self.out_packets /= 2;
+            self.out_lone /= 2;
+        }
+        self.out_packets += 1;
+        self.out_lone += lone as u32;
+    }
+
+    /// Whether what GRO makes of the flow suits the kernel: its inbound
+    /// super-packets carry on average at least `inbound_segment` bytes
+    /// (one full inner segment), and few outbound packets are lone
+    /// segments too big for the egress. A direction without data says
+    /// nothing against it.
+    pub fn batches_suit_kernel(&self, inbound_segment: usize) -> bool {
+        let inbound = self.in_packets == 0 || self.in_bytes >= self.in_packets as u64 * inbound_segment as u64;
+        let outbound = self.out_lone * MAX_LONE_ONE_IN <= self.out_packets;
+        inbound && outbound
     }
 
     /// Whether the backoff after the last return has passed at `now`.
@@ -217,6 +268,10 @@ impl FastState {
         self.quick_returns = if stayed >= STABLE { 0 } else { self.quick_returns.saturating_add(1) };
         self.returned_at = Some(now);
         self.segments = 0;
+        self.in_packets = 0;
+        self.in_bytes = 0;
+        self.out_packets = 0;
+        self.out_lone = 0;
     }
 }
 

@@ -1,5 +1,6 @@
-//! `px bench gateway` (root): a short paced run of both rounds (px gateway,
-//! then a Linux router) on px-lab's gateway line. Checks the report's keys
+//! `px bench gateway` (root): a short paced run of the three rounds (px
+//! gateway, with the kernel fast path when this build has it, then a Linux
+//! router) on px-lab's gateway line. Checks the report's keys
 //! and that every flow arrived byte for byte within each link's MTU; the
 //! figures themselves are not asserted (a debug build on a shared machine).
 //! Skips with a message where it cannot run (not root).
@@ -13,9 +14,11 @@ fn gateway_and_router_rounds_deliver_every_flow_exactly() {
         eprintln!("skipped: px bench gateway needs root (network namespaces)");
         return;
     }
+    let fast = px_runtime::fast_path::FastPath::built();
     let out = Command::new(env!("CARGO_BIN_EXE_px"))
         .args(["bench", "gateway", "--json", "--seconds", "1.5", "--packets", "4000", "--split-packets", "400"])
         .args(["--flows", "40", "--rate-gbps", "0.15"])
+        .args(if fast { &["--offload"][..] } else { &[] })
         .output()
         .expect("px runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -24,7 +27,19 @@ fn gateway_and_router_rounds_deliver_every_flow_exactly() {
     for k in keys.iter().chain(&["gateway_own_cpu_s_per_gb", "router_own_cpu_s_per_gb"]) {
         assert!(v[k].as_f64().is_some_and(|x| x.is_finite() && x >= 0.0), "{k}: {v}");
     }
-    for (round, bnet_mtu) in [("gateway", 9000), ("router", 1500)] {
+    let rounds: &[(&str, u64)] = if fast {
+        &[("gateway", 9000), ("offload", 9000), ("router", 1500)]
+    } else {
+        &[("gateway", 9000), ("router", 1500)]
+    };
+    if fast {
+        for k in ["offload_gbps", "offload_cpu_s_per_gb", "offload_yield"] {
+            assert!(v[k].as_f64().is_some_and(|x| x.is_finite() && x >= 0.0), "{k}: {v}");
+        }
+        let installed = v["offload"]["stats"]["counters"]["fast_path"]["installed"].as_u64().unwrap_or(0);
+        assert!(installed > 0, "no flow went to the kernel: {}", v["offload"]["stats"]);
+    }
+    for &(round, bnet_mtu) in rounds {
         let r = &v[round];
         let flows = r["flows"].as_u64().unwrap();
         assert!(flows >= 40, "{round}: {r}");

@@ -73,6 +73,9 @@ pub struct GatewayBenchOptions {
     pub cpu: Option<usize>,
     /// Run the Linux router round too.
     pub router: bool,
+    /// Run a round of `px gateway --offload on` too (the kernel fast
+    /// path), after the user-space one.
+    pub offload: bool,
 }
 
 /// Why `px bench gateway` could not run.
@@ -208,6 +211,8 @@ pub struct Setup {
 #[derive(Debug, Clone)]
 pub struct GatewayBenchResult {
     pub gateway: GatewayRound,
+    /// The round with the kernel fast path, if run.
+    pub offload: Option<GatewayRound>,
     /// `None` without the router round.
     pub router: Option<RoundFigures>,
     pub setup: Setup,
@@ -273,30 +278,49 @@ pub fn run(o: &GatewayBenchOptions, say: &dyn Fn(&str)) -> Result<GatewayBenchRe
         sh(line.middle_ns(), &s)?;
     }
 
-    // Round 1: px gateway.
+    // Round 1: px gateway; round 1b: with the kernel fast path.
     let pin = if o.workers > 1 {
         (0..ncpu).map(|c| c.to_string()).collect::<Vec<_>>().join(",")
     } else {
         fwd_cpu.to_string()
     };
     let workers = o.workers.to_string();
-    say(&format!("round 1: px gateway ({} worker(s), CPU {pin}) for {} s…", o.workers, o.seconds));
-    let gw = GatewayProcess::start_wrapped(&line, &["taskset", "-c", &pin], &o.exe, &["--workers", &workers])
-        .map_err(GatewayBenchError::Gateway)?;
-    let mut frames = Frames { inbound, outbound, in_flow, out_flow };
     let own = |pid: Option<u32>| pid.and_then(cpu::process_cpu_seconds).unwrap_or(0.0);
-    let (c0, p0) = (CpuTimes::now(), own(Some(gw.pid)));
-    let t = replay::replay(&line, &mut frames, &keys.ids, pace, gen_cpu)?;
-    let use_gw = c0.since(fwd_cpu);
-    let p1 = own(Some(gw.pid));
-    let exit = gw.stop().map_err(GatewayBenchError::Gateway)?;
-    let gateway = GatewayRound {
-        figures: RoundFigures::of(&t, &use_gw, p1 - p0 + use_gw.softirq_s),
-        stats: exit.stats.clone(),
-        engine_yield: json!({
-            "inner_tcp_full_out": exit.counter("inner_tcp_full_out"),
-            "inner_tcp_data_out": exit.counter("inner_tcp_data_out"),
-        }),
+    let mut frames = Frames { inbound, outbound, in_flow, out_flow };
+    let gateway_round = |extra: &[&str], frames: &mut Frames| -> Result<GatewayRound, GatewayBenchError> {
+        let mut args = vec!["--workers", &workers];
+        args.extend_from_slice(extra);
+        let gw = GatewayProcess::start_wrapped(&line, &["taskset", "-c", &pin], &o.exe, &args)
+            .map_err(GatewayBenchError::Gateway)?;
+        let (c0, p0) = (CpuTimes::now(), own(Some(gw.pid)));
+        let t = replay::replay(&line, frames, &keys.ids, pace, gen_cpu)?;
+        let use_gw = c0.since(fwd_cpu);
+        let p1 = own(Some(gw.pid));
+        let exit = gw.stop().map_err(GatewayBenchError::Gateway)?;
+        Ok(GatewayRound {
+            figures: RoundFigures::of(&t, &use_gw, p1 - p0 + use_gw.softirq_s),
+            stats: exit.stats.clone(),
+            engine_yield: json!({
+                "inner_tcp_full_out": exit.counter("inner_tcp_full_out"),
+                "inner_tcp_data_out": exit.counter("inner_tcp_data_out"),
+            }),
+        })
+    };
+    say(&format!("round 1: px gateway ({} worker(s), CPU {pin}) for {} s…", o.workers, o.seconds));
+    let gateway = gateway_round(&[], &mut frames)?;
+    let offload = if o.offload {
+        say(&format!("round 1b: px gateway --offload on (the kernel fast path) for {} s…", o.seconds));
+        // The same trace from its start (the replay moved every flow on;
+        // a new gateway must see each flow's handshake, then its stream).
+        let mut fresh = Frames {
+            inbound: trace_frames(&inbound_cfg, o.packets as usize, imtu, emtu),
+            outbound: trace_frames(&outbound_cfg, o.split_packets as usize, imtu, emtu),
+            in_flow: frames.in_flow.clone(),
+            out_flow: frames.out_flow.clone(),
+        };
+        Some(gateway_round(&["--offload", "on"], &mut fresh)?)
+    } else {
+        None
     };
 
     // Round 2: Linux forwarding on the same line.
@@ -369,7 +393,7 @@ pub fn run(o: &GatewayBenchOptions, say: &dyn Fn(&str)) -> Result<GatewayBenchRe
         router_outbound: "the same flows cut at 1448 B (a router cannot cut DF 9000-byte segments)",
         gbps: "TCP payload delivered at both sinks / seconds until the last frame arrived",
     };
-    Ok(GatewayBenchResult { gateway, router, setup })
+    Ok(GatewayBenchResult { gateway, offload, router, setup })
 }
 
 impl GatewayBenchResult {
@@ -384,6 +408,14 @@ impl GatewayBenchResult {
         out.insert("gateway_own_cpu_s_per_gb".into(), json!(g.own_cpu_s_per_gb));
         out.insert("gateway_yield".into(), json!(g.yield_));
         out.insert("gateway".into(), json!(self.gateway));
+        if let Some(f) = &self.offload {
+            let g = &f.figures;
+            out.insert("offload_gbps".into(), json!(g.gbps));
+            out.insert("offload_cpu_s_per_gb".into(), json!(g.cpu_s_per_gb));
+            out.insert("offload_own_cpu_s_per_gb".into(), json!(g.own_cpu_s_per_gb));
+            out.insert("offload_yield".into(), json!(g.yield_));
+            out.insert("offload".into(), json!(f));
+        }
         match &self.router {
             Some(r) => {
                 out.insert("router_gbps".into(), json!(r.gbps));
@@ -422,6 +454,9 @@ impl GatewayBenchResult {
         };
         let (cpu, setup) = (self.setup.cpu, &self.setup);
         row("gateway", &self.gateway.figures);
+        if let Some(f) = &self.offload {
+            row("offload", &f.figures);
+        }
         if let Some(r) = &self.router {
             row("router", r);
         }

@@ -36,6 +36,11 @@ pub struct GatewayBenchArgs {
     /// Skip the Linux router round.
     #[arg(long)]
     no_router: bool,
+    /// Also run a round with the kernel fast path (`px gateway --offload
+    /// on`), on the same trace and CPU (JSON: `offload_gbps`,
+    /// `offload_cpu_s_per_gb`, `offload_yield`).
+    #[arg(long)]
+    offload: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -52,6 +57,7 @@ pub fn run(a: GatewayBenchArgs) -> Result<ExitCode, String> {
         rate_gbps: a.rate_gbps,
         cpu: a.cpu,
         router: !a.no_router,
+        offload: a.offload,
     };
     let r = gateway_bench::run(&o, &|m| {
         if !a.json {
