@@ -58,6 +58,8 @@ pub struct DemoOptions {
     pub workers: u64,
     /// Extra arguments for `px gateway`.
     pub gateway_args: Vec<String>,
+    /// Run the gateway with the kernel fast path (`--offload on`).
+    pub offload: bool,
 }
 
 /// What was measured in one direction.
@@ -123,6 +125,12 @@ pub struct DemoResult {
     pub gateway_flushes: Vec<u64>,
     /// Offload settings, as text.
     pub offloads: &'static str,
+    /// The gateway ran with the kernel fast path.
+    pub fast_path: bool,
+    /// Of the TCP payload through the gateway (both directions, all
+    /// rounds, as iperf3 counted it), the share the kernel fast path
+    /// carried.
+    pub kernel_share: f64,
     /// Seconds of each iperf3 run.
     pub seconds_per_run: u64,
     /// Rounds.
@@ -149,6 +157,8 @@ pub fn build() -> Result<Line, crate::RunError> {
 /// Gateway statistics of one round.
 struct GatewayOutcome {
     yield_: Option<f64>,
+    /// TCP payload bytes the kernel fast path carried.
+    kernel_bytes: u64,
     cpu_cores: f64,
     /// `counters.flush` of its final stats, in the engine's reason order.
     flushes: Vec<u64>,
@@ -159,7 +169,12 @@ fn stop_gateway(g: GatewayProcess) -> Result<GatewayOutcome, String> {
     if !exit.status.success() {
         return Err(format!("px gateway exited with {}; its log:\n{}", exit.status, exit.log));
     }
-    Ok(GatewayOutcome { yield_: exit.stats["yield"].as_f64(), cpu_cores: exit.cpu_cores, flushes: exit.flush_counts() })
+    Ok(GatewayOutcome {
+        yield_: exit.stats["yield"].as_f64(),
+        kernel_bytes: exit.stats["counters"]["fast_path"]["kernel_bytes"].as_u64().unwrap_or(0),
+        cpu_cores: exit.cpu_cores,
+        flushes: exit.flush_counts(),
+    })
 }
 
 /// One round: both directions through the gateway, then through the router.
@@ -259,6 +274,9 @@ pub fn run(o: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoResult, crate::Run
     let lab = build()?;
     let secs = o.seconds;
     let mut gw_args = vec!["--workers".to_string(), o.workers.to_string()];
+    if o.offload {
+        gw_args.extend(["--offload".to_string(), "on".to_string()]);
+    }
     gw_args.extend(o.gateway_args.iter().cloned());
     let mut rounds = Vec::new();
     for r in 0..o.rounds {
@@ -395,6 +413,13 @@ fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions)
             .map(|i| rounds.iter().filter_map(|r| r.gstats.flushes.get(i)).sum())
             .collect(),
         offloads: OFFLOADS_NOTE,
+        fast_path: o.offload,
+        kernel_share: {
+            let carried: u64 = rounds.iter().map(|r| r.gstats.kernel_bytes).sum();
+            // iperf3's receiver rate over each run's seconds.
+            let total: f64 = rounds.iter().map(|r| (r.gin.gbps + r.gout.gbps) * 1e9 / 8.0 * o.seconds as f64).sum();
+            if total > 0.0 { (carried as f64 / total).min(1.0) } else { 0.0 }
+        },
         seconds_per_run: o.seconds,
         rounds: o.rounds,
         flows: o.flows,
