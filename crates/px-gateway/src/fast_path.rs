@@ -66,11 +66,20 @@ pub struct Direction {
     pub next_seq: u32,
 }
 
-/// A flow to offload: both directions at once.
+/// What to offload of a flow: either direction or both. Each direction
+/// goes on its own terms (its data's GRO batches), and comes back alone
+/// unless the connection's state changes (SYN, FIN, RST, URG).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Offload {
-    pub inbound: Direction,
-    pub outbound: Direction,
+    pub inbound: Option<Direction>,
+    pub outbound: Option<Direction>,
+}
+
+impl Offload {
+    /// The directions to offload.
+    pub fn directions(&self) -> impl Iterator<Item = &Direction> {
+        self.inbound.iter().chain(self.outbound.iter())
+    }
 }
 
 /// Why a datapath handed a direction back to user space.
@@ -160,10 +169,11 @@ pub trait Datapath: Send + core::fmt::Debug {
 /// Where one flow stands with the fast path.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct FastState {
-    /// Carried by the datapath since this moment.
+    /// Carried (in one direction or both) by the datapath since this moment.
     pub since: Option<Instant>,
-    /// The offload it was given.
-    pub offload: Option<Offload>,
+    /// The directions the datapath carries, by the port they arrive on
+    /// (`Port as usize`: outbound, inbound).
+    pub dirs: [Option<Direction>; 2],
     /// Wire data segments seen in user space since the flow was last
     /// installed or handed back (a super-packet counts its segments).
     pub segments: u32,
@@ -197,8 +207,9 @@ pub(crate) struct FastState {
 pub(crate) const BATCH_WINDOW: u32 = 256;
 
 /// At most one outbound data packet in this many may be a lone segment
-/// too big for the egress for the flow to go to the kernel.
-pub(crate) const MAX_LONE_ONE_IN: u32 = 10;
+/// too big for the egress for the outbound direction to go to the kernel
+/// (each one the kernel meets hands the direction back).
+pub(crate) const MAX_LONE_ONE_IN: u32 = 100;
 
 /// Shortest wait before a flow that came back goes to the kernel again;
 /// doubled for each quick return in a row, up to [`MAX_BACKOFF`].
@@ -210,7 +221,12 @@ pub(crate) const STABLE: Duration = Duration::from_secs(1);
 
 impl FastState {
     pub fn in_kernel(&self) -> bool {
-        self.since.is_some()
+        self.dirs.iter().any(Option::is_some)
+    }
+
+    /// The direction arriving on `from`, if the datapath carries it.
+    pub fn dir(&self, from: Port) -> Option<&Direction> {
+        self.dirs[from as usize].as_ref()
     }
 
     /// An inbound data packet of `len` payload bytes, seen in user space.
@@ -234,15 +250,17 @@ impl FastState {
         self.out_lone += lone as u32;
     }
 
-    /// Whether what GRO makes of the flow suits the kernel: its inbound
-    /// super-packets carry on average at least `inbound_segment` bytes
-    /// (one full inner segment), and few outbound packets are lone
-    /// segments too big for the egress. A direction without data says
-    /// nothing against it.
-    pub fn batches_suit_kernel(&self, inbound_segment: usize) -> bool {
-        let inbound = self.in_packets == 0 || self.in_bytes >= self.in_packets as u64 * inbound_segment as u64;
-        let outbound = self.out_lone * MAX_LONE_ONE_IN <= self.out_packets;
-        inbound && outbound
+    /// Whether what GRO makes of the inbound data suits the kernel: its
+    /// super-packets carry on average at least `segment` bytes (one full
+    /// inner segment). No data (the ACKs of an outbound flow): yes.
+    pub fn inbound_suits_kernel(&self, segment: usize) -> bool {
+        self.in_packets == 0 || self.in_bytes >= self.in_packets as u64 * segment as u64
+    }
+
+    /// Whether the outbound data suits the kernel: few of its packets are
+    /// lone segments too big for the egress.
+    pub fn outbound_suits_kernel(&self) -> bool {
+        self.out_lone * MAX_LONE_ONE_IN <= self.out_packets
     }
 
     /// Whether the backoff after the last return has passed at `now`.
@@ -252,6 +270,22 @@ impl FastState {
         now.saturating_duration_since(t) >= wait
     }
 
+    /// The direction arriving on `from` came back alone at `now` (the
+    /// other stays in the kernel): for a lone segment, without a backoff
+    /// (whether it goes again is `outbound_suits_kernel`'s), otherwise
+    /// with one, as a whole flow's.
+    pub fn direction_back(&mut self, from: Port, now: Instant, lone: bool) {
+        self.dirs[from as usize] = None;
+        if !self.in_kernel() {
+            return self.came_back(now, lone);
+        }
+        if !lone {
+            let stayed = self.since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+            self.quick_returns = if stayed >= STABLE { 0 } else { self.quick_returns.saturating_add(1) };
+            self.returned_at = Some(now);
+        }
+    }
+
     /// The flow came back from the kernel at `now`. A flow that came back
     /// only for a lone segment too big for the egress (which the engine
     /// cuts, and which the kernel cannot) is still the bulk flow it was:
@@ -259,7 +293,7 @@ impl FastState {
     pub fn came_back(&mut self, now: Instant, lone: bool) {
         let stayed = self.since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         self.since = None;
-        self.offload = None;
+        self.dirs = [None, None];
         self.seen_packets = 0;
         self.pending = false;
         if lone {

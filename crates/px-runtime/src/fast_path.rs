@@ -335,7 +335,7 @@ impl Datapath for KernelDatapath {
     fn install(&mut self, o: &Offload) -> Result<(), InstallError> {
         let mut t = self.lock();
         let mut done = Vec::with_capacity(2);
-        for d in [&o.inbound, &o.outbound] {
+        for d in o.directions() {
             let v = Value {
                 state: STATE_ON,
                 out_ifindex: self.out_ifindex(d.from),

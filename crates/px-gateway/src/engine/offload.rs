@@ -91,41 +91,59 @@ impl Engine {
     }
 
     /// Before a TCP segment of flow `idx` that arrived on `from` is
-    /// handled in user space. If the kernel carries the flow: a segment
-    /// it handed back takes the flow back first (`false`: handle it as
-    /// any other); a segment it did not hand back (read from a socket
-    /// queue filled before the install, or one the kernel passes on as a
-    /// router would: far from the stream and too big to forward whole)
-    /// is to be forwarded as a router would, the flow staying in the
-    /// kernel (`true`), unless it has SYN, FIN, RST or URG.
+    /// handled in user space. If the kernel carries that direction: a
+    /// segment it handed back takes the direction back first (the whole
+    /// flow, for SYN, FIN, RST or URG), and is handled as any other
+    /// (`false`); a segment it did not hand back (read from a socket queue
+    /// filled before the install, or one the kernel passes on as a router
+    /// would: far from the stream and too big to forward whole) is to be
+    /// forwarded as a router would, the direction staying in the kernel
+    /// (`true`), unless it is a control segment.
     #[inline]
     pub(crate) fn before_user_space(&mut self, idx: u32, seg: &Seg, from: Port, now: Instant) -> bool {
-        let Some(plan) = self.flows.get(idx).and_then(|f| f.fast.offload) else { return false };
-        self.kernel_still_carries(idx, &plan, seg, from, now)
+        let Some(f) = self.flows.get(idx).filter(|f| f.fast.in_kernel()) else { return false };
+        match f.fast.dir(from).copied() {
+            Some(dir) => self.kernel_still_carries(idx, &dir, seg, now),
+            None => {
+                // This direction is the engine's; the other is the kernel's
+                // until the connection's state changes.
+                if seg.flags & (flags::SYN | flags::FIN | flags::RST | flags::URG) != 0 {
+                    self.reclaim(idx, now, Reclaim::Packet);
+                }
+                false
+            }
+        }
     }
 
     #[cold]
     #[inline(never)]
-    fn kernel_still_carries(&mut self, idx: u32, plan: &Offload, seg: &Seg, from: Port, now: Instant) -> bool {
-        let key = match from {
-            Port::Outer => &plan.inbound.key,
-            Port::Inner => &plan.outbound.key,
-        };
+    fn kernel_still_carries(&mut self, idx: u32, dir: &Direction, seg: &Seg, now: Instant) -> bool {
         let control = seg.flags & (flags::SYN | flags::FIN | flags::RST | flags::URG) != 0;
-        let on = self.datapath.as_ref().and_then(|d| d.progress(key)).is_some_and(|p| p.returned.is_none());
-        if on && !control {
+        let progress = self.datapath.as_ref().and_then(|d| d.progress(&dir.key));
+        let returned = progress.and_then(|p| p.returned);
+        if progress.is_some() && returned.is_none() && !control {
             self.counters.fast_path.passed_on += 1;
             return true;
         }
-        self.reclaim(idx, now, Reclaim::Packet);
+        match returned {
+            Some(r) => self.counters.fast_path.returned[r as usize] += 1,
+            // The kernel still carried it: a control segment read from a
+            // socket queue filled before the install.
+            None => self.counters.fast_path.backlog += 1,
+        }
+        if control || returned == Some(ReturnReason::Flags) {
+            self.reclaim(idx, now, Reclaim::Packet);
+        } else {
+            self.reclaim_direction(idx, dir.from, now, returned == Some(ReturnReason::Lone));
+        }
         false
     }
 
     /// A TCP segment of flow `idx` that arrived on `from`, handled in user
     /// space, and that connection tracking took as the connection's
     /// (`Track::Plain`: nothing off-path counts): counts it toward the
-    /// offload, and queues the flow for the next quiet moment once it
-    /// qualifies.
+    /// offload, and queues the flow for the next quiet moment once a
+    /// direction of it qualifies.
     #[inline]
     pub(crate) fn count_for_offload(&mut self, idx: u32, seg: &Seg, from: Port, gso: Option<u16>, now: Instant) {
         if !self.fast_path_on() {
@@ -152,7 +170,7 @@ impl Engine {
                 Port::Inner => f.fast.layout_out = layout,
             }
         }
-        if f.fast.pending || f.fast.in_kernel() || f.fast.segments < self.cfg.offload_after {
+        if f.fast.pending || f.fast.segments < self.cfg.offload_after {
             return;
         }
         if self.offload_plan(idx, now, Held::Allowed).is_some()
@@ -163,16 +181,16 @@ impl Engine {
         }
     }
 
-    /// What the kernel would be asked to do for flow `idx` now, if it
-    /// qualifies (module docs).
+    /// What the kernel would be asked to take of flow `idx` now: the
+    /// directions it does not carry yet that qualify (module docs), if
+    /// any.
     pub(crate) fn offload_plan(&self, idx: u32, now: Instant, held: Held) -> Option<Offload> {
         if !self.fast_path_on() {
             return None;
         }
         let f = self.flows.get(idx)?;
         let (c, l) = (&f.conn, &f.conn.life);
-        let ready = !f.fast.in_kernel()
-            && f.fast.backoff_over(now)
+        let ready = f.fast.backoff_over(now)
             && f.fast.segments >= self.cfg.offload_after
             && c.handshake.inner_mss.is_some()
             && c.handshake.outer_mss.is_some()
@@ -193,28 +211,24 @@ impl Engine {
         let outbound_key = DirKey::of(&f.key, Port::Inner);
         let seg_in = self.segment_limit_for(now, Port::Inner, &layout_in, inbound_key.dst, Some(idx));
         let seg_out = self.segment_limit_for(now, Port::Outer, &layout_out, outbound_key.dst, Some(idx));
-        if !f.fast.batches_suit_kernel(seg_in) {
-            return None;
-        }
         let tcp_len = |l: &Layout| (px_wire::tcp::MIN_HEADER_LEN + l.options as usize) as u8;
-        Some(Offload {
-            inbound: Direction {
-                key: inbound_key,
-                from: Port::Outer,
-                segment: seg_in.min(u16::MAX as usize) as u16,
-                tcp_header_len: tcp_len(&layout_in),
-                check_window: true,
-                next_seq: next_in.0,
-            },
-            outbound: Direction {
-                key: outbound_key,
-                from: Port::Inner,
-                segment: seg_out.min(u16::MAX as usize) as u16,
-                tcp_header_len: tcp_len(&layout_out),
-                check_window: false,
-                next_seq: c.windows.seq_out.end().unwrap_or(0),
-            },
-        })
+        let inbound = (f.fast.dir(Port::Outer).is_none() && f.fast.inbound_suits_kernel(seg_in)).then(|| Direction {
+            key: inbound_key,
+            from: Port::Outer,
+            segment: seg_in.min(u16::MAX as usize) as u16,
+            tcp_header_len: tcp_len(&layout_in),
+            check_window: true,
+            next_seq: next_in.0,
+        });
+        let outbound = (f.fast.dir(Port::Inner).is_none() && f.fast.outbound_suits_kernel()).then(|| Direction {
+            key: outbound_key,
+            from: Port::Inner,
+            segment: seg_out.min(u16::MAX as usize) as u16,
+            tcp_header_len: tcp_len(&layout_out),
+            check_window: false,
+            next_seq: c.windows.seq_out.end().unwrap_or(0),
+        });
+        (inbound.is_some() || outbound.is_some()).then_some(Offload { inbound, outbound })
     }
 
     /// Whether flows wait for [`Engine::fast_path_sync`].
@@ -252,12 +266,15 @@ impl Engine {
             let Some(d) = self.datapath.as_mut() else { break };
             match d.install(&plan) {
                 Ok(()) => {
-                    if let Some(f) = self.flows.get_mut(idx) {
+                    let Some(f) = self.flows.get_mut(idx) else { continue };
+                    if !f.fast.in_kernel() {
                         f.fast.since = Some(now);
-                        f.fast.offload = Some(plan);
                         f.fast.seen_packets = 0;
+                        self.in_kernel += 1;
                     }
-                    self.in_kernel += 1;
+                    for d in plan.directions() {
+                        f.fast.dirs[d.from as usize] = Some(*d);
+                    }
                     self.counters.fast_path.installed += 1;
                 }
                 Err(InstallError::Full) => self.counters.fast_path.table_full += 1,
@@ -269,51 +286,65 @@ impl Engine {
         self.pending_offload = pending;
     }
 
-    /// Takes flow `idx` back from the kernel: both directions withdrawn,
+    /// Withdraws the direction arriving on `from` of flow `idx`; returns
+    /// what the kernel did with it, and counts that.
+    fn withdraw_direction(&mut self, idx: u32, from: Port) -> Option<Progress> {
+        let dir = self.flows.get(idx).and_then(|f| f.fast.dir(from).copied())?;
+        let p = self.datapath.as_mut().and_then(|d| d.withdraw(&dir.key));
+        if let Some(p) = &p {
+            let c = &mut self.counters.fast_path;
+            c.kernel_packets += p.packets;
+            c.kernel_segs_in += p.segs_in;
+            c.kernel_segs_out += p.segs_out;
+            c.kernel_bytes += p.bytes;
+            if from == Port::Outer {
+                c.kernel_full_out += p.full_out;
+                c.kernel_data_in += p.data_out;
+            }
+        }
+        if let (Some(p), Some(f)) = (&p, self.flows.get_mut(idx)) {
+            catch_up(&mut f.conn, from, p);
+        }
+        p
+    }
+
+    /// Takes back the direction arriving on `from` of flow `idx`, the
+    /// other staying in the kernel (`lone`: it came back for a lone
+    /// segment too big for the egress).
+    fn reclaim_direction(&mut self, idx: u32, from: Port, now: Instant, lone: bool) {
+        self.withdraw_direction(idx, from);
+        let Some(f) = self.flows.get_mut(idx) else { return };
+        f.last_seen = now;
+        f.fast.direction_back(from, now, lone);
+        if !f.fast.in_kernel() {
+            self.in_kernel = self.in_kernel.saturating_sub(1);
+        }
+    }
+
+    /// Takes flow `idx` back from the kernel: every direction withdrawn,
     /// the flow's expected sequence and ICMP windows brought up to what
     /// the kernel carried.
     #[cold]
     #[inline(never)]
     pub(crate) fn reclaim(&mut self, idx: u32, now: Instant, why: Reclaim) {
-        let Some(plan) = self.flows.get(idx).and_then(|f| f.fast.offload) else { return };
-        let (inb, outb) = match self.datapath.as_mut() {
-            Some(d) => (d.withdraw(&plan.inbound.key), d.withdraw(&plan.outbound.key)),
-            None => (None, None),
-        };
+        if !self.flows.get(idx).is_some_and(|f| f.fast.in_kernel()) {
+            return;
+        }
+        let inb = self.withdraw_direction(idx, Port::Outer);
+        let outb = self.withdraw_direction(idx, Port::Inner);
         self.in_kernel = self.in_kernel.saturating_sub(1);
-        let lone = why == Reclaim::Packet
-            && [inb, outb].iter().flatten().any(|p| p.returned == Some(ReturnReason::Lone))
-            && ![inb, outb].iter().flatten().any(|p| p.returned.is_some_and(|r| r != ReturnReason::Lone));
         let c = &mut self.counters.fast_path;
         match why {
-            Reclaim::Packet => {
-                let r = inb.and_then(|p| p.returned).or(outb.and_then(|p| p.returned));
-                match r {
-                    Some(r) => c.returned[r as usize] += 1,
-                    // The kernel still carried it: a control segment read
-                    // from a socket queue filled before the install.
-                    None => c.backlog += 1,
-                }
-            }
+            // Counted by the caller, from the segment's direction.
+            Reclaim::Packet => {}
             Reclaim::PathMtu => c.reclaimed_pmtu += 1,
             Reclaim::Config => c.reclaimed_config += 1,
             Reclaim::Removed => c.reclaimed_removed += 1,
         }
-        for p in [inb, outb].into_iter().flatten() {
-            c.kernel_packets += p.packets;
-            c.kernel_segs_in += p.segs_in;
-            c.kernel_segs_out += p.segs_out;
-            c.kernel_bytes += p.bytes;
-        }
-        c.kernel_full_out += inb.map_or(0, |p| p.full_out);
-        c.kernel_data_in += inb.map_or(0, |p| p.data_out);
+        let lone = why == Reclaim::Packet
+            && [inb, outb].iter().flatten().any(|p| p.returned == Some(ReturnReason::Lone))
+            && ![inb, outb].iter().flatten().any(|p| p.returned.is_some_and(|r| r != ReturnReason::Lone));
         let Some(f) = self.flows.get_mut(idx) else { return };
-        if let Some(p) = inb {
-            catch_up(&mut f.conn, Port::Outer, &p);
-        }
-        if let Some(p) = outb {
-            catch_up(&mut f.conn, Port::Inner, &p);
-        }
         f.last_seen = now;
         f.fast.came_back(now, lone);
     }
@@ -321,16 +352,15 @@ impl Engine {
     /// Brings flow `idx`'s expected sequence and ICMP windows up to what
     /// the kernel carried, leaving the flow there.
     pub(crate) fn catch_up_with_kernel(&mut self, idx: u32) {
-        let Some(plan) = self.flows.get(idx).and_then(|f| f.fast.offload) else { return };
+        let Some(f) = self.flows.get(idx) else { return };
+        let dirs = f.fast.dirs;
         let Some(d) = self.datapath.as_ref() else { return };
-        let (inb, outb) = (d.progress(&plan.inbound.key), d.progress(&plan.outbound.key));
+        let progress: Vec<(Port, Progress)> =
+            dirs.iter().flatten().filter_map(|dir| d.progress(&dir.key).map(|p| (dir.from, p))).collect();
         self.counters.fast_path.icmp_catch_ups += 1;
         let Some(f) = self.flows.get_mut(idx) else { return };
-        if let Some(p) = inb {
-            catch_up(&mut f.conn, Port::Outer, &p);
-        }
-        if let Some(p) = outb {
-            catch_up(&mut f.conn, Port::Inner, &p);
+        for (from, p) in progress {
+            catch_up(&mut f.conn, from, &p);
         }
     }
 
@@ -347,9 +377,8 @@ impl Engine {
         }
     }
 
-    /// Takes back the flows toward `dst` through `to` whose segment size
-    /// the kernel was given is no longer what the engine would cut to (a
-    /// path MTU learned or forgotten).
+    /// Takes back the flows whose segment size the kernel was given is no
+    /// longer what the engine would cut to (a path MTU learned).
     pub(crate) fn reclaim_resized(&mut self, now: Instant) {
         if self.in_kernel == 0 {
             return;
@@ -357,13 +386,17 @@ impl Engine {
         let idxs: Vec<u32> = self.flows.indices().collect();
         for idx in idxs {
             let Some(f) = self.flows.get(idx) else { continue };
-            let Some(old) = f.fast.offload else { continue };
             let (lin, lout) = (f.fast.layout_in, f.fast.layout_out);
-            let (Some(lin), lout) = (lin.or(lout), lout) else { continue };
+            let Some(lin) = lin.or(lout) else { continue };
             let lout = lout.unwrap_or(lin);
-            let seg_in = self.segment_limit_for(now, Port::Inner, &lin, old.inbound.key.dst, Some(idx));
-            let seg_out = self.segment_limit_for(now, Port::Outer, &lout, old.outbound.key.dst, Some(idx));
-            if seg_in != old.inbound.segment as usize || seg_out != old.outbound.segment as usize {
+            let stale = f.fast.dirs.iter().flatten().any(|d| {
+                let (to, layout) = match d.from {
+                    Port::Outer => (Port::Inner, &lin),
+                    Port::Inner => (Port::Outer, &lout),
+                };
+                self.segment_limit_for(now, to, layout, d.key.dst, Some(idx)) != d.segment as usize
+            });
+            if stale {
                 self.reclaim(idx, now, Reclaim::PathMtu);
             }
         }
@@ -372,13 +405,10 @@ impl Engine {
     /// Whether flow `idx`, idle in user space, still moves in the kernel;
     /// if so its last-seen time is brought to `now`.
     pub(crate) fn busy_in_kernel(&mut self, idx: u32, now: Instant) -> bool {
-        let Some(plan) = self.flows.get(idx).and_then(|f| f.fast.offload) else { return false };
+        let Some(f) = self.flows.get(idx) else { return false };
+        let dirs = f.fast.dirs;
         let Some(d) = self.datapath.as_ref() else { return false };
-        let packets: u64 = [plan.inbound.key, plan.outbound.key]
-            .iter()
-            .filter_map(|k| d.progress(k))
-            .map(|p: Progress| p.packets)
-            .sum();
+        let packets: u64 = dirs.iter().flatten().filter_map(|dir| d.progress(&dir.key)).map(|p| p.packets).sum();
         let Some(f) = self.flows.get_mut(idx) else { return false };
         if packets > f.fast.seen_packets {
             f.fast.seen_packets = packets;
@@ -439,8 +469,8 @@ pub(crate) mod tests {
         fn install(&mut self, o: &Offload) -> Result<(), InstallError> {
             let mut t = self.table.lock().unwrap();
             t.installs += 1;
-            for d in [o.inbound, o.outbound] {
-                t.dirs.insert(d.key, (d, Progress { next_seq: d.next_seq, ..Progress::default() }));
+            for d in o.directions() {
+                t.dirs.insert(d.key, (*d, Progress { next_seq: d.next_seq, ..Progress::default() }));
             }
             Ok(())
         }
@@ -558,13 +588,16 @@ pub(crate) mod tests {
             feed(&mut e, now, &Tcp::data(false, Port::Outer, 1 + i * MSS_IN as u32, MSS_IN));
         }
         assert!(!e.offload_pending(), "handshake not seen");
-        // Small GRO batches: the engine merges them better.
-        let (mut e, _, now) = engine(false);
+        // Small GRO batches inbound: the engine merges them better (only
+        // the ACKs going out move to the kernel).
+        let (mut e, fake, now) = engine(false);
         let mut next = established(&mut e, now, false, 0);
         for _ in 0..30 {
             next = super_packet(&mut e, now, false, next, 2);
         }
-        assert!(!e.offload_pending(), "super-packets of 2 segments");
+        quiet(&mut e, now);
+        let dirs: Vec<Port> = fake.table.lock().unwrap().dirs.values().map(|(d, _)| d.from).collect();
+        assert_eq!(dirs, [Port::Inner], "super-packets of 2 segments stay with the engine");
         // A FIN from inside.
         let (mut e, _, now) = engine(false);
         let next = established(&mut e, now, false, 2);
@@ -666,39 +699,66 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_flow_that_comes_back_quickly_waits_before_it_goes_again_unless_it_was_a_lone_segment() {
+    fn a_direction_that_comes_back_quickly_waits_before_it_goes_again_unless_it_was_a_lone_segment() {
         let (mut e, fake, now) = engine(false);
         let mut next = established(&mut e, now, false, 8);
         quiet(&mut e, now);
-        let hand_back = |fake: &Fake, r: ReturnReason| {
+        let carried = |fake: &Fake| {
+            let mut v: Vec<Port> = fake.table.lock().unwrap().dirs.values().map(|(d, _)| d.from).collect();
+            v.sort_by_key(|p| *p as u8);
+            v
+        };
+        assert_eq!(carried(&fake), [Port::Inner, Port::Outer]);
+        let hand_back = |fake: &Fake, from: Port, r: ReturnReason| {
             for (d, p) in fake.table.lock().unwrap().dirs.values_mut() {
-                if d.from == Port::Outer {
+                if d.from == from {
                     p.returned = Some(r);
                 }
             }
         };
-        hand_back(&fake, ReturnReason::Options);
+        // Inbound handed back for an option: that direction comes back,
+        // the ACKs going out stay in the kernel.
+        hand_back(&fake, Port::Outer, ReturnReason::Options);
         let mut odd = Tcp::data(false, Port::Outer, next, MSS_IN);
         odd.opts = vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1];
         feed(&mut e, now, &odd);
         next += MSS_IN as u32;
-        assert_eq!(e.flows_in_kernel(), 0);
+        assert_eq!(carried(&fake), [Port::Inner]);
+        assert_eq!(e.flows_in_kernel(), 1);
         for _ in 0..3 {
             next = super_packet(&mut e, now, false, next, 8);
         }
         quiet(&mut e, now);
-        assert_eq!(e.flows_in_kernel(), 0, "within the backoff");
+        assert_eq!(carried(&fake), [Port::Inner], "within the backoff");
         let later = now + crate::fast_path::MIN_BACKOFF;
         next = super_packet(&mut e, later, false, next, 8);
         quiet(&mut e, later);
-        assert_eq!(e.flows_in_kernel(), 1, "after it");
-        // A lone segment: at once again.
-        hand_back(&fake, ReturnReason::Lone);
-        next = super_packet(&mut e, later, false, next, 8);
-        assert_eq!(e.flows_in_kernel(), 0);
-        super_packet(&mut e, later, false, next, 8);
+        assert_eq!(carried(&fake), [Port::Inner, Port::Outer], "after it");
+        // Outbound handed back for a lone jumbo segment: it comes back
+        // without a backoff, and goes again once its lone segments are rare.
+        hand_back(&fake, Port::Inner, ReturnReason::Lone);
+        let mut lone = Tcp::data(false, Port::Inner, 1, 8948);
+        lone.ack = next;
+        feed(&mut e, later, &lone);
+        assert_eq!(carried(&fake), [Port::Outer]);
         quiet(&mut e, later);
-        assert_eq!(e.flows_in_kernel(), 1);
+        assert_eq!(carried(&fake), [Port::Outer], "1 lone segment in 1 outbound data packet");
+        let mut off = 1 + 8948;
+        for _ in 0..100 {
+            let mut small = Tcp::data(false, Port::Inner, off, 1000);
+            small.ack = next;
+            feed(&mut e, later, &small);
+            off += 1000;
+        }
+        quiet(&mut e, later);
+        assert_eq!(carried(&fake), [Port::Inner, Port::Outer], "1 in 101");
         assert_eq!(e.counters().fast_path.returned[ReturnReason::Lone as usize], 1);
+        // A FIN from outside takes the whole flow back.
+        hand_back(&fake, Port::Outer, ReturnReason::Flags);
+        let mut fin = Tcp::data(false, Port::Outer, next, 0);
+        fin.flags = flags::FIN | flags::ACK;
+        feed(&mut e, later, &fin);
+        assert!(carried(&fake).is_empty());
+        assert_eq!(e.flows_in_kernel(), 0);
     }
 }

@@ -43,8 +43,8 @@ pub struct KernelModel {
 impl Datapath for KernelModel {
     fn install(&mut self, o: &Offload) -> Result<(), InstallError> {
         let mut t = self.table.lock().unwrap();
-        for d in [o.inbound, o.outbound] {
-            t.insert(d.key, Entry { dir: d, progress: Progress { next_seq: d.next_seq, ..Progress::default() } });
+        for d in o.directions() {
+            t.insert(d.key, Entry { dir: *d, progress: Progress { next_seq: d.next_seq, ..Progress::default() } });
             self.log.lock().unwrap().push((true, d.key));
         }
         Ok(())
