@@ -163,8 +163,14 @@ impl TcpExchange {
         self.tx.push_back(p);
     }
 
+    /// Our next sequence number: after the request once it is sent.
+    fn snd_nxt(&self) -> u32 {
+        let sent = if self.state == State::SynSent { 0 } else { self.request.len() as u32 };
+        self.iss.wrapping_add(1).wrapping_add(sent)
+    }
+
     fn send_ack(&mut self) {
-        let p = self.segment(flags::ACK, self.iss.wrapping_add(1), &[], None);
+        let p = self.segment(flags::ACK, self.snd_nxt(), &[], None);
         self.tx.push_back(p);
     }
 
@@ -185,7 +191,7 @@ impl TcpExchange {
 
     fn finish(&mut self, outcome: TcpOutcome, reset: bool) {
         if reset {
-            let seq = self.iss.wrapping_add(1).wrapping_add(self.request.len() as u32);
+            let seq = self.snd_nxt();
             let p = self.segment(flags::RST | flags::ACK, seq, &[], None);
             self.tx.push_back(p);
         }
@@ -219,8 +225,8 @@ impl TcpExchange {
                 if t.flags & (flags::SYN | flags::ACK) == flags::SYN | flags::ACK && t.ack == self.iss.wrapping_add(1) {
                     self.rcv_nxt = t.seq.wrapping_add(1);
                     self.send_ack();
-                    self.send_request();
                     self.state = State::Open;
+                    self.send_request();
                     self.rto = self.cfg.rto;
                     self.next_rto = now + self.rto;
                 }
@@ -565,6 +571,10 @@ mod tests {
         assert_eq!(&joined[20..], REQ, "the fragments carry the request");
         let last = tcp(sent.last().unwrap());
         assert_eq!(last.flags, flags::RST | flags::ACK);
+        let acks: Vec<_> = sent.iter().filter_map(|p| match parse(p) { Incoming::Tcp(t) if t.flags == flags::ACK => Some(t), _ => None }).collect();
+        assert_eq!(acks[0].seq, 101, "the handshake's ACK is before the request");
+        assert!(acks[1..].iter().all(|a| a.seq == 101 + REQ.len() as u32), "later ACKs are after it");
+        assert_eq!(last.seq, 101 + REQ.len() as u32);
         assert_eq!(x.outcome(), Some(&TcpOutcome::Answer(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody".to_vec())));
         assert_eq!(x.poll_timeout(), None);
     }

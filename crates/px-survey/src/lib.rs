@@ -29,6 +29,8 @@ pub mod packet;
 pub mod rate;
 pub mod record;
 pub mod report;
+#[cfg(target_os = "linux")]
+pub mod run;
 pub mod target;
 
 pub use record::{Class, FetchResult, Fingerprint, FragmentPath, Pmtud, Record, Stop};

@@ -79,6 +79,10 @@ enum Command {
     /// Deterministic simulations: the MTU-drop test, PMTUD at scale, MTU benefit.
     #[command(subcommand)]
     Sim(cmd::sim::SimCommand),
+    /// Fragment-delivery survey (paper §5.3): do servers answer IP-fragmented
+    /// requests, where do fragments stop, does ICMP PMTUD work (root; sends
+    /// real packets to the targets you give it).
+    Survey(cmd::survey::SurveyArgs),
     /// Man pages and shell completions from this CLI (for packaging).
     #[command(subcommand, hide = true)]
     Generate(cmd::generate::GenerateCommand),
@@ -106,6 +110,7 @@ fn dispatch(command: Command) -> Result<ExitCode, String> {
         Command::Pmtud(c) => c.run(),
         Command::Lab(c) => cmd::lab::run(c),
         Command::Sim(c) => cmd::sim::run(c),
+        Command::Survey(a) => cmd::survey::run_cmd(a),
         Command::Generate(c) => cmd::generate::run(c, Cli::command()),
     }
 }
