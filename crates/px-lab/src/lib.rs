@@ -22,6 +22,8 @@
 //!   `px lab pmtud`.
 //! - [`rr`]: the experiment of `px lab rr` (request/response latency,
 //!   gateway vs router).
+//! - [`survey`]: the lab "Internet" of `px lab survey` (the fragment-delivery
+//!   survey against a known ground truth).
 //! - [`addr`]: the only address ranges the lab will configure.
 //! - [`cleanup`]: the registry emptied on signals.
 
@@ -41,6 +43,7 @@ pub mod observe;
 pub mod pmtud;
 pub mod pmtud_compare;
 pub mod rr;
+pub mod survey;
 pub mod topology;
 pub mod traffic;
 
