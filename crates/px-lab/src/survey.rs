@@ -5,7 +5,7 @@
 //! compared, target by target, with the ground truth.
 //!
 //! ```text
-//!  client ── r1 ── r2 ── r3 ─┬─ srv   203.0.113.0/24 and 198.51.100.128/25 (local routes), HTTP on 5 ports
+//!  client ── r1 ── r2 ── r3 ─┬─ srv   203.0.113.0/24 and 198.51.100.128/25 (local routes), HTTP on 6 ports
 //!  .1      .2 .5  .6 .9 .10  └─ poor  the addresses of the poor-reassembly class (/32 routes from r3)
 //! ```
 //!
@@ -44,9 +44,9 @@ use crate::exp::TempFile;
 use crate::{Netns, NetnsGuard, Offloads, RunError, Veth};
 
 /// The ports the servers listen on.
-pub const PORTS: [u16; 5] = [80, 8080, 8000, 8008, 8888];
+pub const PORTS: [u16; 6] = [80, 8080, 8000, 8008, 8888, 8081];
 /// Ports of the `closed` addresses (nothing listens).
-const CLOSED_PORTS: [u16; 5] = [9, 13, 19, 21, 23];
+const CLOSED_PORTS: [u16; 6] = [9, 13, 19, 21, 23, 25];
 /// Body bytes of every answer (more than one 1500-byte packet, for PMTUD).
 pub const BODY: usize = 6000;
 
@@ -566,11 +566,11 @@ mod tests {
             assert_eq!(n, (380 * pct as usize).div_ceil(100), "{t:?}");
         }
         assert_ne!(assign(&addresses(), 7), assign(&addresses(), 8), "the seed matters");
-        let ts = targets(&a, 1900);
-        assert_eq!(ts.len(), 1900);
+        let ts = targets(&a, 2280);
+        assert_eq!(ts.len(), 2280);
         let keys: std::collections::HashSet<_> = ts.iter().map(|(a, p, _)| (*a, *p)).collect();
-        assert_eq!(keys.len(), 1900);
-        assert_eq!(targets(&a, 5000).len(), 1900, "no more than address × port");
+        assert_eq!(keys.len(), 2280);
+        assert_eq!(targets(&a, 5000).len(), 2280, "no more than address × port");
         let small = assign(&addresses()[..20], 1);
         assert!(Truth::MIX.iter().all(|(t, _)| small.iter().any(|(_, x)| x == t)), "each behaviour at least once");
     }

@@ -13,8 +13,8 @@ use px_lab::survey::{SurveyLabOptions, run};
 
 #[derive(Debug, Args)]
 pub struct LabSurveyArgs {
-    /// Targets (address × port; the lab has 380 addresses and 5 ports).
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(8..=1900))]
+    /// Targets (address × port; the lab has 380 addresses and 6 ports).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(8..=2280))]
     targets: u64,
     /// Seed of which address gets which behaviour.
     #[arg(long, default_value_t = 1)]
