@@ -21,8 +21,9 @@
 //! - `closed`: no server listens on its ports (RST).
 //!
 //! Only documentation addresses (the IPv4 ranges hold 512, so targets are
-//! address × port pairs); routers answer TTL expiry without rate limit (a
-//! real router's limit is what the hop test's rounds are for). In `srv`
+//! address × port pairs); routers answer TTL expiry without rate limit
+//! (`icmp_ratelimit` 0, a large `icmp_msgs_per_sec` and `icmp_msgs_burst`;
+//! a real router's limit is what the hop test's rounds are for). In `srv`
 //! each address answers through its own routing table (`ip rule from A`,
 //! `src A`): a host's path MTU cache is per route, so without this the first
 //! PMTUD test would lower the MTU of every address's path to the client.
@@ -118,6 +119,20 @@ pub struct SurveyLabOptions {
     pub loss_percent: u32,
     /// Keep the survey's output here (default: a temporary file).
     pub output: Option<PathBuf>,
+    /// Interrupt a first run with SIGINT after this long, then resume it
+    /// with a second run (what a user's Ctrl-C and rerun do).
+    pub interrupt_after: Option<Duration>,
+}
+
+/// The interrupted first run of [`SurveyLabOptions::interrupt_after`].
+#[derive(Clone, Debug, Serialize)]
+pub struct InterruptedRun {
+    /// `px survey`'s exit status (130: interrupted).
+    pub exit_code: Option<i32>,
+    /// Records in the output after it.
+    pub records: usize,
+    /// The output ended with a whole line.
+    pub whole_lines: bool,
 }
 
 /// One target the survey got wrong.
@@ -142,6 +157,8 @@ pub struct SurveyLabResult {
     pub targets_per_second: f64,
     pub seconds: f64,
     pub loss_percent: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_run: Option<InterruptedRun>,
     pub summary: Summary,
     #[serde(skip)]
     pub table: String,
@@ -395,6 +412,9 @@ fn build(assigned: &[(Ipv4Addr, Truth)], loss_percent: u32) -> Result<Internet, 
         r.enable_forwarding()?;
         r.set_sysctl("net.ipv4.icmp_ratelimit", "0")?;
         r.set_sysctl("net.ipv4.icmp_msgs_per_sec", "1000000")?;
+        // The global bucket refills per jiffy: without a large burst, a
+        // router answers at most 50 expiries in one.
+        r.set_sysctl("net.ipv4.icmp_msgs_burst", "1000000")?;
     }
     for p in targets_v4 {
         client.add_route(p, "198.51.100.2")?;
@@ -510,18 +530,35 @@ pub fn run(o: &SurveyLabOptions, say: &dyn Fn(&str)) -> Result<SurveyLabResult, 
             tmp_out.0.clone()
         }
     };
-    say("px lab survey: running px survey in the client namespace…");
-    let t0 = Instant::now();
     let exe = o.exe.to_string_lossy().to_string();
-    let out = lab
-        .client
-        .command(&exe)
-        .args(["survey", &targets_file.0.to_string_lossy(), "-o", &out_path.to_string_lossy()])
-        .args(["--concurrency", "128", "--rate", "20000", "--per-destination-rate", "1000"])
-        .args(["--timeout", "3s", "--rto", "250ms", "--retries", "2", "--max-hops", "6", "--hop-wait", "300ms"])
-        .args(["--quiet", "--json"])
-        .output()
-        .map_err(|e| format!("{exe} survey: {e}"))?;
+    let survey = || {
+        let mut c = lab.client.command(&exe);
+        c.args(["survey", &targets_file.0.to_string_lossy(), "-o", &out_path.to_string_lossy()])
+            .args(["--concurrency", "128", "--rate", "20000", "--per-destination-rate", "1000"])
+            .args(["--timeout", "3s", "--rto", "250ms", "--retries", "2", "--max-hops", "6", "--hop-wait", "300ms"])
+            .args(["--quiet", "--json"]);
+        c
+    };
+    let t0 = Instant::now();
+    let mut interrupted_run = None;
+    if let Some(after) = o.interrupt_after {
+        say(&format!("px lab survey: a first run, interrupted after {after:?}…"));
+        let mut c = survey();
+        c.stdout(Stdio::null()).stderr(Stdio::null());
+        let child = crate::LabChild::spawn(&mut c)?;
+        std::thread::sleep(after);
+        // `ip netns exec` execs px: the child's pid is px's.
+        let pid = child.id().ok_or("the survey process is gone")? as i32;
+        // SAFETY: kill(2) on the pid of our own child, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        let status = child.wait_with_output()?.status;
+        let text = std::fs::read_to_string(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
+        let records = Resume::read(&text).map_err(|e| format!("after the interrupt: {e}"))?.records.len();
+        interrupted_run =
+            Some(InterruptedRun { exit_code: status.code(), records, whole_lines: text.is_empty() || text.ends_with('\n') });
+    }
+    say("px lab survey: running px survey in the client namespace…");
+    let out = survey().output().map_err(|e| format!("{exe} survey: {e}"))?;
     let seconds = t0.elapsed().as_secs_f64();
     if !out.status.success() {
         return Err(format!("px survey failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr)).into());
@@ -548,6 +585,7 @@ pub fn run(o: &SurveyLabOptions, say: &dyn Fn(&str)) -> Result<SurveyLabResult, 
         targets_per_second: records.len() as f64 / seconds,
         seconds,
         loss_percent: o.loss_percent,
+        interrupted_run,
         table: summary.table(),
         summary,
     })

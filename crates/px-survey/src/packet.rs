@@ -131,9 +131,11 @@ pub enum Incoming {
     TimeExceeded {
         /// The router that sent it.
         from: Ipv4Addr,
-        /// The quoted packet's destination and identification.
+        /// The quoted packet's destination, identification and (TCP or
+        /// UDP) source port, which tells which of our tests sent it.
         quoted_dst: Ipv4Addr,
         quoted_ident: u16,
+        quoted_sport: Option<u16>,
     },
     /// Anything else (ignored).
     Other,
@@ -172,10 +174,12 @@ pub fn parse(packet: &[u8]) -> Incoming {
             if m.msg_type() != icmp::V4_TIME_EXCEEDED || m.code() != 0 || q.len() < 20 || q[0] >> 4 != 4 {
                 return Incoming::Other;
             }
+            let ihl = (q[0] & 0x0f) as usize * 4;
             Incoming::TimeExceeded {
                 from: src,
                 quoted_dst: Ipv4Addr::new(q[16], q[17], q[18], q[19]),
                 quoted_ident: u16::from_be_bytes([q[4], q[5]]),
+                quoted_sport: q.get(ihl..ihl + 2).map(|p| u16::from_be_bytes([p[0], p[1]])),
             }
         }
         _ => Incoming::Other,
@@ -231,7 +235,12 @@ mod tests {
         let mut out = [0u8; 200];
         let r = Ipv4Addr::new(198, 51, 100, 2);
         let n = icmp::emit_v4_error(&mut out, 1, icmp::V4_TIME_EXCEEDED, 0, [0; 4], r, C, &probe, 28);
-        assert_eq!(parse(&out[..n]), Incoming::TimeExceeded { from: r, quoted_dst: S, quoted_ident: 0x1234 });
+        assert_eq!(
+            parse(&out[..n]),
+            Incoming::TimeExceeded { from: r, quoted_dst: S, quoted_ident: 0x1234, quoted_sport: Some(61000) }
+        );
+        let n = icmp::emit_v4_error(&mut out, 1, icmp::V4_TIME_EXCEEDED, 0, [0; 4], r, C, &probe, 20);
+        assert!(matches!(parse(&out[..n]), Incoming::TimeExceeded { quoted_sport: None, .. }), "header only");
         let n = icmp::emit_v4_error(&mut out, 1, icmp::V4_TIME_EXCEEDED, 1, [0; 4], r, C, &probe, 28);
         assert_eq!(parse(&out[..n]), Incoming::Other, "reassembly time exceeded is not a hop answer");
     }

@@ -346,15 +346,17 @@ impl Driver<'_> {
             }
             Stage::Hops => Current::Hops(HopTest::new(now, self.opts.hops, ends, iss, ident, &req)),
         };
-        if matches!(job.current, Current::Tcp(_)) {
-            self.by_conn.insert((ends.dst, ends.dport, sport), id);
-        }
+        // TCP segments come from the target's port; a hop test's answers
+        // quote our source port (keyed with port 0).
+        let key_port = if matches!(job.current, Current::Tcp(_)) { ends.dport } else { 0 };
+        self.by_conn.insert((ends.dst, key_port, sport), id);
     }
 
     fn release(&mut self, job: &mut Job) {
         if job.sport != 0 {
             self.ports_in_use.remove(&job.sport);
             self.by_conn.remove(&(job.target.addr, job.target.port, job.sport));
+            self.by_conn.remove(&(job.target.addr, 0, job.sport));
             job.sport = 0;
         }
         job.current = Current::None;
@@ -600,14 +602,12 @@ pub fn run(
             }
         }
         while let Some(n) = Sockets::recv(&sockets.icmp, &mut buf) {
-            if let Incoming::TimeExceeded { from, quoted_dst, quoted_ident } = parse(&buf[..n]) {
-                for job in jobs.iter_mut().flatten() {
-                    if let Current::Hops(h) = &mut job.current
-                        && h.dst() == quoted_dst
-                    {
-                        h.on_time_exceeded(from, quoted_dst, quoted_ident);
-                    }
-                }
+            if let Incoming::TimeExceeded { from, quoted_dst, quoted_ident, quoted_sport: Some(sport) } = parse(&buf[..n])
+                && let Some(&id) = d.by_conn.get(&(quoted_dst, 0, sport))
+                && let Some(job) = jobs[id].as_mut()
+                && let Current::Hops(h) = &mut job.current
+            {
+                h.on_time_exceeded(from, quoted_dst, quoted_ident);
             }
         }
         // Timers, transmissions, next steps.

@@ -25,6 +25,10 @@ pub struct LabSurveyArgs {
     /// Keep the survey's JSON lines in this file.
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Interrupt a first run with SIGINT after this long (e.g. 2s), then
+    /// resume it: checks that Ctrl-C leaves a valid, resumable output.
+    #[arg(long, value_parser = crate::cmd::probe::parse_duration)]
+    interrupt_after: Option<std::time::Duration>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -35,7 +39,7 @@ pub fn survey(a: LabSurveyArgs) -> Result<ExitCode, String> {
         return Err("px lab survey needs root and network namespaces".into());
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))?;
-    let opts = SurveyLabOptions { exe, targets: a.targets as usize, seed: a.seed, loss_percent: a.loss, output: a.output };
+    let opts = SurveyLabOptions { exe, targets: a.targets as usize, seed: a.seed, loss_percent: a.loss, output: a.output, interrupt_after: a.interrupt_after };
     let json = a.json;
     let r = run(&opts, &|line| {
         if !json {
@@ -54,6 +58,14 @@ pub fn survey(a: LabSurveyArgs) -> Result<ExitCode, String> {
             "  classification: {}\n",
             if r.exact_classification { "exact for every target".to_string() } else { format!("{} mismatches", r.mismatches.len()) }
         );
+        if let Some(i) = &r.interrupted_run {
+            println!(
+                "  interrupted first run: exit {:?}, {} records, {}; the second run resumed from them\n",
+                i.exit_code,
+                i.records,
+                if i.whole_lines { "whole lines only" } else { "a CUT LINE" }
+            );
+        }
         for m in r.mismatches.iter().take(10) {
             println!("    {} ({:?}): {}", m.target, m.truth, m.got);
         }
