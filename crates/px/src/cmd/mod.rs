@@ -12,6 +12,7 @@ pub mod lab_exp;
 pub mod lab_pmtud;
 pub mod lab_quic;
 pub mod lab_rr;
+pub mod lab_rtt;
 pub mod lab_survey;
 pub mod probe;
 pub mod sim;
