@@ -300,7 +300,9 @@ pub fn run(o: &RttOptions, say: &dyn Fn(&str)) -> Result<RttResult, RunError> {
     let mut lines = Vec::new();
     let mut gateway = None;
     if o.gateway {
-        say("px lab rtt: b-network host (9000) → px gateway → legacy host (1500), and the same through a Linux router…");
+        say(
+            "px lab rtt: b-network host (9000) → px gateway → legacy host (1500), and the same through a Linux router…",
+        );
         let gw_line = crate::demo::build()?;
         gw_line.address(Addressing::Bump).map_err(|e| e.to_string())?;
         gateway = Some(GatewayProcess::start(&gw_line, &o.exe, &Vec::<String>::new())?);
@@ -396,7 +398,16 @@ mod tests {
 
     #[test]
     fn ratios_are_medians_above_one_frame() {
-        let row = |path, size, p50_us| RttRow { path, proto: "udp", size, samples: 1, lost: 0, p10_us: 0.0, p50_us, p90_us: 0.0 };
+        let row = |path, size, p50_us| RttRow {
+            path,
+            proto: "udp",
+            size,
+            samples: 1,
+            lost: 0,
+            p10_us: 0.0,
+            p50_us,
+            p90_us: 0.0,
+        };
         let rows = vec![
             row("1500", 1000, 10.0),
             row("9000", 1000, 100.0),

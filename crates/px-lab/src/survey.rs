@@ -232,7 +232,11 @@ pub fn compare(records: &[Record], truth: &HashMap<String, Truth>) -> Vec<Mismat
         if let Some(hop) = t.stop_hop()
             && r.fragment_path.as_ref().and_then(|p| p.stop_hop) != Some(hop)
         {
-            bad(&r.target, t, format!("fragments stop at {:?}", r.fragment_path.as_ref().map(|p| (p.stop, p.stop_hop))));
+            bad(
+                &r.target,
+                t,
+                format!("fragments stop at {:?}", r.fragment_path.as_ref().map(|p| (p.stop, p.stop_hop))),
+            );
         }
         if t == Truth::PoorReassembly && r.fragment_path.as_ref().map(|p| p.stop) != Some(Stop::Destination) {
             bad(&r.target, t, "fragments not seen reaching the server".into());
@@ -554,8 +558,11 @@ pub fn run(o: &SurveyLabOptions, say: &dyn Fn(&str)) -> Result<SurveyLabResult, 
         let status = child.wait_with_output()?.status;
         let text = std::fs::read_to_string(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
         let records = Resume::read(&text).map_err(|e| format!("after the interrupt: {e}"))?.records.len();
-        interrupted_run =
-            Some(InterruptedRun { exit_code: status.code(), records, whole_lines: text.is_empty() || text.ends_with('\n') });
+        interrupted_run = Some(InterruptedRun {
+            exit_code: status.code(),
+            records,
+            whole_lines: text.is_empty() || text.ends_with('\n'),
+        });
     }
     say("px lab survey: running px survey in the client namespace…");
     let out = survey().output().map_err(|e| format!("{exe} survey: {e}"))?;
@@ -571,7 +578,9 @@ pub fn run(o: &SurveyLabOptions, say: &dyn Fn(&str)) -> Result<SurveyLabResult, 
     let summary = Summary::of(&records);
     let mut by_truth = BTreeMap::new();
     for (_, _, t) in &list {
-        *by_truth.entry(serde_json::to_value(t).map_or_else(|_| String::new(), |v| v.as_str().unwrap_or("").to_string())).or_default() += 1;
+        *by_truth
+            .entry(serde_json::to_value(t).map_or_else(|_| String::new(), |v| v.as_str().unwrap_or("").to_string()))
+            .or_default() += 1;
     }
     Ok(SurveyLabResult {
         targets: list.len(),
@@ -635,11 +644,20 @@ mod tests {
         };
         let truth: HashMap<String, Truth> =
             [("203.0.113.1:80".to_string(), Truth::Ok), ("203.0.113.1:8080".to_string(), Truth::Ok)].into();
-        let good = [rec("203.0.113.1:80", Class::FragmentsOk, Pmtud::Works), rec("203.0.113.1:8080", Class::FragmentsOk, Pmtud::SameAddress)];
+        let good = [
+            rec("203.0.113.1:80", Class::FragmentsOk, Pmtud::Works),
+            rec("203.0.113.1:8080", Class::FragmentsOk, Pmtud::SameAddress),
+        ];
         assert!(compare(&good, &truth).is_empty());
-        let wrong = [rec("203.0.113.1:80", Class::FragmentsOk, Pmtud::Works), rec("203.0.113.1:8080", Class::FilteredInPath, Pmtud::SameAddress)];
+        let wrong = [
+            rec("203.0.113.1:80", Class::FragmentsOk, Pmtud::Works),
+            rec("203.0.113.1:8080", Class::FilteredInPath, Pmtud::SameAddress),
+        ];
         assert_eq!(compare(&wrong, &truth).len(), 1);
-        let untested = [rec("203.0.113.1:80", Class::FragmentsOk, Pmtud::SameAddress), rec("203.0.113.1:8080", Class::FragmentsOk, Pmtud::SameAddress)];
+        let untested = [
+            rec("203.0.113.1:80", Class::FragmentsOk, Pmtud::SameAddress),
+            rec("203.0.113.1:8080", Class::FragmentsOk, Pmtud::SameAddress),
+        ];
         assert_eq!(compare(&untested, &truth).len(), 2, "no PMTUD test for the address");
         assert_eq!(compare(&good[..1], &truth).len(), 1, "a missing record");
     }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use px_wire::tcp::flags;
 
-use crate::packet::{Seg, TcpIn, fragment, frag_needed, set_ttl, tcp_packet};
+use crate::packet::{Seg, TcpIn, frag_needed, fragment, set_ttl, tcp_packet};
 use crate::record::{FragmentPath, Pmtud, content_length, header_end};
 
 /// How a [`TcpExchange`] talks.
@@ -53,7 +53,13 @@ pub struct TcpConfig {
 
 impl Default for TcpConfig {
     fn default() -> TcpConfig {
-        TcpConfig { timeout: Duration::from_secs(5), rto: Duration::from_secs(1), max_answer: 64 << 10, mss: 1460, max_ptb: 3 }
+        TcpConfig {
+            timeout: Duration::from_secs(5),
+            rto: Duration::from_secs(1),
+            max_answer: 64 << 10,
+            mss: 1460,
+            max_ptb: 3,
+        }
     }
 }
 
@@ -82,7 +88,10 @@ enum State {
     SynSent,
     Open,
     /// PMTUD: "fragmentation needed" sent for the segment at `seq`.
-    AwaitSmaller { seq: u32, ptbs: u32 },
+    AwaitSmaller {
+        seq: u32,
+        ptbs: u32,
+    },
     Done,
 }
 
@@ -557,7 +566,8 @@ mod tests {
 
     #[test]
     fn a_fetch_sends_the_request_as_fragments_and_keeps_the_answer() {
-        let mut x = TcpExchange::new(ms(0), Mode::Fetch { fragments: 3 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
+        let mut x =
+            TcpExchange::new(ms(0), Mode::Fetch { fragments: 3 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
         let sent = serve(&mut x, &[b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n", b"body"]);
         // ACK, three fragments, then ACKs and the closing RST.
         let frags: Vec<_> =
@@ -571,11 +581,20 @@ mod tests {
         assert_eq!(&joined[20..], REQ, "the fragments carry the request");
         let last = tcp(sent.last().unwrap());
         assert_eq!(last.flags, flags::RST | flags::ACK);
-        let acks: Vec<_> = sent.iter().filter_map(|p| match parse(p) { Incoming::Tcp(t) if t.flags == flags::ACK => Some(t), _ => None }).collect();
+        let acks: Vec<_> = sent
+            .iter()
+            .filter_map(|p| match parse(p) {
+                Incoming::Tcp(t) if t.flags == flags::ACK => Some(t),
+                _ => None,
+            })
+            .collect();
         assert_eq!(acks[0].seq, 101, "the handshake's ACK is before the request");
         assert!(acks[1..].iter().all(|a| a.seq == 101 + REQ.len() as u32), "later ACKs are after it");
         assert_eq!(last.seq, 101 + REQ.len() as u32);
-        assert_eq!(x.outcome(), Some(&TcpOutcome::Answer(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody".to_vec())));
+        assert_eq!(
+            x.outcome(),
+            Some(&TcpOutcome::Answer(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody".to_vec()))
+        );
         assert_eq!(x.poll_timeout(), None);
     }
 
@@ -599,7 +618,8 @@ mod tests {
 
     #[test]
     fn a_refused_connection_fails_at_once() {
-        let mut x = TcpExchange::new(ms(0), Mode::Fetch { fragments: 0 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
+        let mut x =
+            TcpExchange::new(ms(0), Mode::Fetch { fragments: 0 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
         let _ = drain(&mut x);
         x.on_tcp(ms(1), &from_server(0, 101, flags::RST | flags::ACK, &[], 1));
         assert_eq!(x.outcome(), Some(&TcpOutcome::Failed("refused (RST)".into())));
@@ -616,7 +636,8 @@ mod tests {
 
     #[test]
     fn pmtud_works_when_the_data_comes_again_smaller() {
-        let mut x = TcpExchange::new(ms(0), Mode::Pmtud { mtu: 1280 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
+        let mut x =
+            TcpExchange::new(ms(0), Mode::Pmtud { mtu: 1280 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
         let (big, iss) = pmtud_until_big(&mut x);
         let ptb = drain(&mut x);
         assert_eq!(ptb.len(), 1, "no ACK for the big segment, only the ICMP");
@@ -630,7 +651,8 @@ mod tests {
 
     #[test]
     fn pmtud_fails_when_full_sized_segments_keep_coming() {
-        let mut x = TcpExchange::new(ms(0), Mode::Pmtud { mtu: 1280 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
+        let mut x =
+            TcpExchange::new(ms(0), Mode::Pmtud { mtu: 1280 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
         let (big, _) = pmtud_until_big(&mut x);
         for n in 2..=3 {
             assert_eq!(drain(&mut x).len(), 1);
@@ -645,7 +667,8 @@ mod tests {
 
     #[test]
     fn pmtud_is_inconclusive_for_a_small_answer() {
-        let mut x = TcpExchange::new(ms(0), Mode::Pmtud { mtu: 1280 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
+        let mut x =
+            TcpExchange::new(ms(0), Mode::Pmtud { mtu: 1280 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
         let _ = serve(&mut x, &[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"]);
         assert!(matches!(x.outcome(), Some(TcpOutcome::Pmtud(Pmtud::Inconclusive, Some(_)))));
     }
@@ -670,7 +693,11 @@ mod tests {
             h.on_timeout(ms(500));
             let again: Vec<_> = std::iter::from_fn(|| h.poll_transmit()).collect();
             let unanswered = 16 - 3 - passes.min(3) as usize;
-            assert_eq!(again.len(), if stop == Stop::Destination { 0 } else { unanswered }, "round two: the unanswered probes");
+            assert_eq!(
+                again.len(),
+                if stop == Stop::Destination { 0 } else { unanswered },
+                "round two: the unanswered probes"
+            );
             h.on_timeout(ms(1000));
             let r = h.result().unwrap();
             assert_eq!((r.routers, r.fragments_reach, r.stop), (3, passes, stop));

@@ -76,7 +76,7 @@ impl Summary {
         let row = |t: &mut String, name: &str, n: usize, of: usize, paper: &str| {
             let _ = writeln!(t, "  {name:<40} {n:>9} {:>8.2} %   {paper}", 100.0 * ratio(n, of));
         };
-        let _ = writeln!(t, "  {:<40} {:>9} {:>10}   {}", "", "count", "share", "paper (389,428 web servers, §5.3)");
+        let _ = writeln!(t, "  {:<40} {:>9} {:>10}   paper (389,428 web servers, §5.3)", "", "count", "share");
         row(&mut t, "targets", self.targets, self.targets, "");
         row(&mut t, "responded unfragmented", self.responded_unfragmented, self.targets, "389,428 (by selection)");
         let u = self.responded_unfragmented;
@@ -106,7 +106,12 @@ mod tests {
 
     fn rec(class: Class, pmtud: Pmtud) -> Record {
         let fp = Some(Fingerprint { status: 200, length: 1, hash: "0".into() });
-        let answered = |yes: bool| FetchResult { fingerprint: if yes { fp.clone() } else { None }, failure: None, attempts: 1, ms: 0.0 };
+        let answered = |yes: bool| FetchResult {
+            fingerprint: if yes { fp.clone() } else { None },
+            failure: None,
+            attempts: 1,
+            ms: 0.0,
+        };
         Record {
             target: "x".into(),
             addr: "203.0.113.1".parse().unwrap(),

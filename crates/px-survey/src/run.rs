@@ -92,7 +92,9 @@ pub enum SurveyError {
     RawSocket(io::Error),
     #[error("cannot install the nftables rule that keeps the kernel from resetting the survey's connections: {0}")]
     Firewall(String),
-    #[error("source ports {lo}-{hi} overlap the kernel's ephemeral range {klo}-{khi} (net.ipv4.ip_local_port_range); choose --ports outside it")]
+    #[error(
+        "source ports {lo}-{hi} overlap the kernel's ephemeral range {klo}-{khi} (net.ipv4.ip_local_port_range); choose --ports outside it"
+    )]
     PortRange { lo: u16, hi: u16, klo: u16, khi: u16 },
     #[error("output {path}: {source}")]
     Output { path: PathBuf, source: io::Error },
@@ -331,7 +333,9 @@ impl Driver<'_> {
         let req = self.request(&job.target);
         let (iss, ident) = (self.random(), self.ident());
         job.current = match job.stage {
-            Stage::Plain => Current::Tcp(TcpExchange::new(now, Mode::Fetch { fragments: 0 }, self.opts.tcp, ends, iss, ident, req)),
+            Stage::Plain => {
+                Current::Tcp(TcpExchange::new(now, Mode::Fetch { fragments: 0 }, self.opts.tcp, ends, iss, ident, req))
+            }
             Stage::Fragmented => Current::Tcp(TcpExchange::new(
                 now,
                 Mode::Fetch { fragments: self.opts.fragments },
@@ -341,9 +345,15 @@ impl Driver<'_> {
                 ident,
                 req,
             )),
-            Stage::Pmtud => {
-                Current::Tcp(TcpExchange::new(now, Mode::Pmtud { mtu: self.opts.ptb_mtu }, self.opts.tcp, ends, iss, ident, req))
-            }
+            Stage::Pmtud => Current::Tcp(TcpExchange::new(
+                now,
+                Mode::Pmtud { mtu: self.opts.ptb_mtu },
+                self.opts.tcp,
+                ends,
+                iss,
+                ident,
+                req,
+            )),
             Stage::Hops => Current::Hops(HopTest::new(now, self.opts.hops, ends, iss, ident, &req)),
         };
         // TCP segments come from the target's port; a hop test's answers
@@ -384,11 +394,15 @@ impl Driver<'_> {
                 Ok(fp) => FetchResult { fingerprint: Some(fp), failure: None, attempts: attempt + 1, ms },
                 Err(why) => FetchResult { fingerprint: None, failure: Some(why), attempts: attempt + 1, ms },
             },
-            TcpOutcome::Failed(why) => FetchResult { fingerprint: None, failure: Some(why.clone()), attempts: attempt + 1, ms },
+            TcpOutcome::Failed(why) => {
+                FetchResult { fingerprint: None, failure: Some(why.clone()), attempts: attempt + 1, ms }
+            }
             TcpOutcome::Pmtud(..) => unreachable!("a fetch has no PMTUD verdict"),
         };
         let retry = |r: &FetchResult, attempt: u32, retries: u32| {
-            r.fingerprint.is_none() && attempt < retries && r.failure.as_deref().is_some_and(|f| f.starts_with("timeout"))
+            r.fingerprint.is_none()
+                && attempt < retries
+                && r.failure.as_deref().is_some_and(|f| f.starts_with("timeout"))
         };
         match (&job.stage, tcp_outcome) {
             (Stage::Plain, Some(o)) => {
@@ -416,13 +430,13 @@ impl Driver<'_> {
                     job.fragmented = Some(r);
                     job.attempt = 0;
                     if answered {
-                        self.to_pmtud(job);
+                        self.begin_pmtud(job);
                     } else {
                         job.stage = Stage::Hops;
                     }
                 }
             }
-            (Stage::Hops, None) => self.to_pmtud(job),
+            (Stage::Hops, None) => self.begin_pmtud(job),
             (Stage::Pmtud, Some(TcpOutcome::Pmtud(v, note))) => {
                 job.pmtud = (v, note);
                 return self.finish(job);
@@ -435,7 +449,7 @@ impl Driver<'_> {
         self.start(now, id, job);
     }
 
-    fn to_pmtud(&mut self, job: &mut Job) {
+    fn begin_pmtud(&mut self, job: &mut Job) {
         match self.pmtud_claimed.get(&job.target.addr) {
             Some(other) => {
                 job.pmtud = (Pmtud::SameAddress, Some(format!("tested on {other}")));
@@ -464,7 +478,12 @@ fn source_for(t: &Target) -> io::Result<Ipv4Addr> {
 }
 
 fn record(job: &Job, now: Duration, fragments: usize) -> Record {
-    let plain = job.plain.clone().unwrap_or(FetchResult { fingerprint: None, failure: Some("no route".into()), attempts: 0, ms: 0.0 });
+    let plain = job.plain.clone().unwrap_or(FetchResult {
+        fingerprint: None,
+        failure: Some("no route".into()),
+        attempts: 0,
+        ms: 0.0,
+    });
     let identical = match (&plain.fingerprint, job.fragmented.as_ref().and_then(|f| f.fingerprint.as_ref())) {
         (Some(p), Some(f)) => Some(p == f),
         (Some(_), None) if job.fragmented.is_some() => Some(false),
@@ -581,7 +600,12 @@ pub fn run(
                     d.start(now, id, &mut job);
                 }
                 Err(e) => {
-                    job.plain = Some(FetchResult { fingerprint: None, failure: Some(format!("no route: {e}")), attempts: 0, ms: 0.0 });
+                    job.plain = Some(FetchResult {
+                        fingerprint: None,
+                        failure: Some(format!("no route: {e}")),
+                        attempts: 0,
+                        ms: 0.0,
+                    });
                     job.finished = true;
                 }
             }
@@ -602,7 +626,8 @@ pub fn run(
             }
         }
         while let Some(n) = Sockets::recv(&sockets.icmp, &mut buf) {
-            if let Incoming::TimeExceeded { from, quoted_dst, quoted_ident, quoted_sport: Some(sport) } = parse(&buf[..n])
+            if let Incoming::TimeExceeded { from, quoted_dst, quoted_ident, quoted_sport: Some(sport) } =
+                parse(&buf[..n])
                 && let Some(&id) = d.by_conn.get(&(quoted_dst, 0, sport))
                 && let Some(job) = jobs[id].as_mut()
                 && let Current::Hops(h) = &mut job.current
@@ -612,8 +637,8 @@ pub fn run(
         }
         // Timers, transmissions, next steps.
         let mut wake = now + Duration::from_millis(50);
-        for id in 0..jobs.len() {
-            let Some(job) = jobs[id].as_mut() else { continue };
+        for (id, slot) in jobs.iter_mut().enumerate() {
+            let Some(job) = slot.as_mut() else { continue };
             if job.sport == 0 && !job.finished {
                 // Waiting for a free port.
                 d.start(now, id, job);
@@ -651,7 +676,17 @@ pub fn run(
                             Ok(()) => packets += 1,
                             // A full send buffer or an unreachable route: the
                             // state machines retransmit, as for a lost packet.
-                            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EPERM)) => {}
+                            Err(e)
+                                if matches!(
+                                    e.raw_os_error(),
+                                    Some(
+                                        libc::ENOBUFS
+                                            | libc::EAGAIN
+                                            | libc::EHOSTUNREACH
+                                            | libc::ENETUNREACH
+                                            | libc::EPERM
+                                    )
+                                ) => {}
                             Err(e) => return Err(SurveyError::Io(e)),
                         }
                         job.pending.pop_front();
@@ -667,7 +702,7 @@ pub fn run(
                 let mut line = serde_json::to_string(&rec).expect("a record serialises");
                 line.push('\n');
                 file.write_all(line.as_bytes()).map_err(output_err)?;
-                jobs[id] = None;
+                *slot = None;
                 free.push(id);
                 active -= 1;
                 done += 1;

@@ -103,7 +103,11 @@ fn table(r: &RttResult) -> String {
     }
     let _ = writeln!(t, "  p50(9000) / p50(1500), median over sizes above one 1500 frame:");
     for (proto, x) in &r.ratio_9000_over_1500 {
-        let _ = writeln!(t, "    {proto:<12} {x:.2}  ({})", if *x > 1.0 { "1500 faster, as the study found" } else { "9000 faster, unlike the study" });
+        let _ = writeln!(
+            t,
+            "    {proto:<12} {x:.2}  ({})",
+            if *x > 1.0 { "1500 faster, as the study found" } else { "9000 faster, unlike the study" }
+        );
     }
     let _ = writeln!(
         t,

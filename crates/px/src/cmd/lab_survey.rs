@@ -39,7 +39,14 @@ pub fn survey(a: LabSurveyArgs) -> Result<ExitCode, String> {
         return Err("px lab survey needs root and network namespaces".into());
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))?;
-    let opts = SurveyLabOptions { exe, targets: a.targets as usize, seed: a.seed, loss_percent: a.loss, output: a.output, interrupt_after: a.interrupt_after };
+    let opts = SurveyLabOptions {
+        exe,
+        targets: a.targets as usize,
+        seed: a.seed,
+        loss_percent: a.loss,
+        output: a.output,
+        interrupt_after: a.interrupt_after,
+    };
     let json = a.json;
     let r = run(&opts, &|line| {
         if !json {
@@ -56,7 +63,11 @@ pub fn survey(a: LabSurveyArgs) -> Result<ExitCode, String> {
         println!("  ground truth: {}", r.truth.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
         println!(
             "  classification: {}\n",
-            if r.exact_classification { "exact for every target".to_string() } else { format!("{} mismatches", r.mismatches.len()) }
+            if r.exact_classification {
+                "exact for every target".to_string()
+            } else {
+                format!("{} mismatches", r.mismatches.len())
+            }
         );
         if let Some(i) = &r.interrupted_run {
             println!(

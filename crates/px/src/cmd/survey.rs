@@ -162,7 +162,12 @@ fn survey(a: RunArgs) -> Result<ExitCode, String> {
         tcp: TcpConfig { timeout: a.timeout, rto: a.rto, ..TcpConfig::default() },
         retries: a.retries,
         fragments: a.fragments as usize,
-        hops: HopConfig { max_hops: a.max_hops, rounds: a.hop_rounds, round_wait: a.hop_wait, fragments: a.fragments as usize },
+        hops: HopConfig {
+            max_hops: a.max_hops,
+            rounds: a.hop_rounds,
+            round_wait: a.hop_wait,
+            fragments: a.fragments as usize,
+        },
         ptb_mtu: a.ptb_mtu,
         ports: a.ports,
         path: a.path,
