@@ -67,7 +67,7 @@ pub enum Truth {
 
 impl Truth {
     /// Shares of the addresses, in percent (the rest is `Ok`).
-    const MIX: [(Truth, u32); 7] = [
+    pub const MIX: [(Truth, u32); 7] = [
         (Truth::Lossy, 8),
         (Truth::IcmpBlackhole, 8),
         (Truth::FragFilterLastHop, 4),
