@@ -109,11 +109,23 @@ pub enum SurveyError {
 /// one of the named ones of `ip netns` (`/run/netns`).
 pub fn in_initial_namespace() -> io::Result<bool> {
     let me = std::fs::metadata("/proc/self/ns/net")?.ino();
-    if let Ok(init) = std::fs::metadata("/proc/1/ns/net") {
-        return Ok(init.ino() == me);
+    let init = std::fs::metadata("/proc/1/ns/net").ok().map(|m| m.ino());
+    let named: Vec<u64> = std::fs::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::metadata(e.path()).ok().map(|m| m.ino()))
+        .collect();
+    Ok(is_host_namespace(me, init, &named))
+}
+
+/// The decision of [`in_initial_namespace`] from namespace inode numbers:
+/// ours, PID 1's (if readable), those of `/run/netns`.
+pub fn is_host_namespace(me: u64, init: Option<u64>, named: &[u64]) -> bool {
+    match init {
+        Some(init) => init == me,
+        None => !named.contains(&me),
     }
-    let named = std::fs::read_dir("/run/netns").into_iter().flatten().flatten();
-    Ok(!named.into_iter().any(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.ino() == me)))
 }
 
 /// The nftables table that drops the kernel's RSTs for our ports; removed
@@ -723,4 +735,18 @@ pub fn run(
     }
     progress(Progress { done, total, elapsed: clock.elapsed() });
     Ok(RunSummary { surveyed: done, skipped, elapsed: clock.elapsed(), interrupted, packets })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_namespace_is_pid_1s_or_an_unnamed_one() {
+        assert!(is_host_namespace(7, Some(7), &[]));
+        assert!(!is_host_namespace(8, Some(7), &[]));
+        assert!(!is_host_namespace(8, None, &[5, 8]), "a namespace of `ip netns`");
+        assert!(is_host_namespace(7, None, &[5, 8]), "PID 1 hidden and not a named namespace: assume the host's");
+        assert!(is_host_namespace(7, None, &[]));
+    }
 }

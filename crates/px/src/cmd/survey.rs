@@ -15,23 +15,9 @@ use px_survey::run::{Options, Progress, run};
 
 use crate::cmd::probe::parse_duration;
 
-/// Sends real packets to every target in TARGETS (IPv4): per target, an
-/// HTTP request as one packet and as IP fragments (our own raw TCP client;
-/// while it runs, an nftables table in this network namespace drops the
-/// kernel's RSTs for the survey's source ports); where fragments get no
-/// answer, TTL-limited fragments and whole packets to find the hop where
-/// they stop; once per address, one ICMP "fragmentation needed" test
-/// (scamper tbit's PMTUD test). Every connection ends with an RST. Needs
-/// root (raw sockets, nftables). Refuses to run in the host's network
-/// namespace unless --allow-host-namespace is given.
-///
-/// TARGETS has one target per line: `ADDRESS [PORT] [HOST]` (port 80 by
-/// default; HOST goes into the `Host` header); `#` starts a comment.
-/// OUTPUT gets one JSON line per finished target; run the same command
-/// again to resume (targets already in OUTPUT are skipped). Ctrl-C stops
-/// after writing only whole lines.
+/// `px survey` (its help text is on the subcommand in `main.rs`).
 #[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true, verbatim_doc_comment)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct SurveyArgs {
     #[command(subcommand)]
     command: Option<SurveyCommand>,
