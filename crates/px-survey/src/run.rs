@@ -17,12 +17,13 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use px_io::RawIpSockets;
 
 use crate::exchange::{Ends, HopConfig, HopTest, Mode, TcpConfig, TcpExchange, TcpOutcome};
 use crate::packet::{Incoming, parse};
@@ -171,81 +172,6 @@ fn kernel_port_range() -> Option<(u16, u16)> {
     let s = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
     let mut it = s.split_whitespace().map(|x| x.parse::<u16>().ok());
     Some((it.next()??, it.next()??))
-}
-
-fn raw_socket(protocol: i32, nonblock: bool) -> io::Result<OwnedFd> {
-    let ty = libc::SOCK_RAW | libc::SOCK_CLOEXEC | if nonblock { libc::SOCK_NONBLOCK } else { 0 };
-    // SAFETY: socket(2) with constant arguments; the result is checked.
-    let fd = unsafe { libc::socket(libc::AF_INET, ty, protocol) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is a new descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn set_int(fd: &OwnedFd, level: i32, name: i32, v: i32) -> io::Result<()> {
-    // SAFETY: a c_int option value of the right size.
-    let r = unsafe {
-        libc::setsockopt(fd.as_raw_fd(), level, name, (&v as *const i32).cast(), std::mem::size_of::<i32>() as u32)
-    };
-    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
-struct Sockets {
-    send: OwnedFd,
-    tcp: OwnedFd,
-    icmp: OwnedFd,
-}
-
-impl Sockets {
-    fn open() -> io::Result<Sockets> {
-        let send = raw_socket(libc::IPPROTO_RAW, false)?;
-        set_int(&send, libc::SOL_SOCKET, libc::SO_MARK, MARK as i32)?;
-        let tcp = raw_socket(libc::IPPROTO_TCP, true)?;
-        let icmp = raw_socket(libc::IPPROTO_ICMP, true)?;
-        for s in [&tcp, &icmp] {
-            let _ = set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20);
-        }
-        Ok(Sockets { send, tcp, icmp })
-    }
-
-    fn send(&self, packet: &[u8]) -> io::Result<()> {
-        let dst = Ipv4Addr::new(packet[16], packet[17], packet[18], packet[19]);
-        // SAFETY: an all-zero sockaddr_in is valid; we fill family and address.
-        let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-        sa.sin_family = libc::AF_INET as u16;
-        sa.sin_addr.s_addr = u32::from_ne_bytes(dst.octets());
-        // SAFETY: buffer and address are valid for the call.
-        let r = unsafe {
-            libc::sendto(
-                self.send.as_raw_fd(),
-                packet.as_ptr().cast(),
-                packet.len(),
-                0,
-                (&sa as *const libc::sockaddr_in).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as u32,
-            )
-        };
-        if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-    }
-
-    /// Waits until a socket is readable or `timeout` passes.
-    fn wait(&self, timeout: Duration) {
-        let mut fds = [
-            libc::pollfd { fd: self.tcp.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: self.icmp.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-        ];
-        let ms = timeout.as_millis().min(1000) as i32;
-        // SAFETY: two valid pollfd entries.
-        unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-    }
-
-    fn recv(fd: &OwnedFd, buf: &mut [u8]) -> Option<usize> {
-        // SAFETY: buf is valid for writes of its length.
-        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
-        (n > 0).then_some(n as usize)
-    }
 }
 
 enum Stage {
@@ -549,13 +475,14 @@ pub fn run(
     file.set_len(resume.valid_len as u64).map_err(output_err)?;
     file = OpenOptions::new().append(true).open(out).map_err(output_err)?;
 
-    let sockets = Sockets::open().map_err(SurveyError::RawSocket)?;
+    let sockets = RawIpSockets::open(MARK).map_err(SurveyError::RawSocket)?;
     let _filter = RstFilter::install(opts.ports)?;
 
     let mut queue: VecDeque<&Target> = targets.iter().filter(|t| !resume.done.contains(&t.key())).collect();
     let skipped = targets.len() - queue.len();
     let total = queue.len();
-    let seed = Instant::now().elapsed().as_nanos() as u64 ^ (std::process::id() as u64) << 32 ^ 0x9e37_79b9_7f4a_7c15;
+    // Initial sequence numbers and identifications: unpredictable per run.
+    let seed = px_io::random_u64().map_err(SurveyError::Io)?;
     let mut d = Driver {
         opts,
         request_for: HashMap::new(),
@@ -628,7 +555,7 @@ pub fn run(
             break;
         }
         // Receive.
-        while let Some(n) = Sockets::recv(&sockets.tcp, &mut buf) {
+        while let Some(n) = sockets.recv_tcp(&mut buf) {
             if let Incoming::Tcp(t) = parse(&buf[..n])
                 && let Some(&id) = d.by_conn.get(&(t.src, t.sport, t.dport))
                 && let Some(job) = jobs[id].as_mut()
@@ -637,7 +564,7 @@ pub fn run(
                 x.on_tcp(now, &t);
             }
         }
-        while let Some(n) = Sockets::recv(&sockets.icmp, &mut buf) {
+        while let Some(n) = sockets.recv_icmp(&mut buf) {
             if let Incoming::TimeExceeded { from, quoted_dst, quoted_ident, quoted_sport: Some(sport) } =
                 parse(&buf[..n])
                 && let Some(&id) = d.by_conn.get(&(quoted_dst, 0, sport))
