@@ -11,7 +11,9 @@
 //! `TCP_NODELAY`; UDP with a sequence number in each datagram (a lost one
 //! counts as lost, not as a long RTT; datagrams above the MTU are IP
 //! fragments). Offloads: TSO/GSO off on every sender (frames on the wire
-//! are MTU-sized, as on the study's fibre), GRO on the receivers.
+//! are MTU-sized, as on the study's fibre), GRO on the receivers. Client
+//! and servers run on one CPU (see [`cpu`]); `px gateway` is a process of
+//! its own, wherever the scheduler puts it.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -74,7 +76,7 @@ pub struct RttResult {
     pub ratio_9000_over_1500: Vec<(String, f64)>,
 }
 
-const OFFLOADS: &str = "tso/gso off on every sender, gro on every receiver (veth)";
+const OFFLOADS: &str = "tso/gso off on every sender, gro on every receiver (veth); client and servers on one CPU";
 const PROTOS: [&str; 3] = ["tcp", "tcp_nodelay", "udp"];
 const MAX_UDP: usize = 65507;
 
@@ -107,6 +109,19 @@ const PORT_TCP: u16 = 7201;
 const PORT_TCP_NODELAY: u16 = 7202;
 const PORT_UDP: u16 = 7203;
 
+/// The CPU every client and server thread runs on: one core, so that no
+/// round trip pays a cross-core wakeup (on a loaded two-core machine the
+/// scheduler otherwise puts a path's two ends on one core or on two, and
+/// that alone moves its RTT by 20–30 µs whatever the MTU).
+fn cpu() -> usize {
+    crate::exp::cpu::online_cpus().saturating_sub(1)
+}
+
+fn pin() {
+    // Best effort: an unpinned thread only adds noise.
+    let _ = crate::exp::cpu::pin_current_thread(cpu());
+}
+
 fn start_servers(server: &Netns, ip: &str) -> Result<Servers, RunError> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
@@ -116,6 +131,7 @@ fn start_servers(server: &Netns, ip: &str) -> Result<Servers, RunError> {
         l.set_nonblocking(true).map_err(|e| e.to_string())?;
         let stop = stop.clone();
         threads.push(std::thread::spawn(move || {
+            pin();
             while !stop.load(Ordering::Relaxed) {
                 match l.accept() {
                     Ok((s, _)) => {
@@ -131,6 +147,7 @@ fn start_servers(server: &Netns, ip: &str) -> Result<Servers, RunError> {
     u.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| e.to_string())?;
     let stop2 = stop.clone();
     threads.push(std::thread::spawn(move || {
+        pin();
         let mut buf = vec![0u8; 65536];
         while !stop2.load(Ordering::Relaxed) {
             if let Ok((n, from)) = u.recv_from(&mut buf)
@@ -313,22 +330,31 @@ pub fn run(o: &RttOptions, say: &dyn Fn(&str)) -> Result<RttResult, RunError> {
         lines.push(gw_line);
         lines.push(router_line);
     }
-    let mut rows = Vec::new();
-    let mut turn = 0;
-    for proto in PROTOS {
-        say(&format!("px lab rtt: {proto}…"));
-        for &size in &o.sizes {
-            if proto == "udp" && size > MAX_UDP {
-                continue;
+    say("px lab rtt: measuring tcp, tcp_nodelay, udp, the paths interleaved…");
+    let rows: Result<Vec<RttRow>, String> = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            pin();
+            let mut rows = Vec::new();
+            let mut turn = 0;
+            for proto in PROTOS {
+                for &size in &o.sizes {
+                    if proto == "udp" && size > MAX_UDP {
+                        continue;
+                    }
+                    turn += 1;
+                    let n = conns.len();
+                    for k in 0..n {
+                        let c = &mut conns[(turn + k) % n];
+                        rows.push(cell(c, proto, size, o)?);
+                    }
+                }
             }
-            turn += 1;
-            let n = conns.len();
-            for k in 0..n {
-                let c = &mut conns[(turn + k) % n];
-                rows.push(cell(c, proto, size, o)?);
-            }
-        }
-    }
+            Ok(rows)
+        })
+        .join()
+        .map_err(|_| "the measuring thread panicked".to_string())?
+    });
+    let mut rows = rows?;
     drop(conns);
     if let Some(gw) = gateway {
         let exit = gw.stop()?;
