@@ -12,7 +12,8 @@
 //! counts as lost, not as a long RTT; datagrams above the MTU are IP
 //! fragments). Offloads: TSO/GSO off on every sender (frames on the wire
 //! are MTU-sized, as on the study's fibre), GRO on the receivers. Client
-//! and servers run on one CPU (see [`cpu`]); `px gateway` is a process of
+//! and servers run on one CPU (the last), so that no round trip pays a
+//! cross-core wakeup; `px gateway` is a process of
 //! its own, wherever the scheduler puts it.
 
 use std::io::{Read, Write};
