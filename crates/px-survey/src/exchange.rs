@@ -351,6 +351,15 @@ impl TcpExchange {
         }
     }
 
+    /// Gives up at once (the survey is stopping): an RST if a connection
+    /// may be open, so the server keeps no state. The outcome says why.
+    pub fn abort(&mut self) {
+        if self.state != State::Done {
+            let reset = self.state != State::SynSent || self.tx.is_empty();
+            self.finish(TcpOutcome::Failed("stopped".into()), reset);
+        }
+    }
+
     /// The outcome, once done (and its last packets sent).
     pub fn outcome(&self) -> Option<&TcpOutcome> {
         if self.tx.is_empty() { self.outcome.as_ref() } else { None }
@@ -614,6 +623,21 @@ mod tests {
         assert_eq!(x.outcome(), None, "its RST is still to be sent");
         assert_eq!(tcp(&drain(&mut x)[0]).flags, flags::RST | flags::ACK);
         assert_eq!(x.outcome(), Some(&TcpOutcome::Failed("timeout: request not acknowledged".into())));
+    }
+
+    #[test]
+    fn an_abort_resets_an_open_connection() {
+        let mut x =
+            TcpExchange::new(ms(0), Mode::Fetch { fragments: 0 }, TcpConfig::default(), ENDS, 100, 7, REQ.to_vec());
+        let syn = tcp(&drain(&mut x)[0]);
+        x.on_tcp(ms(1), &from_server(5000, syn.seq + 1, flags::SYN | flags::ACK, &[], 1));
+        let _ = drain(&mut x);
+        x.abort();
+        let rst = tcp(&drain(&mut x)[0]);
+        assert_eq!((rst.flags, rst.seq), (flags::RST | flags::ACK, 101 + REQ.len() as u32));
+        assert_eq!(x.outcome(), Some(&TcpOutcome::Failed("stopped".into())));
+        x.abort();
+        assert!(x.poll_transmit().is_none(), "once");
     }
 
     #[test]

@@ -137,6 +137,7 @@ struct RstFilter {
 
 impl RstFilter {
     fn install(ports: (u16, u16)) -> Result<RstFilter, SurveyError> {
+        remove_stale_tables();
         let table = format!("px_survey_{}", std::process::id());
         let script = format!(
             "add table ip {table}\n\
@@ -152,6 +153,19 @@ impl RstFilter {
 impl Drop for RstFilter {
     fn drop(&mut self) {
         let _ = nft(&format!("delete table ip {}\n", self.table));
+    }
+}
+
+/// Removes the tables of surveys that were killed (no cleanup on SIGKILL)
+/// in this namespace: `px_survey_PID` whose process is gone.
+fn remove_stale_tables() {
+    let Ok(out) = Command::new("nft").args(["list", "tables", "ip"]).output() else { return };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some(pid) = line.trim().strip_prefix("table ip px_survey_").and_then(|p| p.parse::<u32>().ok())
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = nft(&format!("delete table ip px_survey_{pid}\n"));
+        }
     }
 }
 
@@ -508,6 +522,19 @@ pub fn run(
         let now = clock.elapsed();
         if stop.load(Ordering::SeqCst) {
             interrupted = !(queue.is_empty() && active == 0);
+            // Leave no half-open connections behind: an RST for each (at
+            // most one per target in progress), then what was queued.
+            for job in jobs.iter_mut().flatten() {
+                if let Current::Tcp(x) = &mut job.current {
+                    x.abort();
+                    job.pending.extend(std::iter::from_fn(|| x.poll_transmit()));
+                }
+                // Only the RSTs: whatever else was waiting (a SYN) is moot.
+                let is_rst = |p: &Vec<u8>| p.get(9) == Some(&6) && p.get(33).is_some_and(|f| f & 0x04 != 0);
+                for p in job.pending.drain(..).filter(is_rst) {
+                    let _ = sockets.send(&p);
+                }
+            }
             break;
         }
         while active < opts.concurrency
