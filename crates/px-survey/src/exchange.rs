@@ -249,8 +249,11 @@ impl TcpExchange {
                 if t.ip_len <= mtu as usize {
                     self.finish(TcpOutcome::Pmtud(Pmtud::Works, None), true);
                 } else if ptbs < self.cfg.max_ptb {
+                    // The server's backoff doubles each time: each new
+                    // message gets the full timeout to be answered.
                     self.send_ptb(&t.packet, mtu);
                     self.state = State::AwaitSmaller { seq, ptbs: ptbs + 1 };
+                    self.deadline = self.deadline.max(now + self.cfg.timeout);
                 } else {
                     self.finish(TcpOutcome::Pmtud(Pmtud::Fails, None), true);
                 }
@@ -259,7 +262,7 @@ impl TcpExchange {
         }
     }
 
-    fn on_open(&mut self, _now: Duration, t: &TcpIn) {
+    fn on_open(&mut self, now: Duration, t: &TcpIn) {
         if t.flags & flags::SYN != 0 {
             // Our ACK of the SYN-ACK was lost: say it again.
             return self.send_ack();
@@ -281,6 +284,7 @@ impl TcpExchange {
             {
                 self.send_ptb(&t.packet, mtu);
                 self.state = State::AwaitSmaller { seq: t.seq, ptbs: 1 };
+                self.deadline = self.deadline.max(now + self.cfg.timeout);
                 return;
             }
             let room = self.cfg.max_answer.saturating_sub(self.answer.len());
@@ -687,6 +691,23 @@ mod tests {
         x.on_tcp(ms(900), &big);
         let _ = drain(&mut x);
         assert_eq!(x.outcome(), Some(&TcpOutcome::Pmtud(Pmtud::Fails, None)));
+    }
+
+    #[test]
+    fn each_fragmentation_needed_gets_the_full_timeout() {
+        let cfg = TcpConfig { timeout: ms(3000), ..TcpConfig::default() };
+        let mut x = TcpExchange::new(ms(0), Mode::Pmtud { mtu: 1280 }, cfg, ENDS, 100, 7, REQ.to_vec());
+        let syn = tcp(&drain(&mut x)[0]);
+        x.on_tcp(ms(1), &from_server(5000, syn.seq + 1, flags::SYN | flags::ACK, &[], 1));
+        let _ = drain(&mut x);
+        let big = from_server(5001, syn.seq + 1 + REQ.len() as u32, flags::ACK, &[b'x'; 1460], 2);
+        // A slow start (lost SYN-ACKs, say): the big segment at 2.5 s.
+        x.on_tcp(ms(2500), &big);
+        assert_eq!(x.poll_timeout(), Some(ms(5500)));
+        x.on_tcp(ms(4000), &big);
+        assert_eq!(x.poll_timeout(), Some(ms(7000)), "the second message's own timeout");
+        x.on_timeout(ms(6999));
+        assert_eq!(x.outcome(), None);
     }
 
     #[test]
