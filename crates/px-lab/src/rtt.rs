@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::demo::LEGACY_ADDR;
+use crate::exp::TempFile;
 use crate::gateway::GatewayProcess;
-use crate::line::Addressing;
+use crate::line::{Addressing, ROUTER_LEFT_V4};
 use crate::{Netns, Offloads, RunError, Veth};
 
 /// What to run.
@@ -75,6 +76,9 @@ pub struct RttResult {
     /// Per protocol: median over sizes of p50(9000) / p50(1500), for sizes
     /// above one 1500-byte frame (the study: 1.85 for UDP at 11000 B).
     pub ratio_9000_over_1500: Vec<(String, f64)>,
+    /// px gateway's final counters (`counters` of its stats file), when
+    /// the gateway path ran: where its drops went.
+    pub gateway_counters: serde_json::Value,
 }
 
 const OFFLOADS: &str = "tso/gso off on every sender, gro on every receiver (veth); client and servers on one CPU";
@@ -317,13 +321,25 @@ pub fn run(o: &RttOptions, say: &dyn Fn(&str)) -> Result<RttResult, RunError> {
     let mut conns = vec![connect("1500", &c15, &s15, "198.51.100.2")?, connect("9000", &c90, &s90, "198.51.100.2")?];
     let mut lines = Vec::new();
     let mut gateway = None;
+    let mut gateway_config = None;
     if o.gateway {
         say(
             "px lab rtt: b-network host (9000) → px gateway → legacy host (1500), and the same through a Linux router…",
         );
         let gw_line = crate::demo::build()?;
         gw_line.address(Addressing::Bump).map_err(|e| e.to_string())?;
-        gateway = Some(GatewayProcess::start(&gw_line, &o.exe, &Vec::<String>::new())?);
+        // As an operator would configure a bump in the wire (examples/
+        // gateway.toml): an address to send "fragmentation needed" from.
+        // Without one, a datagram too big for the legacy side is dropped
+        // with no ICMP (`icmp_no_source`), and its sender never learns.
+        let cfg = TempFile::write(
+            "px-lab-rtt-gateway",
+            "toml",
+            &format!("[engine]\nicmp_source_v4 = \"{ROUTER_LEFT_V4}\"\n"),
+        )?;
+        let cfg_arg = cfg.0.to_string_lossy().into_owned();
+        gateway = Some(GatewayProcess::start(&gw_line, &o.exe, &["--config", &cfg_arg])?);
+        gateway_config = Some(cfg);
         let router_line = crate::demo::build()?;
         router_line.address(Addressing::Router).map_err(|e| e.to_string())?;
         conns.push(connect("gateway", gw_line.right_ns(), gw_line.left_ns(), LEGACY_ADDR)?);
@@ -357,17 +373,20 @@ pub fn run(o: &RttOptions, say: &dyn Fn(&str)) -> Result<RttResult, RunError> {
     });
     let mut rows = rows?;
     drop(conns);
+    let mut gateway_counters = serde_json::Value::Null;
     if let Some(gw) = gateway {
         let exit = gw.stop()?;
         if !exit.status.success() {
             return Err(format!("px gateway exited with {}; its log:\n{}", exit.status, exit.log).into());
         }
+        gateway_counters = exit.stats["counters"].clone();
     }
+    drop(gateway_config);
     drop(lines);
     let order = |p: &str| ["1500", "9000", "gateway", "router"].iter().position(|x| *x == p);
     rows.sort_by_key(|r| (PROTOS.iter().position(|x| *x == r.proto), order(r.path), r.size));
     let ratio_9000_over_1500 = ratios(&rows);
-    Ok(RttResult { rows, offloads: OFFLOADS, ratio_9000_over_1500 })
+    Ok(RttResult { rows, offloads: OFFLOADS, ratio_9000_over_1500, gateway_counters })
 }
 
 /// The SVG: one chart per protocol, p50 RTT against message size, a line per path.
@@ -446,6 +465,12 @@ mod tests {
             row("9000", 8000, 30.0),
         ];
         assert_eq!(ratios(&rows), vec![("udp".to_string(), 2.0)]);
-        assert!(svg(&RttResult { rows, offloads: OFFLOADS, ratio_9000_over_1500: vec![] }).starts_with("<svg"));
+        let r = RttResult {
+            rows,
+            offloads: OFFLOADS,
+            ratio_9000_over_1500: vec![],
+            gateway_counters: serde_json::Value::Null,
+        };
+        assert!(svg(&r).starts_with("<svg"));
     }
 }
