@@ -422,8 +422,8 @@ pub fn svg(r: &RttResult) -> String {
                 y_label: "RTT p50 (µs)".into(),
                 series,
                 y_max: None,
-                markers: vec![(1472.0, "1 frame at 1500".into()), (8972.0, "1 frame at 9000".into())],
-                note: Some(format!("px lab rtt; {OFFLOADS}; cf. Egan, MTU 1500 vs 9000 (seed)")),
+                markers: vec![(1472.0, "1500".into()), (8972.0, "9000".into())],
+                note: Some("px lab rtt (veth, TSO/GSO off); dashed: largest one-frame message at MTU 1500, 9000".into()),
             }
             .to_svg()
         })
