@@ -423,7 +423,9 @@ pub fn svg(r: &RttResult) -> String {
                 series,
                 y_max: None,
                 markers: vec![(1472.0, "1500".into()), (8972.0, "9000".into())],
-                note: Some("px lab rtt (veth, TSO/GSO off); dashed: largest one-frame message at MTU 1500, 9000".into()),
+                note: Some(
+                    "px lab rtt (veth, TSO/GSO off); dashed: largest one-frame message at MTU 1500, 9000".into(),
+                ),
             }
             .to_svg()
         })
