@@ -24,6 +24,8 @@
 //! - [`ifaddr`]: the MTU of the interface holding an address or index.
 //! - [`frag_capture`]: [`FragmentCapture`], every IPv4 fragment from a
 //!   packet socket, before the kernel reassembles it.
+//! - [`raw_ip`]: [`RawIpSockets`], whole IPv4 packets out as built (marked)
+//!   and TCP/ICMP packets in, for `px survey`'s own TCP client.
 //!
 //! ## Batched calls or a memory-mapped ring?
 //!
@@ -62,6 +64,7 @@ pub mod fanout;
 pub mod frag_capture;
 pub mod iface;
 pub mod ifaddr;
+pub mod raw_ip;
 pub mod ring;
 pub mod rx;
 mod sys;
@@ -76,6 +79,7 @@ pub use fanout::{Fanout, symmetric_flow_hash, worker_for};
 pub use frag_capture::FragmentCapture;
 pub use iface::{IfaceCtl, IfaceError, IfaceGuard, Offload, OffloadState, ifindex};
 pub use ifaddr::{ifindex_mtu, interface_mtu_of};
+pub use raw_ip::RawIpSockets;
 pub use ring::{RingBatch, RingError, RingGeometry, RxRing};
 pub use rx::{MAX_FRAME, PacketType, RxError, RxFrames, RxPacket};
 pub use sys::random_u64;

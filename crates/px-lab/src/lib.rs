@@ -22,6 +22,9 @@
 //!   `px lab pmtud`.
 //! - [`rr`]: the experiment of `px lab rr` (request/response latency,
 //!   gateway vs router).
+//! - [`rtt`]: the experiment of `px lab rtt` (the 1500-vs-9000 RTT study).
+//! - [`survey`]: the lab "Internet" of `px lab survey` (the fragment-delivery
+//!   survey against a known ground truth).
 //! - [`addr`]: the only address ranges the lab will configure.
 //! - [`cleanup`]: the registry emptied on signals.
 
@@ -41,6 +44,8 @@ pub mod observe;
 pub mod pmtud;
 pub mod pmtud_compare;
 pub mod rr;
+pub mod rtt;
+pub mod survey;
 pub mod topology;
 pub mod traffic;
 

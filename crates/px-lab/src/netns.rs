@@ -336,7 +336,9 @@ pub struct NetnsGuard {
 }
 
 impl NetnsGuard {
-    fn enter(name: &str) -> Result<NetnsGuard, LabError> {
+    /// Moves the calling thread into the namespace `name` (of `ip netns`)
+    /// until the guard drops; threads it creates meanwhile are born there.
+    pub fn enter(name: &str) -> Result<NetnsGuard, LabError> {
         let setns_err = |source| LabError::Setns { name: name.to_owned(), source };
         let original = File::open("/proc/thread-self/ns/net").map_err(setns_err)?;
         let target = File::open(format!("/run/netns/{name}")).map_err(setns_err)?;

@@ -79,6 +79,29 @@ enum Command {
     /// Deterministic simulations: the MTU-drop test, PMTUD at scale, MTU benefit.
     #[command(subcommand)]
     Sim(cmd::sim::SimCommand),
+    /// Fragment-delivery survey (paper §5.3): do servers answer IP-fragmented
+    /// requests, where do fragments stop, does ICMP PMTUD work (root; sends
+    /// real packets to the targets you give it).
+    ///
+    /// Per target (IPv4), it sends: an HTTP request as one packet and the same
+    /// request as IP fragments (its own raw TCP client: while it runs, an
+    /// nftables table in this network namespace drops the kernel's RSTs for
+    /// the survey's source ports); where fragments get no answer, TTL-limited
+    /// fragments and whole packets, to find the hop where they stop; once per
+    /// address, one ICMP "fragmentation needed" for a full-sized answer
+    /// segment (scamper tbit's PMTUD test). Every connection ends with an RST.
+    /// Global and per-destination packet rates, a concurrency bound, timeouts
+    /// with retries. Needs root (raw sockets, nftables). Refuses to run in the
+    /// host's network namespace unless --allow-host-namespace is given.
+    ///
+    /// TARGETS has one target per line: `ADDRESS [PORT] [HOST]` (port 80 by
+    /// default; HOST goes into the `Host` header); `#` starts a comment.
+    /// OUTPUT gets one JSON line per finished target; run the same command
+    /// again to resume (targets already in OUTPUT are skipped). Ctrl-C stops
+    /// after writing only whole lines. `px survey report OUTPUT` prints the
+    /// paper's table.
+    #[command(verbatim_doc_comment)]
+    Survey(cmd::survey::SurveyArgs),
     /// Man pages and shell completions from this CLI (for packaging).
     #[command(subcommand, hide = true)]
     Generate(cmd::generate::GenerateCommand),
@@ -106,6 +129,7 @@ fn dispatch(command: Command) -> Result<ExitCode, String> {
         Command::Pmtud(c) => c.run(),
         Command::Lab(c) => cmd::lab::run(c),
         Command::Sim(c) => cmd::sim::run(c),
+        Command::Survey(a) => cmd::survey::run_cmd(a),
         Command::Generate(c) => cmd::generate::run(c, Cli::command()),
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::cmd::{lab_demo, lab_exp, lab_pmtud, lab_quic, lab_rr};
+use crate::cmd::{lab_demo, lab_exp, lab_pmtud, lab_quic, lab_rr, lab_rtt, lab_survey};
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -48,6 +48,13 @@ pub enum LabCommand {
     /// and quinn's PMTUD against an F-PMTUD start (needs root and a px
     /// built with `--features quic`).
     Quic(lab_quic::QuicArgs),
+    /// `px survey` against a lab "Internet" of known behaviours (fragment
+    /// filters, ICMP black holes, poor reassembly, loss): thousands of
+    /// targets, classification checked against the truth (needs root).
+    Survey(lab_survey::LabSurveyArgs),
+    /// The 1500-vs-9000 RTT study (seed): RTT against message size, TCP
+    /// and UDP, at MTU 1500, 9000 and across px gateway (needs root).
+    Rtt(lab_rtt::RttArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -64,5 +71,7 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Report(a) => lab_exp::report(a),
         LabCommand::Rr(a) => lab_rr::rr(a),
         LabCommand::Quic(a) => lab_quic::quic(a),
+        LabCommand::Survey(a) => lab_survey::survey(a),
+        LabCommand::Rtt(a) => lab_rtt::rtt(a),
     }
 }

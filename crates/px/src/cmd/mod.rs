@@ -12,8 +12,11 @@ pub mod lab_exp;
 pub mod lab_pmtud;
 pub mod lab_quic;
 pub mod lab_rr;
+pub mod lab_rtt;
+pub mod lab_survey;
 pub mod probe;
 pub mod sim;
+pub mod survey;
 
 /// A gateway's early-flush counters (`counters.flush`, in the order of
 /// [`px_gateway::FlushReason::ALL`]) by reason name, for `--json`.
