@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::cmd::{lab_demo, lab_exp, lab_pmtud, lab_quic, lab_rr};
+use crate::cmd::{lab_border, lab_demo, lab_exp, lab_pmtud, lab_quic, lab_rr};
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -48,6 +48,10 @@ pub enum LabCommand {
     /// and quinn's PMTUD against an F-PMTUD start (needs root and a px
     /// built with `--features quic`).
     Quic(lab_quic::QuicArgs),
+    /// A border of two gateways behind ECMP (BIRD 2: eBGP and BFD across
+    /// each gateway): kill -9 of one during sha256-checked transfers both
+    /// ways, then its restart (needs root and bird2; about 30 s).
+    Border(lab_border::BorderArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -64,5 +68,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Report(a) => lab_exp::report(a),
         LabCommand::Rr(a) => lab_rr::rr(a),
         LabCommand::Quic(a) => lab_quic::quic(a),
+        LabCommand::Border(a) => lab_border::border(a),
     }
 }

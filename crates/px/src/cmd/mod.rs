@@ -11,6 +11,7 @@ pub mod lab_demo;
 pub mod lab_exp;
 pub mod lab_pmtud;
 pub mod lab_quic;
+pub mod lab_border;
 pub mod lab_rr;
 pub mod probe;
 pub mod sim;
