@@ -662,7 +662,7 @@ mod tests {
     #[test]
     fn bins_turn_byte_counters_into_rates() {
         let raw: Vec<(f64, Vec<u64>, [u64; 2])> =
-            (0..=20).map(|i| (f64::from(i) * 0.01, vec![], [u64::from(i) * 12_500, 0])).collect();
+            (0..=20u32).map(|i| (f64::from(i) * 0.01, vec![], [u64::from(i) * 12_500, 0])).collect();
         let s = bin_samples(&raw, 0.1);
         assert_eq!(s.len(), 2);
         assert!((s[0].gw1_mbps - 10.0).abs() < 1e-6, "{:?}", s[0]);

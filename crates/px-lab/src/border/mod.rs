@@ -12,6 +12,7 @@
 
 pub mod bird;
 pub mod ecmp;
+pub mod imtu;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
