@@ -20,6 +20,8 @@
 
 use core::net::IpAddr;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::caravan::prefix::Prefix;
 
@@ -154,6 +156,82 @@ impl ImtuTable {
     }
 }
 
+/// The table as the runtime publishes it to every worker's engine: one
+/// writer (the runtime's route follower) replaces the table and bumps the
+/// generation; each engine keeps an [`ImtuReplica`] and copies the table
+/// only when the generation moved (one atomic load per packet, no lock on
+/// the packet path).
+#[derive(Debug)]
+pub struct SharedImtu {
+    generation: AtomicU64,
+    table: Mutex<ImtuTable>,
+}
+
+impl SharedImtu {
+    /// An empty shared table of at most `capacity` prefixes.
+    pub fn new(capacity: usize) -> Arc<SharedImtu> {
+        Arc::new(SharedImtu { generation: AtomicU64::new(0), table: Mutex::new(ImtuTable::new(capacity)) })
+    }
+
+    /// Replaces the whole table (what the runtime verified now).
+    pub fn publish(&self, table: ImtuTable) {
+        *self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = table;
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// A copy of the table now.
+    pub fn snapshot(&self) -> ImtuTable {
+        self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+}
+
+/// One engine's copy of a [`SharedImtu`].
+#[derive(Debug, Clone)]
+pub struct ImtuReplica {
+    shared: Option<Arc<SharedImtu>>,
+    generation: u64,
+    table: ImtuTable,
+}
+
+impl Default for ImtuReplica {
+    /// Follows nothing: every lookup misses (translate everything).
+    fn default() -> Self {
+        ImtuReplica { shared: None, generation: 0, table: ImtuTable::new(0) }
+    }
+}
+
+impl ImtuReplica {
+    /// A replica of `shared` (taken at the next [`ImtuReplica::sync`]).
+    pub fn new(shared: Arc<SharedImtu>) -> ImtuReplica {
+        ImtuReplica { shared: Some(shared), generation: u64::MAX, table: ImtuTable::new(0) }
+    }
+
+    /// Takes the shared table if it changed since the last call.
+    #[inline]
+    pub fn sync(&mut self) {
+        if let Some(s) = &self.shared {
+            let g = s.generation();
+            if g != self.generation {
+                self.table = s.snapshot();
+                self.generation = g;
+            }
+        }
+    }
+
+    /// The verified iMTU toward `dst` (see [`ImtuTable::lookup`]).
+    #[inline]
+    pub fn lookup(&self, dst: IpAddr) -> Option<u16> {
+        if self.table.is_empty() {
+            return None;
+        }
+        self.table.lookup(dst).map(|(_, m)| m)
+    }
+}
+
 /// What the gateway makes of an advertised iMTU once it has measured the
 /// path toward the neighbour's responder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,6 +309,24 @@ mod tests {
         assert_eq!(t.insert(p("198.51.100.0/24"), 8000), Ok(Some(9000)));
         assert_eq!(t.insert(p("203.0.113.0/24"), 9000), Err(ImtuError::Full(1)));
         assert_eq!(t.insert(p("198.51.100.0/24"), 576), Err(ImtuError::Mtu(576)));
+    }
+
+    #[test]
+    fn replicas_follow_what_is_published() {
+        let shared = SharedImtu::new(8);
+        let mut r = ImtuReplica::new(shared.clone());
+        r.sync();
+        assert_eq!(r.lookup("203.0.113.65".parse().unwrap()), None);
+        let mut t = ImtuTable::new(8);
+        t.insert(p("203.0.113.64/26"), 9000).unwrap();
+        shared.publish(t);
+        assert_eq!(r.lookup("203.0.113.65".parse().unwrap()), None, "not before sync");
+        r.sync();
+        assert_eq!(r.lookup("203.0.113.65".parse().unwrap()), Some(9000));
+        shared.publish(ImtuTable::new(8));
+        r.sync();
+        assert_eq!(r.lookup("203.0.113.65".parse().unwrap()), None, "withdrawn");
+        assert_eq!(ImtuReplica::default().lookup("203.0.113.65".parse().unwrap()), None);
     }
 
     #[test]

@@ -58,6 +58,6 @@ pub use conntrack::ICMP_CHECKS_PER_SEC;
 pub use counters::{CaravanCounters, Counters, DropReason, FlushReason, HoldHistogram, PortCounters};
 pub use engine::{Engine, Footprint};
 pub use flow::FlowKey;
-pub use imtu::{ImtuError, ImtuTable, Trust};
+pub use imtu::{ImtuError, ImtuReplica, ImtuTable, SharedImtu, Trust};
 pub use pmtu::SharedPmtu;
 pub use port::Port;

@@ -31,6 +31,7 @@
 
 mod caravan;
 mod hold;
+mod imtu;
 mod inbound;
 mod learn;
 mod outbound;
@@ -109,6 +110,8 @@ pub struct Engine {
     next_housekeeping: Option<Instant>,
     pub(crate) counters: Counters,
     pub(crate) caravans: Caravans,
+    /// Neighbour b-networks with a verified iMTU (issue 30, [`imtu`]).
+    pub(crate) imtu: crate::imtu::ImtuReplica,
 }
 
 impl Engine {
@@ -139,8 +142,15 @@ impl Engine {
             next_housekeeping: None,
             counters: Counters::default(),
             caravans: Caravans::new(),
+            imtu: crate::imtu::ImtuReplica::default(),
             cfg,
         })
+    }
+
+    /// Follows the verified-iMTU table the runtime publishes (issue 30):
+    /// packets to and from its prefixes pass untouched ([`imtu`]).
+    pub fn follow_imtu(&mut self, shared: Arc<crate::imtu::SharedImtu>) {
+        self.imtu = crate::imtu::ImtuReplica::new(shared);
     }
 
     pub fn config(&self) -> &Config {
@@ -292,6 +302,9 @@ impl Engine {
         };
         if info.version == IpVersion::V4 && !Ipv4Packet::new_unchecked(&frame[info.l3..info.l4]).verify_checksum() {
             return self.drop(DropReason::Malformed);
+        }
+        if let Some(v) = self.verified_passthrough(from, frame.len(), info, meta) {
+            return without_trailer(v, info.end, frame.len());
         }
         // By reference again, for the same reason.
         let seg = Seg::parse(frame, info);

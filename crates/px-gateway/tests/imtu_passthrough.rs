@@ -1,0 +1,121 @@
+//! Toward a neighbour b-network whose iMTU the gateway verified (issue 30,
+//! `px_gateway::imtu`): packets pass untouched (no MSS clamp, no split, no
+//! merge); larger than the verified size, or once the prefix is withdrawn,
+//! they are translated as before, and a flow that loses its verification
+//! mid-stream keeps every byte.
+
+mod common;
+
+use common::*;
+use etherparse::TcpOptionElement;
+use px_gateway::{Engine, ImtuTable, Port, SharedImtu, Verdict};
+
+/// A harness whose engine follows `shared`.
+fn harness(shared: &std::sync::Arc<SharedImtu>) -> Harness {
+    let cfg = test_config();
+    let mut eng = Engine::new(cfg.clone()).unwrap();
+    eng.follow_imtu(shared.clone());
+    Harness::with_engine(cfg, eng)
+}
+
+fn table(entries: &[(&str, u16)]) -> ImtuTable {
+    let mut t = ImtuTable::new(16);
+    for (p, m) in entries {
+        t.insert(p.parse().unwrap(), *m).unwrap();
+    }
+    t
+}
+
+/// The outside hosts of the harness live in 198.51.100.0/24 and
+/// 2001:db8:1::/64.
+fn outside_verified(mtu: u16) -> ImtuTable {
+    table(&[("198.51.100.0/24", mtu), ("2001:db8:1::/64", mtu)])
+}
+
+fn payloads(out: &[Out], port: Port) -> Vec<usize> {
+    out.iter()
+        .filter(|o| o.port == port)
+        .filter_map(|o| check_wire_frame(&o.frame).ok())
+        .filter(|w| !w.payload.is_empty())
+        .map(|w| w.payload.len())
+        .collect()
+}
+
+#[test]
+fn syns_and_large_segments_to_a_verified_neighbour_pass_untouched() {
+    for v6 in [false, true] {
+        let shared = SharedImtu::new(16);
+        shared.publish(outside_verified(9000));
+        let mut h = harness(&shared);
+        // The inner host's SYN with its large MSS: not clamped.
+        let mut syn = TcpSpec::outbound(v6, 1, 100, vec![]).with_opts(vec![TcpOptionElement::MaximumSegmentSize(8940)]);
+        syn.flags = Flags { syn: true, ..Flags::default() };
+        let frame = syn.build();
+        assert!(matches!(h.feed(Port::Inner, frame.clone(), px_wire::offload::PacketMeta::PLAIN), Verdict::Forward { .. }));
+        assert_eq!(h.out.last().unwrap().frame, frame, "the SYN left changed");
+        // An 8000-byte segment each way: passed as it came.
+        let big_out = TcpSpec::outbound(v6, 1, 101, stream_bytes(2, 0, 8000)).build();
+        assert!(matches!(h.feed(Port::Inner, big_out.clone(), px_wire::offload::PacketMeta::PLAIN), Verdict::Forward { .. }));
+        assert_eq!(h.out.last().unwrap().frame, big_out);
+        let big_in = TcpSpec::inbound(v6, 1, 5000, stream_bytes(1, 0, 8000)).build();
+        assert!(matches!(h.feed(Port::Outer, big_in.clone(), px_wire::offload::PacketMeta::PLAIN), Verdict::Forward { .. }));
+        assert_eq!(h.out.last().unwrap().frame, big_in);
+        let c = h.eng.counters();
+        assert_eq!((c.imtu_passed, c.mss_clamped, c.split_in, c.merged_in), (3, 0, 0, 0), "v6 {v6}: {c:?}");
+    }
+}
+
+#[test]
+fn larger_than_verified_or_withdrawn_is_translated_without_losing_a_byte() {
+    let shared = SharedImtu::new(16);
+    shared.publish(outside_verified(4000));
+    let mut h = harness(&shared);
+    // 8000 bytes do not fit the verified 4000: cut to the outer MTU.
+    let data = stream_bytes(2, 0, 8000);
+    let _ = h.feed_tcp(Port::Inner, &TcpSpec::outbound(false, 1, 101, data.clone()));
+    let first = payloads(&h.out, Port::Outer);
+    assert!(first.len() > 1 && first.iter().all(|p| *p <= 1460), "{first:?}");
+    assert_eq!(first.iter().sum::<usize>(), 8000);
+    h.out.clear();
+    // Verified at 9000: the next segment passes whole; withdrawn: cut again.
+    shared.publish(outside_verified(9000));
+    let _ = h.feed_tcp(Port::Inner, &TcpSpec::outbound(false, 1, 8101, stream_bytes(2, 8000, 8000)));
+    assert_eq!(payloads(&h.out, Port::Outer), vec![8000]);
+    h.out.clear();
+    shared.publish(ImtuTable::new(16));
+    let _ = h.feed_tcp(Port::Inner, &TcpSpec::outbound(false, 1, 16_101, stream_bytes(2, 16_000, 8000)));
+    let after = payloads(&h.out, Port::Outer);
+    assert!(after.len() > 1 && after.iter().all(|p| *p <= 1460), "{after:?}");
+    assert_eq!(after.iter().sum::<usize>(), 8000, "bytes lost at the withdrawal");
+    assert_eq!(h.eng.counters().imtu_passed, 1);
+}
+
+#[test]
+fn a_super_packet_passes_only_if_each_segment_fits() {
+    let shared = SharedImtu::new(16);
+    shared.publish(table(&[("198.51.100.0/24", 9000)]));
+    let mut h = harness(&shared);
+    // Three 8948-byte segments merged by GRO: each is a 9000-byte packet.
+    let sp = TcpSpec::outbound(false, 1, 101, stream_bytes(2, 0, 3 * 8948)).build();
+    let v = h.feed(Port::Inner, sp.clone(), gro_meta(px_wire::offload::Checksum::Unknown, 8948));
+    assert!(matches!(v, Verdict::Forward { meta } if meta.gso.is_some_and(|g| g.size == 8948)), "{v:?}");
+    // With 8000 verified, the same super-packet is translated.
+    shared.publish(table(&[("198.51.100.0/24", 8000)]));
+    let before = h.eng.counters().imtu_passed;
+    let sp = TcpSpec::outbound(false, 1, 101 + 3 * 8948, stream_bytes(2, 3 * 8948, 3 * 8948)).build();
+    let _ = h.feed(Port::Inner, sp, gro_meta(px_wire::offload::Checksum::Unknown, 8948));
+    assert_eq!(h.eng.counters().imtu_passed, before);
+}
+
+#[test]
+fn other_destinations_are_translated_as_before() {
+    let shared = SharedImtu::new(16);
+    shared.publish(table(&[("192.0.2.0/24", 9000)]));
+    let mut h = harness(&shared);
+    let mut syn = TcpSpec::outbound(false, 1, 100, vec![]).with_opts(vec![TcpOptionElement::MaximumSegmentSize(8960)]);
+    syn.flags = Flags { syn: true, ..Flags::default() };
+    let _ = h.feed_tcp(Port::Inner, &syn);
+    let w = check_wire_frame(&h.out.last().unwrap().frame).unwrap();
+    assert_eq!(w.mss(), Some(1460), "the SYN toward a legacy destination must be clamped");
+    assert_eq!(h.eng.counters().imtu_passed, 0);
+}
