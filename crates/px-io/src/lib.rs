@@ -22,6 +22,8 @@
 //!   receives ([`RecvBatch`]) — what F-PMTUD and caravan end hosts need
 //!   (unprivileged).
 //! - [`ifaddr`]: the MTU of the interface holding an address or index.
+//! - [`route_table`]: routes with an MTU from one kernel table, over
+//!   rtnetlink (the iMTU follower of issue 30).
 //! - [`frag_capture`]: [`FragmentCapture`], every IPv4 fragment from a
 //!   packet socket, before the kernel reassembles it.
 //!
@@ -63,6 +65,7 @@ pub mod frag_capture;
 pub mod iface;
 pub mod ifaddr;
 pub mod ring;
+pub mod route_table;
 pub mod rx;
 mod sys;
 pub mod udp;
