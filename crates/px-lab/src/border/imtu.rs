@@ -47,26 +47,52 @@ protocol bgp exchange {{
     )
 }
 
-/// The gateway side's BIRD: learns routes from `peer` over eBGP into its
-/// main table and copies those carrying a valid iMTU community from their
-/// origin AS (the peer itself) into kernel table [`IMTU_TABLE`] with `krt_mtu` set to it.
-pub fn learn_config(log: &str, router_id: &str, asn: u32, peer: (&str, u32)) -> String {
+/// The gateway side's BIRD: learns routes from `peer` (a neighbour, or an
+/// exchange's route server) over eBGP into its main table and copies
+/// those that carry a valid iMTU claim into kernel table [`IMTU_TABLE`]
+/// with `krt_mtu` set to it. A claim is valid when the route was
+/// originated by one of `members` (the neighbouring b-networks: path of
+/// that one AS, so a transit network cannot speak for another's
+/// interior), is the only `(AS, 1, *)` community of that AS on the route,
+/// and lies within 1280..=9216. With `main_kernel`, the learned routes
+/// also go to the kernel's main table (the gateway host's own probes
+/// toward the neighbours' responders follow them).
+pub fn learn_config(
+    log: &str,
+    router_id: &str,
+    asn: u32,
+    peer: (&str, u32),
+    members: &[u32],
+    main_kernel: bool,
+) -> String {
     let peer_as = peer.1;
+    // BIRD 2.0 takes no variable as the first part of a large-community
+    // pattern: one line per member AS.
+    let claims: String = members
+        .iter()
+        .map(|m| {
+            format!("  if bgp_path.first = {m} then claims = filter(bgp_large_community, [({m}, {IMTU_FUNCTION}, *)]);\n")
+        })
+        .collect();
+    let main = if main_kernel {
+        "protocol kernel main_kernel {\n  ipv4 { import none; export where source = RTS_BGP; };\n}\n"
+    } else {
+        ""
+    };
     format!(
         r#"log "{log}" all;
 router id {router_id};
 protocol device {{ }}
 ipv4 table imtu4;
-# (origin AS, 1, iMTU): RFC 8092 large community, docs/border.md.
-# Exactly one iMTU claim, by the neighbour AS {peer_as} that originated
-# the route (a neighbouring b-network speaks for its own interior only),
-# within 1280..9216.
+# (origin AS, 1, iMTU): RFC 8092 large community, docs/border.md. Exactly
+# one claim, by the member AS that originated the route and is the whole
+# path, within 1280..9216.
 function imtu_of()
 lclist claims;
 {{
-  if bgp_path.first != {peer_as} || bgp_path.last != {peer_as} then return 0;
-  claims = filter(bgp_large_community, [({peer_as}, {IMTU_FUNCTION}, *)]);
-  if claims.len != 1 then return 0;
+  if bgp_path.len != 1 || bgp_path.first != bgp_path.last then return 0;
+  claims = ---empty---;
+{claims}  if claims.len != 1 then return 0;
   if claims.min.data2 < 1280 || claims.min.data2 > 9216 then return 0;
   return claims.min.data2;
 }}
@@ -82,7 +108,7 @@ protocol kernel imtu_kernel {{
   ipv4 {{ table imtu4; export all; import none; }};
   kernel table {IMTU_TABLE};
 }}
-protocol bgp exchange {{
+{main}protocol bgp exchange {{
   local as {asn};
   neighbor {} as {peer_as};
   connect retry time 1;
@@ -140,7 +166,8 @@ mod tests {
             .unwrap();
         parses(&announce_config("/tmp/x.log", "198.51.100.18", 64501, ("198.51.100.17", 64500), &["203.0.113.64/26"], None))
             .unwrap();
-        parses(&learn_config("/tmp/x.log", "198.51.100.17", 64500, ("198.51.100.18", 64501))).unwrap();
+        parses(&learn_config("/tmp/x.log", "198.51.100.17", 64500, ("198.51.100.18", 64501), &[64501], false)).unwrap();
+        parses(&learn_config("/tmp/x.log", "198.51.100.2", 64500, ("198.51.100.126", 64510), &[64501, 64502], true)).unwrap();
     }
 
     #[test]
