@@ -147,18 +147,7 @@ pub fn parse_imtu_routes(json: &str) -> Result<Vec<ImtuRoute>, String> {
 mod tests {
     use super::*;
 
-    fn parses(conf: &str) -> Result<(), String> {
-        let have = std::process::Command::new("sh").args(["-c", "command -v bird"]).output();
-        if !have.is_ok_and(|o| o.status.success()) {
-            eprintln!("SKIPPED bird -p: BIRD 2 is not installed (Debian package bird2)");
-            return Ok(());
-        }
-        let dir = super::super::Scratch::new("parse").map_err(|e| e.to_string())?;
-        let p = dir.0.join("t.conf");
-        std::fs::write(&p, conf).map_err(|e| e.to_string())?;
-        let out = std::process::Command::new("bird").arg("-p").arg("-c").arg(&p).output().map_err(|e| e.to_string())?;
-        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
-    }
+    use super::super::bird_parses as parses;
 
     #[test]
     fn bird_parses_both_configurations() {

@@ -12,6 +12,7 @@
 
 pub mod bird;
 pub mod ecmp;
+pub mod exchange;
 pub mod imtu;
 
 use std::path::PathBuf;
@@ -34,6 +35,22 @@ impl Scratch {
         std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         Ok(Scratch(p))
     }
+}
+
+/// Has BIRD parse `conf` (`bird -p`); Ok when BIRD is not installed
+/// (the test then says it skipped).
+#[cfg(test)]
+pub(crate) fn bird_parses(conf: &str) -> Result<(), String> {
+    let have = std::process::Command::new("sh").args(["-c", "command -v bird"]).output();
+    if !have.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED bird -p: BIRD 2 is not installed (Debian package bird2)");
+        return Ok(());
+    }
+    let dir = Scratch::new("parse")?;
+    let p = dir.0.join("t.conf");
+    std::fs::write(&p, conf).map_err(|e| e.to_string())?;
+    let out = std::process::Command::new("bird").arg("-p").arg("-c").arg(&p).output().map_err(|e| e.to_string())?;
+    if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
 }
 
 impl Drop for Scratch {

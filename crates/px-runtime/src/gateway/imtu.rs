@@ -100,7 +100,13 @@ struct Known {
     gateway: Option<IpAddr>,
     trust: Trust,
     measured_at: Instant,
+    /// Measurements in a row without an answer.
+    failures: u32,
 }
+
+/// First retry after a measurement without an answer (no route yet, the
+/// responder not up): doubled at each failure, up to `reverify_s`.
+const FIRST_RETRY: Duration = Duration::from_secs(1);
 
 /// A measurement the follower wants made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,9 +172,11 @@ impl Follower {
         let mut due = Vec::new();
         for (&(addr, len), &(advertised, gateway)) in &seen {
             let fresh = self.known.get(&(addr, len)).is_some_and(|k| {
-                k.advertised == advertised
-                    && k.gateway == gateway
-                    && now.saturating_duration_since(k.measured_at) < reverify
+                let wait = match k.trust {
+                    Trust::Unverified => FIRST_RETRY.saturating_mul(1 << k.failures.saturating_sub(1).min(16)).min(reverify),
+                    _ => reverify,
+                };
+                k.advertised == advertised && k.gateway == gateway && now.saturating_duration_since(k.measured_at) < wait
             });
             if !fresh {
                 let prefix = Prefix { addr, len };
@@ -184,10 +192,13 @@ impl Follower {
     /// answer) for a probe [`Follower::update`] returned; the verdict.
     pub fn record(&mut self, probe: &Probe, gateway: Option<IpAddr>, measured: Option<u16>, now: Instant) -> Trust {
         let trust = verdict(probe.advertised, measured, 8);
-        self.known.insert(
-            (probe.prefix.addr, probe.prefix.len),
-            Known { advertised: probe.advertised, gateway, trust, measured_at: now },
-        );
+        let key = (probe.prefix.addr, probe.prefix.len);
+        let failures = match (trust, self.known.get(&key)) {
+            (Trust::Unverified, Some(k)) if k.advertised == probe.advertised => k.failures.saturating_add(1),
+            (Trust::Unverified, _) => 1,
+            _ => 0,
+        };
+        self.known.insert(key, Known { advertised: probe.advertised, gateway, trust, measured_at: now, failures });
         trust
     }
 
@@ -366,6 +377,16 @@ mod tests {
         assert_eq!(gone, vec!["203.0.113.64/26".parse().unwrap()]);
         assert!(due.is_empty());
         assert!(f.table().is_empty());
+        // No answer: measured again soon, then less and less often.
+        let r = [route("203.0.113.64", 26, 9000)];
+        let (_, due) = f.update(&r, t0);
+        assert_eq!(f.record(&due[0], r[0].gateway, None, t0), Trust::Unverified);
+        assert!(f.update(&r, t0 + Duration::from_millis(500)).1.is_empty());
+        let (_, due) = f.update(&r, t0 + Duration::from_millis(1100));
+        assert_eq!(due.len(), 1, "an unanswered prefix must be retried within seconds");
+        f.record(&due[0], r[0].gateway, None, t0 + Duration::from_millis(1100));
+        assert!(f.update(&r, t0 + Duration::from_millis(2500)).1.is_empty(), "backoff doubles");
+        assert_eq!(f.update(&r, t0 + Duration::from_millis(3200)).1.len(), 1);
         // Nonsense iMTUs are no advertisement.
         assert!(f.update(&[route("203.0.113.64", 26, 576), route("203.0.113.0", 26, 100_000)], t0).1.is_empty());
     }
