@@ -108,6 +108,11 @@ pub struct Transfer {
     pub failover_stall_ms: f64,
     /// Longest stall after gw1's restart, ms.
     pub failback_stall_ms: f64,
+    /// The receiver's estimate of the segment size it gets at the end
+    /// (`TCP_INFO` `rcv_mss`): 8948 for a flow its last gateway merges,
+    /// about 1448 for one it passes at the safe size (it never saw the
+    /// handshake), 1448 for every A → L flow (legacy side).
+    pub receiver_mss: u32,
 }
 
 /// Flow hash symmetry between the two routers.
@@ -432,6 +437,7 @@ pub fn run(o: &EcmpOptions, say: &dyn Fn(&str)) -> Result<EcmpResult, RunError> 
             received_sha256: rs,
             failover_stall_ms: 0.0,
             failback_stall_ms: 0.0,
+            receiver_mss: r.stats.rcv_mss,
         });
     }
     // Stalls per flow, from the progress samples (receivers were accepted

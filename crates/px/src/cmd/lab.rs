@@ -48,9 +48,11 @@ pub enum LabCommand {
     /// and quinn's PMTUD against an F-PMTUD start (needs root and a px
     /// built with `--features quic`).
     Quic(lab_quic::QuicArgs),
-    /// A border of two gateways behind ECMP (BIRD 2: eBGP and BFD across
-    /// each gateway): kill -9 of one during sha256-checked transfers both
-    /// ways, then its restart (needs root and bird2; about 30 s).
+    /// A border of several gateways: the iMTU carried by BGP (BIRD 2 route
+    /// server, a true, a lying and a legacy neighbour) and verified before
+    /// use; two gateways behind ECMP with BFD, kill -9 of one during
+    /// sha256-checked transfers both ways (needs root and bird2; about a
+    /// minute).
     Border(lab_border::BorderArgs),
 }
 
