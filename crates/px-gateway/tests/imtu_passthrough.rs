@@ -51,14 +51,23 @@ fn syns_and_large_segments_to_a_verified_neighbour_pass_untouched() {
         let mut syn = TcpSpec::outbound(v6, 1, 100, vec![]).with_opts(vec![TcpOptionElement::MaximumSegmentSize(8940)]);
         syn.flags = Flags { syn: true, ..Flags::default() };
         let frame = syn.build();
-        assert!(matches!(h.feed(Port::Inner, frame.clone(), px_wire::offload::PacketMeta::PLAIN), Verdict::Forward { .. }));
+        assert!(matches!(
+            h.feed(Port::Inner, frame.clone(), px_wire::offload::PacketMeta::PLAIN),
+            Verdict::Forward { .. }
+        ));
         assert_eq!(h.out.last().unwrap().frame, frame, "the SYN left changed");
         // An 8000-byte segment each way: passed as it came.
         let big_out = TcpSpec::outbound(v6, 1, 101, stream_bytes(2, 0, 8000)).build();
-        assert!(matches!(h.feed(Port::Inner, big_out.clone(), px_wire::offload::PacketMeta::PLAIN), Verdict::Forward { .. }));
+        assert!(matches!(
+            h.feed(Port::Inner, big_out.clone(), px_wire::offload::PacketMeta::PLAIN),
+            Verdict::Forward { .. }
+        ));
         assert_eq!(h.out.last().unwrap().frame, big_out);
         let big_in = TcpSpec::inbound(v6, 1, 5000, stream_bytes(1, 0, 8000)).build();
-        assert!(matches!(h.feed(Port::Outer, big_in.clone(), px_wire::offload::PacketMeta::PLAIN), Verdict::Forward { .. }));
+        assert!(matches!(
+            h.feed(Port::Outer, big_in.clone(), px_wire::offload::PacketMeta::PLAIN),
+            Verdict::Forward { .. }
+        ));
         assert_eq!(h.out.last().unwrap().frame, big_in);
         let c = h.eng.counters();
         assert_eq!((c.imtu_passed, c.mss_clamped, c.split_in, c.merged_in), (3, 0, 0, 0), "v6 {v6}: {c:?}");

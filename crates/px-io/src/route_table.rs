@@ -166,11 +166,7 @@ fn socket(groups: u32) -> Result<OwnedFd, RouteError> {
     sa.nl_groups = groups;
     // SAFETY: `sa` is a live sockaddr_nl and its size is passed.
     let r = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&raw const sa).cast(),
-            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
+        libc::bind(fd.as_raw_fd(), (&raw const sa).cast(), std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t)
     };
     if r != 0 {
         return Err(RouteError::Socket { step: "bind", source: io::Error::last_os_error() });

@@ -35,8 +35,14 @@ fn imtu_community_reaches_the_kernel_table_and_leaves_with_it() {
     if !require_root_or_skip("imtu_community_reaches_the_kernel_table_and_leaves_with_it") {
         return;
     }
-    if std::process::Command::new("sh").args(["-c", "command -v bird && command -v birdc"]).output().map_or(true, |o| !o.status.success()) {
-        eprintln!("SKIPPED imtu_community_reaches_the_kernel_table_and_leaves_with_it: BIRD 2 is not installed (bird2)");
+    if std::process::Command::new("sh")
+        .args(["-c", "command -v bird && command -v birdc"])
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        eprintln!(
+            "SKIPPED imtu_community_reaches_the_kernel_table_and_leaves_with_it: BIRD 2 is not installed (bird2)"
+        );
         return;
     }
     let mut t = Topology::new().unwrap();
@@ -50,8 +56,13 @@ fn imtu_community_reaches_the_kernel_table_and_leaves_with_it() {
     let prefixes = ["203.0.113.64/26"];
     let conf_b = |imtu| announce_config(&log("rb"), "198.51.100.18", 64501, ("198.51.100.17", 64500), &prefixes, imtu);
     let rb = Bird::start(t.ns(b), &dir.0, "rb", &conf_b(Some(9000))).unwrap();
-    let ra = Bird::start(t.ns(a), &dir.0, "ra", &learn_config(&log("ra"), "198.51.100.17", 64500, ("198.51.100.18", 64501), &[64501], false))
-        .unwrap();
+    let ra = Bird::start(
+        t.ns(a),
+        &dir.0,
+        "ra",
+        &learn_config(&log("ra"), "198.51.100.17", 64500, ("198.51.100.18", 64501), &[64501], false),
+    )
+    .unwrap();
     ra.wait_established(&["exchange"], Duration::from_secs(30)).unwrap();
     let nine = vec![ImtuRoute { dst: "203.0.113.64/26".into(), mtu: 9000 }];
     wait_table(&t, a, &nine, "advertised 9000");

@@ -16,8 +16,14 @@ fn ecmp_failover_loses_no_byte() {
     if !require_root_or_skip("ecmp_failover_loses_no_byte") {
         return;
     }
-    if std::process::Command::new("sh").args(["-c", "command -v bird && command -v birdc"]).output().map_or(true, |o| !o.status.success()) {
-        eprintln!("SKIPPED ecmp_failover_loses_no_byte: BIRD 2 is not installed (Debian package bird2, scripts/lib.sh)");
+    if std::process::Command::new("sh")
+        .args(["-c", "command -v bird && command -v birdc"])
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        eprintln!(
+            "SKIPPED ecmp_failover_loses_no_byte: BIRD 2 is not installed (Debian package bird2, scripts/lib.sh)"
+        );
         return;
     }
     let o = EcmpOptions {
@@ -31,10 +37,14 @@ fn ecmp_failover_loses_no_byte() {
         gateway_args: Vec::new(),
     };
     let r = run(&o, &|l| eprintln!("{l}")).expect("the ECMP run");
-    eprintln!("{}", serde_json::to_string_pretty(&serde_json::json!({
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
         "failover_ms": r.failover_ms, "stalled": r.stalled_flows, "route_ms": r.route_converged_ms,
         "failback_ms": r.failback_ms, "yield_before": r.yield_before_failover, "yield_after": r.yield_after_failover,
-        "hash": r.hash, "transfers": r.transfers })).unwrap());
+        "hash": r.hash, "transfers": r.transfers }))
+        .unwrap()
+    );
     assert!(r.transfers_exact, "{:?}", r.transfers);
     assert!(r.transfers.iter().all(|t| t.bytes > 0 && t.sent_sha256 == t.received_sha256));
     assert!(r.stalled_flows > 0, "no flow was on the killed gateway: the test shows nothing");

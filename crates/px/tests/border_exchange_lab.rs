@@ -17,11 +17,21 @@ fn verified_neighbours_get_jumbo_frames_liars_and_legacy_get_translation() {
     if !require_root_or_skip("verified_neighbours_get_jumbo_frames_liars_and_legacy_get_translation") {
         return;
     }
-    if std::process::Command::new("sh").args(["-c", "command -v bird && command -v birdc"]).output().map_or(true, |o| !o.status.success()) {
-        eprintln!("SKIPPED verified_neighbours_get_jumbo_frames_liars_and_legacy_get_translation: BIRD 2 is not installed (bird2)");
+    if std::process::Command::new("sh")
+        .args(["-c", "command -v bird && command -v birdc"])
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        eprintln!(
+            "SKIPPED verified_neighbours_get_jumbo_frames_liars_and_legacy_get_translation: BIRD 2 is not installed (bird2)"
+        );
         return;
     }
-    let o = ExchangeOptions { exe: env!("CARGO_BIN_EXE_px").into(), bytes: 8 << 20, withdraw_transfer: Duration::from_secs(4) };
+    let o = ExchangeOptions {
+        exe: env!("CARGO_BIN_EXE_px").into(),
+        bytes: 8 << 20,
+        withdraw_transfer: Duration::from_secs(4),
+    };
     let r = run(&o, &|l| eprintln!("{l}")).expect("the exchange run");
     eprintln!("{}", serde_json::to_string_pretty(&r).unwrap());
     assert!(r.transfers_exact, "{:?}", r.transfers);

@@ -150,9 +150,9 @@ impl Bird {
     pub fn wait_established(&self, names: &[&str], timeout: Duration) -> Result<(), BirdError> {
         self.wait_for(&format!("BGP sessions {names:?} established"), timeout, |b| {
             let out = b.birdc(&["show", "protocols"])?;
-            let up = names.iter().all(|n| {
-                out.lines().any(|l| l.split_whitespace().next() == Some(n) && l.contains("Established"))
-            });
+            let up = names
+                .iter()
+                .all(|n| out.lines().any(|l| l.split_whitespace().next() == Some(n) && l.contains("Established")));
             Ok((up, out))
         })
     }

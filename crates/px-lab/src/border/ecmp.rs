@@ -43,7 +43,8 @@ pub const PREFIX_A: &str = "198.51.100.0/28";
 pub const PREFIX_L: &str = "203.0.113.0/28";
 /// `ra`'s and `rx`'s addresses on link 1 and link 2 (each a /29 through
 /// one gateway).
-const LINKS: [(&str, &str, &str); 2] = [("198.51.100.17", "198.51.100.18", "29"), ("198.51.100.25", "198.51.100.26", "29")];
+const LINKS: [(&str, &str, &str); 2] =
+    [("198.51.100.17", "198.51.100.18", "29"), ("198.51.100.25", "198.51.100.26", "29")];
 /// AS numbers (documentation range, RFC 5398).
 const AS_A: u32 = 64500;
 const AS_X: u32 = 64510;
@@ -180,6 +181,10 @@ pub struct EcmpResult {
     pub samples: Vec<Sample>,
 }
 
+/// One sample: seconds since the start, each flow's received bytes, the
+/// bytes through each gateway link.
+type RawSample = (f64, Vec<u64>, [u64; 2]);
+
 /// BFD interval (ms) and multiplier.
 const BFD: (u32, u32) = (20, 3);
 
@@ -277,7 +282,12 @@ impl Lab {
 
 /// Runs the ECMP failover experiment; `say` gets progress lines.
 pub fn run(o: &EcmpOptions, say: &dyn Fn(&str)) -> Result<EcmpResult, RunError> {
-    exp::require("px lab border", &["bird", "birdc", "sha256sum", "ethtool"], 1, "apt-get install bird2 (scripts/lib.sh)")?;
+    exp::require(
+        "px lab border",
+        &["bird", "birdc", "sha256sum", "ethtool"],
+        1,
+        "apt-get install bird2 (scripts/lib.sh)",
+    )?;
     if o.flows == 0 || o.rate_mbps <= 0.0 {
         return Err(RunError::Step("ecmp: need at least one flow per direction and a positive rate".into()));
     }
@@ -325,7 +335,7 @@ pub fn run(o: &EcmpOptions, say: &dyn Fn(&str)) -> Result<EcmpResult, RunError> 
     let chunk = 64 * 1024;
     let gap = Duration::from_secs_f64(chunk as f64 * 8.0 / (o.rate_mbps * 1e6));
     let t0 = Instant::now();
-    let mut samples_raw: Vec<(f64, Vec<u64>, [u64; 2])> = Vec::new();
+    let mut samples_raw: Vec<RawSample> = Vec::new();
     let mut route_converged_ms = None;
     let (mut yield_before, mut yield_after, mut data_after) = (None, None, 0);
     let outcome = std::thread::scope(|sc| -> Result<_, RunError> {
@@ -370,7 +380,7 @@ pub fn run(o: &EcmpOptions, say: &dyn Fn(&str)) -> Result<EcmpResult, RunError> 
         }
         // Sample until the end; kill and restart on the way.
         let ra_ns = lab.ns(lab.ra);
-        let sampler = sc.spawn(move || -> Result<Vec<(f64, Vec<u64>, [u64; 2])>, RunError> {
+        let sampler = sc.spawn(move || -> Result<Vec<RawSample>, RunError> {
             let _in = ra_ns.enter()?;
             let mut out = Vec::new();
             while !stop.load(Ordering::Relaxed) {
@@ -492,10 +502,8 @@ impl Drop for StopOnDrop<'_> {
 /// `event` and last at least `min` seconds, the latest end, minus
 /// `event`. 0 if the flow never stood still that long.
 pub fn stall_after(times: &[f64], progress: &[u64], event: f64, min: f64) -> f64 {
-    let changes: Vec<f64> = (1..times.len().min(progress.len()))
-        .filter(|&i| progress[i] > progress[i - 1])
-        .map(|i| times[i])
-        .collect();
+    let changes: Vec<f64> =
+        (1..times.len().min(progress.len())).filter(|&i| progress[i] > progress[i - 1]).map(|i| times[i]).collect();
     let mut worst: f64 = 0.0;
     for w in changes.windows(2) {
         let (from, to) = (w[0], w[1]);
@@ -507,7 +515,7 @@ pub fn stall_after(times: &[f64], progress: &[u64], event: f64, min: f64) -> f64
 }
 
 /// Mbit/s per gateway link in bins of `bin` seconds.
-fn bin_samples(raw: &[(f64, Vec<u64>, [u64; 2])], bin: f64) -> Vec<Sample> {
+fn bin_samples(raw: &[RawSample], bin: f64) -> Vec<Sample> {
     let mut out = Vec::new();
     let Some(first) = raw.first() else { return out };
     let (mut t_prev, mut prev) = (first.0, first.2);
@@ -548,7 +556,10 @@ fn wait_multipath(ns: &Netns, prefix: &str, paths: usize, timeout: Duration) -> 
             return Ok(());
         }
         if t0.elapsed() > timeout {
-            return Err(RunError::Step(format!("{}: route {prefix} has {have} next hops, not {paths}: {out}", ns.name())));
+            return Err(RunError::Step(format!(
+                "{}: route {prefix} has {have} next hops, not {paths}: {out}",
+                ns.name()
+            )));
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -644,8 +655,15 @@ mod tests {
     fn a_flow_that_stops_and_resumes_has_its_stall_measured_from_the_event() {
         let times: Vec<f64> = (0..100).map(|i| f64::from(i) * 0.01).collect();
         // Progress every sample except 0.30..0.55.
-        let p: Vec<u64> =
-            times.iter().scan(0u64, |acc, t| { if !(0.30..0.55).contains(t) { *acc += 10; } Some(*acc) }).collect();
+        let p: Vec<u64> = times
+            .iter()
+            .scan(0u64, |acc, t| {
+                if !(0.30..0.55).contains(t) {
+                    *acc += 10;
+                }
+                Some(*acc)
+            })
+            .collect();
         let s = stall_after(&times, &p, 0.32, 0.06);
         assert!((s - (0.55 - 0.32)).abs() < 0.011, "{s}");
         // A flow that never stops: 0.
@@ -667,7 +685,7 @@ mod tests {
 
     #[test]
     fn bins_turn_byte_counters_into_rates() {
-        let raw: Vec<(f64, Vec<u64>, [u64; 2])> =
+        let raw: Vec<RawSample> =
             (0..=20u32).map(|i| (f64::from(i) * 0.01, vec![], [u64::from(i) * 12_500, 0])).collect();
         let s = bin_samples(&raw, 0.1);
         assert_eq!(s.len(), 2);

@@ -26,7 +26,14 @@ pub const IMTU_TABLE: u32 = 30;
 /// A b-network's BIRD: router `router_id` in AS `asn`, one eBGP session to
 /// `peer` (address, AS), announcing `prefixes` with the large community
 /// `(asn, 1, imtu)` (`imtu: None`: announced without it).
-pub fn announce_config(log: &str, router_id: &str, asn: u32, peer: (&str, u32), prefixes: &[&str], imtu: Option<u32>) -> String {
+pub fn announce_config(
+    log: &str,
+    router_id: &str,
+    asn: u32,
+    peer: (&str, u32),
+    prefixes: &[&str],
+    imtu: Option<u32>,
+) -> String {
     let routes: String = prefixes.iter().map(|p| format!("  route {p} unreachable;\n")).collect();
     let tag = imtu.map_or(String::new(), |m| format!("bgp_large_community.add(({asn}, {IMTU_FUNCTION}, {m}));"));
     format!(
@@ -71,7 +78,9 @@ pub fn learn_config(
     let claims: String = members
         .iter()
         .map(|m| {
-            format!("  if bgp_path.first = {m} then claims = filter(bgp_large_community, [({m}, {IMTU_FUNCTION}, *)]);\n")
+            format!(
+                "  if bgp_path.first = {m} then claims = filter(bgp_large_community, [({m}, {IMTU_FUNCTION}, *)]);\n"
+            )
         })
         .collect();
     let main = if main_kernel {
@@ -151,17 +160,33 @@ mod tests {
 
     #[test]
     fn bird_parses_both_configurations() {
-        parses(&announce_config("/tmp/x.log", "198.51.100.18", 64501, ("198.51.100.17", 64500), &["203.0.113.64/26"], Some(9000)))
-            .unwrap();
-        parses(&announce_config("/tmp/x.log", "198.51.100.18", 64501, ("198.51.100.17", 64500), &["203.0.113.64/26"], None))
-            .unwrap();
+        parses(&announce_config(
+            "/tmp/x.log",
+            "198.51.100.18",
+            64501,
+            ("198.51.100.17", 64500),
+            &["203.0.113.64/26"],
+            Some(9000),
+        ))
+        .unwrap();
+        parses(&announce_config(
+            "/tmp/x.log",
+            "198.51.100.18",
+            64501,
+            ("198.51.100.17", 64500),
+            &["203.0.113.64/26"],
+            None,
+        ))
+        .unwrap();
         parses(&learn_config("/tmp/x.log", "198.51.100.17", 64500, ("198.51.100.18", 64501), &[64501], false)).unwrap();
-        parses(&learn_config("/tmp/x.log", "198.51.100.2", 64500, ("198.51.100.126", 64510), &[64501, 64502], true)).unwrap();
+        parses(&learn_config("/tmp/x.log", "198.51.100.2", 64500, ("198.51.100.126", 64510), &[64501, 64502], true))
+            .unwrap();
     }
 
     #[test]
     fn the_community_is_origin_asn_function_imtu() {
-        let c = announce_config("/l", "198.51.100.18", 64501, ("198.51.100.17", 64500), &["203.0.113.64/26"], Some(9000));
+        let c =
+            announce_config("/l", "198.51.100.18", 64501, ("198.51.100.17", 64500), &["203.0.113.64/26"], Some(9000));
         assert!(c.contains("bgp_large_community.add((64501, 1, 9000))"), "{c}");
         assert!(!announce_config("/l", "198.51.100.18", 64501, ("x", 1), &["203.0.113.64/26"], None).contains("large"));
     }

@@ -106,8 +106,16 @@ impl BorderResult {
 
 fn ecmp_table(s: &mut String, e: &ecmp::EcmpResult) {
     use std::fmt::Write as _;
-    let _ = writeln!(s, "Two gateways behind ECMP (BIRD 2 eBGP + BFD {} ms x {}), kill -9 of gw1, then its restart\n", e.bfd.0, e.bfd.1);
-    let _ = writeln!(s, "  {:<8} {:>5} {:>12} {:>10} {:>8}  {:<8}", "dir", "flow", "bytes", "stall ms", "rcv mss", "sha256");
+    let _ = writeln!(
+        s,
+        "Two gateways behind ECMP (BIRD 2 eBGP + BFD {} ms x {}), kill -9 of gw1, then its restart\n",
+        e.bfd.0, e.bfd.1
+    );
+    let _ = writeln!(
+        s,
+        "  {:<8} {:>5} {:>12} {:>10} {:>8}  {:<8}",
+        "dir", "flow", "bytes", "stall ms", "rcv mss", "sha256"
+    );
     for t in &e.transfers {
         let ok = if t.sent_sha256 == t.received_sha256 && !t.sent_sha256.is_empty() { "equal" } else { "DIFFER" };
         let _ = writeln!(
@@ -133,7 +141,11 @@ fn ecmp_table(s: &mut String, e: &ecmp::EcmpResult) {
         opt(e.yield_after_failover, 3),
         opt(e.yield_before_failover, 3)
     );
-    let _ = writeln!(s, "  ecmp.failback_ms            {:.0} ({} flows stood still after the restart)", e.failback_ms, e.failback_stalled_flows);
+    let _ = writeln!(
+        s,
+        "  ecmp.failback_ms            {:.0} ({} flows stood still after the restart)",
+        e.failback_ms, e.failback_stalled_flows
+    );
     let _ = writeln!(
         s,
         "  flow hash (L4, {} tuples): both directions on one gateway {:.0} % with equal seeds, {:.0} % with different seeds; {:.0} % on gw1",
@@ -147,21 +159,39 @@ fn ecmp_table(s: &mut String, e: &ecmp::EcmpResult) {
 fn imtu_table(s: &mut String, i: &exchange::ExchangeResult) {
     use std::fmt::Write as _;
     let _ = writeln!(s, "iMTU carried by BGP (large community (AS, 1, iMTU)), verified by F-PMTUD before use\n");
-    let _ = writeln!(s, "  {:<28} {:>9} {:>9} {:>12}", "neighbour (exchange port)", "to max", "from max", "jumbo / all");
+    let _ =
+        writeln!(s, "  {:<28} {:>9} {:>9} {:>12}", "neighbour (exchange port)", "to max", "from max", "jumbo / all");
     for (name, f) in [
         ("B claims 9000 (verified)", &i.bnet),
         ("L legacy (no claim)", &i.legacy),
         ("C claims 9000 (a lie)", &i.liar),
         ("B after dropping its claim", &i.after_withdraw),
     ] {
-        let _ = writeln!(s, "  {:<28} {:>9} {:>9} {:>12}", name, f.to_max, f.from_max, format!("{}/{}", f.to_jumbo, f.to_frames));
+        let _ = writeln!(
+            s,
+            "  {:<28} {:>9} {:>9} {:>12}",
+            name,
+            f.to_max,
+            f.from_max,
+            format!("{}/{}", f.to_jumbo, f.to_frames)
+        );
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "  imtu.to_bnet_max_frame      {}", i.to_bnet_max_frame);
     let _ = writeln!(s, "  imtu.to_legacy_max_frame    {}", i.to_legacy_max_frame);
     let _ = writeln!(s, "  imtu.lie_detected           {}", i.lie_detected);
-    let _ = writeln!(s, "  imtu.lost_bytes             {} ({} sha256-checked transfers, all exact: {})", i.lost_bytes, i.transfers.len(), i.transfers_exact);
-    let _ = writeln!(s, "  claim dropped → translation {:.0} ms (BIRD → route server → table 30 → gateway)", i.withdraw_fallback_ms);
+    let _ = writeln!(
+        s,
+        "  imtu.lost_bytes             {} ({} sha256-checked transfers, all exact: {})",
+        i.lost_bytes,
+        i.transfers.len(),
+        i.transfers_exact
+    );
+    let _ = writeln!(
+        s,
+        "  claim dropped → translation {:.0} ms (BIRD → route server → table 30 → gateway)",
+        i.withdraw_fallback_ms
+    );
     let _ = writeln!(s, "  packets passed untouched    {}", i.imtu_passed);
     for l in &i.gateway_log {
         let _ = writeln!(s, "  gateway: {}", l.split("imtu: ").nth(1).unwrap_or(l));
@@ -227,7 +257,11 @@ impl crate::exp::Report for BorderResult {
                         ("toward it".into(), f.iter().map(|x| x.to_max as f64).collect()),
                         ("from it".into(), f.iter().map(|x| x.from_max as f64).collect()),
                     ],
-                    note: Some(format!("observers on the bridge ports; {} bytes lost; {}", i.lost_bytes, self.machine.line())),
+                    note: Some(format!(
+                        "observers on the bridge ports; {} bytes lost; {}",
+                        i.lost_bytes,
+                        self.machine.line()
+                    )),
                 }
                 .to_svg(),
             );

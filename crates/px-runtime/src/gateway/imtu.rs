@@ -29,8 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-use px_gateway::imtu::{ImtuTable, SharedImtu, Trust, verdict};
 use px_gateway::Prefix;
+use px_gateway::imtu::{ImtuTable, SharedImtu, Trust, verdict};
 use px_io::route_table::MtuRoute;
 use serde::{Deserialize, Serialize};
 
@@ -173,10 +173,14 @@ impl Follower {
         for (&(addr, len), &(advertised, gateway)) in &seen {
             let fresh = self.known.get(&(addr, len)).is_some_and(|k| {
                 let wait = match k.trust {
-                    Trust::Unverified => FIRST_RETRY.saturating_mul(1 << k.failures.saturating_sub(1).min(16)).min(reverify),
+                    Trust::Unverified => {
+                        FIRST_RETRY.saturating_mul(1 << k.failures.saturating_sub(1).min(16)).min(reverify)
+                    }
                     _ => reverify,
                 };
-                k.advertised == advertised && k.gateway == gateway && now.saturating_duration_since(k.measured_at) < wait
+                k.advertised == advertised
+                    && k.gateway == gateway
+                    && now.saturating_duration_since(k.measured_at) < wait
             });
             if !fresh {
                 let prefix = Prefix { addr, len };
