@@ -148,7 +148,7 @@ impl Engine {
     }
 
     /// Follows the verified-iMTU table the runtime publishes (issue 30):
-    /// packets to and from its prefixes pass untouched ([`imtu`]).
+    /// packets to and from its prefixes pass untouched (`engine/imtu.rs`).
     pub fn follow_imtu(&mut self, shared: Arc<crate::imtu::SharedImtu>) {
         self.imtu = crate::imtu::ImtuReplica::new(shared);
     }
