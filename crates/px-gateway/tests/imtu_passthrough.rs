@@ -128,3 +128,49 @@ fn other_destinations_are_translated_as_before() {
     assert_eq!(w.mss(), Some(1460), "the SYN toward a legacy destination must be clamped");
     assert_eq!(h.eng.counters().imtu_passed, 0);
 }
+
+/// A router outside (not in any verified prefix) reports "too big" about
+/// an 8000-byte segment that went untouched to a verified host: the error
+/// reaches the inner host (only it can shrink the flow); the same error
+/// about a translated flow is the gateway's own and is not passed on.
+#[test]
+fn a_too_big_about_a_passed_flow_reaches_the_host() {
+    use etherparse::{Icmpv4Type, Icmpv6Type, PacketBuilder, icmpv4::DestUnreachableHeader};
+    for v6 in [false, true] {
+        let shared = SharedImtu::new(16);
+        let host = if v6 { "2001:db8:1::1/128" } else { "198.51.100.1/32" };
+        shared.publish(table(&[(host, 9000)]));
+        let mut h = harness(&shared);
+        let seg = TcpSpec::outbound(v6, 0, 101, stream_bytes(2, 0, 8000)).build();
+        let quoted = ip_part(&seg).to_vec();
+        let (router, inner): (std::net::IpAddr, std::net::IpAddr) = if v6 {
+            ("2001:db8:1::99".parse().unwrap(), inner_addr(true, 0))
+        } else {
+            ("198.51.100.99".parse().unwrap(), inner_addr(false, 0))
+        };
+        let b = PacketBuilder::ethernet2(MAC_OUTER, MAC_INNER);
+        let mut err = Vec::new();
+        match (router, inner) {
+            (std::net::IpAddr::V4(r), std::net::IpAddr::V4(i)) => b
+                .ipv4(r.octets(), i.octets(), 64)
+                .icmpv4(Icmpv4Type::DestinationUnreachable(DestUnreachableHeader::FragmentationNeeded {
+                    next_hop_mtu: 1500,
+                }))
+                .write(&mut err, &quoted[..548])
+                .unwrap(),
+            (std::net::IpAddr::V6(r), std::net::IpAddr::V6(i)) => b
+                .ipv6(r.octets(), i.octets(), 64)
+                .icmpv6(Icmpv6Type::PacketTooBig { mtu: 1500 })
+                .write(&mut err, &quoted[..1232])
+                .unwrap(),
+            _ => unreachable!(),
+        }
+        let v = h.feed(Port::Outer, err.clone(), px_wire::offload::PacketMeta::PLAIN);
+        assert!(matches!(v, Verdict::Forward { .. }), "v6 {v6}: {v:?}");
+        assert_eq!(h.out.last().unwrap().frame, err);
+        // Withdrawn: the same error is the gateway's business again.
+        shared.publish(ImtuTable::new(16));
+        let v = h.feed(Port::Outer, err, px_wire::offload::PacketMeta::PLAIN);
+        assert!(!matches!(v, Verdict::Forward { .. }), "v6 {v6}: {v:?}");
+    }
+}

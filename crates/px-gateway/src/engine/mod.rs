@@ -303,7 +303,7 @@ impl Engine {
         if info.version == IpVersion::V4 && !Ipv4Packet::new_unchecked(&frame[info.l3..info.l4]).verify_checksum() {
             return self.drop(DropReason::Malformed);
         }
-        if let Some(v) = self.verified_passthrough(from, frame.len(), info, meta) {
+        if let Some(v) = self.verified_passthrough(from, frame, info, meta) {
             return without_trailer(v, info.end, frame.len());
         }
         // By reference again, for the same reason.
