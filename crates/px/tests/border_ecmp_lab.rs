@@ -35,6 +35,10 @@ fn ecmp_failover_loses_no_byte() {
         after_restart: Duration::from_secs(3),
         hash_tuples: 32,
         gateway_args: Vec::new(),
+        // Detection in 300 ms: robust on a loaded CI machine, where the
+        // gateways (debug builds) can delay a BFD packet by tens of ms.
+        bfd_ms: 100,
+        hash_policy: 3,
     };
     let r = run(&o, &|l| eprintln!("{l}")).expect("the ECMP run");
     eprintln!(
@@ -42,7 +46,7 @@ fn ecmp_failover_loses_no_byte() {
         serde_json::to_string_pretty(&serde_json::json!({
         "failover_ms": r.failover_ms, "stalled": r.stalled_flows, "route_ms": r.route_converged_ms,
         "failback_ms": r.failback_ms, "yield_before": r.yield_before_failover, "yield_after": r.yield_after_failover,
-        "hash": r.hash, "transfers": r.transfers }))
+        "hash": r.hash, "bfd_flaps": r.bfd_flaps, "ra_events": r.ra_events, "transfers": r.transfers }))
         .unwrap()
     );
     assert!(r.transfers_exact, "{:?}", r.transfers);

@@ -74,6 +74,13 @@ pub struct EcmpOptions {
     pub hash_tuples: usize,
     /// Extra arguments for both gateways.
     pub gateway_args: Vec<String>,
+    /// BFD transmit and receive interval, ms (detection: 3 of them).
+    pub bfd_ms: u32,
+    /// `net.ipv4.fib_multipath_hash_policy` on both routers: 1 (L4) or 3
+    /// (custom fields: addresses, protocol, ports). See `docs/border.md`:
+    /// with 1, Linux reuses a packet's existing L4 hash (a sender socket's
+    /// random `txhash`, a NIC's RSS hash), which differs per direction.
+    pub hash_policy: u32,
 }
 
 impl Default for EcmpOptions {
@@ -87,6 +94,8 @@ impl Default for EcmpOptions {
             after_restart: Duration::from_secs(5),
             hash_tuples: 64,
             gateway_args: Vec::new(),
+            bfd_ms: 50,
+            hash_policy: 3,
         }
     }
 }
@@ -119,7 +128,8 @@ pub struct Transfer {
 /// Flow hash symmetry between the two routers.
 #[derive(Debug, Clone, Serialize)]
 pub struct HashSymmetry {
-    /// `net.ipv4.fib_multipath_hash_policy` on both routers (1: L4).
+    /// `net.ipv4.fib_multipath_hash_policy` on both routers (1: L4; 3:
+    /// custom fields).
     pub policy: u32,
     /// 5-tuples tried.
     pub tuples: usize,
@@ -130,6 +140,11 @@ pub struct HashSymmetry {
     pub different_seeds: f64,
     /// Share of tuples on link 1 (the spread).
     pub on_link1: f64,
+    /// Of the real L → A flows, the share whose receiver got merged
+    /// (8948-byte) segments just before the kill: their gateway saw both
+    /// directions. What the FIB answers above says for a tuple; this says
+    /// what the packets did.
+    pub flows_merged_before_kill: f64,
 }
 
 /// Traffic per gateway at one moment.
@@ -173,6 +188,11 @@ pub struct EcmpResult {
     pub hash: HashSymmetry,
     /// BFD timers (tx/rx interval ms, multiplier).
     pub bfd: (u32, u32),
+    /// BGP sessions that went down on `ra` besides the killed gateway's
+    /// (flaps: BFD packets missed on a loaded machine).
+    pub bfd_flaps: usize,
+    /// `ra`'s BIRD log lines about its sessions.
+    pub ra_events: Vec<String>,
     /// When gw1 was killed and restarted (s since start).
     pub kill_at_s: f64,
     /// ... restarted.
@@ -185,18 +205,19 @@ pub struct EcmpResult {
 /// bytes through each gateway link.
 type RawSample = (f64, Vec<u64>, [u64; 2]);
 
-/// BFD interval (ms) and multiplier.
-const BFD: (u32, u32) = (20, 3);
+/// BFD detection multiplier.
+const BFD_MULTIPLIER: u32 = 3;
 
-fn bird_config(log: &str, me: usize) -> String {
+fn bird_config(log: &str, me: usize, bfd_ms: u32) -> String {
     let (router_id, my_as, peer_as, lan_dev, peers) = if me == 0 {
         (LINKS[0].0, AS_A, AS_X, "a0", [LINKS[0].1, LINKS[1].1])
     } else {
         (LINKS[0].1, AS_X, AS_A, "l0", [LINKS[0].0, LINKS[1].0])
     };
-    let (iv, mult) = BFD;
+    let (iv, mult) = (bfd_ms, BFD_MULTIPLIER);
     format!(
         r#"log "{log}" all;
+debug protocols {{ states }};
 router id {router_id};
 protocol device {{ scan time 10; }}
 protocol direct {{ ipv4; interface "{lan_dev}"; }}
@@ -211,6 +232,8 @@ template bgp gwlink {{
   local as {my_as};
   connect retry time 1;
   error wait time 1, 4;
+  hold time 3;
+  keepalive time 1;
   bfd on;
   ipv4 {{ import all; export where source = RTS_DEVICE; }};
 }}
@@ -232,7 +255,7 @@ struct Lab {
 }
 
 impl Lab {
-    fn build() -> Result<Lab, RunError> {
+    fn build(hash_policy: u32) -> Result<Lab, RunError> {
         let mut topo = Topology::new()?;
         let host_a = topo.add_ns("bneta")?;
         let ra = topo.add_ns("ra")?;
@@ -263,7 +286,10 @@ impl Lab {
         for r in [ra, rx] {
             let ns = topo.ns(r);
             ns.enable_forwarding()?;
-            ns.set_sysctl("net.ipv4.fib_multipath_hash_policy", "1")?;
+            ns.set_sysctl("net.ipv4.fib_multipath_hash_policy", &hash_policy.to_string())?;
+            // Policy 3's fields: source and destination address, protocol,
+            // source and destination port.
+            ns.set_sysctl("net.ipv4.fib_multipath_hash_fields", "0x0037")?;
             ns.set_sysctl("net.ipv4.fib_multipath_hash_seed", &HASH_SEED.to_string())?;
         }
         Ok(Lab { topo, host_a, ra, gws, rx, host_l })
@@ -291,28 +317,43 @@ pub fn run(o: &EcmpOptions, say: &dyn Fn(&str)) -> Result<EcmpResult, RunError> 
     if o.flows == 0 || o.rate_mbps <= 0.0 {
         return Err(RunError::Step("ecmp: need at least one flow per direction and a positive rate".into()));
     }
-    let lab = Lab::build()?;
+    if ![1, 3].contains(&o.hash_policy) {
+        return Err(RunError::Step(format!("ecmp: hash policy {} (1 or 3)", o.hash_policy)));
+    }
+    let lab = Lab::build(o.hash_policy)?;
     let scratch = Scratch::new("ecmp")?;
     let mut gws = [Some(lab.start_gateway(0, o)?), Some(lab.start_gateway(1, o)?)];
-    say("ecmp: two gateways up; starting BIRD (eBGP over each gateway, BFD 20 ms x 3)");
+    say(&format!(
+        "ecmp: two gateways up; starting BIRD (eBGP over each gateway, BFD {} ms x {BFD_MULTIPLIER})",
+        o.bfd_ms
+    ));
     let birds = [lab.ra, lab.rx]
         .iter()
         .enumerate()
         .map(|(i, ns)| {
             let name = ["ra", "rx"][i];
             let log = Bird::log_path(&scratch.0, name);
-            Bird::start(lab.ns(*ns), &scratch.0, name, &bird_config(&log.to_string_lossy(), i))
+            Bird::start(lab.ns(*ns), &scratch.0, name, &bird_config(&log.to_string_lossy(), i, o.bfd_ms))
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| RunError::Step(e.to_string()))?;
     for b in &birds {
         b.wait_established(&["via1", "via2"], Duration::from_secs(30)).map_err(|e| RunError::Step(e.to_string()))?;
     }
+    // BFD up on both links on both routers: otherwise a dead gateway is
+    // found only by the BGP hold timer.
+    for b in &birds {
+        b.wait_for("BFD sessions up on both links", Duration::from_secs(20), |b| {
+            let out = b.birdc(&["show", "bfd", "sessions"])?;
+            Ok((out.lines().filter(|l| l.contains(" Up ")).count() >= 2, out))
+        })
+        .map_err(|e| RunError::Step(e.to_string()))?;
+    }
     wait_multipath(lab.ns(lab.ra), PREFIX_L, 2, Duration::from_secs(10))?;
     wait_multipath(lab.ns(lab.rx), PREFIX_A, 2, Duration::from_secs(10))?;
     lab.ns(lab.host_a).ping(HOST_L, 3)?;
     say("ecmp: BGP established on both links, multipath routes installed; checking the flow hash");
-    let hash = hash_symmetry(&lab, o.hash_tuples)?;
+    let hash = hash_symmetry(&lab, o.hash_tuples, o.hash_policy)?;
     say(&format!(
         "ecmp: hash symmetric for {:.0} % of tuples with equal seeds, {:.0} % with different seeds",
         hash.same_seed * 100.0,
@@ -325,7 +366,7 @@ pub fn run(o: &EcmpOptions, say: &dyn Fn(&str)) -> Result<EcmpResult, RunError> 
     let stop = AtomicBool::new(false);
     let srv_l: SocketAddr = format!("{HOST_L}:5001").parse().map_err(|e| format!("{e}"))?;
     let srv_a: SocketAddr = format!("{HOST_A}:5002").parse().map_err(|e| format!("{e}"))?;
-    let stall_timeout = Duration::from_secs(15);
+    let stall_timeout = Duration::from_secs(30);
     let listen = |ns: &Netns, at: SocketAddr| -> Result<TcpListener, RunError> {
         let l = ns.run(|| TcpListener::bind(at))?.map_err(|e| format!("bind {at}: {e}"))?;
         set_accept_timeout(&l, Duration::from_secs(10)).map_err(|e| format!("accept timeout: {e}"))?;
@@ -392,6 +433,7 @@ pub fn run(o: &EcmpOptions, say: &dyn Fn(&str)) -> Result<EcmpResult, RunError> 
             Ok(out)
         });
         std::thread::sleep(o.before_kill);
+        let merged = merged_share(lab.ns(lab.host_a), srv_a.port());
         let m0 = scrape(lab.ns(lab.gws[1]));
         let gw1 = gws[0].take().ok_or("gw1 gone")?;
         let k = Instant::now();
@@ -425,9 +467,15 @@ pub fn run(o: &EcmpOptions, say: &dyn Fn(&str)) -> Result<EcmpResult, RunError> 
         let got_l = r_l.join().map_err(|_| "receiver panicked")?;
         let got_a = r_a.join().map_err(|_| "receiver panicked")?;
         samples_raw = sampler.join().map_err(|_| "sampler panicked")??;
-        Ok((sent, got_l, got_a, kill_at, restart_at))
+        Ok((sent, got_l, got_a, kill_at, restart_at, merged))
     })?;
-    let (sent, got_l, got_a, kill_at, restart_at) = outcome;
+    let (sent, got_l, got_a, kill_at, restart_at, merged) = outcome;
+    let mut hash = hash;
+    hash.flows_merged_before_kill = merged;
+    // One BFD session goes down for the kill; any other is a flap.
+    let ra_log = std::fs::read_to_string(Bird::log_path(&scratch.0, "ra")).unwrap_or_default();
+    let ra_events = routing_events(&ra_log);
+    let bfd_flaps = bgp_downs(&ra_events).saturating_sub(1);
     let mut received = got_l.map_err(|e| format!("A to L: {e}"))?;
     received.extend(got_a.map_err(|e| format!("L to A: {e}"))?);
     // Match each sender with its receiver by flow number.
@@ -481,11 +529,38 @@ pub fn run(o: &EcmpOptions, say: &dyn Fn(&str)) -> Result<EcmpResult, RunError> 
         gw2_data_out_after: data_after,
         transfers,
         hash,
-        bfd: BFD,
+        bfd: (o.bfd_ms, BFD_MULTIPLIER),
+        bfd_flaps,
+        ra_events,
         kill_at_s: kill_at,
         restart_at_s: restart_at,
         samples: bin_samples(&samples_raw, 0.1),
     })
+}
+
+/// Of the established connections to `port` in `ns` (the receivers of
+/// L → A), the share whose receive MSS estimate is above 8000: they get
+/// merged segments. Read with `ss -ti` (`rcvmss:`).
+fn merged_share(ns: &Netns, port: u16) -> f64 {
+    let filter = format!("( sport = :{port} )");
+    let out = ns.exec("ss", &["-tinH", "state", "established", &filter]).unwrap_or_default();
+    let mss: Vec<u32> =
+        out.split_whitespace().filter_map(|w| w.strip_prefix("rcvmss:").and_then(|v| v.parse().ok())).collect();
+    if mss.is_empty() {
+        return 0.0;
+    }
+    mss.iter().filter(|m| **m > 8000).count() as f64 / mss.len() as f64
+}
+
+/// The routing events of a BIRD log (`debug protocols { states }`): the
+/// state changes of the BGP and BFD protocols.
+fn routing_events(log: &str) -> Vec<String> {
+    log.lines().filter(|l| l.contains("State changed to")).map(str::to_owned).collect()
+}
+
+/// BGP sessions that went down, from [`routing_events`].
+fn bgp_downs(events: &[String]) -> usize {
+    events.iter().filter(|l| l.contains("State changed to down")).count()
 }
 
 /// Sets the flag when dropped.
@@ -582,7 +657,7 @@ fn fib_choice(ns: &Netns, dst: &str, src: &str, iif: &str, sport: u16, dport: u1
 /// Asks both routers' FIBs which link each direction of `tuples` 5-tuples
 /// takes, with equal seeds and then with `rx`'s seed changed (restored
 /// afterwards).
-fn hash_symmetry(lab: &Lab, tuples: usize) -> Result<HashSymmetry, RunError> {
+fn hash_symmetry(lab: &Lab, tuples: usize, policy: u32) -> Result<HashSymmetry, RunError> {
     let ports: Vec<(u16, u16)> = (0..tuples as u32)
         .map(|i| {
             let x = i.wrapping_mul(0x9e37_79b9) ^ 0x5bd1_e995;
@@ -605,7 +680,14 @@ fn hash_symmetry(lab: &Lab, tuples: usize) -> Result<HashSymmetry, RunError> {
     rx.set_sysctl("net.ipv4.fib_multipath_hash_seed", &(HASH_SEED ^ 0x00ff_ff00).to_string())?;
     let different = measure();
     rx.set_sysctl("net.ipv4.fib_multipath_hash_seed", &HASH_SEED.to_string())?;
-    Ok(HashSymmetry { policy: 1, tuples: ports.len(), same_seed, different_seeds: different?.0, on_link1 })
+    Ok(HashSymmetry {
+        policy,
+        tuples: ports.len(),
+        same_seed,
+        different_seeds: different?.0,
+        on_link1,
+        flows_merged_before_kill: 0.0,
+    })
 }
 
 /// The counters of a gateway's metrics endpoint the run needs.
@@ -675,12 +757,25 @@ mod tests {
 
     #[test]
     fn bird_configs_name_both_sessions_bfd_and_merging() {
-        let c = bird_config("/tmp/x.log", 0);
+        let c = bird_config("/tmp/x.log", 0, 20);
         for want in ["merge paths on", "bfd on", "neighbor 198.51.100.18 as 64510", "neighbor 198.51.100.26 as 64510"] {
             assert!(c.contains(want), "{want}: {c}");
         }
-        let c = bird_config("/tmp/x.log", 1);
+        let c = bird_config("/tmp/x.log", 1, 20);
+        super::super::bird_parses(&c).unwrap();
         assert!(c.contains("neighbor 198.51.100.17 as 64500") && c.contains("interface \"l0\""), "{c}");
+    }
+
+    #[test]
+    fn flaps_are_the_downs_besides_the_kill() {
+        let log = "2026-11-27 13:05:35.726 <TRACE> bfd1: State changed to up\n\
+                   2026-11-27 13:05:40.185 <TRACE> via1: State changed to up\n\
+                   2026-11-27 13:05:41.000 <INFO> something else\n\
+                   2026-11-27 13:05:44.672 <TRACE> via1: State changed to down\n\
+                   2026-11-27 13:05:46.672 <TRACE> via2: State changed to down\n";
+        let ev = routing_events(log);
+        assert_eq!(ev.len(), 4);
+        assert_eq!(bgp_downs(&ev).saturating_sub(1), 1);
     }
 
     #[test]

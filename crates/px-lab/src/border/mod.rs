@@ -148,7 +148,8 @@ fn ecmp_table(s: &mut String, e: &ecmp::EcmpResult) {
     );
     let _ = writeln!(
         s,
-        "  flow hash (L4, {} tuples): both directions on one gateway {:.0} % with equal seeds, {:.0} % with different seeds; {:.0} % on gw1",
+        "  flow hash (policy {}, {} tuples asked of the FIBs): both directions on one gateway {:.0} % with equal seeds, {:.0} % with different seeds; {:.0} % on gw1",
+        e.hash.policy,
         e.hash.tuples,
         e.hash.same_seed * 100.0,
         e.hash.different_seeds * 100.0,
@@ -285,6 +286,8 @@ impl crate::exp::Report for BorderResult {
                 "hash": e.hash,
                 "bfd_interval_ms": e.bfd.0,
                 "bfd_multiplier": e.bfd.1,
+                "bfd_flaps": e.bfd_flaps,
+                "ra_events": e.ra_events,
                 "kill_at_s": e.kill_at_s,
                 "restart_at_s": e.restart_at_s,
                 "transfers": e.transfers,

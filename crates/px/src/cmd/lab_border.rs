@@ -43,6 +43,14 @@ pub struct BorderArgs {
     /// 5-tuples asked of both routers' FIBs for the hash symmetry check.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     hash_tuples: u64,
+    /// BFD interval in ms on both routers (detection after 3 missed).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(10..=1000))]
+    bfd_ms: u32,
+    /// The routers' `fib_multipath_hash_policy`: 3 (addresses, protocol,
+    /// ports: symmetric) or 1 (L4, which reuses a packet's own hash: see
+    /// docs/border.md).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=3))]
+    hash_policy: u32,
     /// Extra arguments for both `px gateway`s (repeatable).
     #[arg(long = "gateway-arg", allow_hyphen_values = true)]
     gateway_args: Vec<String>,
@@ -74,6 +82,8 @@ pub fn border(a: BorderArgs) -> Result<ExitCode, String> {
         after_restart: secs("after-restart-s", a.after_restart_s)?,
         hash_tuples: a.hash_tuples as usize,
         gateway_args: a.gateway_args,
+        bfd_ms: a.bfd_ms,
+        hash_policy: a.hash_policy,
     };
     let parts = match a.part.as_str() {
         "imtu" => Parts::Imtu,
