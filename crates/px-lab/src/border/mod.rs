@@ -155,6 +155,16 @@ fn ecmp_table(s: &mut String, e: &ecmp::EcmpResult) {
         e.hash.different_seeds * 100.0,
         e.hash.on_link1 * 100.0
     );
+    let _ = writeln!(
+        s,
+        "  real L → A flows merged just before the kill (both directions on one gateway): {:.0} %",
+        e.hash.flows_merged_before_kill * 100.0
+    );
+    let _ = writeln!(
+        s,
+        "  BGP sessions down besides the killed gateway's: {} (BFD flaps: packets missed on a loaded machine)",
+        e.bfd_flaps
+    );
 }
 
 fn imtu_table(s: &mut String, i: &exchange::ExchangeResult) {
