@@ -174,3 +174,36 @@ fn a_too_big_about_a_passed_flow_reaches_the_host() {
         assert!(!matches!(v, Verdict::Forward { .. }), "v6 {v6}: {v:?}");
     }
 }
+
+/// UDP from a verified neighbour toward an inner prefix that reads
+/// caravans is not packed into caravans (it passes as it came); from any
+/// other outside host it is packed as before.
+#[test]
+fn udp_from_a_verified_neighbour_is_not_packed_into_caravans() {
+    let shared = SharedImtu::new(16);
+    shared.publish(table(&[("198.51.100.0/25", 9000)]));
+    let cfg = px_gateway::Config { caravan_prefixes: vec!["203.0.113.0/24".parse().unwrap()], ..test_config() };
+    let mut eng = Engine::new(cfg.clone()).unwrap();
+    eng.follow_imtu(shared.clone());
+    let mut h = Harness::with_engine(cfg, eng);
+    let dg = |src: &str| UdpSpec {
+        src: src.parse().unwrap(),
+        dst: "203.0.113.7".parse().unwrap(),
+        sport: 4000,
+        dport: 4433,
+        df: false,
+        ip_id: 1,
+        payload: vec![7; 1200],
+    };
+    let verified = dg("198.51.100.9").build();
+    assert!(matches!(
+        h.feed(Port::Outer, verified.clone(), px_wire::offload::PacketMeta::PLAIN),
+        Verdict::Forward { .. }
+    ));
+    assert_eq!(h.out.last().unwrap().frame, verified);
+    assert_eq!(h.eng.counters().caravan.packed_in, 0);
+    // From outside the verified /25: packed (held in a caravan).
+    let v = h.feed(Port::Outer, dg("198.51.100.200").build(), px_wire::offload::PacketMeta::PLAIN);
+    assert!(!matches!(v, Verdict::Forward { .. }), "{v:?}");
+    assert_eq!(h.eng.counters().caravan.packed_in, 1);
+}
