@@ -162,6 +162,9 @@ impl GatewayProcess {
         let dir = std::env::temp_dir();
         let log = dir.join(format!("px-lab-gw-{tag}.log"));
         let stats = dir.join(format!("px-lab-gw-{tag}.json"));
+        // Removed by the signal cleanup too (SIGINT/SIGTERM mid-run).
+        crate::cleanup::register_path(&log);
+        crate::cleanup::register_path(&stats);
         let logf = std::fs::File::create(&log)
             .map_err(|source| GatewayError::File { path: log.display().to_string(), source })?;
         let mut cmd = match wrapper.split_first() {
@@ -282,6 +285,8 @@ impl Drop for GatewayProcess {
         drop(self.child.take());
         let _ = std::fs::remove_file(&self.log);
         let _ = std::fs::remove_file(&self.stats);
+        crate::cleanup::unregister_path(&self.log);
+        crate::cleanup::unregister_path(&self.stats);
     }
 }
 
