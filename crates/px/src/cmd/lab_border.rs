@@ -49,15 +49,16 @@ pub struct BorderArgs {
     /// The routers' `fib_multipath_hash_policy`: 3 (addresses, protocol,
     /// ports: symmetric) or 1 (L4, which reuses a packet's own hash: see
     /// docs/border.md).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=3))]
-    hash_policy: u32,
+    #[arg(long, default_value = "3", value_parser = ["1", "3"])]
+    hash_policy: String,
     /// Extra arguments for both `px gateway`s (repeatable).
     #[arg(long = "gateway-arg", allow_hyphen_values = true)]
     gateway_args: Vec<String>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
-    /// Also write the traffic per gateway over time to this SVG file.
+    /// Also write an SVG: traffic per gateway over time across the
+    /// failover, and the largest frame per neighbour on the exchange.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
 }
@@ -83,7 +84,7 @@ pub fn border(a: BorderArgs) -> Result<ExitCode, String> {
         hash_tuples: a.hash_tuples as usize,
         gateway_args: a.gateway_args,
         bfd_ms: a.bfd_ms,
-        hash_policy: a.hash_policy,
+        hash_policy: if a.hash_policy == "1" { 1 } else { 3 },
     };
     let parts = match a.part.as_str() {
         "imtu" => Parts::Imtu,
