@@ -224,6 +224,10 @@ pub struct Counters {
     /// Segments of TCP-MD5 / TCP-AO flows, passed on untouched (or given
     /// the router's treatment when too big).
     pub signed_passed: u64,
+    /// Packets to or from a neighbour b-network with a verified iMTU
+    /// (`crate::imtu`), passed on untouched: no merge, no split, no MSS
+    /// rewrite, caravans unopened.
+    pub imtu_passed: u64,
     pub pmtu_learned: u64,
     pub icmp_sent: u64,
     pub icmp_rate_limited: u64,
@@ -377,7 +381,7 @@ impl Counters {
             a.tx_packets += b.tx_packets;
             a.tx_bytes += b.tx_bytes;
         }
-        let pairs: [(&mut u64, u64); 30] = [
+        let pairs: [(&mut u64, u64); 31] = [
             (&mut self.forwarded, o.forwarded),
             (&mut self.merged_in, o.merged_in),
             (&mut self.merged_out, o.merged_out),
@@ -394,6 +398,7 @@ impl Counters {
             (&mut self.syn_without_mss, o.syn_without_mss),
             (&mut self.syns_ignored, o.syns_ignored),
             (&mut self.signed_passed, o.signed_passed),
+            (&mut self.imtu_passed, o.imtu_passed),
             (&mut self.pmtu_learned, o.pmtu_learned),
             (&mut self.icmp_sent, o.icmp_sent),
             (&mut self.icmp_rate_limited, o.icmp_rate_limited),

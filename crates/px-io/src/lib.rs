@@ -22,6 +22,8 @@
 //!   receives ([`RecvBatch`]) — what F-PMTUD and caravan end hosts need
 //!   (unprivileged).
 //! - [`ifaddr`]: the MTU of the interface holding an address or index.
+//! - [`route_table`]: routes with an MTU from one kernel table, over
+//!   rtnetlink (the iMTU follower of issue 30).
 //! - [`frag_capture`]: [`FragmentCapture`], every IPv4 fragment from a
 //!   packet socket, before the kernel reassembles it.
 //! - [`raw_ip`]: [`RawIpSockets`], whole IPv4 packets out as built (marked)
@@ -66,6 +68,7 @@ pub mod iface;
 pub mod ifaddr;
 pub mod raw_ip;
 pub mod ring;
+pub mod route_table;
 pub mod rx;
 mod sys;
 pub mod udp;

@@ -144,19 +144,36 @@ impl GatewayProcess {
         args: &[S],
     ) -> Result<GatewayProcess, GatewayError> {
         let [_, outer, inner, _] = line.spec.devs;
+        Self::start_in(line.middle_ns(), inner, outer, wrapper, exe, args)
+    }
+
+    /// As [`GatewayProcess::start_wrapped`], in any namespace `ns` between
+    /// its ports `inner` and `outer` (a topology other than a [`Line`]:
+    /// the gateways of `px lab border`).
+    pub fn start_in<S: AsRef<std::ffi::OsStr>>(
+        ns: &crate::Netns,
+        inner: &str,
+        outer: &str,
+        wrapper: &[&str],
+        exe: &Path,
+        args: &[S],
+    ) -> Result<GatewayProcess, GatewayError> {
         let tag = format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let dir = std::env::temp_dir();
         let log = dir.join(format!("px-lab-gw-{tag}.log"));
         let stats = dir.join(format!("px-lab-gw-{tag}.json"));
+        // Removed by the signal cleanup too (SIGINT/SIGTERM mid-run).
+        crate::cleanup::register_path(&log);
+        crate::cleanup::register_path(&stats);
         let logf = std::fs::File::create(&log)
             .map_err(|source| GatewayError::File { path: log.display().to_string(), source })?;
         let mut cmd = match wrapper.split_first() {
             Some((program, wargs)) => {
-                let mut c = line.middle_ns().command(program);
+                let mut c = ns.command(program);
                 c.args(wargs).arg(exe);
                 c
             }
-            None => line.middle_ns().command(&exe.to_string_lossy()),
+            None => ns.command(&exe.to_string_lossy()),
         };
         cmd.args(["gateway", "--inner", inner, "--outer", outer, "--log-interval", "0", "--stats-file"])
             .arg(&stats)
@@ -190,6 +207,14 @@ impl GatewayProcess {
         if unsafe { libc::kill(self.pid as i32, sig) } != 0 {
             return Err(GatewayError::Signal { sig, source: std::io::Error::last_os_error() });
         }
+        Ok(())
+    }
+
+    /// SIGKILL (a crash: no flush, no stats file) and reap it; returns
+    /// when the process is gone.
+    pub fn kill(mut self) -> Result<(), GatewayError> {
+        let mut child = self.child.take().ok_or(GatewayError::Gone)?;
+        child.kill_and_reap();
         Ok(())
     }
 
@@ -260,6 +285,8 @@ impl Drop for GatewayProcess {
         drop(self.child.take());
         let _ = std::fs::remove_file(&self.log);
         let _ = std::fs::remove_file(&self.stats);
+        crate::cleanup::unregister_path(&self.log);
+        crate::cleanup::unregister_path(&self.stats);
     }
 }
 

@@ -29,6 +29,7 @@
 //! - [`cleanup`]: the registry emptied on signals.
 
 pub mod addr;
+pub mod border;
 pub mod cleanup;
 pub mod cmd;
 pub mod demo;

@@ -387,6 +387,25 @@ impl LabChild {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Whether the process has exited (it is then reaped).
+    pub fn has_exited(&mut self) -> bool {
+        match self.child.as_mut().map(Child::try_wait) {
+            Some(Ok(None)) => false,
+            Some(_) | None => true,
+        }
+    }
+
+    /// Sends SIGKILL now and reaps the process (what dropping the guard
+    /// does, for a caller that needs to know when it happened).
+    pub fn kill_and_reap(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // Errors mean it already exited; wait() reaps it either way.
+            let _ = c.kill();
+            let _ = c.wait();
+            cleanup::unregister_child(c.id());
+        }
+    }
+
     /// The command line that started it.
     pub fn command_line(&self) -> &str {
         &self.cmd
@@ -408,12 +427,7 @@ impl LabChild {
 
 impl Drop for LabChild {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // Errors mean it already exited; wait() reaps it either way.
-            let _ = c.kill();
-            let _ = c.wait();
-            cleanup::unregister_child(c.id());
-        }
+        self.kill_and_reap();
     }
 }
 

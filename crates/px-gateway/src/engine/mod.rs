@@ -31,6 +31,7 @@
 
 mod caravan;
 mod hold;
+mod imtu;
 mod inbound;
 mod learn;
 mod offload;
@@ -117,6 +118,8 @@ pub struct Engine {
     pending_offload: Vec<(u32, u64)>,
     /// Flows the fast path carries now.
     in_kernel: usize,
+    /// Neighbour b-networks with a verified iMTU (issue 30, [`imtu`]).
+    pub(crate) imtu: crate::imtu::ImtuReplica,
 }
 
 impl Engine {
@@ -150,8 +153,15 @@ impl Engine {
             datapath: None,
             pending_offload: Vec::new(),
             in_kernel: 0,
+            imtu: crate::imtu::ImtuReplica::default(),
             cfg,
         })
+    }
+
+    /// Follows the verified-iMTU table the runtime publishes (issue 30):
+    /// packets to and from its prefixes pass untouched (`engine/imtu.rs`).
+    pub fn follow_imtu(&mut self, shared: Arc<crate::imtu::SharedImtu>) {
+        self.imtu = crate::imtu::ImtuReplica::new(shared);
     }
 
     pub fn config(&self) -> &Config {
@@ -306,6 +316,9 @@ impl Engine {
         };
         if info.version == IpVersion::V4 && !Ipv4Packet::new_unchecked(&frame[info.l3..info.l4]).verify_checksum() {
             return self.drop(DropReason::Malformed);
+        }
+        if let Some(v) = self.verified_passthrough(from, frame, info, meta) {
+            return without_trailer(v, info.end, frame.len());
         }
         // By reference again, for the same reason.
         let seg = Seg::parse(frame, info);

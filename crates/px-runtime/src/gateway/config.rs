@@ -69,6 +69,11 @@ pub struct GatewayConfig {
     /// gateway decides itself, MTUs, GSO and hash seed, is set by
     /// [`GatewayConfig::engine_config`]).
     pub engine: px_gateway::Config,
+    /// Follow neighbours' advertised iMTUs from a kernel table, verify and
+    /// use them (the `[imtu_follow]` table, issue 30; none: every outside
+    /// destination is translated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imtu_follow: Option<super::imtu::ImtuFollowConfig>,
 }
 
 impl Default for GatewayConfig {
@@ -92,6 +97,7 @@ impl Default for GatewayConfig {
             capture_files: 4,
             capture_snaplen: 262_144,
             engine: px_gateway::Config::default(),
+            imtu_follow: None,
         }
     }
 }
@@ -256,6 +262,9 @@ impl GatewayConfig {
         }
         if !(64..=262_144).contains(&self.capture_snaplen) {
             return invalid("capture_snaplen", self.capture_snaplen.to_string(), "64..=262144");
+        }
+        if let Some(f) = &self.imtu_follow {
+            f.validate()?;
         }
         Ok(())
     }

@@ -21,6 +21,7 @@
 
 pub mod capture;
 pub mod config;
+pub mod imtu;
 pub mod lock;
 pub mod metrics;
 mod worker;
@@ -214,6 +215,8 @@ pub fn run_with(
     // One path MTU cache for all workers: an ICMP error reaches one of them,
     // and must apply to the flow on every one.
     let pmtu = px_gateway::SharedPmtu::new(ecfg.pmtu_cache_size, ecfg.pmtu_lifetime);
+    // Verified neighbour iMTUs (issue 30), published by the follower thread.
+    let imtu_shared = cfg.imtu_follow.as_ref().map(|f| px_gateway::SharedImtu::new(f.max_prefixes));
     let mut workers = Vec::new();
     for (i, tap) in taps.into_iter().enumerate() {
         let open = |name: &str, group: Option<u16>, receive: Receive| {
@@ -264,6 +267,9 @@ pub fn run_with(
         if let Ok(fp) = &fast_path {
             engine.set_datapath(Some(Box::new(fp.datapath())), Instant::now());
         }
+        if let Some(s) = &imtu_shared {
+            engine.follow_imtu(s.clone());
+        }
         workers.push(Worker { index: i, engine, sockets, batch: cfg.batch, live: live.clone(), tap });
     }
     let metrics = match cfg.metrics {
@@ -310,9 +316,19 @@ pub fn run_with(
             .map_err(GatewayError::Thread)?;
         handles.push(h);
     }
+    let (imtu_log, imtu_lines) = std::sync::mpsc::channel();
+    let follower = match (&cfg.imtu_follow, &imtu_shared) {
+        (Some(f), Some(s)) => {
+            Some(imtu::spawn(f.clone(), s.clone(), stop.clone(), imtu_log).map_err(GatewayError::Thread)?)
+        }
+        _ => None,
+    };
     let mut last_log = Instant::now();
     let (mut running, mut running_engine) = (cfg.clone(), ecfg);
     while !stop.load(Ordering::Relaxed) {
+        while let Ok(line) = imtu_lines.try_recv() {
+            log(&line);
+        }
         // Short, so a SIGTERM reaches the workers well within a merge
         // timeout and finds held data still held.
         std::thread::sleep(Duration::from_millis(5));
@@ -344,6 +360,10 @@ pub fn run_with(
     }
     if let Some(m) = metrics {
         let _ = m.join();
+    }
+    // Ends within one measurement (`imtu_follow.probe_timeout_ms`).
+    if let Some(h) = follower {
+        let _ = h.join();
     }
     // The workers' taps are gone: the writer writes what is queued and ends.
     if let Some((spec, h)) = capture {

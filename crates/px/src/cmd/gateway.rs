@@ -89,6 +89,15 @@ pub struct GatewayArgs {
     /// headers only, which costs far less than whole frames).
     #[arg(long, value_name = "BYTES")]
     capture_snaplen: Option<u32>,
+    /// Follow neighbours' advertised iMTUs from this kernel routing table
+    /// (routes with an `mtu` metric, e.g. BIRD's `krt_mtu`), verify each
+    /// with one path-MTU measurement and send verified ones untranslated
+    /// (docs/border.md).
+    #[arg(long, value_name = "TABLE")]
+    imtu_table: Option<u32>,
+    /// UDP port of the neighbours' `px fpmtud` responders (with --imtu-table).
+    #[arg(long, value_name = "PORT", requires = "imtu_table")]
+    imtu_responder_port: Option<u16>,
     /// Log lines as text (human, the default) or one JSON object per line.
     #[arg(long, value_name = "FORMAT", value_parser = ["human", "json"], default_value = "human")]
     log_format: String,
@@ -153,6 +162,13 @@ impl GatewayArgs {
         }
         if let Some(v) = self.capture_files {
             c.capture_files = v;
+        }
+        if let Some(t) = self.imtu_table {
+            let f = c.imtu_follow.get_or_insert_with(Default::default);
+            f.table = t;
+            if let Some(p) = self.imtu_responder_port {
+                f.responder_port = p;
+            }
         }
         if self.no_gro_gso {
             c.gro_gso = false;

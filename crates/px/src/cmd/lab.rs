@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::cmd::{lab_demo, lab_exp, lab_pmtud, lab_quic, lab_rr, lab_rtt, lab_survey};
+use crate::cmd::{lab_border, lab_demo, lab_exp, lab_pmtud, lab_quic, lab_rr, lab_rtt, lab_survey};
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -55,6 +55,12 @@ pub enum LabCommand {
     /// The 1500-vs-9000 RTT study (seed): RTT against message size, TCP
     /// and UDP, at MTU 1500, 9000 and across px gateway (needs root).
     Rtt(lab_rtt::RttArgs),
+    /// A border of several gateways: the iMTU carried by BGP (BIRD 2 route
+    /// server, a true, a lying and a legacy neighbour) and verified before
+    /// use; two gateways behind ECMP with BFD, kill -9 of one during
+    /// sha256-checked transfers both ways (needs root and bird2; about a
+    /// minute).
+    Border(lab_border::BorderArgs),
 }
 
 pub fn run(c: LabCommand) -> Result<ExitCode, String> {
@@ -73,5 +79,6 @@ pub fn run(c: LabCommand) -> Result<ExitCode, String> {
         LabCommand::Quic(a) => lab_quic::quic(a),
         LabCommand::Survey(a) => lab_survey::survey(a),
         LabCommand::Rtt(a) => lab_rtt::rtt(a),
+        LabCommand::Border(a) => lab_border::border(a),
     }
 }

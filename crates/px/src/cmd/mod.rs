@@ -7,6 +7,7 @@ pub mod fpmtud;
 pub mod gateway;
 pub mod generate;
 pub mod lab;
+pub mod lab_border;
 pub mod lab_demo;
 pub mod lab_exp;
 pub mod lab_pmtud;

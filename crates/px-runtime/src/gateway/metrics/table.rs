@@ -266,6 +266,13 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.signed_passed),
     },
     Family {
+        name: "px_gateway_imtu_passed_total",
+        kind: Counter,
+        help: "Packets to or from a neighbour b-network with a verified iMTU, passed untouched.",
+        counters: &["imtu_passed"],
+        rows: |s| counter(s, |c| c.imtu_passed),
+    },
+    Family {
         name: "px_gateway_pmtu_learned_total",
         kind: Counter,
         help: "Path MTUs learned from ICMP.",
