@@ -255,7 +255,7 @@ pub fn run_with(
             .map_err(GatewayError::Thread)?;
         handles.push(h);
     }
-    let mut last_log = Instant::now();
+    let (mut last_log, mut last_total) = (Instant::now(), WorkerSnapshot::default());
     let (mut running, mut running_engine) = (cfg.clone(), ecfg);
     while !stop.load(Ordering::Relaxed) {
         // Short, so a SIGTERM reaches the workers well within a merge
@@ -267,8 +267,10 @@ pub fn run_with(
         }
         let cfg = &running;
         if cfg.log_interval_s > 0 && last_log.elapsed() >= Duration::from_secs(cfg.log_interval_s) {
+            let total = shared.total();
+            log(&metrics::summary(&total, Some((&last_total, last_log.elapsed()))));
             last_log = Instant::now();
-            log(&metrics::summary(&shared.total()));
+            last_total = total;
         }
     }
     for h in handles {
@@ -299,7 +301,7 @@ pub fn run_with(
         ));
     }
     let total = shared.total();
-    log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total)));
+    log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total, None)));
     Ok(total)
 }
 

@@ -231,11 +231,13 @@ fn handle_batch(
     for i in 0..frames.len() {
         // To this host's own MAC on the port: the host's stack takes it,
         // the bump in the wire does not pass it on.
-        if let Ok(p) = frames.get(i)
-            && p.pkt_type == PacketType::Host
-        {
-            let _ = engine.handle_for_host(port, p.frame.len());
-            continue;
+        if let Ok(p) = frames.get(i) {
+            // Everything that arrived on the port's wire, ours or not.
+            sc.extra.count_wire_rx(port, p.frame, &p.meta);
+            if p.pkt_type == PacketType::Host {
+                let _ = engine.handle_for_host(port, p.frame.len());
+                continue;
+            }
         }
         let Ok((meta, frame)) = frames.get_mut(i) else {
             sc.extra.rx_errors += 1;
@@ -290,6 +292,9 @@ fn send_port(engine: &mut Engine, sc: &mut Scratch, port: Port, sock: &PacketSoc
                 sc.extra.capture_dropped += 1;
             }
         }
+    }
+    for (meta, frame) in list.iter().filter_map(|f| f.bytes(rx)) {
+        sc.extra.count_wire_tx(port, frame, &meta);
     }
     let frames = list.iter().filter_map(|f| f.bytes(rx));
     sc.extra.send_errors += send_in_order(&mut sock.queue(&mut sc.txb), frames, || {
@@ -383,6 +388,7 @@ fn publish(
         index,
         WorkerSnapshot {
             counters: engine.counters().clone(),
+            wire: extra.wire,
             flows: engine.flow_count(),
             held_bytes: engine.held_bytes(),
             socket_drops: extra.socket_drops,

@@ -190,6 +190,11 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
             "send_errors": total.send_errors,
             "rx_errors": total.rx_errors,
             "counters": total.counters,
+            // Frames on each port's wire, as `ip -s link` counts them.
+            "wire": {
+                "inner": total.wire(px_gateway::Port::Inner),
+                "outer": total.wire(px_gateway::Port::Outer),
+            },
         });
         std::fs::write(path, json.to_string()).map_err(|e| format!("--stats-file {}: {e}", path.display()))?;
     }

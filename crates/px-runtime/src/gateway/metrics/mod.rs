@@ -36,6 +36,7 @@ fn sample_scrape() -> Shared {
     s.counters.inner_tcp_data_out = 10;
     s.counters.inner_tcp_full_out = 9;
     s.counters.outer.rx_packets = 60;
+    s.wire[px_gateway::Port::Outer as usize].rx_packets = 600;
     s.counters.inner.tx_bytes = 5000;
     s.counters.drop[px_gateway::DropReason::TooBigDf as usize] = 2;
     for us in [0, 3, 100, 400, 900, 20_000] {

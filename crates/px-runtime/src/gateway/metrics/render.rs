@@ -30,23 +30,42 @@ pub fn render_scrape(s: &Scrape) -> String {
     o
 }
 
-/// One line for the log.
-pub fn summary(s: &WorkerSnapshot) -> String {
+/// One line for the log: wire frames per port (as `ip -s link` counts
+/// them) with their rates since `prev` (the last line's totals, `dt`
+/// before), then the engine's work, each count named for what it counts.
+pub fn summary(s: &WorkerSnapshot, prev: Option<(&WorkerSnapshot, std::time::Duration)>) -> String {
+    use px_gateway::Port;
     let c = &s.counters;
+    let rate = |now: u64, then: fn(&WorkerSnapshot) -> u64| match prev {
+        Some((p, dt)) if dt.as_secs_f64() > 0.0 => {
+            format!(" ({}/s)", si((now.saturating_sub(then(p))) as f64 / dt.as_secs_f64()))
+        }
+        _ => String::new(),
+    };
+    let (o, i) = (s.wire(Port::Outer), s.wire(Port::Inner));
+    let yield_ = if c.inner_tcp_data_out == 0 { "-".to_string() } else { format!("{:.3}", c.conversion_yield()) };
     format!(
-        "outer rx {} pkts / tx {} | inner rx {} / tx {} | yield {:.3} | merged {} -> {} | split {} | mss +{} -{} | caravans {} built (yield {:.3}) {} opened | flows {} held {} B | drops {} | sock drops {} send err {}",
+        "wire pkts: outer rx {}{} tx {}{}, inner rx {}{} tx {}{} | super-packets: outer rx {} tx {}, inner rx {} tx {} | inbound merge: {} frames in -> {} inner segments out, yield {yield_} | outbound split: {} cut in software into {} pieces, {} handed to GSO | mss raised {} clamped {} | caravans {} built, {} opened | flows {}, held {} B | drops {} | socket drops {}, send errors {}",
+        o.rx_packets,
+        rate(o.rx_packets, |p| p.wire(Port::Outer).rx_packets),
+        o.tx_packets,
+        rate(o.tx_packets, |p| p.wire(Port::Outer).tx_packets),
+        i.rx_packets,
+        rate(i.rx_packets, |p| p.wire(Port::Inner).rx_packets),
+        i.tx_packets,
+        rate(i.tx_packets, |p| p.wire(Port::Inner).tx_packets),
         c.outer.rx_packets,
         c.outer.tx_packets,
         c.inner.rx_packets,
         c.inner.tx_packets,
-        c.conversion_yield(),
         c.merged_in,
         c.merged_out,
-        c.split_in + c.gso_out,
+        c.split_in,
+        c.split_out,
+        c.gso_out,
         c.mss_raised,
         c.mss_clamped,
         c.caravan.built,
-        c.caravan.caravan_yield(),
         c.caravan.opened,
         s.flows,
         s.held_bytes,
@@ -54,6 +73,16 @@ pub fn summary(s: &WorkerSnapshot) -> String {
         s.socket_drops,
         s.send_errors
     )
+}
+
+/// A rate with an SI prefix: `950`, `12.3k`, `1.66M`.
+pub fn si(v: f64) -> String {
+    match v {
+        v if v >= 1e9 => format!("{:.2}G", v / 1e9),
+        v if v >= 1e6 => format!("{:.2}M", v / 1e6),
+        v if v >= 1e3 => format!("{:.1}k", v / 1e3),
+        v => format!("{v:.0}"),
+    }
 }
 
 #[cfg(test)]
@@ -68,13 +97,18 @@ mod tests {
         let sh = sample_scrape();
         let text = render(&sh);
         assert!(text.contains("px_gateway_conversion_yield_ratio 0.9\n"), "{text}");
-        assert!(text.contains("px_gateway_packets_total{worker=\"1\",port=\"outer\",direction=\"rx\"} 60\n"));
-        assert!(text.contains("px_gateway_bytes_total{worker=\"1\",port=\"inner\",direction=\"tx\"} 5000\n"));
+        // Wire frames and socket frames (super-packets) apart.
+        assert!(text.contains("px_gateway_packets_total{worker=\"1\",port=\"outer\",direction=\"rx\"} 600\n"));
+        assert!(text.contains("px_gateway_super_packets_total{worker=\"1\",port=\"outer\",direction=\"rx\"} 60\n"));
+        assert!(
+            text.contains("px_gateway_super_packet_bytes_total{worker=\"1\",port=\"inner\",direction=\"tx\"} 5000\n")
+        );
         assert!(text.contains("px_gateway_bytes_total{worker=\"0\",port=\"outer\",direction=\"rx\"} 0\n"));
         assert!(text.contains("px_gateway_flows{worker=\"1\"} 3\n"));
         assert!(text.contains("px_gateway_drops_total{worker=\"1\",reason=\"too_big_df\"} 2\n"));
         assert!(text.contains("px_gateway_caravans_malformed_total{worker=\"0\",reason=\"overrun\"} 0\n"));
-        assert!(text.contains("px_gateway_caravan_yield_ratio 0\n"));
+        // No caravan built: no yield sample (not a yield of 0).
+        assert!(!text.contains("\npx_gateway_caravan_yield_ratio "), "{text}");
         assert!(text.contains("px_gateway_merge_timeout_seconds{worker=\"1\"} 0.0005\n"));
         assert!(text.contains("px_gateway_config_reloads_total{result=\"refused\"} 1\n"));
         // The hold histogram: cumulative, exact below each bound.
@@ -93,6 +127,24 @@ mod tests {
             assert!(text.contains(&format!("# TYPE {} ", f.name)), "{}", f.name);
         }
         assert_eq!(sh.total().flows, 3);
+    }
+
+    /// The log line names what it counts, and rates come from the last line.
+    #[test]
+    fn summary_names_its_counts_and_gives_rates() {
+        let sh = sample_scrape();
+        let now = sh.total();
+        let line = summary(&now, None);
+        assert!(
+            line.starts_with("wire pkts: outer rx 600 tx 0, inner rx 0 tx 0 | super-packets: outer rx 60 "),
+            "{line}"
+        );
+        assert!(line.contains("| inbound merge: 0 frames in -> 0 inner segments out, yield 0.900 |"), "{line}");
+        assert!(line.contains("| outbound split: 0 cut in software into 0 pieces, 0 handed to GSO |"), "{line}");
+        let before = WorkerSnapshot::default();
+        let line = summary(&now, Some((&before, std::time::Duration::from_millis(500))));
+        assert!(line.starts_with("wire pkts: outer rx 600 (1.2k/s) tx 0 (0/s),"), "{line}");
+        assert_eq!(si(1_661_961.0), "1.66M");
     }
 
     /// `promtool check metrics` (Debian's `prometheus` package) accepts the

@@ -6,12 +6,21 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use px_gateway::Counters;
+use px_gateway::{Counters, Port, PortCounters};
+use px_io::PacketMeta;
 
 /// One worker's published state.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerSnapshot {
+    /// The engine's counters. Its per-port packet counts are of frames
+    /// crossing the packet sockets: a GRO or GSO super-packet counts once.
     pub counters: Counters,
+    /// What crossed each port's wire, as `ip -s link` counts it (indexed
+    /// by `Port as usize`): each super-packet counted as the frames GRO
+    /// made it of or GSO cuts it into ([`px_wire::offload::wire_count`]).
+    /// Sent frames are counted when handed to the kernel (those it then
+    /// refuses are `send_errors`).
+    pub wire: [PortCounters; 2],
     pub flows: usize,
     pub held_bytes: usize,
     /// Frames the kernel reported dropped on our sockets, and send failures.
@@ -25,6 +34,29 @@ pub struct WorkerSnapshot {
     /// The merge timeout the worker's engine runs with now (it changes on
     /// a reload), in µs.
     pub merge_timeout_us: u64,
+}
+
+impl WorkerSnapshot {
+    /// Counts `frame` (with `meta`) as received on `port`'s wire.
+    pub fn count_wire_rx(&mut self, port: Port, frame: &[u8], meta: &PacketMeta) {
+        let w = px_wire::offload::wire_count(frame, meta);
+        let pc = &mut self.wire[port as usize];
+        pc.rx_packets += w.packets;
+        pc.rx_bytes += w.bytes;
+    }
+
+    /// Counts `frame` (with `meta`) as sent out of `port`'s wire.
+    pub fn count_wire_tx(&mut self, port: Port, frame: &[u8], meta: &PacketMeta) {
+        let w = px_wire::offload::wire_count(frame, meta);
+        let pc = &mut self.wire[port as usize];
+        pc.tx_packets += w.packets;
+        pc.tx_bytes += w.bytes;
+    }
+
+    /// What crossed `port`'s wire.
+    pub fn wire(&self, port: Port) -> &PortCounters {
+        &self.wire[port as usize]
+    }
 }
 
 /// Counts of the gateway process rather than of a worker.
@@ -108,6 +140,12 @@ fn total(snaps: &[WorkerSnapshot]) -> WorkerSnapshot {
     let mut t = WorkerSnapshot::default();
     for s in snaps {
         t.counters.accumulate(&s.counters);
+        for (a, b) in t.wire.iter_mut().zip(&s.wire) {
+            a.rx_packets += b.rx_packets;
+            a.rx_bytes += b.rx_bytes;
+            a.tx_packets += b.tx_packets;
+            a.tx_bytes += b.tx_bytes;
+        }
         t.flows += s.flows;
         t.held_bytes += s.held_bytes;
         t.socket_drops += s.socket_drops;

@@ -6,7 +6,7 @@
 //! dashboard (`contrib/grafana/px-gateway.json`) asks only for exported
 //! names.
 
-use px_gateway::{Counters, DropReason, FlushReason, HoldHistogram, PortCounters};
+use px_gateway::{Counters, DropReason, FlushReason, HoldHistogram, Port};
 
 use super::snapshot::{ReloadResult, Scrape, WorkerSnapshot};
 
@@ -76,13 +76,13 @@ fn per_worker_by(s: &Scrape, label: &str, f: impl Fn(&WorkerSnapshot) -> Vec<(&'
 }
 
 /// Rows per worker, port and direction from a port's (rx, tx) pair.
-fn per_port(s: &Scrape, f: fn(&PortCounters) -> (u64, u64)) -> Rows {
+fn per_port(s: &Scrape, f: fn(&WorkerSnapshot, Port) -> (u64, u64)) -> Rows {
     let mut rows = Vec::new();
     for (i, w) in s.workers.iter().enumerate() {
-        for (port, pc) in [("inner", &w.counters.inner), ("outer", &w.counters.outer)] {
-            let (rx, tx) = f(pc);
-            rows.push((format!("worker=\"{i}\",port=\"{port}\",direction=\"rx\""), rx as f64));
-            rows.push((format!("worker=\"{i}\",port=\"{port}\",direction=\"tx\""), tx as f64));
+        for (name, port) in [("inner", Port::Inner), ("outer", Port::Outer)] {
+            let (rx, tx) = f(w, port);
+            rows.push((format!("worker=\"{i}\",port=\"{name}\",direction=\"rx\""), rx as f64));
+            rows.push((format!("worker=\"{i}\",port=\"{name}\",direction=\"tx\""), tx as f64));
         }
     }
     rows
@@ -90,6 +90,12 @@ fn per_port(s: &Scrape, f: fn(&PortCounters) -> (u64, u64)) -> Rows {
 
 fn single(v: f64) -> Rows {
     vec![(String::new(), v)]
+}
+
+/// `part / whole` as one sample; none while `whole` is 0 (a yield of 0
+/// with no traffic would read as the worst yield, not as no data).
+fn ratio(part: u64, whole: u64) -> Rows {
+    if whole == 0 { Vec::new() } else { single(part as f64 / whole as f64) }
 }
 
 /// Upper bounds (µs) of the hold-time histogram's `le` buckets: powers of
@@ -135,16 +141,30 @@ pub const FAMILIES: &[Family] = &[
     Family {
         name: "px_gateway_packets_total",
         kind: Counter,
-        help: "Frames received (direction rx) and sent (tx), per worker and port.",
-        counters: &["inner.rx_packets", "inner.tx_packets", "outer.rx_packets", "outer.tx_packets"],
-        rows: |s| per_port(s, |pc| (pc.rx_packets, pc.tx_packets)),
+        help: "Frames on the wire received (direction rx) and sent (tx), per worker and port: a GRO or GSO super-packet counts as its segments, as ip -s link counts them.",
+        counters: &[],
+        rows: |s| per_port(s, |w, p| (w.wire(p).rx_packets, w.wire(p).tx_packets)),
     },
     Family {
         name: "px_gateway_bytes_total",
         kind: Counter,
-        help: "Bytes received (direction rx) and sent (tx), per worker and port.",
+        help: "Bytes on the wire (Ethernet header included, no FCS) received (direction rx) and sent (tx), per worker and port, as ip -s link counts them.",
+        counters: &[],
+        rows: |s| per_port(s, |w, p| (w.wire(p).rx_bytes, w.wire(p).tx_bytes)),
+    },
+    Family {
+        name: "px_gateway_super_packets_total",
+        kind: Counter,
+        help: "Frames the gateway's packet sockets received (rx) and the engine sent (tx), per worker and port: a GRO or GSO super-packet counts once.",
+        counters: &["inner.rx_packets", "inner.tx_packets", "outer.rx_packets", "outer.tx_packets"],
+        rows: |s| per_port(s, |w, p| (w.counters.port(p).rx_packets, w.counters.port(p).tx_packets)),
+    },
+    Family {
+        name: "px_gateway_super_packet_bytes_total",
+        kind: Counter,
+        help: "Bytes of the frames counted by px_gateway_super_packets_total (each super-packet's headers once).",
         counters: &["inner.rx_bytes", "inner.tx_bytes", "outer.rx_bytes", "outer.tx_bytes"],
-        rows: |s| per_port(s, |pc| (pc.rx_bytes, pc.tx_bytes)),
+        rows: |s| per_port(s, |w, p| (w.counters.port(p).rx_bytes, w.counters.port(p).tx_bytes)),
     },
     Family {
         name: "px_gateway_forwarded_total",
@@ -156,9 +176,9 @@ pub const FAMILIES: &[Family] = &[
     Family {
         name: "px_gateway_conversion_yield_ratio",
         kind: Gauge,
-        help: "Share of TCP data packets sent to the inner port that carry exactly the inner MSS (all workers).",
+        help: "Share of TCP data packets sent to the inner port that carry exactly the inner MSS (all workers); no sample before the first.",
         counters: &[],
-        rows: |s| single(s.total.counters.conversion_yield()),
+        rows: |s| ratio(s.total.counters.inner_tcp_full_out, s.total.counters.inner_tcp_data_out),
     },
     Family {
         name: "px_gateway_merged_in_total",
@@ -455,9 +475,9 @@ pub const FAMILIES: &[Family] = &[
     Family {
         name: "px_gateway_caravan_yield_ratio",
         kind: Gauge,
-        help: "Share of caravans built that were full (all workers).",
+        help: "Share of caravans built that were full (all workers); no sample before the first.",
         counters: &[],
-        rows: |s| single(s.total.counters.caravan.caravan_yield()),
+        rows: |s| ratio(s.total.counters.caravan.built_full, s.total.counters.caravan.built),
     },
     Family {
         name: "px_gateway_caravans_malformed_total",
