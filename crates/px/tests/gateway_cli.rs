@@ -74,3 +74,22 @@ fn check_config_names_the_field_and_range_and_exits_2() {
     let out = px(&["gateway", "--check-config", "/nonexistent/px.toml"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `px status` with no gateway at the socket: exit 3 ("not running"),
+/// the socket named; with `--json`, a JSON object with `error` on stdout.
+#[test]
+fn status_without_a_gateway_exits_3_and_says_so() {
+    let sock = std::env::temp_dir().join(format!("px-status-none-{}.sock", std::process::id()));
+    let sock = sock.to_str().unwrap();
+    let out = px(&["status", "--socket", sock]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(sock), "{err}");
+    let out = px(&["status", "--socket", sock, "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["error"].as_str().unwrap().contains(sock), "{v}");
+    let help = px(&["status", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--json") && help.contains("Exit status"), "{help}");
+}

@@ -95,3 +95,104 @@ fn wire_counters_agree_with_ip_link_within_one_percent() {
     exit.assert_clean();
     assert!(exit.stats["wire"]["outer"]["rx_packets"].as_u64().unwrap() > 0, "{}", exit.stats);
 }
+
+/// `px status` run in the gateway's namespace, text and `--json`, while
+/// a paced transfer runs through it: both name the ports and their MTUs,
+/// count wire frames with a rate, list the transfer's flow with its MSSs
+/// and segment sizes (and as not offloaded), and show the configuration
+/// generation, which a SIGHUP reload moves to 1. With the gateway gone,
+/// `px status` exits 3 and says no gateway runs.
+#[test]
+fn px_status_shows_a_running_gateway_in_text_and_json() {
+    use std::sync::atomic::AtomicU64;
+    if !require_root_or_skip("px_status_shows_a_running_gateway_in_text_and_json") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let cfg = std::env::temp_dir().join(format!("px-status-{}.toml", std::process::id()));
+    let write_cfg = |timeout: u32| {
+        let text = format!(
+            "[engine]\nmerge_timeout_us = {timeout}\nicmp_source_v4 = \"{ICMP_SRC_V4}\"\nicmp_source_v6 = \"{ICMP_SRC_V6}\"\n"
+        );
+        std::fs::write(&cfg, text).unwrap();
+    };
+    write_cfg(500);
+    let gw = Gateway::start(&lab, &["--config", cfg.to_str().unwrap()]);
+    lab.ping_both();
+    let px = env!("CARGO_BIN_EXE_px");
+    let status = |args: &[&str]| {
+        let out = lab.ns(lab.gw).command(px).arg("status").args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let progress = AtomicU64::new(0);
+    let spec = BulkSpec {
+        server: sock(BNET_V4, 5481),
+        flows: 1,
+        bytes_per_flow: 48 << 20,
+        // About 16 MB/s: still flowing while status is asked.
+        pace: Pace { chunk: 16 << 10, gap: Duration::from_millis(1) },
+        stall_timeout: Duration::from_secs(15),
+        sha256: true,
+    };
+    let (text, json) = std::thread::scope(|s| {
+        let t = s.spawn(|| transfer(lab.ns(lab.legacy), lab.ns(lab.bnet), spec, &progress));
+        while progress.load(std::sync::atomic::Ordering::Relaxed) < 4 << 20 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Rates are over the last sampled second.
+        std::thread::sleep(Duration::from_millis(1200));
+        let (code, text, err) = status(&[]);
+        assert_eq!(code, Some(0), "{text}{err}");
+        let (code, json, err) = status(&["--json"]);
+        assert_eq!(code, Some(0), "{json}{err}");
+        assert_exact(&t.join().unwrap(), 48 << 20);
+        (text, json)
+    });
+    eprintln!("{text}");
+    assert!(text.contains(&format!("PID {}", gw.pid)), "{text}");
+    assert!(text.contains("configuration generation 0"), "{text}");
+    assert!(text.contains(&format!("  outer  {GW_OUTER:<15}   1500")), "{text}");
+    assert!(text.contains(&format!("  inner  {GW_INNER:<15}   9000")), "{text}");
+    assert!(text.contains(&format!("{BNET_V4}:5481")), "the flow is listed:\n{text}");
+    assert!(text.contains("kernel fast path: not running"), "{text}");
+    assert!(!text.contains("WARNING: no ICMP source"), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(v["pid"], gw.pid);
+    assert_eq!(v["ports"][0]["role"], "outer");
+    assert_eq!(v["ports"][0]["name"], GW_OUTER);
+    assert_eq!(v["ports"][0]["mtu"], 1500);
+    assert_eq!(v["ports"][1]["mtu"], 9000);
+    assert!(v["ports"][0]["wire"]["rx_packets"].as_u64().unwrap() > 1000, "{json}");
+    assert!(v["ports"][0]["rx_pps"].as_f64().unwrap() > 100.0, "no inbound rate during the transfer: {json}");
+    assert_eq!(v["config"]["icmp_source_v4"], ICMP_SRC_V4);
+    let flow = &v["flows"][0];
+    assert_eq!(flow["inner"], format!("{BNET_V4}:5481"), "{json}");
+    assert_eq!(flow["state"], "established", "{json}");
+    assert!(flow["bytes_in"].as_u64().unwrap() >= 4 << 20, "{json}");
+    assert_eq!(flow["largest_segment_in"], 1448, "{json}");
+    assert!(flow["inner_mss"].as_u64().unwrap() > 1460, "the raised MSS: {json}");
+    assert!(flow["offloaded"].is_null(), "{json}");
+    assert_eq!(v["offload"]["active"], false);
+    // A reload is a new generation.
+    write_cfg(800);
+    gw.reload();
+    gw.wait_log("px gateway: reloaded the configuration:");
+    let (_, json, _) = status(&["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["config"]["generation"], 1, "{json}");
+    assert_eq!(v["config"]["merge_timeout_us"], 800, "{json}");
+    let exit = gw.stop();
+    exit.assert_clean();
+    let _ = std::fs::remove_file(&cfg);
+    let (code, out, err) = status(&[]);
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert!(err.contains("no running px gateway found"), "{err}");
+    let (code, out, _) = status(&["--json"]);
+    assert_eq!(code, Some(3));
+    assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["error"].is_string(), "{out}");
+}

@@ -57,6 +57,10 @@ pub struct GatewayConfig {
     pub capture_files: u32,
     /// Bytes captured of each frame.
     pub capture_snaplen: u32,
+    /// The control socket `px status` asks (see
+    /// [`control`](super::control)); absent: `gateway-net<namespace>-<outer>-<inner>.sock`
+    /// in `/run/px` (systemd: `$RUNTIME_DIRECTORY`).
+    pub control_socket: Option<PathBuf>,
     /// The translation engine's options (the `[engine]` table; what the
     /// gateway decides itself, MTUs, GSO and hash seed, is set by
     /// [`GatewayConfig::engine_config`]).
@@ -82,6 +86,7 @@ impl Default for GatewayConfig {
             capture_max_bytes: 64 << 20,
             capture_files: 4,
             capture_snaplen: 262_144,
+            control_socket: None,
             engine: px_gateway::Config::default(),
         }
     }

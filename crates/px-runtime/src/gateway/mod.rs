@@ -21,8 +21,10 @@
 
 pub mod capture;
 pub mod config;
+pub mod control;
 pub mod lock;
 pub mod metrics;
+pub mod status;
 mod worker;
 
 use std::sync::Arc;
@@ -58,6 +60,8 @@ pub enum GatewayError {
     Capture { path: String, source: std::io::Error },
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
+    #[error(transparent)]
+    Control(#[from] control::ControlError),
 }
 
 fn port_mtu(name: &str, configured: u16) -> Result<u16, GatewayError> {
@@ -228,6 +232,31 @@ pub fn run_with(
         ),
         None => None,
     };
+    let live_status = Arc::new(std::sync::Mutex::new(status_config(cfg, &ecfg)));
+    let control_path = cfg.control_socket.clone().unwrap_or_else(|| control::default_path(&cfg.inner, &cfg.outer));
+    let source = control::Source {
+        id: status::Identity {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            outer: (cfg.outer.clone(), emtu),
+            inner: (cfg.inner.clone(), imtu),
+        },
+        config: live_status.clone(),
+        shared: shared.clone(),
+        pmtu: pmtu.clone(),
+        started: Instant::now(),
+    };
+    // A configured socket must work; the default one may be in a
+    // directory this process cannot write (an unprivileged run outside
+    // systemd): then the gateway runs without `px status`, saying so.
+    let control = match control::serve(&control_path, source, stop.clone()) {
+        Ok(h) => Some(h),
+        Err(e @ control::ControlError::Io { .. }) if cfg.control_socket.is_none() => {
+            log(&format!("px gateway: {e}; running without a control socket: px status cannot reach this gateway"));
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
     log(&format!(
         "px gateway: inner {} (iMTU {imtu}) <-> outer {} (eMTU {emtu}), {} worker(s), offload {}, merge timeout {} µs{}",
         cfg.inner,
@@ -237,6 +266,9 @@ pub fn run_with(
         ecfg.merge_timeout.as_micros(),
         cfg.metrics.map(|a| format!(", metrics on http://{a}/metrics")).unwrap_or_default()
     ));
+    if control.is_some() {
+        log(&format!("px gateway: status: px status (control socket {})", control_path.display()));
+    }
     if let Some((spec, _)) = &capture {
         log(&format!(
             "px gateway: capturing to {} (pcapng, snap length {} B, {} file(s) of at most {} B)",
@@ -264,6 +296,7 @@ pub fn run_with(
         if ctl.reload.swap(false, Ordering::Relaxed) {
             let result = reload(&mut ctl, &mut running, &mut running_engine, &live, log);
             shared.process.reloads[result as usize].fetch_add(1, Ordering::Relaxed);
+            *live_status.lock().unwrap_or_else(|p| p.into_inner()) = status_config(&running, &running_engine);
         }
         let cfg = &running;
         if cfg.log_interval_s > 0 && last_log.elapsed() >= Duration::from_secs(cfg.log_interval_s) {
@@ -288,6 +321,9 @@ pub fn run_with(
     if let Some(m) = metrics {
         let _ = m.join();
     }
+    if let Some(c) = control {
+        let _ = c.join();
+    }
     // The workers' taps are gone: the writer writes what is queued and ends.
     if let Some((spec, h)) = capture {
         let _ = h.join();
@@ -303,6 +339,21 @@ pub fn run_with(
     let total = shared.total();
     log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total, None)));
     Ok(total)
+}
+
+/// The configuration's part of `px status`.
+fn status_config(cfg: &GatewayConfig, engine: &px_gateway::Config) -> status::ConfigStatus {
+    status::ConfigStatus {
+        generation: 0,
+        reloads_refused: 0,
+        reloads_invalid: 0,
+        workers: cfg.workers,
+        offload: cfg.offload,
+        merge_timeout_us: engine.merge_timeout.as_micros() as u64,
+        icmp_source_v4: engine.icmp_source_v4.map(|a| a.to_string()),
+        icmp_source_v6: engine.icmp_source_v6.map(|a| a.to_string()),
+        metrics: cfg.metrics.map(|a| a.to_string()),
+    }
 }
 
 /// Locks both ports ([`lock`]). A port another gateway serves is an

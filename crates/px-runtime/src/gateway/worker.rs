@@ -384,6 +384,11 @@ fn publish(
             extra.socket_drops += st.drops as u64;
         }
     }
+    let wanted = shared.process.flows_wanted.load(Ordering::Relaxed);
+    if wanted != extra.flows_answered {
+        extra.largest_flows = engine.largest_flows(super::status::LARGEST_FLOWS, Instant::now());
+        extra.flows_answered = wanted;
+    }
     shared.publish(
         index,
         WorkerSnapshot {
@@ -396,6 +401,8 @@ fn publish(
             rx_errors: extra.rx_errors,
             capture_dropped: extra.capture_dropped,
             merge_timeout_us: engine.config().merge_timeout.as_micros() as u64,
+            largest_flows: extra.largest_flows.clone(),
+            flows_answered: extra.flows_answered,
         },
     );
 }

@@ -23,7 +23,7 @@ mod snapshot;
 mod table;
 
 pub use http::serve;
-pub use render::{render, render_scrape, summary};
+pub use render::{render, render_scrape, si, summary};
 pub use snapshot::{ProcessCounters, ReloadResult, Scrape, Shared, WorkerSnapshot};
 pub use table::{FAMILIES, Family, Kind};
 

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use px_gateway::{Counters, Port, PortCounters};
+use px_gateway::{Counters, FlowView, Port, PortCounters};
 use px_io::PacketMeta;
 
 /// One worker's published state.
@@ -34,6 +34,11 @@ pub struct WorkerSnapshot {
     /// The merge timeout the worker's engine runs with now (it changes on
     /// a reload), in µs.
     pub merge_timeout_us: u64,
+    /// The engine's largest flows (`px status`), made only when asked for:
+    /// the answer to request number `flows_answered` of
+    /// [`ProcessCounters::flows_wanted`].
+    pub largest_flows: Vec<FlowView>,
+    pub flows_answered: u64,
 }
 
 impl WorkerSnapshot {
@@ -67,6 +72,10 @@ pub struct ProcessCounters {
     pub capture_write_errors: AtomicU64,
     /// Configuration reloads, by [`ReloadResult`].
     pub reloads: [AtomicU64; 3],
+    /// Requests for the workers' largest flows (`px status`), numbered: a
+    /// worker that has not answered the latest lists its flows at its
+    /// next publication (a scan of its flow table, never per packet).
+    pub flows_wanted: AtomicU64,
 }
 
 /// How a configuration reload (SIGHUP) ended.
