@@ -62,7 +62,7 @@ pub fn line(text: &str) {
 }
 
 fn is_warning(text: &str) -> bool {
-    text.contains("refused") || text.contains("px gateway: restoring")
+    text.contains("refused") || text.contains("px gateway: restoring") || text.contains("WARNING")
 }
 
 #[cfg(test)]

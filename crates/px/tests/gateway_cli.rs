@@ -93,3 +93,26 @@ fn status_without_a_gateway_exits_3_and_says_so() {
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(help.contains("--json") && help.contains("Exit status"), "{help}");
 }
+
+/// Issue 29 item 1: with no ICMP source configured, `--check-config`
+/// shows the IPv4 default in the effective configuration and says on
+/// stderr where ICMPv4 errors come from and, loudly, that IPv6 gets none.
+#[test]
+fn check_config_says_where_icmp_errors_come_from() {
+    let f = TempToml::new("icmp", "inner = \"in0\"\nouter = \"out0\"\n");
+    let out = px(&["gateway", "--check-config", f.path()]);
+    assert!(out.status.success(), "{out:?}");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("icmp_source_v4 = \"192.0.0.8\"\n"), "{stdout}");
+    assert!(stderr.contains("ICMPv4 errors (\"fragmentation needed\") come from 192.0.0.8, the default"), "{stderr}");
+    assert!(stderr.contains("WARNING: no ICMPv6 source ([engine] icmp_source_v6)"), "{stderr}");
+    // Both set: no warning.
+    let f = TempToml::new(
+        "icmp2",
+        "inner = \"in0\"\nouter = \"out0\"\n[engine]\nicmp_source_v4 = \"0.0.0.0\"\nicmp_source_v6 = \"2001:db8::fe\"\n",
+    );
+    let out = px(&["gateway", "--check-config", f.path()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("WARNING: ICMPv4 errors are off"), "{stderr}");
+    assert!(stderr.contains("ICMPv6 errors (\"packet too big\") come from 2001:db8::fe"), "{stderr}");
+}

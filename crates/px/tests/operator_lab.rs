@@ -196,3 +196,44 @@ fn px_status_shows_a_running_gateway_in_text_and_json() {
     assert_eq!(code, Some(3));
     assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["error"].is_string(), "{out}");
 }
+
+/// Issue 29 item 1: a gateway started with no ICMP source still tells a
+/// b-network host that a DF datagram was too big for the outside (from
+/// RFC 7600's 192.0.0.8): the host learns the 1500-byte path MTU and its
+/// next large send is refused with EMSGSIZE; the start log says where
+/// ICMPv4 errors come from and warns that IPv6 gets none.
+#[test]
+fn without_an_icmp_source_large_df_udp_from_inside_still_gets_frag_needed() {
+    use std::os::fd::AsRawFd;
+    if !require_root_or_skip("without_an_icmp_source_large_df_udp_from_inside_still_gets_frag_needed") {
+        return;
+    }
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let gw = Gateway::start(&lab, &[]);
+    lab.ping_both();
+    let log = gw.wait_log("ICMPv6");
+    assert!(log.contains("ICMPv4 errors (\"fragmentation needed\") come from 192.0.0.8"), "{log}");
+    assert!(log.contains("WARNING: no ICMPv6 source"), "{log}");
+    let b = lab.ns(lab.bnet);
+    let tx = b.run(|| std::net::UdpSocket::bind(sock(BNET_V4, 6101))).unwrap().unwrap();
+    set_sock_int(tx.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO).unwrap();
+    tx.connect(sock(LEGACY_V4, 6101)).unwrap();
+    let mut refused = None;
+    for _ in 0..20 {
+        match tx.send(&[7u8; 4000]) {
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    let e = refused.expect("the host never heard that 4028 bytes were too big (a black hole)");
+    assert_eq!(e.raw_os_error(), Some(libc::EMSGSIZE), "{e}");
+    let route = b.ip(&["route", "get", LEGACY_V4]).unwrap();
+    assert!(route.contains("mtu 1500"), "{route}");
+    let exit = gw.stop();
+    exit.assert_clean();
+    assert!(exit.counter("icmp_sent") >= 1 && exit.counter("icmp_no_source") == 0, "{}", exit.stats);
+}

@@ -3,10 +3,19 @@
 //! engine's own [`px_gateway::Config`], read as it is. Every refusal names
 //! the field and what is allowed.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+/// The source of the ICMPv4 errors the gateway sends when the
+/// configuration names none: RFC 7600's IPv4 "dummy address", meant for a
+/// node with no IPv4 address of its own to source ICMP errors from (Linux
+/// uses it so, `INADDR_DUMMY`). A bump in the wire owns no address, yet
+/// its "fragmentation needed" is what tells a sender inside that a
+/// datagram with DF (QUIC, DF UDP) was too big for the outside: without
+/// one it is lost with no signal. `"0.0.0.0"` turns the errors off.
+pub const DEFAULT_ICMP_SOURCE_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 0, 8);
 
 /// The whole configuration of a gateway (see `examples/gateway.toml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -276,14 +285,56 @@ impl GatewayConfig {
         Ok((changes, engine))
     }
 
+    /// Fills in the default ICMPv4 source ([`DEFAULT_ICMP_SOURCE_V4`])
+    /// where none is configured, so that what is printed is what runs.
+    pub fn resolve_icmp_source(&mut self) {
+        self.engine.icmp_source_v4.get_or_insert(DEFAULT_ICMP_SOURCE_V4);
+    }
+
+    /// The ICMP error sources the engine runs with: the default for IPv4
+    /// when none is configured, none for an unspecified address
+    /// (`0.0.0.0`, `::`).
+    pub fn icmp_sources(&self) -> (Option<Ipv4Addr>, Option<std::net::Ipv6Addr>) {
+        let v4 = self.engine.icmp_source_v4.or(Some(DEFAULT_ICMP_SOURCE_V4)).filter(|a| !a.is_unspecified());
+        (v4, self.engine.icmp_source_v6.filter(|a| !a.is_unspecified()))
+    }
+
+    /// What the operator must hear about ICMP errors, at start and from
+    /// `--check-config`: where they come from, and loudly, which family
+    /// gets none (its large DF packets from inside are lost without a
+    /// signal).
+    pub fn icmp_notice(&self) -> Vec<String> {
+        let (v4, v6) = self.icmp_sources();
+        let mut out = Vec::new();
+        match (v4, self.engine.icmp_source_v4) {
+            (Some(a), _) if a == DEFAULT_ICMP_SOURCE_V4 => out.push(format!(
+                "ICMPv4 errors (\"fragmentation needed\") come from {a}, the default (RFC 7600's dummy address); set [engine] icmp_source_v4 to an address of your network, or \"0.0.0.0\" for none"
+            )),
+            (Some(a), _) => out.push(format!("ICMPv4 errors (\"fragmentation needed\") come from {a}")),
+            (None, _) => out.push(
+                "WARNING: ICMPv4 errors are off (icmp_source_v4 = \"0.0.0.0\"): IPv4 packets with DF from inside larger than the outer MTU (QUIC, DF UDP) are dropped without \"fragmentation needed\", and their senders never learn why".to_string(),
+            ),
+        }
+        match v6 {
+            Some(a) => out.push(format!("ICMPv6 errors (\"packet too big\") come from {a}")),
+            None => out.push(
+                "WARNING: no ICMPv6 source ([engine] icmp_source_v6): IPv6 packets from inside larger than the outer MTU (QUIC, any UDP) are dropped without \"packet too big\", and their senders never learn the path MTU; set icmp_source_v6 to an address of your network (there is no dummy address for IPv6)".to_string(),
+            ),
+        }
+        out
+    }
+
     /// The engine configuration, with the MTUs resolved.
     pub fn engine_config(&self, imtu: u16, emtu: u16, seed: u64) -> Result<px_gateway::Config, ConfigError> {
+        let (icmp_source_v4, icmp_source_v6) = self.icmp_sources();
         let c = px_gateway::Config {
             imtu,
             emtu,
             inner_gso: self.offload,
             outer_gso: self.offload,
             hash_seed: seed,
+            icmp_source_v4,
+            icmp_source_v6,
             ..self.engine.clone()
         };
         c.validate()?;
@@ -294,6 +345,27 @@ impl GatewayConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn icmpv4_errors_have_a_source_unless_turned_off_and_v6_is_warned() {
+        let mut c = GatewayConfig { inner: "a".into(), outer: "b".into(), ..GatewayConfig::default() };
+        let e = c.engine_config(9000, 1500, 1).unwrap();
+        assert_eq!(e.icmp_source_v4, Some(DEFAULT_ICMP_SOURCE_V4));
+        assert_eq!(e.icmp_source_v6, None);
+        let notice = c.icmp_notice().join("\n");
+        assert!(notice.contains("come from 192.0.0.8, the default"), "{notice}");
+        assert!(notice.contains("WARNING: no ICMPv6 source"), "{notice}");
+        c.engine.icmp_source_v4 = Some(Ipv4Addr::UNSPECIFIED);
+        c.engine.icmp_source_v6 = Some("2001:db8::fe".parse().unwrap());
+        let e = c.engine_config(9000, 1500, 1).unwrap();
+        assert_eq!((e.icmp_source_v4, e.icmp_source_v6), (None, Some("2001:db8::fe".parse().unwrap())));
+        let notice = c.icmp_notice().join("\n");
+        assert!(notice.contains("WARNING: ICMPv4 errors are off"), "{notice}");
+        assert!(!notice.contains("no ICMPv6 source"), "{notice}");
+        let mut d = GatewayConfig::default();
+        d.resolve_icmp_source();
+        assert_eq!(d.engine.icmp_source_v4, Some(DEFAULT_ICMP_SOURCE_V4));
+    }
 
     #[test]
     fn example_file_parses_and_validates() {

@@ -266,6 +266,9 @@ pub fn run_with(
         ecfg.merge_timeout.as_micros(),
         cfg.metrics.map(|a| format!(", metrics on http://{a}/metrics")).unwrap_or_default()
     ));
+    for line in cfg.icmp_notice() {
+        log(&format!("px gateway: {line}"));
+    }
     if control.is_some() {
         log(&format!("px gateway: status: px status (control socket {})", control_path.display()));
     }

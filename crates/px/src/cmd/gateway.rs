@@ -50,10 +50,13 @@ pub struct GatewayArgs {
     /// Merge timeout in microseconds (0..=10000).
     #[arg(long)]
     merge_timeout_us: Option<u64>,
-    /// Source address for ICMPv4 errors the gateway sends.
+    /// Source address for ICMPv4 errors the gateway sends (default
+    /// 192.0.0.8, RFC 7600's dummy address; 0.0.0.0: none).
     #[arg(long)]
     icmp_source_v4: Option<std::net::Ipv4Addr>,
-    /// Source address for ICMPv6 errors the gateway sends.
+    /// Source address for ICMPv6 errors the gateway sends (default none:
+    /// large IPv6 packets from inside are dropped without "packet too big";
+    /// the gateway warns at start).
     #[arg(long)]
     icmp_source_v6: Option<std::net::Ipv6Addr>,
     /// Handle every frame in software (no GRO/GSO through PACKET_VNET_HDR).
@@ -160,6 +163,7 @@ impl GatewayArgs {
             Some(_) => c.engine.psh = px_gateway::PshPolicy::Flush,
             None => {}
         }
+        c.resolve_icmp_source();
         c.validate()?;
         Ok(c)
     }
@@ -169,6 +173,10 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
     let cfg = args.to_config().map_err(|e| e.to_string())?;
     if args.check_config.is_some() {
         cfg.check().map_err(|e| e.to_string())?;
+        // Loud, on stderr: stdout is the effective configuration.
+        for line in cfg.icmp_notice() {
+            eprintln!("px gateway: {line}");
+        }
         print!("{}", toml::to_string(&cfg).map_err(|e| e.to_string())?);
         return Ok(ExitCode::SUCCESS);
     }
