@@ -237,3 +237,151 @@ fn without_an_icmp_source_large_df_udp_from_inside_still_gets_frag_needed() {
     exit.assert_clean();
     assert!(exit.counter("icmp_sent") >= 1 && exit.counter("icmp_no_source") == 0, "{}", exit.stats);
 }
+
+/// `px ARGS` with `TMPDIR` set to `tmp` (where `px lab up` keeps its
+/// state, so a lab another user has up is not this test's), run in
+/// namespace `ns` if given: (exit code, stdout, stderr).
+fn px_in(ns: Option<&str>, tmp: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let px = env!("CARGO_BIN_EXE_px");
+    let mut c = match ns {
+        Some(ns) => {
+            let mut c = std::process::Command::new("ip");
+            c.args(["netns", "exec", ns, px]);
+            c
+        }
+        None => std::process::Command::new(px),
+    };
+    let out = c.args(args).env("TMPDIR", tmp).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The word after `key` in `text`.
+fn word_after<'t>(text: &'t str, key: &str) -> &'t str {
+    let at = text.find(key).unwrap_or_else(|| panic!("no {key:?} in:\n{text}")) + key.len();
+    text[at..].split_whitespace().next().unwrap()
+}
+
+/// Waits (up to 5 s) until `px status` answers in `ns`; its JSON.
+fn wait_status(ns: &str, tmp: &std::path::Path) -> serde_json::Value {
+    let t0 = std::time::Instant::now();
+    loop {
+        let (code, out, err) = px_in(Some(ns), tmp, &["status", "--json"]);
+        if code == Some(0) {
+            return serde_json::from_str(&out).unwrap();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "px status never answered: {out}{err}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 29 item 5: `px lab up` is the packaged service's hands-on twin.
+/// Its gateway runs from a configuration file, answers `px status`, serves
+/// metrics, sends ICMP errors from the configured sources (a probe from
+/// inside finds 1500 by classic PMTUD, IPv4 and IPv6), F-PMTUD responders
+/// answer on both hosts; `px lab down` removes everything. With
+/// `--no-gateway` it prints the command that starts the gateway, and that
+/// command works as printed.
+#[test]
+fn lab_up_is_the_hands_on_twin_of_the_service() {
+    if !require_root_or_skip("lab_up_is_the_hands_on_twin_of_the_service") {
+        return;
+    }
+    let _serial = serialize();
+    let tmp = Scratch::new("lab-up");
+    std::fs::create_dir_all(&tmp.0).unwrap();
+    /// `px lab down` on every exit path (before the scratch directory,
+    /// which holds its state, goes).
+    struct Down<'a>(&'a std::path::Path);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            if self.0.join("px-lab-up.json").exists() {
+                let _ = px_in(None, self.0, &["lab", "down"]);
+            }
+        }
+    }
+    let _down = Down(&tmp.0);
+    let (code, out, err) = px_in(None, &tmp.0, &["lab", "up"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    eprintln!("{out}");
+    let names = word_after(&out, "namespaces: legacy ");
+    let line = out.lines().find(|l| l.starts_with("namespaces: ")).unwrap();
+    let gw = word_after(line, ", gateway ").trim_end_matches(',').to_string();
+    let bnet_ns = word_after(line, ", b-network ").to_string();
+    assert!(names.starts_with("px-legacy-"), "{line}");
+    assert!(out.contains(&format!("px gateway running in {gw} ")), "{out}");
+    let config = word_after(&out, "gateway configuration: ").to_string();
+    assert!(
+        out.contains(&format!("started as: ip netns exec {gw} "))
+            && out.contains(&format!("gateway --config {config}")),
+        "{out}"
+    );
+    assert_eq!(out.matches("F-PMTUD responder (px fpmtud) in ").count(), 2, "{out}");
+    let s = wait_status(&gw, &tmp.0);
+    assert_eq!((s["ports"][0]["mtu"].as_u64(), s["ports"][1]["mtu"].as_u64()), (Some(1500), Some(9000)), "{s}");
+    assert_eq!(s["config"]["metrics"], "127.0.0.1:9464", "{s}");
+    assert_eq!(s["config"]["icmp_source_v6"], ICMP_SRC_V6, "{s}");
+    let (ok, metrics) = {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &gw, "bash", "-c"])
+            .arg("exec 3<>/dev/tcp/127.0.0.1/9464 && printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3")
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    assert!(ok && metrics.contains("px_gateway_packets_total{"), "{metrics}");
+    // Classic PMTUD from inside: the gateway's "too big" reaches the host.
+    for (family, target) in [("-4", LEGACY_V4), ("-6", LEGACY_V6)] {
+        let (code, out, err) = px_in(Some(&bnet_ns), &tmp.0, &["probe", target, family, "--method", "icmp", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        assert_eq!((v["pmtu"].as_u64(), code), (Some(1500), Some(0)), "{family}: {out}{err}");
+    }
+    // F-PMTUD against the responder on the legacy host.
+    let (code, out, err) = px_in(Some(&bnet_ns), &tmp.0, &["probe", LEGACY_V4, "--json"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (code, out, err) = px_in(None, &tmp.0, &["lab", "down"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let left = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(!left.contains(&gw) && !left.contains(&bnet_ns), "namespaces left: {left}");
+    assert!(!std::path::Path::new(&config).exists(), "config file left");
+
+    // --no-gateway: the printed command starts it.
+    let (code, out, err) = px_in(None, &tmp.0, &["lab", "up", "--no-gateway"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let command = out
+        .split("start it by hand with:\n  ")
+        .nth(1)
+        .and_then(|r| r.lines().next())
+        .unwrap_or_else(|| panic!("no command printed:\n{out}"))
+        .to_string();
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let gw = words[3].to_string();
+    let child =
+        std::process::Command::new(words[0]).args(&words[1..]).stderr(std::process::Stdio::null()).spawn().unwrap();
+    /// The gateway this test started by hand, stopped (once) on every exit path.
+    struct Stop(Option<std::process::Child>);
+    impl Stop {
+        fn stop(&mut self) -> Option<std::process::ExitStatus> {
+            let mut c = self.0.take()?;
+            // SAFETY: SIGTERM to the gateway this test started, not yet reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            c.wait().ok()
+        }
+    }
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.stop();
+        }
+    }
+    let pid = child.id();
+    let mut child = Stop(Some(child));
+    let s = wait_status(&gw, &tmp.0);
+    assert_eq!(s["pid"].as_u64(), Some(pid as u64), "{s}");
+    assert!(child.stop().is_some_and(|st| st.success()));
+    let (code, out, err) = px_in(None, &tmp.0, &["lab", "down"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+}
