@@ -236,6 +236,9 @@ fn without_an_icmp_source_large_df_udp_from_inside_still_gets_frag_needed() {
     let exit = gw.stop();
     exit.assert_clean();
     assert!(exit.counter("icmp_sent") >= 1 && exit.counter("icmp_no_source") == 0, "{}", exit.stats);
+    // The stats file names its reasons.
+    assert!(exit.stats["drops"]["too_big_df"].as_u64() >= Some(1), "{}", exit.stats);
+    assert!(exit.stats["flushes"]["shutdown"].is_u64(), "{}", exit.stats);
 }
 
 /// `px ARGS` with `TMPDIR` set to `tmp` (where `px lab up` keeps its

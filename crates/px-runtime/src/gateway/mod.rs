@@ -82,12 +82,18 @@ pub struct Control<'a> {
     /// Reads the configuration anew for a reload (`px`: the same file and
     /// flags as at start). None: reload requests are logged and ignored.
     pub load: Option<Box<dyn FnMut() -> Result<GatewayConfig, ConfigError> + 'a>>,
+    /// Takes the periodic summary as fields (`px`: a structured log
+    /// event). None: it goes to the log as its text.
+    pub summary: Option<SummarySink<'a>>,
 }
+
+/// Where the periodic summary goes as fields ([`Control::summary`]).
+pub type SummarySink<'a> = Box<dyn FnMut(&metrics::Summary) + 'a>;
 
 impl Control<'_> {
     /// Stop only, no reload.
     pub fn stop_only(stop: Arc<AtomicBool>) -> Control<'static> {
-        Control { stop, reload: Arc::new(AtomicBool::new(false)), load: None }
+        Control { stop, reload: Arc::new(AtomicBool::new(false)), load: None, summary: None }
     }
 }
 
@@ -304,7 +310,11 @@ pub fn run_with(
         let cfg = &running;
         if cfg.log_interval_s > 0 && last_log.elapsed() >= Duration::from_secs(cfg.log_interval_s) {
             let total = shared.total();
-            log(&metrics::summary(&total, Some((&last_total, last_log.elapsed()))));
+            let line = metrics::Summary::new(&total, Some((&last_total, last_log.elapsed())));
+            match ctl.summary.as_mut() {
+                Some(f) => f(&line),
+                None => log(&line.to_string()),
+            }
             last_log = Instant::now();
             last_total = total;
         }

@@ -187,7 +187,12 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
     px_runtime::logging::init(args.log_format.parse::<px_runtime::logging::LogFormat>().map_err(|e| e.to_string())?);
     let stop = crate::signals::install();
     let reload = crate::signals::install_reload();
-    let ctl = gateway::Control { stop, reload, load: Some(Box::new(|| args.to_config())) };
+    let ctl = gateway::Control {
+        stop,
+        reload,
+        load: Some(Box::new(|| args.to_config())),
+        summary: Some(Box::new(px_runtime::logging::summary)),
+    };
     let total = gateway::run_with(&cfg, ctl, &mut |line| px_runtime::logging::line(line)).map_err(|e| e.to_string())?;
     if let Some(path) = &args.stats_file {
         let json = serde_json::json!({
@@ -198,6 +203,12 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
             "send_errors": total.send_errors,
             "rx_errors": total.rx_errors,
             "counters": total.counters,
+            // The arrays of `counters` (`drop`, `flush`) by reason name.
+            "drops": px_gateway::DropReason::ALL
+                .iter()
+                .map(|r| (r.name().to_string(), total.counters.drops(*r).into()))
+                .collect::<serde_json::Map<String, serde_json::Value>>(),
+            "flushes": super::named_flushes(&total.counters.flush),
             // Frames on each port's wire, as `ip -s link` counts them.
             "wire": {
                 "inner": total.wire(px_gateway::Port::Inner),

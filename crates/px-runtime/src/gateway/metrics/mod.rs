@@ -18,12 +18,14 @@
 //! name per variant. The list is in `docs/metrics.md`.
 
 mod http;
+mod process;
 mod render;
 mod snapshot;
 mod table;
 
 pub use http::serve;
-pub use render::{render, render_scrape, si, summary};
+pub use process::ProcessStats;
+pub use render::{Summary, render, render_scrape, si, summary};
 pub use snapshot::{ProcessCounters, ReloadResult, Scrape, Shared, WorkerSnapshot};
 pub use table::{FAMILIES, Family, Kind};
 

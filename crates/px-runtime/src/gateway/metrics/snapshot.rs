@@ -140,6 +140,7 @@ impl Shared {
             capture_written: p.capture_written.load(Ordering::Relaxed),
             capture_write_errors: p.capture_write_errors.load(Ordering::Relaxed),
             reloads: ReloadResult::ALL.map(|r| p.reloads[r as usize].load(Ordering::Relaxed)),
+            process: super::process::ProcessStats::read(),
         }
     }
 }
@@ -175,4 +176,6 @@ pub struct Scrape {
     pub capture_write_errors: u64,
     /// By [`ReloadResult`].
     pub reloads: [u64; 3],
+    /// The process' CPU, memory and descriptors.
+    pub process: super::process::ProcessStats,
 }

@@ -136,8 +136,20 @@ fn hold_rows(s: &Scrape) -> Rows {
 
 use Kind::{Counter, Gauge, Histogram};
 
+/// One unlabelled sample if `v` was read.
+fn maybe(v: Option<f64>) -> Rows {
+    v.map(single).unwrap_or_default()
+}
+
 /// Every family the gateway exports, in the order rendered.
 pub const FAMILIES: &[Family] = &[
+    Family {
+        name: "px_build_info",
+        kind: Gauge,
+        help: "Always 1; the px version the gateway runs, as a label.",
+        counters: &[],
+        rows: |_| vec![(format!("version=\"{}\"", super::process::VERSION), 1.0)],
+    },
     Family {
         name: "px_gateway_packets_total",
         kind: Counter,
@@ -551,6 +563,55 @@ pub const FAMILIES: &[Family] = &[
         },
     },
     Family {
+        name: "process_cpu_seconds_total",
+        kind: Counter,
+        help: "Total user and system CPU time spent in seconds.",
+        counters: &[],
+        rows: |s| maybe(s.process.cpu_seconds),
+    },
+    Family {
+        name: "process_resident_memory_bytes",
+        kind: Gauge,
+        help: "Resident memory size in bytes.",
+        counters: &[],
+        rows: |s| maybe(s.process.resident_bytes.map(|v| v as f64)),
+    },
+    Family {
+        name: "process_virtual_memory_bytes",
+        kind: Gauge,
+        help: "Virtual memory size in bytes.",
+        counters: &[],
+        rows: |s| maybe(s.process.virtual_bytes.map(|v| v as f64)),
+    },
+    Family {
+        name: "process_start_time_seconds",
+        kind: Gauge,
+        help: "Start time of the process since unix epoch in seconds.",
+        counters: &[],
+        rows: |s| maybe(s.process.start_time_seconds),
+    },
+    Family {
+        name: "process_open_fds",
+        kind: Gauge,
+        help: "Number of open file descriptors.",
+        counters: &[],
+        rows: |s| maybe(s.process.open_fds.map(|v| v as f64)),
+    },
+    Family {
+        name: "process_max_fds",
+        kind: Gauge,
+        help: "Maximum number of open file descriptors.",
+        counters: &[],
+        rows: |s| maybe(s.process.max_fds.map(|v| v as f64)),
+    },
+    Family {
+        name: "process_threads",
+        kind: Gauge,
+        help: "Number of OS threads in the process.",
+        counters: &[],
+        rows: |s| maybe(s.process.threads.map(|v| v as f64)),
+    },
+    Family {
         name: "px_capture_records_total",
         kind: Counter,
         help: "Packets written to the capture file (--capture).",
@@ -625,7 +686,14 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for f in FAMILIES {
             assert!(seen.insert(f.name), "{} twice", f.name);
-            assert!(f.name.starts_with("px_gateway_") || f.name.starts_with("px_capture_"), "{}", f.name);
+            assert!(
+                f.name.starts_with("px_gateway_")
+                    || f.name.starts_with("px_capture_")
+                    || f.name.starts_with("process_")
+                    || f.name == "px_build_info",
+                "{}",
+                f.name
+            );
             assert!(f.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'), "{}", f.name);
             assert_eq!(f.kind == Kind::Counter, f.name.ends_with("_total"), "{}: _total on counters only", f.name);
             assert!(!f.help.is_empty());
