@@ -108,13 +108,13 @@ pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
     Read { path: String, source: std::io::Error },
     /// The file is not TOML, or not a configuration (an unknown key, a
-    /// value of the wrong type).
-    #[error("config file {path}: {source}")]
-    Parse { path: String, source: toml::de::Error },
+    /// value of the wrong type): the key and line, and what was expected.
+    #[error("config file {path}: {detail}")]
+    Parse { path: String, detail: String },
     /// The same for TOML text that came from no file
     /// ([`GatewayConfig::from_toml`]).
     #[error("{0}")]
-    Toml(toml::de::Error),
+    Toml(String),
     /// A value outside what the gateway allows.
     #[error("invalid configuration: `{field}` = {value} (allowed: {allowed})")]
     Invalid { field: &'static str, value: String, allowed: &'static str },
@@ -168,12 +168,12 @@ impl GatewayConfig {
     pub fn from_file(path: &Path) -> Result<GatewayConfig, ConfigError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: p.clone(), source })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse { path: p, source })
+        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: p, detail: toml_error(&text, &e) })
     }
 
     /// Reads TOML text.
     pub fn from_toml(text: &str) -> Result<GatewayConfig, ConfigError> {
-        toml::from_str(text).map_err(ConfigError::Toml)
+        toml::from_str(text).map_err(|e| ConfigError::Toml(toml_error(text, &e)))
     }
 
     /// Checks what the engine does not check itself.
@@ -337,14 +337,81 @@ impl GatewayConfig {
             icmp_source_v6,
             ..self.engine.clone()
         };
-        c.validate()?;
+        c.validate().map_err(|e| self.as_written(e))?;
         Ok(c)
+    }
+
+    /// An engine error as the file names it: `[engine] merge_timeout_us`
+    /// = 20000 (allowed 0..=10000), in the key's own unit, not the
+    /// engine's field name and a `Duration`.
+    pub fn as_written(&self, e: px_gateway::ConfigError) -> ConfigError {
+        let c = &self.engine;
+        let (field, value, allowed): (&'static str, String, &'static str) = match e.field {
+            "merge_timeout" => ("[engine] merge_timeout_us", c.merge_timeout.as_micros().to_string(), "0..=10000"),
+            "flow_idle_timeout" => {
+                ("[engine] flow_idle_timeout_s", c.flow_idle_timeout.as_secs().to_string(), "1 or more")
+            }
+            "max_flows" => ("[engine] max_flows", e.value, e.allowed),
+            "max_held_bytes" => ("[engine] max_held_bytes", e.value, e.allowed),
+            "bulk_after" => ("[engine] bulk_after", e.value, e.allowed),
+            "pmtu_cache_size" => ("[engine] pmtu_cache_size", e.value, e.allowed),
+            "icmp_rate_per_sec" => ("[engine] icmp_rate_per_sec", e.value, e.allowed),
+            "caravan_dscp" => ("[engine] caravan_dscp", e.value, e.allowed),
+            // The MTUs: the top-level keys (or the ports' own MTUs).
+            _ => return ConfigError::Engine(e),
+        };
+        ConfigError::Invalid { field, value, allowed }
+    }
+}
+
+/// A TOML error told as the key the user wrote: the key and section at
+/// the error's position in `text`, and Rust's type names replaced by
+/// what to write.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let what = e
+        .message()
+        .replace("expected usize", "expected a whole number")
+        .replace("expected u64", "expected a whole number")
+        .replace("expected u32", "expected a whole number")
+        .replace("expected u16", "expected a whole number")
+        .replace("expected u8", "expected a whole number")
+        .replace("expected a boolean", "expected true or false");
+    let Some(span) = e.span() else { return what };
+    let before = &text[..span.start.min(text.len())];
+    let line_no = before.matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or_default();
+    let section = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && l.ends_with(']'))
+        .map(|l| format!("{l} "))
+        .unwrap_or_default();
+    match line.split_once('=') {
+        Some((key, _)) if !line.trim_start().starts_with('[') => {
+            format!("`{section}{}` (line {line_no}): {what}", key.trim())
+        }
+        _ => format!("line {line_no}: {what}"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Errors name the key as the file writes it, in its unit, and say
+    /// what to write instead of a Rust type.
+    #[test]
+    fn errors_name_the_key_as_written() {
+        let c = GatewayConfig::from_toml("inner = \"a\"\nouter = \"b\"\n[engine]\nmerge_timeout_us = 20000\n").unwrap();
+        let e = c.check().unwrap_err().to_string();
+        assert_eq!(e, "invalid configuration: `[engine] merge_timeout_us` = 20000 (allowed: 0..=10000)");
+        let e = GatewayConfig::from_toml("inner = \"a\"\nworkers = \"two\"\n").unwrap_err().to_string();
+        assert!(e.starts_with("`workers` (line 2): invalid type: string \"two\", expected a whole number"), "{e}");
+        let e = GatewayConfig::from_toml("[engine]\nbulk_after = true\n").unwrap_err().to_string();
+        assert!(e.starts_with("`[engine] bulk_after` (line 2):"), "{e}");
+        assert!(!e.contains("u16"), "{e}");
+    }
 
     #[test]
     fn icmpv4_errors_have_a_source_unless_turned_off_and_v6_is_warned() {
@@ -441,7 +508,7 @@ mod tests {
         assert!(e.contains("`emtu`") && e.contains("at most imtu"), "{e}");
         let t = "inner = \"a\"\nouter = \"b\"\n[engine]\nmax_held_bytes = 10\n";
         let e = GatewayConfig::from_toml(t).unwrap().check().unwrap_err().to_string();
-        assert!(e.contains("`max_held_bytes`") && e.contains("65536..="), "{e}");
+        assert!(e.contains("`[engine] max_held_bytes`") && e.contains("65536..="), "{e}");
     }
 
     #[test]

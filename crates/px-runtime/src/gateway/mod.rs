@@ -45,8 +45,9 @@ use worker::{LiveConfig, Worker};
 pub enum GatewayError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("port {port}: {source}")]
-    Port { port: String, source: px_io::IfaceError },
+    /// A port named by the `key` (`inner`, `outer`) the user set.
+    #[error("`{key}` = {port:?}: {source}")]
+    Port { key: &'static str, port: String, source: px_io::IfaceError },
     /// Another gateway serves a port (its PID in the message).
     #[error(transparent)]
     PortInUse(LockError),
@@ -64,11 +65,16 @@ pub enum GatewayError {
     Control(#[from] control::ControlError),
 }
 
-fn port_mtu(name: &str, configured: u16) -> Result<u16, GatewayError> {
+/// The configuration key that names port `name` (`inner` or `outer`).
+fn key_of(cfg: &GatewayConfig, name: &str) -> &'static str {
+    if name == cfg.inner { "inner" } else { "outer" }
+}
+
+fn port_mtu(key: &'static str, name: &str, configured: u16) -> Result<u16, GatewayError> {
     if configured != 0 {
         return Ok(configured);
     }
-    let mtu = px_io::iface::mtu(name).map_err(|source| GatewayError::Port { port: name.into(), source })?;
+    let mtu = px_io::iface::mtu(name).map_err(|source| GatewayError::Port { key, port: name.into(), source })?;
     u16::try_from(mtu).ok().filter(|m| *m >= 576).ok_or(GatewayError::Mtu { port: name.into(), mtu })
 }
 
@@ -165,8 +171,8 @@ pub fn run_with(
 ) -> Result<WorkerSnapshot, GatewayError> {
     let stop = ctl.stop.clone();
     cfg.validate()?;
-    let imtu = port_mtu(&cfg.inner, cfg.imtu)?;
-    let emtu = port_mtu(&cfg.outer, cfg.emtu)?;
+    let imtu = port_mtu("inner", &cfg.inner, cfg.imtu)?;
+    let emtu = port_mtu("outer", &cfg.outer, cfg.emtu)?;
     // One gateway per port, refused before anything is touched; held
     // until this function returns (declared before the guards, so dropped
     // after them).
@@ -175,12 +181,15 @@ pub fn run_with(
     // on every return path below.
     let mut guards = Vec::new();
     for name in [&cfg.inner, &cfg.outer] {
-        let g = IfaceGuard::capture(name).map_err(|source| GatewayError::Port { port: name.clone(), source })?;
+        let key = key_of(cfg, name);
+        let g = IfaceGuard::capture(name).map_err(|source| GatewayError::Port { key, port: name.clone(), source })?;
         if cfg.offload {
             // Kernel GRO hands us super-packets: the software LRO.
-            g.ctl()
-                .set_offload(name, Offload::Gro, true)
-                .map_err(|source| GatewayError::Port { port: name.clone(), source })?;
+            g.ctl().set_offload(name, Offload::Gro, true).map_err(|source| GatewayError::Port {
+                key,
+                port: name.clone(),
+                source,
+            })?;
         }
         guards.push(g);
     }
@@ -379,7 +388,9 @@ fn lock_ports(cfg: &GatewayConfig, log: &mut dyn FnMut(&str)) -> Result<Vec<Port
         match PortLock::acquire(&dir, name) {
             Ok(l) => locks.push(l),
             Err(e @ LockError::Held { .. }) => return Err(GatewayError::PortInUse(e)),
-            Err(LockError::Iface { port, source }) => return Err(GatewayError::Port { port, source }),
+            Err(LockError::Iface { port, source }) => {
+                return Err(GatewayError::Port { key: key_of(cfg, &port), port, source });
+            }
             Err(e @ LockError::Io { .. }) => log(&format!(
                 "px gateway: {e}; running without the lock: a second gateway on {name} would not be refused"
             )),

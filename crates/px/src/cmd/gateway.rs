@@ -104,6 +104,52 @@ pub struct GatewayArgs {
 }
 
 impl GatewayArgs {
+    /// The flags given on the command line, each with the key it sets:
+    /// an error about that key names the flag instead.
+    fn flags_given(&self) -> Vec<(&'static str, &'static str)> {
+        let given = [
+            ("inner", "--inner", self.inner.is_some()),
+            ("outer", "--outer", self.outer.is_some()),
+            ("workers", "--workers", self.workers.is_some()),
+            ("log_interval_s", "--log-interval", self.log_interval.is_some()),
+            ("[engine] merge_timeout_us", "--merge-timeout-us", self.merge_timeout_us.is_some()),
+            ("capture_max_bytes", "--capture-max-bytes", self.capture_max_bytes.is_some()),
+            ("capture_files", "--capture-files", self.capture_files.is_some()),
+            ("capture_snaplen", "--capture-snaplen", self.capture_snaplen.is_some()),
+        ];
+        given.into_iter().filter(|g| g.2).map(|(k, f, _)| (k, f)).collect()
+    }
+
+    /// The configuration, its errors naming the flag or key as the user
+    /// wrote it.
+    pub fn config(&self) -> Result<GatewayConfig, String> {
+        let file = self.config.as_ref().or(self.check_config.as_ref());
+        // Nothing names the ports: say which flags are missing.
+        let c = match file {
+            Some(p) => GatewayConfig::from_file(p).map_err(|e| e.to_string())?,
+            None => GatewayConfig::default(),
+        };
+        for (key, flag, given) in [("inner", "--inner", &self.inner), ("outer", "--outer", &self.outer)] {
+            let named = if key == "inner" { !c.inner.is_empty() } else { !c.outer.is_empty() };
+            if given.is_none() && !named {
+                return Err(match file {
+                    Some(p) => format!("`{flag}` is required: {} sets no `{key}`", p.display()),
+                    None => format!("`{flag}` is required (or `{key}` in a --config file); see px gateway --help"),
+                });
+            }
+        }
+        self.to_config().map_err(|e| {
+            let text = e.to_string();
+            match &e {
+                ConfigError::Invalid { field, .. } => match self.flags_given().iter().find(|(k, _)| k == field) {
+                    Some((k, flag)) => text.replacen(&format!("`{k}`"), &format!("`{flag}`"), 1),
+                    None => text,
+                },
+                _ => text,
+            }
+        })
+    }
+
     pub fn to_config(&self) -> Result<GatewayConfig, ConfigError> {
         let mut c = match self.config.as_ref().or(self.check_config.as_ref()) {
             Some(p) => GatewayConfig::from_file(p)?,
@@ -165,14 +211,24 @@ impl GatewayArgs {
         }
         c.resolve_icmp_source();
         c.validate()?;
+        // The engine's own checks too, so that --print-config and a reload
+        // refuse what --check-config and a start refuse.
+        c.check()?;
         Ok(c)
     }
 }
 
 pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
-    let cfg = args.to_config().map_err(|e| e.to_string())?;
+    let cfg = args.config()?;
     if args.check_config.is_some() {
-        cfg.check().map_err(|e| e.to_string())?;
+        // Not an error: a file may be checked on another host or namespace.
+        for (key, name) in [("inner", &cfg.inner), ("outer", &cfg.outer)] {
+            if px_io::iface::ifindex(name).is_err() {
+                eprintln!(
+                    "px gateway: WARNING: `{key}` = {name:?}: no such interface in this network namespace; the gateway would not start here"
+                );
+            }
+        }
         // Loud, on stderr: stdout is the effective configuration.
         for line in cfg.icmp_notice() {
             eprintln!("px gateway: {line}");
