@@ -158,7 +158,10 @@ pub fn up(a: UpArgs) -> Result<ExitCode, String> {
         None => println!("px gateway not started (--no-gateway); start it by hand with:\n  {command}"),
     }
     for (ns, pid) in &r.responders {
-        println!("F-PMTUD responder (px fpmtud) in {ns} (PID {pid}), UDP port 9995");
+        println!(
+            "F-PMTUD responder (px fpmtud) in {ns} (PID {pid}), UDP port {}",
+            px_pmtud::fpmtud::wire::DEFAULT_PORT
+        );
     }
     println!("\ntry:");
     println!("  ip netns exec {gw} px status                  # ports, counters and rates, flows, path MTUs");
