@@ -138,7 +138,11 @@ fn errors_name_the_key_or_flag_as_written() {
         };
         let out = px(&args);
         assert_eq!(out.status.code(), Some(2), "{mode}: {out:?}");
-        assert!(stderr(&out).contains("`--merge-timeout-us` = 20000 (allowed: 0..=10000)"), "{mode}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("`--merge-timeout` = 20000us (allowed: 0us..=10000us)"),
+            "{mode}: {}",
+            stderr(&out)
+        );
     }
     // A key in the file: the section and key, in microseconds.
     let f = TempToml::new("key", "inner = \"a\"\nouter = \"b\"\n[engine]\nmerge_timeout_us = 20000\n");
@@ -153,4 +157,23 @@ fn errors_name_the_key_or_flag_as_written() {
     let out = px(&["gateway", "--config", f.path()]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(stderr(&out).contains("`inner` = \"nosuch0\":"), "{}", stderr(&out));
+}
+
+/// Issue 29 item 8: one exit-status convention; `px lab down` with
+/// nothing up is "not running" (3), not a failure (2), and durations
+/// take units (`--merge-timeout 500us`, `--log-interval 10s`).
+#[test]
+fn exit_statuses_and_units_follow_the_convention() {
+    let tmp = std::env::temp_dir().join(format!("px-down-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_px")).args(["lab", "down"]).env("TMPDIR", &tmp).output().unwrap();
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no lab is up"), "{out:?}");
+    let f = TempToml::new("units", "inner = \"a\"\nouter = \"b\"\n");
+    let out = px(&["gateway", "--check-config", f.path(), "--merge-timeout", "0.3ms", "--log-interval", "1min"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("merge_timeout_us = 300\n") && stdout.contains("log_interval_s = 60\n"), "{out:?}");
+    let out = px(&["gateway", "--check-config", f.path(), "--merge-timeout-us", "300"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("merge_timeout_us = 300\n"), "{out:?}");
 }

@@ -44,11 +44,13 @@ pub struct GatewayArgs {
     /// Prometheus metrics endpoint address, e.g. 127.0.0.1:9464.
     #[arg(long)]
     metrics: Option<SocketAddr>,
-    /// Seconds between summary lines in the log (0: none).
-    #[arg(long)]
+    /// Time between summary lines in the log, e.g. 10s (0: none; a bare
+    /// number is seconds).
+    #[arg(long, value_parser = super::units::secs_u64)]
     log_interval: Option<u64>,
-    /// Merge timeout in microseconds (0..=10000).
-    #[arg(long)]
+    /// Merge timeout, e.g. 500us (0..=10ms; a bare number is microseconds,
+    /// as the old name --merge-timeout-us took).
+    #[arg(long = "merge-timeout", alias = "merge-timeout-us", value_parser = super::units::micros_u64)]
     merge_timeout_us: Option<u64>,
     /// Source address for ICMPv4 errors the gateway sends (default
     /// 192.0.0.8, RFC 7600's dummy address; 0.0.0.0: none).
@@ -112,7 +114,7 @@ impl GatewayArgs {
             ("outer", "--outer", self.outer.is_some()),
             ("workers", "--workers", self.workers.is_some()),
             ("log_interval_s", "--log-interval", self.log_interval.is_some()),
-            ("[engine] merge_timeout_us", "--merge-timeout-us", self.merge_timeout_us.is_some()),
+            ("[engine] merge_timeout_us", "--merge-timeout", self.merge_timeout_us.is_some()),
             ("capture_max_bytes", "--capture-max-bytes", self.capture_max_bytes.is_some()),
             ("capture_files", "--capture-files", self.capture_files.is_some()),
             ("capture_snaplen", "--capture-snaplen", self.capture_snaplen.is_some()),
@@ -141,10 +143,16 @@ impl GatewayArgs {
         self.to_config().map_err(|e| {
             let text = e.to_string();
             match &e {
-                ConfigError::Invalid { field, .. } => match self.flags_given().iter().find(|(k, _)| k == field) {
-                    Some((k, flag)) => text.replacen(&format!("`{k}`"), &format!("`{flag}`"), 1),
-                    None => text,
-                },
+                ConfigError::Invalid { field, value, .. } => {
+                    match self.flags_given().iter().find(|(k, _)| k == field) {
+                        // The flag takes a duration: say it with its unit.
+                        Some((_, flag)) if *field == "[engine] merge_timeout_us" => {
+                            format!("invalid configuration: `{flag}` = {value}us (allowed: 0us..=10000us)")
+                        }
+                        Some((k, flag)) => text.replacen(&format!("`{k}`"), &format!("`{flag}`"), 1),
+                        None => text,
+                    }
+                }
                 _ => text,
             }
         })

@@ -11,8 +11,9 @@ use px_lab::demo::{self, BNET_ADDR_GW, DemoOptions, DemoResult, EMTU, IMTU, LEGA
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Seconds of bulk TCP per direction and per middle box.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    /// Bulk TCP per direction and per middle box, e.g. 5s (1s..=60s; a
+    /// bare number is seconds; old name --seconds).
+    #[arg(long = "duration", alias = "seconds", default_value = "5s", value_parser = secs_in(1, 60))]
     seconds: u64,
     /// Rounds, each running the gateway and then the router, so that both
     /// see the same drift of a shared machine; figures are the mean.
@@ -42,6 +43,14 @@ pub struct UpArgs {
 
 #[derive(Debug, Args)]
 pub struct DownArgs {}
+
+/// Whole seconds within `lo..=hi` (see [`super::units`]).
+pub(crate) fn secs_in(lo: u64, hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let v = super::units::secs_u64(s)?;
+        if (lo..=hi).contains(&v) { Ok(v) } else { Err(format!("`{s}`: allowed {lo}s..={hi}s")) }
+    }
+}
 
 fn px_exe() -> Result<std::path::PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
@@ -175,6 +184,11 @@ pub fn up(a: UpArgs) -> Result<ExitCode, String> {
 }
 
 pub fn down(_: DownArgs) -> Result<ExitCode, String> {
+    if !demo::state_file().exists() {
+        // Nothing to take down: "not running", not a failure.
+        eprintln!("px lab down: no lab is up ({} not found)", demo::state_file().display());
+        return Ok(ExitCode::from(3));
+    }
     for n in demo::down()? {
         println!("removed {n}");
     }

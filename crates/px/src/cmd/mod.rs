@@ -15,6 +15,7 @@ pub mod lab_rr;
 pub mod probe;
 pub mod sim;
 pub mod status;
+pub mod units;
 
 /// A gateway's early-flush counters (`counters.flush`, in the order of
 /// [`px_gateway::FlushReason::ALL`]) by reason name, for `--json`.
