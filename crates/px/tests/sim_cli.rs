@@ -167,3 +167,24 @@ fn durations_take_units_and_old_spellings_still_work() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown unit"), "{out:?}");
 }
+
+/// Issue 29 item 9: the plots a reader misread. pmtud-compare's time
+/// panels are on log axes; mtu-drop's RTT lines are told apart by dashes
+/// where they coincide.
+#[test]
+fn plots_use_log_axes_and_dashes_where_a_reader_needs_them() {
+    let svg = temp_svg("pmtud-compare-log");
+    let out = px(&["sim", "pmtud-compare", "--paths", "40", "--seed", "3", "--svg", svg.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let _ = std::fs::remove_file(&svg);
+    assert!(text.contains("seconds (log scale)") && text.contains("round trips (log scale)"), "{text}");
+    let svg = temp_svg("mtu-drop-dashes");
+    let out = px(&["sim", "mtu-drop", "--file-bytes", "200000", "--svg", svg.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let _ = std::fs::remove_file(&svg);
+    for dash in ["none", "8 4", "2 3", "10 3 2 3"] {
+        assert!(text.contains(&format!("stroke-dasharray=\"{dash}\"")), "no line dashed {dash}");
+    }
+}
