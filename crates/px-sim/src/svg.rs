@@ -385,6 +385,26 @@ impl LineChart {
     }
 }
 
+/// log10 of a positive, normal `x` without libm (the binary loads no
+/// library but libc, `px probe`'s start-up cost: see `tick_step`): the
+/// exponent from the bits, the mantissa's log2 by repeated squaring
+/// (30 bits, far finer than a pixel).
+fn log10(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mut m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
+    let (mut frac, mut bit) = (0.0, 0.5);
+    for _ in 0..30 {
+        m *= m;
+        if m >= 2.0 {
+            m /= 2.0;
+            frac += bit;
+        }
+        bit /= 2.0;
+    }
+    (exp as f64 + frac) * std::f64::consts::LOG10_2
+}
+
 /// A logarithmic y axis: decades from the one at or below `lo` to the one
 /// at or above `hi`, labelled; returns (bottom, top) decades as values.
 fn log_y_axis(out: &mut String, lo: f64, hi: f64, label: &str) -> (f64, f64) {
@@ -402,10 +422,10 @@ fn log_y_axis(out: &mut String, lo: f64, hi: f64, label: &str) -> (f64, f64) {
         top *= 10.0;
     }
     let plot_h = H - TOP - BOTTOM;
-    let span = (top / bottom).ln();
+    let span = log10(top / bottom);
     let mut v = bottom;
     while v <= top * 1.000_001 {
-        let y = H - BOTTOM - (v / bottom).ln() / span * plot_h;
+        let y = H - BOTTOM - log10(v / bottom) / span * plot_h;
         let _ = write!(
             out,
             r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#dddddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
@@ -465,7 +485,7 @@ impl BarChart {
         // The bar's height for value v.
         let height = |v: f64| {
             if log {
-                if v <= 0.0 { f64::NAN } else { (v / bottom).ln() / (top / bottom).ln() * plot_h }
+                if v <= 0.0 { f64::NAN } else { log10(v / bottom) / log10(top / bottom) * plot_h }
             } else {
                 v / top * plot_h
             }
@@ -569,6 +589,13 @@ mod tests {
         let markers =
             svg.matches("<circle").count() + svg.matches("<polygon").count() + svg.matches("width=\"7\"").count();
         assert_eq!(markers, 7, "{svg}");
+    }
+
+    #[test]
+    fn log10_without_libm() {
+        for (x, want) in [(1.0, 0.0), (10.0, 1.0), (1000.0, 3.0), (0.1, -1.0), (2.0, 0.30103), (270.0, 2.431_36)] {
+            assert!((log10(x) - want).abs() < 1e-5, "log10({x}) = {}", log10(x));
+        }
     }
 
     #[test]

@@ -59,11 +59,15 @@ pub fn millis_f64(s: &str) -> Result<f64, String> {
 /// A whole number of `unit`s (`per_sec` of them in a second).
 fn whole(s: &str, bare: Bare, per_sec: f64, name: &str) -> Result<u64, String> {
     let v = seconds(s, bare)? * per_sec;
-    let r = v.round();
-    if (v - r).abs() > 1e-6 * r.max(1.0) || r > u64::MAX as f64 {
+    if v > u64::MAX as f64 / 2.0 {
+        return Err(format!("`{s}`: out of range"));
+    }
+    // Rounded by a cast, not f64::round: the binary loads no libm.
+    let r = (v + 0.5) as u64;
+    if (v - r as f64).abs() > 1e-6 * (r as f64).max(1.0) {
         return Err(format!("`{s}`: must be a whole number of {name}"));
     }
-    Ok(r as u64)
+    Ok(r)
 }
 
 /// Whole seconds, a bare number in seconds.
