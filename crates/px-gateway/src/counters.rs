@@ -104,7 +104,7 @@ impl FlushReason {
 }
 
 /// Per-port packet and byte counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PortCounters {
     pub rx_packets: u64,
     pub rx_bytes: u64,

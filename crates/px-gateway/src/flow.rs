@@ -7,7 +7,7 @@
 //! state (`crate::merge`).
 
 use core::hash::Hasher;
-use core::net::IpAddr;
+use core::net::{IpAddr, SocketAddr};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -102,6 +102,54 @@ impl FlowKey {
             (IpAddr::V4(o.into()), IpAddr::V4(i.into()), op, ip)
         }
     }
+    /// The outer host's address and port.
+    pub fn outer(&self) -> SocketAddr {
+        let port = (self.words[1] >> 16) as u16;
+        if self.is_v6() {
+            let a = (self.words[0] as u128) << 64 | self.words[2] as u128;
+            SocketAddr::new(IpAddr::V6(a.into()), port)
+        } else {
+            SocketAddr::new(IpAddr::V4(((self.words[0] >> 32) as u32).into()), port)
+        }
+    }
+
+    /// The inner host's address and port.
+    pub fn inner(&self) -> SocketAddr {
+        let port = self.words[1] as u16;
+        if self.is_v6() {
+            let a = (self.words[3] as u128) << 64 | self.words[4] as u128;
+            SocketAddr::new(IpAddr::V6(a.into()), port)
+        } else {
+            SocketAddr::new(IpAddr::V4((self.words[0] as u32).into()), port)
+        }
+    }
+}
+
+/// What one flow carried, per direction, indexed by the port its segments
+/// arrived on (`Port as usize`: outer = inbound): for operators' status,
+/// never for a decision. A few adds per received segment, on state the
+/// packet touches anyway.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FlowStats {
+    /// TCP payload bytes received.
+    pub bytes: [u64; 2],
+    /// Frames received (a GRO super-packet counts once).
+    pub frames: [u64; 2],
+    /// The largest segment size received: a super-packet's segment size,
+    /// a plain segment's payload.
+    pub largest_segment: [u32; 2],
+}
+
+impl FlowStats {
+    /// One received segment (or super-packet) of `payload` bytes, made of
+    /// segments of `segment` bytes, that arrived on `from`.
+    #[inline]
+    pub fn record(&mut self, from: Port, payload: usize, segment: usize) {
+        let d = from as usize;
+        self.bytes[d] += payload as u64;
+        self.frames[d] += 1;
+        self.largest_segment[d] = self.largest_segment[d].max(segment as u32);
+    }
 }
 
 impl core::hash::Hash for FlowKey {
@@ -130,6 +178,7 @@ pub(crate) struct Flow {
     pub merge: MergeState,
     /// Where it stands with the kernel fast path.
     pub fast: FastState,
+    pub stats: FlowStats,
 }
 
 /// Bounded table of flows, with CLOCK (second-chance) eviction: an
@@ -252,6 +301,7 @@ impl FlowTable {
             conn: Conn::default(),
             merge: MergeState::default(),
             fast: FastState::default(),
+            stats: FlowStats::default(),
         };
         let idx = match self.free.pop() {
             Some(i) => {

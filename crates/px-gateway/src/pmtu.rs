@@ -166,6 +166,23 @@ impl SharedPmtu {
         self.log(&mut l, Change::Proposed(c));
     }
 
+    /// Every live learned path MTU: the port toward which the path lies,
+    /// the destination, the MTU and how long it stays (for `px status`;
+    /// takes the lock once).
+    pub fn learned(&self, now: Instant) -> Vec<(Port, IpAddr, u16, Duration)> {
+        let l = self.lock();
+        let mut out = Vec::new();
+        for port in [Port::Inner, Port::Outer] {
+            for (dst, (mtu, expiry, _)) in &l.caches[port as usize].map {
+                if *expiry > now {
+                    out.push((port, *dst, *mtu, expiry.saturating_duration_since(now)));
+                }
+            }
+        }
+        out.sort_by_key(|e| (e.0 as u8, e.1));
+        out
+    }
+
     /// Whether other engines share this cache.
     pub(crate) fn has_peers(self: &Arc<Self>) -> bool {
         Arc::strong_count(self) > 1
@@ -296,6 +313,22 @@ impl PmtuReplica {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn learned_lists_live_entries_by_port() {
+        let now = Instant::now();
+        let sh = SharedPmtu::new(8, Duration::from_secs(600));
+        let a: IpAddr = "203.0.113.9".parse().unwrap();
+        let b: IpAddr = "2001:db8::9".parse().unwrap();
+        assert!(sh.learn(Port::Outer, a, 1280, now));
+        assert!(sh.learn(Port::Inner, b, 4000, now));
+        let l = sh.learned(now + Duration::from_secs(100));
+        assert_eq!(
+            l,
+            vec![(Port::Inner, b, 4000, Duration::from_secs(500)), (Port::Outer, a, 1280, Duration::from_secs(500))]
+        );
+        assert!(sh.learned(now + Duration::from_secs(600)).is_empty(), "expired entries are not listed");
+    }
     use core::net::Ipv4Addr;
 
     fn a(n: u8) -> IpAddr {

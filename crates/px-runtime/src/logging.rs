@@ -61,8 +61,44 @@ pub fn line(text: &str) {
     }
 }
 
+/// Logs the gateway's periodic summary: its text as the message, and
+/// every figure as a field of its own (`--log-format json` writes them
+/// under `fields`, so a log shipper needs no parsing).
+pub fn summary(s: &crate::gateway::metrics::Summary) {
+    let nan = |v: Option<f64>| v.unwrap_or(f64::NAN);
+    tracing::info!(
+        target: "px::gateway",
+        outer_rx_packets = s.outer_rx_packets,
+        outer_tx_packets = s.outer_tx_packets,
+        inner_rx_packets = s.inner_rx_packets,
+        inner_tx_packets = s.inner_tx_packets,
+        outer_rx_pps = nan(s.outer_rx_pps),
+        outer_tx_pps = nan(s.outer_tx_pps),
+        inner_rx_pps = nan(s.inner_rx_pps),
+        inner_tx_pps = nan(s.inner_tx_pps),
+        outer_rx_super_packets = s.outer_rx_super_packets,
+        inner_rx_super_packets = s.inner_rx_super_packets,
+        merged_in_frames = s.merged_in_frames,
+        merged_out_segments = s.merged_out_segments,
+        conversion_yield = nan(s.conversion_yield),
+        split_in = s.split_in,
+        split_out = s.split_out,
+        gso_out = s.gso_out,
+        mss_raised = s.mss_raised,
+        mss_clamped = s.mss_clamped,
+        caravans_built = s.caravans_built,
+        caravans_opened = s.caravans_opened,
+        flows = s.flows as u64,
+        held_bytes = s.held_bytes as u64,
+        drops = s.drops,
+        socket_drops = s.socket_drops,
+        send_errors = s.send_errors,
+        "px gateway: {s}"
+    );
+}
+
 fn is_warning(text: &str) -> bool {
-    text.contains("refused") || text.contains("px gateway: restoring")
+    text.contains("refused") || text.contains("px gateway: restoring") || text.contains("WARNING")
 }
 
 #[cfg(test)]
@@ -120,5 +156,38 @@ mod tests {
         assert!(lines[0]["fields"]["message"].as_str().unwrap().starts_with("px gateway: inner px-gwi"), "{text}");
         assert_eq!(lines[1]["level"], "WARN");
         assert!(lines[0]["timestamp"].is_string());
+    }
+
+    /// The periodic summary in JSON: its figures are fields of their own.
+    #[test]
+    fn json_summary_has_a_field_per_figure() {
+        use crate::gateway::metrics::{Summary, WorkerSnapshot};
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let mut now = WorkerSnapshot::default();
+        now.wire[px_gateway::Port::Outer as usize].rx_packets = 3000;
+        now.counters.merged_in = 7;
+        let s = Summary::new(&now, Some((&WorkerSnapshot::default(), std::time::Duration::from_secs(2))));
+        let d = dispatch(LogFormat::Json, move || buf.clone(), false);
+        tracing::dispatcher::with_default(&d, || summary(&s));
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        let f = &v["fields"];
+        assert_eq!(f["outer_rx_packets"], 3000, "{text}");
+        assert_eq!(f["outer_rx_pps"], 1500.0, "{text}");
+        assert_eq!(f["merged_in_frames"], 7, "{text}");
+        assert!(f["message"].as_str().unwrap().starts_with("px gateway: wire pkts: outer rx 3000 (1.5k/s)"), "{text}");
     }
 }

@@ -5,6 +5,13 @@
 //! Output is a self-contained SVG 1.1 document (no scripts, no external
 //! resources); every text is XML-escaped; non-finite values are skipped, so
 //! a result with a missing point still renders.
+//!
+//! So that a reader does not misread them: each line of a chart has its
+//! own dash pattern as well as its colour (lines that lie on top of each
+//! other still show each one), short series mark their points, a series
+//! of separate values can be drawn as points without a line
+//! ([`LineChart::to_svg_with`]), and a bar chart whose values span decades
+//! can take a logarithmic axis ([`BarChart::to_svg_log`]).
 
 use std::fmt::Write;
 
@@ -15,6 +22,11 @@ const RIGHT: f64 = 180.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 60.0;
 const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+/// One dash pattern per line, with its colour: where lines coincide, the
+/// gaps of one show the others.
+const DASHES: [&str; 6] = ["none", "8 4", "2 3", "10 3 2 3", "5 5", "1 5"];
+/// A series with at most this many points has each point marked.
+const MARK_POINTS_UP_TO: usize = 40;
 
 /// One named line of a [`LineChart`].
 #[derive(Clone, Debug, PartialEq)]
@@ -120,10 +132,12 @@ fn fmt_tick(v: f64) -> String {
     }
 }
 
-/// Value label for a bar: three significant digits at most.
+/// Value label for a bar: three significant digits, but never rounded up
+/// to the next power of ten (99.97 % of paths is "99.97", not a "100.0"
+/// beside an exact "100").
 fn fmt_value(v: f64) -> String {
     let a = v.abs();
-    if a >= 100.0 || v == v.trunc() {
+    let s = if a >= 100.0 || v == v.trunc() {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")
@@ -131,6 +145,12 @@ fn fmt_value(v: f64) -> String {
         format!("{v:.2}")
     } else {
         format!("{v:.3}")
+    };
+    // One more digit where rounding reached the next decade.
+    let decimals = s.split('.').nth(1).map_or(0, str::len);
+    match s.trim_start_matches('-') {
+        "100.0" | "10.00" | "1.000" => format!("{v:.prec$}", prec = decimals + 1),
+        _ => s,
     }
 }
 
@@ -228,10 +248,68 @@ fn legend(out: &mut String, names: &[&str]) {
     }
 }
 
+/// The legend of a line chart: each entry a sample of its line (colour,
+/// dash, marker) so that the entry matches what is drawn.
+fn line_legend(out: &mut String, names: &[&str], points_only: &[bool]) {
+    for (i, name) in names.iter().enumerate() {
+        let y = TOP + 10.0 + i as f64 * 18.0;
+        let x = W - RIGHT + 8.0;
+        let color = COLORS[i % COLORS.len()];
+        if points_only.get(i).copied().unwrap_or(false) {
+            marker(out, i, x + 11.0, y - 4.0);
+        } else {
+            let _ = write!(
+                out,
+                r#"<line x1="{x}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2" stroke-dasharray="{}"/>"#,
+                y - 4.0,
+                x + 22.0,
+                y - 4.0,
+                DASHES[i % DASHES.len()]
+            );
+        }
+        let _ = write!(out, r#"<text x="{}" y="{:.1}">{}</text>"#, x + 26.0, y, escape(name));
+    }
+}
+
+/// A point marker of series `i`: a shape per series (circle, square,
+/// diamond, triangle), filled with its colour.
+fn marker(out: &mut String, i: usize, x: f64, y: f64) {
+    let c = COLORS[i % COLORS.len()];
+    let _ = match i % 4 {
+        0 => write!(out, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{c}"/>"#),
+        1 => write!(out, r#"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{c}"/>"#, x - 3.5, y - 3.5),
+        2 => write!(
+            out,
+            r#"<polygon points="{x:.1},{:.1} {:.1},{y:.1} {x:.1},{:.1} {:.1},{y:.1}" fill="{c}"/>"#,
+            y - 4.5,
+            x + 4.5,
+            y + 4.5,
+            x - 4.5
+        ),
+        _ => write!(
+            out,
+            r#"<polygon points="{x:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{c}"/>"#,
+            y - 4.5,
+            x + 4.5,
+            y + 3.5,
+            x - 4.5,
+            y + 3.5
+        ),
+    };
+}
+
 impl LineChart {
     /// Renders the chart as an SVG document.
     #[must_use]
     pub fn to_svg(&self) -> String {
+        self.to_svg_with(&[])
+    }
+
+    /// Renders the chart, the series named in `points_only` as separate
+    /// points without a line (values measured at those x only, such as a
+    /// paper's figures, which a line would suggest exist in between).
+    #[must_use]
+    pub fn to_svg_with(&self, points_only: &[&str]) -> String {
         let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
         let pts = || self.series.iter().flat_map(|s| s.points.iter().filter(finite));
         let x_max = pts().map(|p| p.0).chain(self.markers.iter().map(|m| m.0)).fold(0.0, f64::max);
@@ -261,18 +339,32 @@ impl LineChart {
             H - 18.0,
             escape(&self.x_label)
         );
+        let only: Vec<bool> = self.series.iter().map(|s| points_only.contains(&s.name.as_str())).collect();
         for (i, s) in self.series.iter().enumerate() {
-            let _ = write!(
-                out,
-                r#"<polyline fill="none" stroke-width="1.5" stroke="{}" points=""#,
-                COLORS[i % COLORS.len()]
-            );
-            for &(x, y) in s.points.iter().filter(finite) {
-                let px = LEFT + x / x_top * plot_w;
-                let py = H - BOTTOM - y.min(y_top) / y_top * plot_h;
-                let _ = write!(out, "{px:.1},{py:.1} ");
+            let at = |&(x, y): &(f64, f64)| (LEFT + x / x_top * plot_w, H - BOTTOM - y.min(y_top) / y_top * plot_h);
+            if !only[i] {
+                let _ = write!(
+                    out,
+                    r#"<polyline fill="none" stroke-width="{}" stroke="{}" stroke-dasharray="{}" points=""#,
+                    // Later lines a little thinner, so one on top of
+                    // another leaves the first's edges visible.
+                    2.2 - 0.3 * (i % 4) as f64,
+                    COLORS[i % COLORS.len()],
+                    DASHES[i % DASHES.len()]
+                );
+                for p in s.points.iter().filter(finite) {
+                    let (px, py) = at(p);
+                    let _ = write!(out, "{px:.1},{py:.1} ");
+                }
+                out.push_str(r#""/>"#);
             }
-            out.push_str(r#""/>"#);
+            let n = s.points.iter().filter(finite).count();
+            if only[i] || n <= MARK_POINTS_UP_TO {
+                for p in s.points.iter().filter(finite) {
+                    let (px, py) = at(p);
+                    marker(&mut out, i, px, py);
+                }
+            }
         }
         for (x, label) in self.markers.iter().filter(|m| m.0.is_finite()) {
             let px = LEFT + x / x_top * plot_w;
@@ -286,23 +378,119 @@ impl LineChart {
             );
         }
         let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
-        legend(&mut out, &names);
+        line_legend(&mut out, &names, &only);
         note(&mut out, self.note.as_ref());
         out.push_str("</svg>\n");
         out
     }
 }
 
+/// log10 of a positive, normal `x` without libm (the binary loads no
+/// library but libc, `px probe`'s start-up cost: see `tick_step`): the
+/// exponent from the bits, the mantissa's log2 by repeated squaring
+/// (30 bits, far finer than a pixel).
+fn log10(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mut m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
+    let (mut frac, mut bit) = (0.0, 0.5);
+    for _ in 0..30 {
+        m *= m;
+        if m >= 2.0 {
+            m /= 2.0;
+            frac += bit;
+        }
+        bit /= 2.0;
+    }
+    (exp as f64 + frac) * std::f64::consts::LOG10_2
+}
+
+/// A logarithmic y axis: decades from the one at or below `lo` to the one
+/// at or above `hi`, labelled; returns (bottom, top) decades as values.
+fn log_y_axis(out: &mut String, lo: f64, hi: f64, label: &str) -> (f64, f64) {
+    // The decade strictly below the smallest value, so that its bar has
+    // a height (a value of exactly 1 on an axis from 1 would draw none).
+    let mut bottom = 1.0f64;
+    while bottom >= lo && bottom > 1e-12 {
+        bottom /= 10.0;
+    }
+    while bottom * 10.0 < lo {
+        bottom *= 10.0;
+    }
+    let mut top = bottom * 10.0;
+    while top < hi {
+        top *= 10.0;
+    }
+    let plot_h = H - TOP - BOTTOM;
+    let span = log10(top / bottom);
+    let mut v = bottom;
+    while v <= top * 1.000_001 {
+        let y = H - BOTTOM - log10(v / bottom) / span * plot_h;
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#dddddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            W - RIGHT,
+            LEFT - 6.0,
+            y + 4.0,
+            fmt_tick(v)
+        );
+        v *= 10.0;
+    }
+    let _ = write!(
+        out,
+        r#"<text x="18" y="{:.1}" text-anchor="middle" transform="rotate(-90 18 {:.1})">{} (log scale)</text>"#,
+        TOP + plot_h / 2.0,
+        TOP + plot_h / 2.0,
+        escape(label)
+    );
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="#000000"/><line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#000000"/>"##,
+        H - BOTTOM,
+        H - BOTTOM,
+        W - RIGHT,
+        H - BOTTOM
+    );
+    (bottom, top)
+}
+
 impl BarChart {
     /// Renders the chart as an SVG document.
     #[must_use]
     pub fn to_svg(&self) -> String {
-        let y_max = self.series.iter().flat_map(|s| s.1.iter()).copied().filter(|v| v.is_finite()).fold(0.0, f64::max);
+        self.render(false)
+    }
+
+    /// Renders the chart with a logarithmic y axis, for values that span
+    /// decades (0.17 s beside 27 s), which a linear axis would flatten to
+    /// nothing. Values of 0 or less are left out.
+    #[must_use]
+    pub fn to_svg_log(&self) -> String {
+        self.render(true)
+    }
+
+    fn render(&self, log: bool) -> String {
+        let values = || self.series.iter().flat_map(|s| s.1.iter()).copied().filter(|v| v.is_finite());
+        let y_max = values().fold(0.0, f64::max);
+        let y_min = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
         let mut out = String::with_capacity(4096);
         header(&mut out, &self.title);
-        let y_top = y_axis(&mut out, y_max, &self.y_label);
-        let plot_w = W - LEFT - RIGHT;
         let plot_h = H - TOP - BOTTOM;
+        let (bottom, top) = if log && y_min.is_finite() {
+            log_y_axis(&mut out, y_min, y_max, &self.y_label)
+        } else {
+            (0.0, y_axis(&mut out, y_max, &self.y_label))
+        };
+        let log = log && y_min.is_finite();
+        // The bar's height for value v.
+        let height = |v: f64| {
+            if log {
+                if v <= 0.0 { f64::NAN } else { log10(v / bottom) / log10(top / bottom) * plot_h }
+            } else {
+                v / top * plot_h
+            }
+        };
+        let plot_w = W - LEFT - RIGHT;
         let groups = self.categories.len().max(1) as f64;
         let group_w = plot_w / groups;
         let bar_w = group_w * 0.8 / self.series.len().max(1) as f64;
@@ -317,10 +505,10 @@ impl BarChart {
             );
             for (i, (_, values)) in self.series.iter().enumerate() {
                 let Some(&v) = values.get(g) else { continue };
-                if !v.is_finite() {
+                let h = height(v);
+                if !v.is_finite() || !h.is_finite() {
                     continue;
                 }
-                let h = v / y_top * plot_h;
                 let x = gx + group_w * 0.1 + i as f64 * bar_w;
                 let _ = write!(
                     out,
@@ -350,6 +538,77 @@ impl BarChart {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A log axis shows a 0.17 beside a 27 as a bar of its own: its
+    /// height is a visible share of the plot, not a sliver.
+    #[test]
+    fn a_log_axis_keeps_small_values_visible() {
+        let c = BarChart {
+            title: "t".into(),
+            y_label: "seconds".into(),
+            categories: vec!["a".into(), "b".into()],
+            series: vec![("median".into(), vec![0.169, 0.437]), ("p99".into(), vec![0.585, 27.3])],
+            note: None,
+        };
+        let heights = |svg: &str| -> Vec<f64> {
+            // Bars carry a <title>; legend swatches do not.
+            svg.split("<rect x=")
+                .skip(1)
+                .filter(|r| r.split("/>").next().is_some_and(|b| b.contains("<title>")))
+                .filter_map(|r| r.split("height=\"").nth(1)?.split('"').next()?.parse().ok())
+                .collect()
+        };
+        let lin = heights(&c.to_svg());
+        let log = heights(&c.to_svg_log());
+        let plot_h = H - TOP - BOTTOM;
+        // Linear: the median of 0.169 s is under 1 % of the plot.
+        assert!(lin.iter().any(|h| *h < 0.01 * plot_h), "{lin:?}");
+        // Log: every bar at least a twentieth of it.
+        assert!(log.iter().all(|h| *h > 0.05 * plot_h), "{log:?}");
+        assert!(c.to_svg_log().contains("seconds (log scale)"));
+        assert!(c.to_svg_log().contains(">0.1<") && c.to_svg_log().contains(">100<"));
+    }
+
+    /// Lines that coincide are told apart by their dash patterns, short
+    /// series mark their points, and a points-only series draws no line.
+    #[test]
+    fn lines_have_their_own_dashes_markers_and_points_only() {
+        let same = vec![(0.0, 1.0), (1.0, 2.0)];
+        let c = LineChart {
+            series: vec![
+                Series { name: "a".into(), points: same.clone() },
+                Series { name: "b".into(), points: same.clone() },
+                Series { name: "paper".into(), points: vec![(1500.0, 1.0), (9000.0, 5.6)] },
+            ],
+            ..LineChart::default()
+        };
+        let svg = c.to_svg_with(&["paper"]);
+        assert_eq!(svg.matches("<polyline").count(), 2, "paper drawn without a line");
+        assert!(svg.contains(r#"stroke-dasharray="none""#) && svg.contains(r#"stroke-dasharray="8 4""#));
+        // Markers: 2 + 2 points of the lines, 2 of the paper, 1 in the legend.
+        let markers =
+            svg.matches("<circle").count() + svg.matches("<polygon").count() + svg.matches("width=\"7\"").count();
+        assert_eq!(markers, 7, "{svg}");
+    }
+
+    #[test]
+    fn log10_without_libm() {
+        for (x, want) in
+            [(1.0, 0.0), (10.0, 1.0), (1000.0, 3.0), (0.1, -1.0), (2.0, std::f64::consts::LOG10_2), (270.0, 2.431_36)]
+        {
+            assert!((log10(x) - want).abs() < 1e-5, "log10({x}) = {}", log10(x));
+        }
+    }
+
+    #[test]
+    fn values_are_not_rounded_up_to_the_next_decade() {
+        assert_eq!(fmt_value(100.0), "100");
+        assert_eq!(fmt_value(99.97), "99.97");
+        assert_eq!(fmt_value(84.61), "84.6");
+        assert_eq!(fmt_value(9.996), "9.996");
+        assert_eq!(fmt_value(0.585), "0.585");
+        assert_eq!(fmt_value(0.9996), "0.9996");
+    }
 
     #[test]
     fn nice_ticks() {

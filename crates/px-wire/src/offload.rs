@@ -142,6 +142,44 @@ pub fn complete_partial(packet: &mut [u8], csum: Checksum) -> Result<bool, Parti
     if done { Ok(true) } else { Err(PartialChecksumError::OutOfRange { start, offset, len: packet.len() }) }
 }
 
+/// What one frame handed over by (or to) a packet socket is on the wire:
+/// how many frames, and how many bytes of them (link header included, no
+/// FCS: what `ip -s link` counts on a device that counts segments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WireCount {
+    /// Frames on the wire: 1 for a plain frame, the segments of a
+    /// super-packet (GRO built it from them; GSO or TSO cuts it into them).
+    pub packets: u64,
+    /// Their bytes: the super-packet's bytes plus its headers once more
+    /// for every segment after the first.
+    pub bytes: u64,
+}
+
+/// The wire frames of `frame` with offload metadata `meta`: a plain frame
+/// is itself; a super-packet is `ceil(payload / gso.size)` segments, each
+/// carrying the headers up to the end of the TCP header (or the UDP
+/// header of a `UdpL4` batch). The headers are read from the frame, not
+/// from `meta.hdr_len` (on receive Linux fills that with the skb's linear
+/// length, which may include payload). A super-packet whose headers do not
+/// parse counts as one frame.
+pub fn wire_count(frame: &[u8], meta: &PacketMeta) -> WireCount {
+    let len = frame.len() as u64;
+    let one = WireCount { packets: 1, bytes: len };
+    let Some(gso) = meta.gso else { return one };
+    let Ok(Some(info)) = crate::FrameInfo::parse(frame) else { return one };
+    let hdr = match (gso.kind, info.transport) {
+        (GsoKind::TcpV4 | GsoKind::TcpV6, crate::Transport::Tcp { header_len, .. }) => info.l4 + header_len,
+        (GsoKind::UdpL4, crate::Transport::Udp { .. }) => info.l4 + crate::udp::HEADER_LEN,
+        _ => return one,
+    } as u64;
+    let end = (info.end as u64).min(len);
+    if gso.size == 0 || end <= hdr {
+        return one;
+    }
+    let segments = (end - hdr).div_ceil(u64::from(gso.size));
+    WireCount { packets: segments, bytes: len + (segments - 1) * hdr }
+}
+
 /// Where the SCTP packet whose common header starts at `start` ends, if
 /// `frame`'s IP header (not a fragment) names SCTP there.
 fn sctp_end(frame: &[u8], start: usize) -> Option<usize> {
@@ -153,6 +191,44 @@ fn sctp_end(frame: &[u8], start: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TCP/IPv4 frame: 14 + 20 + 20 (+12 options) header bytes, `payload` bytes of data.
+    fn tcp_frame(payload: usize, options: bool) -> Vec<u8> {
+        let th = if options { 32 } else { 20 };
+        let ip_len = 20 + th + payload;
+        let mut f = vec![0u8; 14 + ip_len];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&(ip_len as u16).to_be_bytes());
+        f[22] = 64;
+        f[23] = 6;
+        f[26..30].copy_from_slice(&[198, 51, 100, 1]);
+        f[30..34].copy_from_slice(&[203, 0, 113, 1]);
+        let c = crate::checksum::Sum::of(&f[14..34]).checksum();
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f[34 + 12] = ((th / 4) as u8) << 4;
+        f
+    }
+
+    #[test]
+    fn a_super_packet_counts_its_wire_segments_and_their_headers() {
+        let plain = tcp_frame(1448, true);
+        assert_eq!(wire_count(&plain, &PacketMeta::PLAIN), WireCount { packets: 1, bytes: plain.len() as u64 });
+        // 10 segments of 1448 (GRO's super-packet of 10 wire frames of 1514 B).
+        let gro = tcp_frame(14_480, true);
+        let meta = PacketMeta::tcp_gso(false, 1448, 34, 0);
+        assert_eq!(wire_count(&gro, &meta), WireCount { packets: 10, bytes: 10 * (66 + 1448) });
+        // A last, shorter segment is a segment.
+        let odd = tcp_frame(14_481, false);
+        assert_eq!(wire_count(&odd, &PacketMeta::tcp_gso(false, 1448, 34, 0)).packets, 11);
+        assert_eq!(wire_count(&odd, &PacketMeta::tcp_gso(false, 1448, 34, 0)).bytes, 14 + 40 + 14_481 + 10 * 54);
+        // A link trailer after the packet is not payload.
+        let mut padded = tcp_frame(2896, false);
+        padded.extend_from_slice(&[0; 4]);
+        assert_eq!(wire_count(&padded, &PacketMeta::tcp_gso(false, 1448, 34, 0)).packets, 2);
+        // Headers that do not parse: one frame, whatever the metadata says.
+        assert_eq!(wire_count(&[0u8; 100], &meta), WireCount { packets: 1, bytes: 100 });
+    }
 
     #[test]
     fn a_partial_checksum_is_completed_once_and_only_inside_the_packet() {

@@ -71,6 +71,8 @@ enum Command {
     Caravan(cmd::caravan::CaravanCommand),
     /// Run the MTU-translating gateway between an inner and an outer port.
     Gateway(cmd::gateway::GatewayArgs),
+    /// Show a running gateway: ports, counters and rates, largest flows, path MTUs.
+    Status(cmd::status::StatusArgs),
     #[command(flatten)]
     Pmtud(PmtudCommand),
     /// Namespace lab experiments (root).
@@ -126,6 +128,7 @@ fn dispatch(command: Command) -> Result<ExitCode, String> {
         Command::Bench(c) => cmd::bench::run(c),
         Command::Caravan(c) => cmd::caravan::run(c),
         Command::Gateway(a) => cmd::gateway::run(a),
+        Command::Status(a) => cmd::status::run(a),
         Command::Pmtud(c) => c.run(),
         Command::Lab(c) => cmd::lab::run(c),
         Command::Sim(c) => cmd::sim::run(c),

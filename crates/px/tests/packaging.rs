@@ -142,7 +142,7 @@ fn units_run_as_px_with_only_the_needed_capabilities() {
     }
     assert_eq!(unit_capabilities(GATEWAY_UNIT), ["net_raw", "net_admin"]);
     assert_eq!(v(GATEWAY_UNIT, "ExecStart"), "/usr/bin/px gateway --config /etc/px/%i.toml");
-    assert_eq!(v(GATEWAY_UNIT, "RestrictAddressFamilies"), "AF_PACKET AF_INET AF_INET6");
+    assert_eq!(v(GATEWAY_UNIT, "RestrictAddressFamilies"), "AF_PACKET AF_INET AF_INET6 AF_UNIX");
     assert_eq!(v(GATEWAY_UNIT, "StateDirectory"), "px");
     assert!(unit_capabilities(FPMTUD_UNIT).is_empty());
     assert_eq!(v(FPMTUD_UNIT, "RestrictAddressFamilies"), "AF_INET AF_INET6");

@@ -73,3 +73,23 @@ fn the_top_level_help_still_lists_both() {
     // In their old place: after gateway, before lab.
     assert!(at("  gateway ") < at("  probe ") && at("  probe ") < at("  fpmtud ") && at("  fpmtud ") < at("  lab "));
 }
+
+/// Issue 29 item 7: nonsense is refused before anything is sent, naming
+/// the argument; with `--json` an error is a JSON object on stdout.
+#[test]
+fn probe_refuses_nonsense_and_says_so_in_json_too() {
+    let out = px(&["probe", "198.51.100.1", "--port", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("--port"), "{}", text(&out.stderr));
+    let out = px(&["probe", "198.51.100.1", "--timeout", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("must be more than 0"), "{}", text(&out.stderr));
+    let out = px(&["probe", "-6", "198.51.100.1"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("`-6` was given, but 198.51.100.1 is an IPv4 address"), "{}", text(&out.stderr));
+    let out = px(&["probe", "-4", "2001:db8::1", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["target"], "2001:db8::1");
+    assert!(v["error"].as_str().unwrap().contains("`-4` was given"), "{v}");
+}

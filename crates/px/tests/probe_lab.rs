@@ -377,3 +377,41 @@ fn lab_pmtud_repeats_every_tool_and_reports_the_median() {
     assert_eq!(row["px_auto"]["round_trips"], 1, "{row}");
     assert!(row["tracepath"]["round_trips"].as_u64() >= row["px_auto"]["round_trips"].as_u64(), "{row}");
 }
+
+/// Issue 29 item 7, in a namespace of its own (loopback only): a probe
+/// capped by `--max-size` below the link's MTU reports a floor, not an
+/// exact path MTU, and the link's real MTU; an unreachable target is
+/// named in the error, and `--json` prints it as an object; the responder
+/// names a `--bind` address it cannot use.
+#[test]
+fn probe_reports_a_capped_size_as_a_floor_and_names_its_target() {
+    if !px_lab::require_root_or_skip("probe_reports_a_capped_size_as_a_floor_and_names_its_target") {
+        return;
+    }
+    let ns = px_lab::Netns::new("probecap").unwrap();
+    let px = env!("CARGO_BIN_EXE_px");
+    let mut responder = ns
+        .command(px)
+        .args(["fpmtud", "--bind", "127.0.0.1"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = ns.command(px).args(["probe", "127.0.0.1", "--max-size", "1000", "--json"]).output().unwrap();
+    // SAFETY: SIGTERM to the responder this test started, not yet reaped.
+    unsafe { libc::kill(responder.id() as i32, libc::SIGTERM) };
+    let _ = responder.wait();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(v["pmtu"], 1000, "{v}");
+    assert_eq!(v["exact"], false, "a floor, not the path MTU: {v}");
+    assert!(v["link_mtu"].as_u64().unwrap() > 1000, "the link's own MTU: {v}");
+    let out = ns.command(px).args(["probe", "203.0.113.77", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert!(v["error"].as_str().unwrap().contains("203.0.113.77:9999"), "{v}");
+    let out = ns.command(px).args(["fpmtud", "--bind", "198.51.100.9"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("198.51.100.9:9999") && !err.contains("listening"), "{err}");
+}

@@ -146,3 +146,45 @@ fn out_of_range_parameters_are_refused_with_the_flag_named() {
         assert!(out.stdout.is_empty(), "{args:?} printed a result");
     }
 }
+
+/// Issue 29 item 8: durations take units everywhere (`1s` was refused
+/// with `invalid float literal`), loss is a fraction or a percentage, and
+/// the old spellings (bare numbers in the old names' units) still work.
+#[test]
+fn durations_take_units_and_old_spellings_still_work() {
+    let run = |args: &[&str]| {
+        let out = px(args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let base = ["sim", "mtu-benefit", "--json", "--runs", "1", "--bandwidth-gbps", "1"];
+    let new: Vec<&str> =
+        base.iter().copied().chain(["--duration", "2s", "--delay", "10ms", "--loss", "0.01%"]).collect();
+    let old: Vec<&str> =
+        base.iter().copied().chain(["--duration-s", "2", "--delay-ms", "10", "--loss", "0.0001"]).collect();
+    assert_eq!(run(&new), run(&old), "the same run, spelled two ways");
+    let out = px(&["sim", "mtu-benefit", "--duration", "2 fortnights"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown unit"), "{out:?}");
+}
+
+/// Issue 29 item 9: the plots a reader misread. pmtud-compare's time
+/// panels are on log axes; mtu-drop's RTT lines are told apart by dashes
+/// where they coincide.
+#[test]
+fn plots_use_log_axes_and_dashes_where_a_reader_needs_them() {
+    let svg = temp_svg("pmtud-compare-log");
+    let out = px(&["sim", "pmtud-compare", "--paths", "40", "--seed", "3", "--svg", svg.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let _ = std::fs::remove_file(&svg);
+    assert!(text.contains("seconds (log scale)") && text.contains("round trips (log scale)"), "{text}");
+    let svg = temp_svg("mtu-drop-dashes");
+    let out = px(&["sim", "mtu-drop", "--file-bytes", "200000", "--svg", svg.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let _ = std::fs::remove_file(&svg);
+    for dash in ["none", "8 4", "2 3", "10 3 2 3"] {
+        assert!(text.contains(&format!("stroke-dasharray=\"{dash}\"")), "no line dashed {dash}");
+    }
+}

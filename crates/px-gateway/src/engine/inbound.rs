@@ -48,6 +48,7 @@ impl Engine {
         }
         if let Some(f) = self.flows.get_mut(idx) {
             f.last_seen = now;
+            f.stats.record(Port::Outer, seg.payload_len(), meta.tcp_gso_size().map_or(seg.payload_len(), usize::from));
         }
         // SYNs, connection state, MD5/AO: what is not ours to translate, or
         // cannot be this connection's (a SYN that starts nothing, a segment

@@ -40,6 +40,9 @@ mod route;
 mod size;
 mod track;
 mod tunnel;
+mod view;
+
+pub use view::FlowView;
 
 use std::collections::VecDeque;
 use std::sync::Arc;

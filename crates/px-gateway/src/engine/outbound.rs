@@ -47,6 +47,7 @@ impl Engine {
             None => Track::Plain,
         };
         if let Some(f) = flow.and_then(|i| self.flows.get_mut(i)) {
+            f.stats.record(Port::Inner, seg.payload_len(), meta.tcp_gso_size().map_or(seg.payload_len(), usize::from));
             f.conn.on_synack_ecn(frame, seg);
             if seg.payload_len() > 0 {
                 f.merge.psh.on_inner_data();

@@ -375,9 +375,12 @@ impl ParallelSession {
             } else {
                 "one byte more went unanswered twice"
             };
+            let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
             format!(
-                "{} rounds of parallel DF probes ({} probes, {} PTB hints): {how}",
-                self.rounds, self.probes, self.ptbs
+                "{} of parallel DF probes ({}, {}): {how}",
+                plural(self.rounds as usize, "round", "rounds"),
+                plural(self.probes as usize, "probe", "probes"),
+                plural(self.ptbs as usize, "PTB hint", "PTB hints")
             )
         } else {
             why.to_owned()

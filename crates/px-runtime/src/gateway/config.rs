@@ -3,10 +3,19 @@
 //! engine's own [`px_gateway::Config`], read as it is. Every refusal names
 //! the field and what is allowed.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+/// The source of the ICMPv4 errors the gateway sends when the
+/// configuration names none: RFC 7600's IPv4 "dummy address", meant for a
+/// node with no IPv4 address of its own to source ICMP errors from (Linux
+/// uses it so, `INADDR_DUMMY`). A bump in the wire owns no address, yet
+/// its "fragmentation needed" is what tells a sender inside that a
+/// datagram with DF (QUIC, DF UDP) was too big for the outside: without
+/// one it is lost with no signal. `"0.0.0.0"` turns the errors off.
+pub const DEFAULT_ICMP_SOURCE_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 0, 8);
 
 /// The whole configuration of a gateway (see `examples/gateway.toml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,6 +74,10 @@ pub struct GatewayConfig {
     pub capture_files: u32,
     /// Bytes captured of each frame.
     pub capture_snaplen: u32,
+    /// The control socket `px status` asks (see
+    /// [`control`](super::control)); absent: `gateway-net<namespace>-<outer>-<inner>.sock`
+    /// in `/run/px` (systemd: `$RUNTIME_DIRECTORY`).
+    pub control_socket: Option<PathBuf>,
     /// The translation engine's options (the `[engine]` table; what the
     /// gateway decides itself, MTUs, GSO and hash seed, is set by
     /// [`GatewayConfig::engine_config`]).
@@ -96,6 +109,7 @@ impl Default for GatewayConfig {
             capture_max_bytes: 64 << 20,
             capture_files: 4,
             capture_snaplen: 262_144,
+            control_socket: None,
             engine: px_gateway::Config::default(),
             imtu_follow: None,
         }
@@ -162,13 +176,13 @@ pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
     Read { path: String, source: std::io::Error },
     /// The file is not TOML, or not a configuration (an unknown key, a
-    /// value of the wrong type).
-    #[error("config file {path}: {source}")]
-    Parse { path: String, source: toml::de::Error },
+    /// value of the wrong type): the key and line, and what was expected.
+    #[error("config file {path}: {detail}")]
+    Parse { path: String, detail: String },
     /// The same for TOML text that came from no file
     /// ([`GatewayConfig::from_toml`]).
     #[error("{0}")]
-    Toml(toml::de::Error),
+    Toml(String),
     /// A value outside what the gateway allows.
     #[error("invalid configuration: `{field}` = {value} (allowed: {allowed})")]
     Invalid { field: &'static str, value: String, allowed: &'static str },
@@ -222,12 +236,12 @@ impl GatewayConfig {
     pub fn from_file(path: &Path) -> Result<GatewayConfig, ConfigError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: p.clone(), source })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse { path: p, source })
+        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: p, detail: toml_error(&text, &e) })
     }
 
     /// Reads TOML text.
     pub fn from_toml(text: &str) -> Result<GatewayConfig, ConfigError> {
-        toml::from_str(text).map_err(ConfigError::Toml)
+        toml::from_str(text).map_err(|e| ConfigError::Toml(toml_error(text, &e)))
     }
 
     /// Checks what the engine does not check itself.
@@ -342,8 +356,48 @@ impl GatewayConfig {
         Ok((changes, engine))
     }
 
+    /// Fills in the default ICMPv4 source ([`DEFAULT_ICMP_SOURCE_V4`])
+    /// where none is configured, so that what is printed is what runs.
+    pub fn resolve_icmp_source(&mut self) {
+        self.engine.icmp_source_v4.get_or_insert(DEFAULT_ICMP_SOURCE_V4);
+    }
+
+    /// The ICMP error sources the engine runs with: the default for IPv4
+    /// when none is configured, none for an unspecified address
+    /// (`0.0.0.0`, `::`).
+    pub fn icmp_sources(&self) -> (Option<Ipv4Addr>, Option<std::net::Ipv6Addr>) {
+        let v4 = self.engine.icmp_source_v4.or(Some(DEFAULT_ICMP_SOURCE_V4)).filter(|a| !a.is_unspecified());
+        (v4, self.engine.icmp_source_v6.filter(|a| !a.is_unspecified()))
+    }
+
+    /// What the operator must hear about ICMP errors, at start and from
+    /// `--check-config`: where they come from, and loudly, which family
+    /// gets none (its large DF packets from inside are lost without a
+    /// signal).
+    pub fn icmp_notice(&self) -> Vec<String> {
+        let (v4, v6) = self.icmp_sources();
+        let mut out = Vec::new();
+        match (v4, self.engine.icmp_source_v4) {
+            (Some(a), _) if a == DEFAULT_ICMP_SOURCE_V4 => out.push(format!(
+                "ICMPv4 errors (\"fragmentation needed\") come from {a}, the default (RFC 7600's dummy address); set [engine] icmp_source_v4 to an address of your network, or \"0.0.0.0\" for none"
+            )),
+            (Some(a), _) => out.push(format!("ICMPv4 errors (\"fragmentation needed\") come from {a}")),
+            (None, _) => out.push(
+                "WARNING: ICMPv4 errors are off (icmp_source_v4 = \"0.0.0.0\"): IPv4 packets with DF from inside larger than the outer MTU (QUIC, DF UDP) are dropped without \"fragmentation needed\", and their senders never learn why".to_string(),
+            ),
+        }
+        match v6 {
+            Some(a) => out.push(format!("ICMPv6 errors (\"packet too big\") come from {a}")),
+            None => out.push(
+                "WARNING: no ICMPv6 source ([engine] icmp_source_v6): IPv6 packets from inside larger than the outer MTU (QUIC, any UDP) are dropped without \"packet too big\", and their senders never learn the path MTU; set icmp_source_v6 to an address of your network (there is no dummy address for IPv6)".to_string(),
+            ),
+        }
+        out
+    }
+
     /// The engine configuration, with the MTUs resolved.
     pub fn engine_config(&self, imtu: u16, emtu: u16, seed: u64) -> Result<px_gateway::Config, ConfigError> {
+        let (icmp_source_v4, icmp_source_v6) = self.icmp_sources();
         let c = px_gateway::Config {
             imtu,
             emtu,
@@ -351,16 +405,106 @@ impl GatewayConfig {
             outer_gso: self.gro_gso,
             fast_path: self.offload == FastPathMode::On,
             hash_seed: seed,
+            icmp_source_v4,
+            icmp_source_v6,
             ..self.engine.clone()
         };
-        c.validate()?;
+        c.validate().map_err(|e| self.as_written(e))?;
         Ok(c)
+    }
+
+    /// An engine error as the file names it: `[engine] merge_timeout_us`
+    /// = 20000 (allowed 0..=10000), in the key's own unit, not the
+    /// engine's field name and a `Duration`.
+    pub fn as_written(&self, e: px_gateway::ConfigError) -> ConfigError {
+        let c = &self.engine;
+        let (field, value, allowed): (&'static str, String, &'static str) = match e.field {
+            "merge_timeout" => ("[engine] merge_timeout_us", c.merge_timeout.as_micros().to_string(), "0..=10000"),
+            "flow_idle_timeout" => {
+                ("[engine] flow_idle_timeout_s", c.flow_idle_timeout.as_secs().to_string(), "1 or more")
+            }
+            "max_flows" => ("[engine] max_flows", e.value, e.allowed),
+            "max_held_bytes" => ("[engine] max_held_bytes", e.value, e.allowed),
+            "bulk_after" => ("[engine] bulk_after", e.value, e.allowed),
+            "pmtu_cache_size" => ("[engine] pmtu_cache_size", e.value, e.allowed),
+            "icmp_rate_per_sec" => ("[engine] icmp_rate_per_sec", e.value, e.allowed),
+            "caravan_dscp" => ("[engine] caravan_dscp", e.value, e.allowed),
+            // The MTUs: the top-level keys (or the ports' own MTUs).
+            _ => return ConfigError::Engine(e),
+        };
+        ConfigError::Invalid { field, value, allowed }
+    }
+}
+
+/// A TOML error told as the key the user wrote: the key and section at
+/// the error's position in `text`, and Rust's type names replaced by
+/// what to write.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let what = e
+        .message()
+        .replace("expected usize", "expected a whole number")
+        .replace("expected u64", "expected a whole number")
+        .replace("expected u32", "expected a whole number")
+        .replace("expected u16", "expected a whole number")
+        .replace("expected u8", "expected a whole number")
+        .replace("expected a boolean", "expected true or false");
+    let Some(span) = e.span() else { return what };
+    let before = &text[..span.start.min(text.len())];
+    let line_no = before.matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or_default();
+    let section = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && l.ends_with(']'))
+        .map(|l| format!("{l} "))
+        .unwrap_or_default();
+    match line.split_once('=') {
+        Some((key, _)) if !line.trim_start().starts_with('[') => {
+            format!("`{section}{}` (line {line_no}): {what}", key.trim())
+        }
+        _ => format!("line {line_no}: {what}"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Errors name the key as the file writes it, in its unit, and say
+    /// what to write instead of a Rust type.
+    #[test]
+    fn errors_name_the_key_as_written() {
+        let c = GatewayConfig::from_toml("inner = \"a\"\nouter = \"b\"\n[engine]\nmerge_timeout_us = 20000\n").unwrap();
+        let e = c.check().unwrap_err().to_string();
+        assert_eq!(e, "invalid configuration: `[engine] merge_timeout_us` = 20000 (allowed: 0..=10000)");
+        let e = GatewayConfig::from_toml("inner = \"a\"\nworkers = \"two\"\n").unwrap_err().to_string();
+        assert!(e.starts_with("`workers` (line 2): invalid type: string \"two\", expected a whole number"), "{e}");
+        let e = GatewayConfig::from_toml("[engine]\nbulk_after = true\n").unwrap_err().to_string();
+        assert!(e.starts_with("`[engine] bulk_after` (line 2):"), "{e}");
+        assert!(!e.contains("u16"), "{e}");
+    }
+
+    #[test]
+    fn icmpv4_errors_have_a_source_unless_turned_off_and_v6_is_warned() {
+        let mut c = GatewayConfig { inner: "a".into(), outer: "b".into(), ..GatewayConfig::default() };
+        let e = c.engine_config(9000, 1500, 1).unwrap();
+        assert_eq!(e.icmp_source_v4, Some(DEFAULT_ICMP_SOURCE_V4));
+        assert_eq!(e.icmp_source_v6, None);
+        let notice = c.icmp_notice().join("\n");
+        assert!(notice.contains("come from 192.0.0.8, the default"), "{notice}");
+        assert!(notice.contains("WARNING: no ICMPv6 source"), "{notice}");
+        c.engine.icmp_source_v4 = Some(Ipv4Addr::UNSPECIFIED);
+        c.engine.icmp_source_v6 = Some("2001:db8::fe".parse().unwrap());
+        let e = c.engine_config(9000, 1500, 1).unwrap();
+        assert_eq!((e.icmp_source_v4, e.icmp_source_v6), (None, Some("2001:db8::fe".parse().unwrap())));
+        let notice = c.icmp_notice().join("\n");
+        assert!(notice.contains("WARNING: ICMPv4 errors are off"), "{notice}");
+        assert!(!notice.contains("no ICMPv6 source"), "{notice}");
+        let mut d = GatewayConfig::default();
+        d.resolve_icmp_source();
+        assert_eq!(d.engine.icmp_source_v4, Some(DEFAULT_ICMP_SOURCE_V4));
+    }
 
     #[test]
     fn example_file_parses_and_validates() {
@@ -456,7 +600,7 @@ mod tests {
         assert!(e.contains("`emtu`") && e.contains("at most imtu"), "{e}");
         let t = "inner = \"a\"\nouter = \"b\"\n[engine]\nmax_held_bytes = 10\n";
         let e = GatewayConfig::from_toml(t).unwrap().check().unwrap_err().to_string();
-        assert!(e.contains("`max_held_bytes`") && e.contains("65536..="), "{e}");
+        assert!(e.contains("`[engine] max_held_bytes`") && e.contains("65536..="), "{e}");
     }
 
     #[test]

@@ -21,9 +21,11 @@
 
 pub mod capture;
 pub mod config;
+pub mod control;
 pub mod imtu;
 pub mod lock;
 pub mod metrics;
+pub mod status;
 mod worker;
 
 use std::sync::Arc;
@@ -45,8 +47,9 @@ use worker::{LiveConfig, Sockets, Worker};
 pub enum GatewayError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("port {port}: {source}")]
-    Port { port: String, source: px_io::IfaceError },
+    /// A port named by the `key` (`inner`, `outer`) the user set.
+    #[error("`{key}` = {port:?}: {source}")]
+    Port { key: &'static str, port: String, source: px_io::IfaceError },
     /// Another gateway serves a port (its PID in the message).
     #[error(transparent)]
     PortInUse(LockError),
@@ -63,13 +66,20 @@ pub enum GatewayError {
     /// `offload = "on"` and the kernel fast path could not start.
     #[error("offload = \"on\": {0}")]
     FastPath(FastPathError),
+    #[error(transparent)]
+    Control(#[from] control::ControlError),
 }
 
-fn port_mtu(name: &str, configured: u16) -> Result<u16, GatewayError> {
+/// The configuration key that names port `name` (`inner` or `outer`).
+fn key_of(cfg: &GatewayConfig, name: &str) -> &'static str {
+    if name == cfg.inner { "inner" } else { "outer" }
+}
+
+fn port_mtu(key: &'static str, name: &str, configured: u16) -> Result<u16, GatewayError> {
     if configured != 0 {
         return Ok(configured);
     }
-    let mtu = px_io::iface::mtu(name).map_err(|source| GatewayError::Port { port: name.into(), source })?;
+    let mtu = px_io::iface::mtu(name).map_err(|source| GatewayError::Port { key, port: name.into(), source })?;
     u16::try_from(mtu).ok().filter(|m| *m >= 576).ok_or(GatewayError::Mtu { port: name.into(), mtu })
 }
 
@@ -83,12 +93,18 @@ pub struct Control<'a> {
     /// Reads the configuration anew for a reload (`px`: the same file and
     /// flags as at start). None: reload requests are logged and ignored.
     pub load: Option<Box<dyn FnMut() -> Result<GatewayConfig, ConfigError> + 'a>>,
+    /// Takes the periodic summary as fields (`px`: a structured log
+    /// event). None: it goes to the log as its text.
+    pub summary: Option<SummarySink<'a>>,
 }
+
+/// Where the periodic summary goes as fields ([`Control::summary`]).
+pub type SummarySink<'a> = Box<dyn FnMut(&metrics::Summary) + 'a>;
 
 impl Control<'_> {
     /// Stop only, no reload.
     pub fn stop_only(stop: Arc<AtomicBool>) -> Control<'static> {
-        Control { stop, reload: Arc::new(AtomicBool::new(false)), load: None }
+        Control { stop, reload: Arc::new(AtomicBool::new(false)), load: None, summary: None }
     }
 }
 
@@ -167,8 +183,8 @@ pub fn run_with(
 ) -> Result<WorkerSnapshot, GatewayError> {
     let stop = ctl.stop.clone();
     cfg.validate()?;
-    let imtu = port_mtu(&cfg.inner, cfg.imtu)?;
-    let emtu = port_mtu(&cfg.outer, cfg.emtu)?;
+    let imtu = port_mtu("inner", &cfg.inner, cfg.imtu)?;
+    let emtu = port_mtu("outer", &cfg.outer, cfg.emtu)?;
     // One gateway per port, refused before anything is touched; held
     // until this function returns (declared before the guards, so dropped
     // after them).
@@ -177,12 +193,15 @@ pub fn run_with(
     // on every return path below.
     let mut guards = Vec::new();
     for name in [&cfg.inner, &cfg.outer] {
-        let g = IfaceGuard::capture(name).map_err(|source| GatewayError::Port { port: name.clone(), source })?;
+        let key = key_of(cfg, name);
+        let g = IfaceGuard::capture(name).map_err(|source| GatewayError::Port { key, port: name.clone(), source })?;
         if cfg.gro_gso {
             // Kernel GRO hands us super-packets: the software LRO.
-            g.ctl()
-                .set_offload(name, Offload::Gro, true)
-                .map_err(|source| GatewayError::Port { port: name.clone(), source })?;
+            g.ctl().set_offload(name, Offload::Gro, true).map_err(|source| GatewayError::Port {
+                key,
+                port: name.clone(),
+                source,
+            })?;
         }
         guards.push(g);
     }
@@ -204,6 +223,9 @@ pub fn run_with(
     // joins each as its i-th member.
     let base = (std::process::id() as u16 & 0x1fff) * 8;
     let shared = Shared::new(cfg.workers);
+    if let Ok(fp) = &fast_path {
+        *shared.kernel.lock().unwrap_or_else(|p| p.into_inner()) = Some(fp.stats());
+    }
     let (taps, capture) = match cfg.capture_spec() {
         Some(spec) => {
             let (taps, h) = capture::start(&spec, cfg.workers, shared.process.clone())
@@ -279,6 +301,31 @@ pub fn run_with(
         ),
         None => None,
     };
+    let live_status = Arc::new(std::sync::Mutex::new(status_config(cfg, &ecfg)));
+    let control_path = cfg.control_socket.clone().unwrap_or_else(|| control::default_path(&cfg.inner, &cfg.outer));
+    let source = control::Source {
+        id: status::Identity {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            outer: (cfg.outer.clone(), emtu),
+            inner: (cfg.inner.clone(), imtu),
+        },
+        config: live_status.clone(),
+        shared: shared.clone(),
+        pmtu: pmtu.clone(),
+        started: Instant::now(),
+    };
+    // A configured socket must work; the default one may be in a
+    // directory this process cannot write (an unprivileged run outside
+    // systemd): then the gateway runs without `px status`, saying so.
+    let control = match control::serve(&control_path, source, stop.clone()) {
+        Ok(h) => Some(h),
+        Err(e @ control::ControlError::Io { .. }) if cfg.control_socket.is_none() => {
+            log(&format!("px gateway: {e}; running without a control socket: px status cannot reach this gateway"));
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
     log(&format!(
         "px gateway: inner {} (iMTU {imtu}) <-> outer {} (eMTU {emtu}), {} worker(s), offload {}, merge timeout {} µs{}",
         cfg.inner,
@@ -288,6 +335,12 @@ pub fn run_with(
         ecfg.merge_timeout.as_micros(),
         cfg.metrics.map(|a| format!(", metrics on http://{a}/metrics")).unwrap_or_default()
     ));
+    for line in cfg.icmp_notice() {
+        log(&format!("px gateway: {line}"));
+    }
+    if control.is_some() {
+        log(&format!("px gateway: status: px status (control socket {})", control_path.display()));
+    }
     if let Some((spec, _)) = &capture {
         log(&format!(
             "px gateway: capturing to {} (pcapng, snap length {} B, {} file(s) of at most {} B)",
@@ -323,7 +376,7 @@ pub fn run_with(
         }
         _ => None,
     };
-    let mut last_log = Instant::now();
+    let (mut last_log, mut last_total) = (Instant::now(), WorkerSnapshot::default());
     let (mut running, mut running_engine) = (cfg.clone(), ecfg);
     while !stop.load(Ordering::Relaxed) {
         while let Ok(line) = imtu_lines.try_recv() {
@@ -336,11 +389,18 @@ pub fn run_with(
             let attached = fast_path.as_ref().map(|_| ()).map_err(|e| e.as_str());
             let result = reload(&mut ctl, &mut running, &mut running_engine, &live, attached, log);
             shared.process.reloads[result as usize].fetch_add(1, Ordering::Relaxed);
+            *live_status.lock().unwrap_or_else(|p| p.into_inner()) = status_config(&running, &running_engine);
         }
         let cfg = &running;
         if cfg.log_interval_s > 0 && last_log.elapsed() >= Duration::from_secs(cfg.log_interval_s) {
+            let total = shared.total();
+            let line = metrics::Summary::new(&total, Some((&last_total, last_log.elapsed())));
+            match ctl.summary.as_mut() {
+                Some(f) => f(&line),
+                None => log(&line.to_string()),
+            }
             last_log = Instant::now();
-            log(&metrics::summary(&shared.total()));
+            last_total = total;
         }
     }
     for h in handles {
@@ -365,6 +425,9 @@ pub fn run_with(
     if let Some(h) = follower {
         let _ = h.join();
     }
+    if let Some(c) = control {
+        let _ = c.join();
+    }
     // The workers' taps are gone: the writer writes what is queued and ends.
     if let Some((spec, h)) = capture {
         let _ = h.join();
@@ -379,8 +442,24 @@ pub fn run_with(
     }
     let mut total = shared.total();
     total.kernel_reasons = kernel_reasons;
-    log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total)));
+    log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total, None)));
     Ok(total)
+}
+
+/// The configuration's part of `px status`.
+fn status_config(cfg: &GatewayConfig, engine: &px_gateway::Config) -> status::ConfigStatus {
+    status::ConfigStatus {
+        generation: 0,
+        reloads_refused: 0,
+        reloads_invalid: 0,
+        workers: cfg.workers,
+        gro_gso: cfg.gro_gso,
+        offload: cfg.offload.to_string(),
+        merge_timeout_us: engine.merge_timeout.as_micros() as u64,
+        icmp_source_v4: engine.icmp_source_v4.map(|a| a.to_string()),
+        icmp_source_v6: engine.icmp_source_v6.map(|a| a.to_string()),
+        metrics: cfg.metrics.map(|a| a.to_string()),
+    }
 }
 
 /// Locks both ports ([`lock`]). A port another gateway serves is an
@@ -393,7 +472,9 @@ fn lock_ports(cfg: &GatewayConfig, log: &mut dyn FnMut(&str)) -> Result<Vec<Port
         match PortLock::acquire(&dir, name) {
             Ok(l) => locks.push(l),
             Err(e @ LockError::Held { .. }) => return Err(GatewayError::PortInUse(e)),
-            Err(LockError::Iface { port, source }) => return Err(GatewayError::Port { port, source }),
+            Err(LockError::Iface { port, source }) => {
+                return Err(GatewayError::Port { key: key_of(cfg, &port), port, source });
+            }
             Err(e @ LockError::Io { .. }) => log(&format!(
                 "px gateway: {e}; running without the lock: a second gateway on {name} would not be refused"
             )),

@@ -282,11 +282,13 @@ fn handle_batch(
     for i in 0..frames.len() {
         // To this host's own MAC on the port: the host's stack takes it,
         // the bump in the wire does not pass it on.
-        if let Ok(p) = frames.get(i)
-            && p.pkt_type == PacketType::Host
-        {
-            let _ = engine.handle_for_host(port, p.frame.len());
-            continue;
+        if let Ok(p) = frames.get(i) {
+            // Everything that arrived on the port's wire, ours or not.
+            sc.extra.count_wire_rx(port, p.frame, &p.meta);
+            if p.pkt_type == PacketType::Host {
+                let _ = engine.handle_for_host(port, p.frame.len());
+                continue;
+            }
         }
         let Ok((meta, frame)) = frames.get_mut(i) else {
             sc.extra.rx_errors += 1;
@@ -341,6 +343,9 @@ fn send_port(engine: &mut Engine, sc: &mut Scratch, port: Port, sock: &PacketSoc
                 sc.extra.capture_dropped += 1;
             }
         }
+    }
+    for (meta, frame) in list.iter().filter_map(|f| f.bytes(rx)) {
+        sc.extra.count_wire_tx(port, frame, &meta);
     }
     let frames = list.iter().filter_map(|f| f.bytes(rx));
     sc.extra.send_errors += send_in_order(&mut sock.queue(&mut sc.txb), frames, || {
@@ -423,10 +428,16 @@ fn publish(index: usize, engine: &Engine, shared: &Shared, extra: &mut WorkerSna
             extra.socket_drops += st.drops as u64;
         }
     }
+    let wanted = shared.process.flows_wanted.load(Ordering::Relaxed);
+    if wanted != extra.flows_answered {
+        extra.largest_flows = engine.largest_flows(super::status::LARGEST_FLOWS, Instant::now());
+        extra.flows_answered = wanted;
+    }
     shared.publish(
         index,
         WorkerSnapshot {
             counters: engine.counters().clone(),
+            wire: extra.wire,
             flows: engine.flow_count(),
             held_bytes: engine.held_bytes(),
             socket_drops: extra.socket_drops,
@@ -436,6 +447,8 @@ fn publish(index: usize, engine: &Engine, shared: &Shared, extra: &mut WorkerSna
             merge_timeout_us: engine.config().merge_timeout.as_micros() as u64,
             in_kernel: engine.flows_in_kernel(),
             kernel_reasons: None,
+            largest_flows: extra.largest_flows.clone(),
+            flows_answered: extra.flows_answered,
         },
     );
 }

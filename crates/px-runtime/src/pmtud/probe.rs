@@ -76,6 +76,8 @@ fn io_err(step: &'static str) -> impl FnOnce(io::Error) -> ProbeError {
 pub struct Path {
     sock: UdpSocket,
     link_mtu: u16,
+    /// The interface's own MTU, before `--max-size`.
+    iface_mtu: u16,
     /// The socket's current DF mode (set only when it changes: parallel
     /// probing sends dozens of datagrams back to back).
     df: std::cell::Cell<Option<Df>>,
@@ -94,7 +96,8 @@ impl Path {
             Some(m) => m,
             None => sock.path_mtu().map_err(io_err("IP_MTU"))?,
         };
-        let mut link_mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
+        let iface_mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
+        let mut link_mtu = iface_mtu;
         if let Some(m) = opts.max_size {
             link_mtu = link_mtu.min(m);
         }
@@ -102,7 +105,12 @@ impl Path {
         if link_mtu < floor {
             return Err(ProbeError::Config(format!("largest size {link_mtu} is below the minimum MTU {floor}")));
         }
-        Ok(Path { sock, link_mtu, df: std::cell::Cell::new(None) })
+        Ok(Path { sock, link_mtu, iface_mtu, df: std::cell::Cell::new(None) })
+    }
+
+    /// The local interface's MTU toward the target, before `--max-size`.
+    pub fn iface_mtu(&self) -> u16 {
+        self.iface_mtu
     }
 
     /// IPv6 path.

@@ -90,16 +90,30 @@ impl Daemon {
         let mut listeners = Vec::new();
         let mut last_err = None;
         for &addr in &config.bind {
+            // Errors name the address (`--bind`) they are about.
+            let named = |e: io::Error| io::Error::new(e.kind(), format!("{addr}: {e}"));
             match UdpSocket::bind(addr).and_then(|s| s.enable_arrival_info().map(|()| s)) {
                 Ok(sock) => listeners.push(Listener { sock, cores: HashMap::new() }),
-                Err(e) if config.bind.len() > 1 && addr.ip().is_unspecified() && addr.is_ipv6() => last_err = Some(e),
-                Err(e) => return Err(e),
+                Err(e) if config.bind.len() > 1 && addr.ip().is_unspecified() && addr.is_ipv6() => {
+                    last_err = Some(named(e))
+                }
+                Err(e) => return Err(named(e)),
             }
         }
         if listeners.is_empty() {
             return Err(last_err.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "nothing to bind")));
         }
-        let capture = if config.packet_socket { Some(FragmentCapture::open()?) } else { None };
+        let capture = match config.packet_socket {
+            true => Some(FragmentCapture::open().map_err(|e| {
+                let why = if e.kind() == io::ErrorKind::PermissionDenied {
+                    " (it needs CAP_NET_RAW: run as root, or grant the capability)"
+                } else {
+                    ""
+                };
+                io::Error::new(e.kind(), format!("the packet socket of --packet-socket: {e}{why}"))
+            })?),
+            false => None,
+        };
         Ok(Daemon {
             listeners,
             capture,

@@ -602,7 +602,8 @@ pub fn pmtud_compare_svg(r: &PmtudCompareResult) -> String {
         ],
         note: Some("the paper's claim for F-PMTUD: one round trip (+1 for the DF-set refinement to the byte)".into()),
     };
-    svg::stack(&[rates.to_svg(), times.to_svg(), rtts.to_svg()])
+    // Times span decades (0.17 s medians beside 27 s tails): log axes.
+    svg::stack(&[rates.to_svg(), times.to_svg_log(), rtts.to_svg_log()])
 }
 
 /// `x^(1/n)` for `x` in `[0, 1]`: Newton's method on `y^n = x` from 1,

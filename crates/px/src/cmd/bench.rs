@@ -75,8 +75,9 @@ pub struct EngineArgs {
     /// like the paper's 800 iPerf flows (which have none).
     #[arg(long, default_value_t = 0.005)]
     small_share: f64,
-    /// Merge timeout in microseconds (default: the engine's default).
-    #[arg(long)]
+    /// Merge timeout, e.g. 500us (default: the engine's default; a bare
+    /// number is microseconds; old name --merge-timeout-us).
+    #[arg(long = "merge-timeout", alias = "merge-timeout-us", value_parser = super::units::micros_u64)]
     merge_timeout_us: Option<u64>,
     /// What PSH does to held data: adaptive (default: per flow, docs/merge.md),
     /// flush (at once, the first round's rule) or hold (PSH always rides).

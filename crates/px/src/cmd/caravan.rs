@@ -65,11 +65,12 @@ pub struct RecvArgs {
     /// Address to bind (default 0.0.0.0; `::` for IPv6).
     #[arg(long, default_value = "0.0.0.0")]
     bind: IpAddr,
-    /// Stop after this many seconds (0: no limit).
-    #[arg(long, default_value_t = 0.0)]
+    /// Stop after this long, e.g. 10s (0: no limit; a bare number is seconds).
+    #[arg(long, default_value = "0s", value_parser = super::units::secs_f64)]
     duration: f64,
-    /// Stop once nothing arrived for this many ms after the first datagram (0: never).
-    #[arg(long, default_value_t = 1000)]
+    /// Stop once nothing arrived for this long after the first datagram,
+    /// e.g. 1s (0: never; a bare number is milliseconds; old name --idle-ms).
+    #[arg(long = "idle", alias = "idle-ms", default_value = "1000ms", value_parser = super::units::millis_u64)]
     idle_ms: u64,
     /// Datagrams expected in total: fewer is a failure.
     #[arg(long)]

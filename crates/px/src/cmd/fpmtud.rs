@@ -55,7 +55,8 @@ pub fn run(a: FpmtudArgs) -> Result<ExitCode, String> {
         a.bind.iter().map(|ip| SocketAddr::new(*ip, a.port)).collect()
     };
     let cfg = DaemonConfig { bind, rate_per_sec: a.rate, burst: a.burst, packet_socket: a.packet_socket };
-    let mut daemon = Daemon::open(&cfg).map_err(|e| format!("cannot listen on port {}: {e}", a.port))?;
+    // Opened before anything is printed: a failure never follows "listening".
+    let mut daemon = Daemon::open(&cfg).map_err(|e| format!("cannot listen: {e}"))?;
     stop_on_signal(daemon.stop_handle());
     let addrs: Vec<String> = daemon.local_addrs().iter().map(ToString::to_string).collect();
     eprintln!("px fpmtud: listening on {}", addrs.join(", "));

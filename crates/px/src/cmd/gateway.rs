@@ -44,16 +44,21 @@ pub struct GatewayArgs {
     /// Prometheus metrics endpoint address, e.g. 127.0.0.1:9464.
     #[arg(long)]
     metrics: Option<SocketAddr>,
-    /// Seconds between summary lines in the log (0: none).
-    #[arg(long)]
+    /// Time between summary lines in the log, e.g. 10s (0: none; a bare
+    /// number is seconds).
+    #[arg(long, value_parser = super::units::secs_u64)]
     log_interval: Option<u64>,
-    /// Merge timeout in microseconds (0..=10000).
-    #[arg(long)]
+    /// Merge timeout, e.g. 500us (0..=10ms; a bare number is microseconds,
+    /// as the old name --merge-timeout-us took).
+    #[arg(long = "merge-timeout", alias = "merge-timeout-us", value_parser = super::units::micros_u64)]
     merge_timeout_us: Option<u64>,
-    /// Source address for ICMPv4 errors the gateway sends.
+    /// Source address for ICMPv4 errors the gateway sends (default
+    /// 192.0.0.8, RFC 7600's dummy address; 0.0.0.0: none).
     #[arg(long)]
     icmp_source_v4: Option<std::net::Ipv4Addr>,
-    /// Source address for ICMPv6 errors the gateway sends.
+    /// Source address for ICMPv6 errors the gateway sends (default none:
+    /// large IPv6 packets from inside are dropped without "packet too big";
+    /// the gateway warns at start).
     #[arg(long)]
     icmp_source_v6: Option<std::net::Ipv6Addr>,
     /// Handle every frame in software (no GRO/GSO through PACKET_VNET_HDR).
@@ -116,6 +121,58 @@ pub struct GatewayArgs {
 }
 
 impl GatewayArgs {
+    /// The flags given on the command line, each with the key it sets:
+    /// an error about that key names the flag instead.
+    fn flags_given(&self) -> Vec<(&'static str, &'static str)> {
+        let given = [
+            ("inner", "--inner", self.inner.is_some()),
+            ("outer", "--outer", self.outer.is_some()),
+            ("workers", "--workers", self.workers.is_some()),
+            ("log_interval_s", "--log-interval", self.log_interval.is_some()),
+            ("[engine] merge_timeout_us", "--merge-timeout", self.merge_timeout_us.is_some()),
+            ("capture_max_bytes", "--capture-max-bytes", self.capture_max_bytes.is_some()),
+            ("capture_files", "--capture-files", self.capture_files.is_some()),
+            ("capture_snaplen", "--capture-snaplen", self.capture_snaplen.is_some()),
+        ];
+        given.into_iter().filter(|g| g.2).map(|(k, f, _)| (k, f)).collect()
+    }
+
+    /// The configuration, its errors naming the flag or key as the user
+    /// wrote it.
+    pub fn config(&self) -> Result<GatewayConfig, String> {
+        let file = self.config.as_ref().or(self.check_config.as_ref());
+        // Nothing names the ports: say which flags are missing.
+        let c = match file {
+            Some(p) => GatewayConfig::from_file(p).map_err(|e| e.to_string())?,
+            None => GatewayConfig::default(),
+        };
+        for (key, flag, given) in [("inner", "--inner", &self.inner), ("outer", "--outer", &self.outer)] {
+            let named = if key == "inner" { !c.inner.is_empty() } else { !c.outer.is_empty() };
+            if given.is_none() && !named {
+                return Err(match file {
+                    Some(p) => format!("`{flag}` is required: {} sets no `{key}`", p.display()),
+                    None => format!("`{flag}` is required (or `{key}` in a --config file); see px gateway --help"),
+                });
+            }
+        }
+        self.to_config().map_err(|e| {
+            let text = e.to_string();
+            match &e {
+                ConfigError::Invalid { field, value, .. } => {
+                    match self.flags_given().iter().find(|(k, _)| k == field) {
+                        // The flag takes a duration: say it with its unit.
+                        Some((_, flag)) if *field == "[engine] merge_timeout_us" => {
+                            format!("invalid configuration: `{flag}` = {value}us (allowed: 0us..=10000us)")
+                        }
+                        Some((k, flag)) => text.replacen(&format!("`{k}`"), &format!("`{flag}`"), 1),
+                        None => text,
+                    }
+                }
+                _ => text,
+            }
+        })
+    }
+
     pub fn to_config(&self) -> Result<GatewayConfig, ConfigError> {
         let mut c = match self.config.as_ref().or(self.check_config.as_ref()) {
             Some(p) => GatewayConfig::from_file(p)?,
@@ -185,15 +242,30 @@ impl GatewayArgs {
             Some(_) => c.engine.psh = px_gateway::PshPolicy::Flush,
             None => {}
         }
+        c.resolve_icmp_source();
         c.validate()?;
+        // The engine's own checks too, so that --print-config and a reload
+        // refuse what --check-config and a start refuse.
+        c.check()?;
         Ok(c)
     }
 }
 
 pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
-    let cfg = args.to_config().map_err(|e| e.to_string())?;
+    let cfg = args.config()?;
     if args.check_config.is_some() {
-        cfg.check().map_err(|e| e.to_string())?;
+        // Not an error: a file may be checked on another host or namespace.
+        for (key, name) in [("inner", &cfg.inner), ("outer", &cfg.outer)] {
+            if px_io::iface::ifindex(name).is_err() {
+                eprintln!(
+                    "px gateway: WARNING: `{key}` = {name:?}: no such interface in this network namespace; the gateway would not start here"
+                );
+            }
+        }
+        // Loud, on stderr: stdout is the effective configuration.
+        for line in cfg.icmp_notice() {
+            eprintln!("px gateway: {line}");
+        }
         print!("{}", toml::to_string(&cfg).map_err(|e| e.to_string())?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -204,7 +276,12 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
     px_runtime::logging::init(args.log_format.parse::<px_runtime::logging::LogFormat>().map_err(|e| e.to_string())?);
     let stop = crate::signals::install();
     let reload = crate::signals::install_reload();
-    let ctl = gateway::Control { stop, reload, load: Some(Box::new(|| args.to_config())) };
+    let ctl = gateway::Control {
+        stop,
+        reload,
+        load: Some(Box::new(|| args.to_config())),
+        summary: Some(Box::new(px_runtime::logging::summary)),
+    };
     let total = gateway::run_with(&cfg, ctl, &mut |line| px_runtime::logging::line(line)).map_err(|e| e.to_string())?;
     if let Some(path) = &args.stats_file {
         let json = serde_json::json!({
@@ -218,6 +295,17 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
             "fast_path_kernel": total.kernel_reasons.map(|r| {
                 px_runtime::fast_path::REASONS.iter().zip(r).map(|(k, v)| ((*k).to_string(), serde_json::Value::from(v))).collect::<serde_json::Map<_, _>>()
             }),
+            // The arrays of `counters` (`drop`, `flush`) by reason name.
+            "drops": px_gateway::DropReason::ALL
+                .iter()
+                .map(|r| (r.name().to_string(), total.counters.drops(*r).into()))
+                .collect::<serde_json::Map<String, serde_json::Value>>(),
+            "flushes": super::named_flushes(&total.counters.flush),
+            // Frames on each port's wire, as `ip -s link` counts them.
+            "wire": {
+                "inner": total.wire(px_gateway::Port::Inner),
+                "outer": total.wire(px_gateway::Port::Outer),
+            },
         });
         std::fs::write(path, json.to_string()).map_err(|e| format!("--stats-file {}: {e}", path.display()))?;
     }

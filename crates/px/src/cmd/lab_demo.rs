@@ -7,12 +7,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use px_lab::demo::{self, BNET_ADDR_GW, DemoOptions, DemoResult, EMTU, IMTU, LEGACY_ADDR};
+use px_lab::demo::{self, BNET_ADDR_GW, DemoOptions, DemoResult, EMTU, IMTU, LEGACY_ADDR, UP_METRICS};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Seconds of bulk TCP per direction and per middle box.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    /// Bulk TCP per direction and per middle box, e.g. 5s (1s..=60s; a
+    /// bare number is seconds; old name --seconds).
+    #[arg(long = "duration", alias = "seconds", default_value = "5s", value_parser = secs_in(1, 60))]
     seconds: u64,
     /// Rounds, each running the gateway and then the router, so that both
     /// see the same drift of a shared machine; figures are the mean.
@@ -38,13 +39,22 @@ pub struct DemoArgs {
 
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// Do not start `px gateway` in the gateway namespace.
+    /// Do not start `px gateway` in the gateway namespace; print the
+    /// command that starts it by hand (with the configuration file written).
     #[arg(long)]
     no_gateway: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct DownArgs {}
+
+/// Whole seconds within `lo..=hi` (see [`super::units`]).
+pub(crate) fn secs_in(lo: u64, hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let v = super::units::secs_u64(s)?;
+        if (lo..=hi).contains(&v) { Ok(v) } else { Err(format!("`{s}`: allowed {lo}s..={hi}s")) }
+    }
+}
 
 fn px_exe() -> Result<std::path::PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
@@ -150,20 +160,47 @@ fn print_table(r: &DemoResult) {
 
 pub fn up(a: UpArgs) -> Result<ExitCode, String> {
     let r = demo::up(&px_exe()?, a.no_gateway)?;
-    if let Some((pid, log)) = &r.gateway {
-        println!("px gateway running in {} (pid {pid}), log: {}", r.gateway_ns, log.display());
-    }
+    let names = &r.namespaces;
+    let (legacy, gw, bnet) = (&names[0], &r.gateway_ns, &names[2]);
     println!("{}", r.description);
     println!(
-        "legacy host {LEGACY_ADDR} (MTU {EMTU}) <-> b-network host {BNET_ADDR_GW} (MTU {IMTU}), same subnet through the gateway."
+        "legacy host {LEGACY_ADDR} / {} (MTU {EMTU}) <-> b-network host {BNET_ADDR_GW} / {} (MTU {IMTU}), one subnet through the gateway.",
+        px_lab::line::LEFT_V6,
+        px_lab::line::RIGHT_V6
     );
-    let names = &r.namespaces;
-    println!("try:  ip netns exec {} iperf3 -s &   ip netns exec {} iperf3 -c {BNET_ADDR_GW}", names[2], names[0]);
+    println!("namespaces: legacy {legacy}, gateway {gw}, b-network {bnet}");
+    println!("gateway configuration: {}", r.config.display());
+    let command = r.gateway_command.join(" ");
+    match &r.gateway {
+        Some((pid, log)) => {
+            println!("px gateway running in {gw} (PID {pid}), log: {}", log.display());
+            println!("  started as: {command}");
+        }
+        None => println!("px gateway not started (--no-gateway); start it by hand with:\n  {command}"),
+    }
+    for (ns, pid) in &r.responders {
+        println!(
+            "F-PMTUD responder (px fpmtud) in {ns} (PID {pid}), UDP port {}",
+            px_pmtud::fpmtud::wire::DEFAULT_PORT
+        );
+    }
+    println!("\ntry:");
+    println!("  ip netns exec {gw} px status                  # ports, counters and rates, flows, path MTUs");
+    println!("  ip netns exec {gw} curl -s http://{UP_METRICS}/metrics");
+    println!("  ip netns exec {bnet} iperf3 -s &   ip netns exec {legacy} iperf3 -c {BNET_ADDR_GW}");
+    println!("  ip netns exec {bnet} px probe {LEGACY_ADDR} --method icmp   # path MTU from inside: 1500");
+    println!("  ip netns exec {bnet} px probe {LEGACY_ADDR}                 # the same by F-PMTUD");
+    println!("  edit {} then: kill -HUP <gateway PID>   # reload", r.config.display());
     println!("then: px lab down");
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn down(_: DownArgs) -> Result<ExitCode, String> {
+    if !demo::state_file().exists() {
+        // Nothing to take down: "not running", not a failure.
+        eprintln!("px lab down: no lab is up ({} not found)", demo::state_file().display());
+        return Ok(ExitCode::from(3));
+    }
     for n in demo::down()? {
         println!("removed {n}");
     }

@@ -28,14 +28,16 @@ pub struct Output {
 
 #[derive(Debug, Args)]
 pub struct ReceiverArgs {
-    /// Seconds per TCP run (four runs).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
+    /// Time per TCP run (four runs). e.g. 10s (1s..=600s; a bare number is
+    /// seconds; old name --seconds).
+    #[arg(long = "duration", alias = "seconds", default_value = "10s", value_parser = super::lab_demo::secs_in(1, 600))]
     seconds: u64,
     /// TCP flows.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=128))]
     flows: u64,
-    /// Seconds per UDP run (two runs); 0 skips UDP.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=600))]
+    /// Time per UDP run (two runs); 0 skips UDP. e.g. 5s (0s..=600s; a bare number is
+    /// seconds; old name --udp-seconds).
+    #[arg(long = "udp-duration", alias = "udp-seconds", default_value = "5s", value_parser = super::lab_demo::secs_in(0, 600))]
     udp_seconds: u64,
     #[command(flatten)]
     out: Output,
@@ -43,29 +45,37 @@ pub struct ReceiverArgs {
 
 #[derive(Debug, Args)]
 pub struct WanArgs {
-    /// Seconds per run (three runs; the paper ran a minute).
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    /// Time per run (three runs; the paper ran a minute). e.g. 60s (1s..=3600s; a bare number is
+    /// seconds; old name --seconds).
+    #[arg(long = "duration", alias = "seconds", default_value = "60s", value_parser = super::lab_demo::secs_in(1, 3600))]
     seconds: u64,
-    /// One-way delay of the WAN path, each direction (ms).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    /// One-way delay of the WAN path, each direction, e.g. 10ms (a bare
+    /// number is milliseconds; old name --delay-ms).
+    #[arg(long = "delay", alias = "delay-ms", default_value = "10ms", value_parser = super::units::millis_u64)]
     delay_ms: u64,
-    /// Frame loss of the WAN path, each direction, in percent.
-    #[arg(long, default_value_t = 0.01)]
-    loss_percent: f64,
+    /// Frame loss of the WAN path, each direction: a fraction (0.0001) or
+    /// a percentage (0.01%); a bare number given as --loss-percent (the
+    /// old name) is a percentage.
+    #[arg(long = "loss", default_value = "0.01%", value_parser = super::units::loss_fraction)]
+    loss: Option<f64>,
+    /// The old spelling of --loss: a bare number is a percentage.
+    #[arg(long = "loss-percent", hide = true, value_parser = super::units::loss_percent_bare, conflicts_with = "loss")]
+    loss_percent: Option<f64>,
     #[command(flatten)]
     out: Output,
 }
 
 #[derive(Debug, Args)]
 pub struct GroArgs {
-    /// Seconds per run (16 runs by default).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
+    /// Time per run (16 runs by default). e.g. 5s (1s..=600s; a bare number is
+    /// seconds; old name --seconds).
+    #[arg(long = "duration", alias = "seconds", default_value = "5s", value_parser = super::lab_demo::secs_in(1, 600))]
     seconds: u64,
     /// Concurrent flow counts (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 2, 4, 8])]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     flows: Vec<u64>,
     /// MTUs (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = [1500u32, 9000])]
+    #[arg(long, value_delimiter = ',', default_value = "1500,9000")]
     mtus: Vec<u32>,
     #[command(flatten)]
     out: Output,
@@ -73,11 +83,12 @@ pub struct GroArgs {
 
 #[derive(Debug, Args)]
 pub struct MiddleboxArgs {
-    /// Seconds per MTU.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
+    /// Time per MTU. e.g. 10s (1s..=600s; a bare number is
+    /// seconds; old name --seconds).
+    #[arg(long = "duration", alias = "seconds", default_value = "10s", value_parser = super::lab_demo::secs_in(1, 600))]
     seconds: u64,
     /// MTUs of both links (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = [1500u32, 3000, 6000, 9000])]
+    #[arg(long, value_delimiter = ',', default_value = "1500,3000,6000,9000")]
     mtus: Vec<u32>,
     /// nftables rules in the middle box's forward chain.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(0..=20000))]
@@ -93,7 +104,7 @@ pub struct MiddleboxArgs {
 pub struct ParallelArgs {
     /// Concurrent download sessions (comma-separated; the paper's 1, 10,
     /// 100 scaled to a 2-core machine).
-    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 4, 16])]
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
     sessions: Vec<u64>,
     /// Size of the file each session downloads (MB).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
@@ -117,8 +128,9 @@ pub struct ReportArgs {
     /// Every part at its shortest: checks the report works, measures nothing.
     #[arg(long)]
     quick: bool,
-    /// Seconds per run of `wan` (three runs; the paper ran a minute).
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    /// Time per run of `wan` (three runs; the paper ran a minute). e.g. 60s (1s..=3600s; a bare number is
+    /// seconds; old name --wan-seconds).
+    #[arg(long = "wan-duration", alias = "wan-seconds", default_value = "60s", value_parser = super::lab_demo::secs_in(1, 3600))]
     wan_seconds: u64,
     /// TCP congestion control of the hosts.
     #[arg(long, default_value = "cubic")]
@@ -168,14 +180,11 @@ pub fn receiver(a: ReceiverArgs) -> Result<ExitCode, String> {
 
 pub fn wan(a: WanArgs) -> Result<ExitCode, String> {
     exp::check_prerequisites("px lab wan", &["iperf3", "ethtool"])?;
-    if !(0.0..=100.0).contains(&a.loss_percent) {
-        return Err(format!("--loss-percent {} is not a percentage", a.loss_percent));
-    }
     let t0 = Instant::now();
     let o = exp::wan::WanOptions {
         seconds: a.seconds,
         delay_ms: a.delay_ms,
-        loss: a.loss_percent / 100.0,
+        loss: a.loss_percent.or(a.loss).unwrap_or(0.0001),
         cc: a.out.cc.clone(),
         ..exp::wan::WanOptions::new(px_exe()?)
     };

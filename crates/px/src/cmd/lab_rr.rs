@@ -12,7 +12,7 @@ use px_lab::rr::{RrOptions, run};
 #[derive(Debug, Args)]
 pub struct RrArgs {
     /// Answer sizes in bytes (comma-separated); requests are 64 bytes.
-    #[arg(long, value_delimiter = ',', default_values_t = [1024usize, 16_384, 65_536])]
+    #[arg(long, value_delimiter = ',', default_value = "1024,16384,65536")]
     sizes: Vec<usize>,
     /// Transactions per size and per middle box, one at a time.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=1_000_000))]

@@ -17,7 +17,9 @@ pub mod lab_rtt;
 pub mod lab_survey;
 pub mod probe;
 pub mod sim;
+pub mod status;
 pub mod survey;
+pub mod units;
 
 /// A gateway's early-flush counters (`counters.flush`, in the order of
 /// [`px_gateway::FlushReason::ALL`]) by reason name, for `--json`.

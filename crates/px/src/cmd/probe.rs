@@ -44,8 +44,8 @@ pub enum SearchArg {
 pub struct ProbeArgs {
     /// Host running `px fpmtud` (address or name).
     host: String,
-    /// Responder's UDP port.
-    #[arg(long, default_value_t = DEFAULT_PORT)]
+    /// Responder's UDP port (1..=65535).
+    #[arg(long, default_value_t = DEFAULT_PORT, value_parser = clap::value_parser!(u16).range(1..))]
     port: u16,
     /// Discovery method.
     #[arg(long, value_enum, default_value_t = MethodArg::Auto)]
@@ -54,8 +54,8 @@ pub struct ProbeArgs {
     /// local outgoing link's MTU).
     #[arg(long, value_parser = clap::value_parser!(u16).range(68..))]
     max_size: Option<u16>,
-    /// Bound on the whole measurement: `10s`, `500ms`, or seconds.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Bound on the whole measurement: `10s`, `500ms`, or seconds (more than 0).
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
     timeout: Duration,
     /// Floor of the DPLPMTUD PROBE_TIMER and of the ICMP method's retry
     /// timer (RFC 8899 asks >= 1 s for a PL carrying traffic; a measurement
@@ -102,8 +102,20 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}`: out of range"))
 }
 
+/// A duration that is more than 0 (a bound of 0 would "time out" at once).
+fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() { Err(format!("`{s}`: must be more than 0")) } else { Ok(d) }
+}
+
 fn resolve(a: &ProbeArgs) -> Result<SocketAddr, String> {
     if let Ok(ip) = a.host.parse::<IpAddr>() {
+        // An address of the other family than -4/-6 asks for is a mistake,
+        // not a hint to ignore.
+        if (a.ipv6 && ip.is_ipv4()) || (a.ipv4 && ip.is_ipv6()) {
+            let (flag, family) = if a.ipv6 { ("-6", "IPv4") } else { ("-4", "IPv6") };
+            return Err(format!("`{flag}` was given, but {ip} is an {family} address"));
+        }
         return Ok(SocketAddr::new(ip, a.port));
     }
     let all: Vec<SocketAddr> =
@@ -115,7 +127,28 @@ fn resolve(a: &ProbeArgs) -> Result<SocketAddr, String> {
 }
 
 pub fn run(a: ProbeArgs) -> Result<ExitCode, String> {
-    let target = resolve(&a)?;
+    match measure(&a) {
+        Ok((target, m)) => {
+            if a.json {
+                println!("{}", to_json(target, &m, a.max_size));
+            } else {
+                print!("{}", to_text(target, &m, a.max_size));
+            }
+            Ok(if m.pmtu.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NO_ANSWER) })
+        }
+        Err(e) => {
+            // As iperf3 does: a script reading stdout gets an object.
+            if a.json {
+                println!("{}", serde_json::json!({ "target": a.host, "error": e }));
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Resolves the target and runs the measurement; errors name the target.
+fn measure(a: &ProbeArgs) -> Result<(SocketAddr, Measurement), String> {
+    let target = resolve(a)?;
     let opts = ProbeOptions {
         target,
         max_size: a.max_size,
@@ -128,7 +161,7 @@ pub fn run(a: ProbeArgs) -> Result<ExitCode, String> {
         },
         legacy: a.legacy,
     };
-    let path = Path::open(&opts).map_err(|e| e.to_string())?;
+    let path = Path::open(&opts).map_err(|e| format!("{target}: {e}"))?;
     let method = match a.method {
         MethodArg::Auto => Method::Auto,
         MethodArg::Parallel => Method::Parallel,
@@ -136,16 +169,20 @@ pub fn run(a: ProbeArgs) -> Result<ExitCode, String> {
         MethodArg::Dplpmtud => Method::Dplpmtud,
         MethodArg::Icmp => Method::Icmp,
     };
-    let m = probe::measure(&path, &opts, method).map_err(|e| e.to_string())?;
-    if a.json {
-        println!("{}", to_json(target, &m));
-    } else {
-        print!("{}", to_text(target, &m));
+    let mut m = probe::measure(&path, &opts, method).map_err(|e| format!("{target}: {e}"))?;
+    m.link_mtu = path.iface_mtu();
+    // A path that carried the largest size allowed may carry more: with a
+    // --max-size below the link's MTU that is a floor, not the answer.
+    if let (Some(p), Some(cap)) = (m.pmtu, a.max_size)
+        && p >= cap
+    {
+        m.exact = false;
+        m.pmtu_high = None;
     }
-    Ok(if m.pmtu.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NO_ANSWER) })
+    Ok((target, m))
 }
 
-fn to_json(target: SocketAddr, m: &Measurement) -> serde_json::Value {
+fn to_json(target: SocketAddr, m: &Measurement, max_size: Option<u16>) -> serde_json::Value {
     serde_json::json!({
         "target": target.to_string(),
         "method": m.method,
@@ -157,14 +194,18 @@ fn to_json(target: SocketAddr, m: &Measurement) -> serde_json::Value {
         "probes": m.probes,
         "seconds": m.elapsed.as_secs_f64(),
         "link_mtu": m.link_mtu,
+        "max_size": max_size,
         "note": m.note,
         "authenticated": m.authenticated,
     })
 }
 
-fn to_text(target: SocketAddr, m: &Measurement) -> String {
+fn to_text(target: SocketAddr, m: &Measurement, max_size: Option<u16>) -> String {
     let head = match m.pmtu {
         Some(p) if m.exact => format!("path MTU {p} to {target}\n"),
+        Some(p) if max_size.is_some_and(|c| p >= c) => {
+            format!("path MTU at least {p} to {target} (--max-size {p}: larger sizes were not tried)\n")
+        }
         Some(p) => match m.pmtu_high {
             Some(h) if h > p => format!("path MTU between {p} and {h} to {target} (not exact)\n"),
             _ => format!("path MTU at least {p} to {target} (not exact)\n"),
@@ -213,17 +254,17 @@ mod tests {
             authenticated: true,
         };
         let t: SocketAddr = "198.51.100.50:9999".parse().unwrap();
-        let text = to_text(t, &m);
+        let text = to_text(t, &m, None);
         assert!(text.starts_with("path MTU 1400 to 198.51.100.50:9999\n"), "{text}");
         assert!(text.contains("1.500 ms"), "{text}");
-        let j = to_json(t, &m);
+        let j = to_json(t, &m, None);
         assert_eq!(j["pmtu"], 1400);
         assert_eq!(j["probes"], 9);
         assert_eq!((j["pmtu_low"].as_u64(), j["pmtu_high"].as_u64()), (Some(1400), Some(1400)));
         let range = Measurement { pmtu: Some(1398), exact: false, pmtu_high: Some(1399), ..m.clone() };
-        assert!(to_text(t, &range).starts_with("path MTU between 1398 and 1399"), "{}", to_text(t, &range));
+        assert!(to_text(t, &range, None).starts_with("path MTU between 1398 and 1399"), "{}", to_text(t, &range, None));
         let none = Measurement { pmtu: None, exact: false, pmtu_high: None, ..m };
-        assert!(to_text(t, &none).starts_with("no answer"));
-        assert!(to_json(t, &none)["pmtu"].is_null());
+        assert!(to_text(t, &none, None).starts_with("no answer"));
+        assert!(to_json(t, &none, None)["pmtu"].is_null());
     }
 }

@@ -103,7 +103,8 @@ pub struct MtuDropArgs {
     #[arg(long, default_value_t = 1.0)]
     bandwidth_mbps: f64,
     /// One-way delay of the bottleneck, ms (0 to 10 000).
-    #[arg(long, default_value_t = 100.0)]
+    /// A duration such as 10ms; a bare number is milliseconds (old name --delay-ms).
+    #[arg(long = "delay", alias = "delay-ms", default_value = "100ms", value_parser = super::units::millis_f64)]
     delay_ms: f64,
     /// Bottleneck drop-tail buffer, bytes (default: unlimited, as in the blog's test).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1500..=1_000_000_000))]
@@ -120,7 +121,8 @@ pub struct MtuDropArgs {
     max_packet: Option<u32>,
     /// When the MTU drops, seconds (picoquic and bbr senders: after the
     /// handshake, as in picoquic's test; newreno: from time zero).
-    #[arg(long, default_value_t = 1.0)]
+    /// A duration such as 1s; a bare number is seconds (old name --drop-at-s).
+    #[arg(long = "drop-at", alias = "drop-at-s", default_value = "1s", value_parser = super::units::secs_f64)]
     drop_at_s: f64,
     /// The sender to simulate.
     #[arg(long, value_enum, default_value_t = SenderArg::Newreno)]
@@ -129,16 +131,19 @@ pub struct MtuDropArgs {
     #[arg(long, value_enum, default_value_t = SearchArg::Lsquic)]
     search: SearchArg,
     /// Floor of DPLPMTUD's PROBE_TIMER, ms (RFC 8899 says 1000; 0 = the PTO alone, as QUIC stacks do).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    /// A duration such as 1s; a bare number is milliseconds (old name --probe-timer-floor-ms).
+    #[arg(long = "probe-timer-floor", alias = "probe-timer-floor-ms", default_value = "0ms", value_parser = super::units::millis_u64)]
     probe_timer_floor_ms: u64,
     /// RTT estimators to compare, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [VariantArg::Classic, VariantArg::Once4v, VariantArg::OnceMaxRtt, VariantArg::Once3v])]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "classic,4v,maxrtt,3v")]
     variants: Vec<VariantArg>,
     /// Random loss on the bottleneck, each direction (0 <= loss < 0.5).
-    #[arg(long, default_value_t = 0.0)]
+    /// A fraction (0.0001) or a percentage (0.01%).
+    #[arg(long = "loss", default_value = "0", value_parser = super::units::loss_fraction)]
     loss: f64,
     /// Give up after this many simulated seconds.
-    #[arg(long, default_value_t = 300.0)]
+    /// A duration such as 300s; a bare number is seconds (old name --deadline-s).
+    #[arg(long = "deadline", alias = "deadline-s", default_value = "300s", value_parser = super::units::secs_f64)]
     deadline_s: f64,
 }
 
@@ -179,16 +184,19 @@ pub struct PmtudCompareArgs {
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=64))]
     max_hops: u32,
     /// Smallest round-trip time, ms.
-    #[arg(long, default_value_t = 5.0)]
+    /// A duration such as 5ms; a bare number is milliseconds (old name --min-rtt-ms).
+    #[arg(long = "min-rtt", alias = "min-rtt-ms", default_value = "5ms", value_parser = super::units::millis_f64)]
     min_rtt_ms: f64,
     /// Largest round-trip time, ms (at most 10 000).
-    #[arg(long, default_value_t = 300.0)]
+    /// A duration such as 300ms; a bare number is milliseconds (old name --max-rtt-ms).
+    #[arg(long = "max-rtt", alias = "max-rtt-ms", default_value = "300ms", value_parser = super::units::millis_f64)]
     max_rtt_ms: f64,
     /// Share of paths with random loss (0..1).
     #[arg(long, default_value_t = 0.3)]
     lossy_share: f64,
     /// Largest loss rate of a lossy path, each direction (0 <= loss < 0.5).
-    #[arg(long, default_value_t = 0.02)]
+    /// A fraction (0.02) or a percentage (2%).
+    #[arg(long = "max-loss", default_value = "0.02", value_parser = super::units::loss_fraction)]
     max_loss: f64,
     /// Share of paths where no router sends ICMP "fragmentation needed" (0..1).
     #[arg(long, default_value_t = 0.2)]
@@ -203,19 +211,22 @@ pub struct PmtudCompareArgs {
     #[arg(long, default_value_t = 0.2)]
     ipv6_share: f64,
     /// Floor of DPLPMTUD's PROBE_TIMER, ms (RFC 8899: 1000).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    /// A duration such as 1s; a bare number is milliseconds (old name --probe-timer-floor-ms).
+    #[arg(long = "probe-timer-floor", alias = "probe-timer-floor-ms", default_value = "1000ms", value_parser = super::units::millis_u64)]
     probe_timer_floor_ms: u64,
     /// Classic PMTUD: wait per probe before retrying, ms.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    /// A duration such as 1s; a bare number is milliseconds (old name --icmp-timeout-ms).
+    #[arg(long = "icmp-timeout", alias = "icmp-timeout-ms", default_value = "1000ms", value_parser = super::units::millis_u64)]
     icmp_timeout_ms: u64,
     /// Classic PMTUD: tries per size.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
     icmp_retries: u32,
     /// Methods to compare, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [MethodArg::Fpmtud, MethodArg::Lsquic, MethodArg::Bisection, MethodArg::Icmp])]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "fpmtud,lsquic,bisection,icmp")]
     methods: Vec<MethodArg>,
     /// Give a method up after this many simulated seconds on one path.
-    #[arg(long, default_value_t = 300.0)]
+    /// A duration such as 300s; a bare number is seconds (old name --deadline-s).
+    #[arg(long = "deadline", alias = "deadline-s", default_value = "300s", value_parser = super::units::secs_f64)]
     deadline_s: f64,
 }
 
@@ -224,19 +235,22 @@ pub struct MtuBenefitArgs {
     #[command(flatten)]
     common: Common,
     /// One-way delay of the WAN link, ms (the paper: 10).
-    #[arg(long, default_value_t = 10.0)]
+    /// A duration such as 10ms; a bare number is milliseconds (old name --delay-ms).
+    #[arg(long = "delay", alias = "delay-ms", default_value = "10ms", value_parser = super::units::millis_f64)]
     delay_ms: f64,
     /// Random loss of the WAN link, each direction (the paper: 0.0001 = 0.01 %).
-    #[arg(long, default_value_t = 0.0001)]
+    /// A fraction (0.0001) or a percentage (0.01%).
+    #[arg(long = "loss", default_value = "0.0001", value_parser = super::units::loss_fraction)]
     loss: f64,
     /// WAN rate, Gb/s.
     #[arg(long, default_value_t = 10.0)]
     bandwidth_gbps: f64,
     /// Length of each run, simulated seconds (the paper: iPerf for a minute).
-    #[arg(long, default_value_t = 60.0)]
+    /// A duration such as 60s; a bare number is seconds (old name --duration-s).
+    #[arg(long = "duration", alias = "duration-s", default_value = "60s", value_parser = super::units::secs_f64)]
     duration_s: f64,
     /// MSS values to compare, comma-separated (each 536..=65000).
-    #[arg(long, value_delimiter = ',', default_values_t = [1448u32, 8948], value_parser = clap::value_parser!(u32).range(536..=65_000))]
+    #[arg(long, value_delimiter = ',', default_value = "1448,8948", value_parser = clap::value_parser!(u32).range(536..=65_000))]
     mss: Vec<u32>,
     /// Runs per MSS (seeds seed, seed+1, …).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -283,10 +297,10 @@ fn print_json<T: serde::Serialize>(value: &T) -> Result<(), String> {
 
 fn mtu_drop(a: MtuDropArgs) -> Result<ExitCode, String> {
     let bandwidth = in_range("--bandwidth-mbps", a.bandwidth_mbps, 0.01, 100_000.0)?;
-    let delay = in_range("--delay-ms", a.delay_ms, 0.0, 10_000.0)?;
+    let delay = in_range("--delay", a.delay_ms, 0.0, 10_000.0)?;
     let loss = in_range_open("--loss", a.loss, 0.0, 0.5)?;
-    let deadline = in_range("--deadline-s", a.deadline_s, 1.0, 36_000.0)?;
-    let drop_at = in_range_open("--drop-at-s", a.drop_at_s, 0.0, deadline)?;
+    let deadline = in_range("--deadline", a.deadline_s, 1.0, 36_000.0)?;
+    let drop_at = in_range_open("--drop-at", a.drop_at_s, 0.0, deadline)?;
     if a.mtu_after > a.mtu_before {
         return Err(format!(
             "--mtu-after {} is above --mtu-before {}: the path MTU must drop",
@@ -365,7 +379,7 @@ fn pmtud_compare(a: PmtudCompareArgs) -> Result<ExitCode, String> {
         icmp_timeout_ms: a.icmp_timeout_ms,
         icmp_retries: a.icmp_retries,
         methods: a.methods.iter().map(|&m| m.into()).collect(),
-        deadline_s: in_range("--deadline-s", a.deadline_s, 1.0, 36_000.0)?,
+        deadline_s: in_range("--deadline", a.deadline_s, 1.0, 36_000.0)?,
         keep_paths: false,
     };
     let t = Instant::now();
@@ -383,10 +397,10 @@ fn pmtud_compare(a: PmtudCompareArgs) -> Result<ExitCode, String> {
 }
 
 fn mtu_benefit(a: MtuBenefitArgs) -> Result<ExitCode, String> {
-    let delay = in_range("--delay-ms", a.delay_ms, 0.0, 10_000.0)?;
+    let delay = in_range("--delay", a.delay_ms, 0.0, 10_000.0)?;
     let loss = in_range_open("--loss", a.loss, 0.0, 0.5)?;
     let gbps = in_range("--bandwidth-gbps", a.bandwidth_gbps, 0.001, 400.0)?;
-    let duration = in_range("--duration-s", a.duration_s, 0.1, 3600.0)?;
+    let duration = in_range("--duration", a.duration_s, 0.1, 3600.0)?;
     if a.mss.is_empty() {
         return Err("--mss: give at least one value".into());
     }

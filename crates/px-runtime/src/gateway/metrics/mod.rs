@@ -18,12 +18,14 @@
 //! name per variant. The list is in `docs/metrics.md`.
 
 mod http;
+mod process;
 mod render;
 mod snapshot;
 mod table;
 
 pub use http::serve;
-pub use render::{render, render_scrape, summary};
+pub use process::ProcessStats;
+pub use render::{Summary, render, render_scrape, si, summary};
 pub use snapshot::{ProcessCounters, ReloadResult, Scrape, Shared, WorkerSnapshot};
 pub use table::{FAMILIES, Family, Kind};
 
@@ -36,6 +38,7 @@ fn sample_scrape() -> Shared {
     s.counters.inner_tcp_data_out = 10;
     s.counters.inner_tcp_full_out = 9;
     s.counters.outer.rx_packets = 60;
+    s.wire[px_gateway::Port::Outer as usize].rx_packets = 600;
     s.counters.inner.tx_bytes = 5000;
     s.counters.drop[px_gateway::DropReason::TooBigDf as usize] = 2;
     for us in [0, 3, 100, 400, 900, 20_000] {

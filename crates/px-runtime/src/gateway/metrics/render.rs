@@ -30,30 +30,136 @@ pub fn render_scrape(s: &Scrape) -> String {
     o
 }
 
-/// One line for the log.
-pub fn summary(s: &WorkerSnapshot) -> String {
-    let c = &s.counters;
-    format!(
-        "outer rx {} pkts / tx {} | inner rx {} / tx {} | yield {:.3} | merged {} -> {} | split {} | mss +{} -{} | caravans {} built (yield {:.3}) {} opened | flows {} held {} B | drops {} | sock drops {} send err {}",
-        c.outer.rx_packets,
-        c.outer.tx_packets,
-        c.inner.rx_packets,
-        c.inner.tx_packets,
-        c.conversion_yield(),
-        c.merged_in,
-        c.merged_out,
-        c.split_in + c.gso_out,
-        c.mss_raised,
-        c.mss_clamped,
-        c.caravan.built,
-        c.caravan.caravan_yield(),
-        c.caravan.opened,
-        s.flows,
-        s.held_bytes,
-        c.total_drops(),
-        s.socket_drops,
-        s.send_errors
-    ) + &fast_path_summary(s)
+/// What the periodic log line says, as fields (`--log-format json` writes
+/// them as they are) and as text ([`std::fmt::Display`]): wire frames per
+/// port (as `ip -s link` counts them) with their rates since the last
+/// line, then the engine's work, each count named for what it counts.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Summary {
+    pub outer_rx_packets: u64,
+    pub outer_tx_packets: u64,
+    pub inner_rx_packets: u64,
+    pub inner_tx_packets: u64,
+    /// Wire packets per second over the interval; `None` without one.
+    pub outer_rx_pps: Option<f64>,
+    pub outer_tx_pps: Option<f64>,
+    pub inner_rx_pps: Option<f64>,
+    pub inner_tx_pps: Option<f64>,
+    pub outer_rx_super_packets: u64,
+    pub outer_tx_super_packets: u64,
+    pub inner_rx_super_packets: u64,
+    pub inner_tx_super_packets: u64,
+    /// Received frames merged, and the inner segments they became.
+    pub merged_in_frames: u64,
+    pub merged_out_segments: u64,
+    pub conversion_yield: Option<f64>,
+    pub split_in: u64,
+    pub split_out: u64,
+    pub gso_out: u64,
+    pub mss_raised: u64,
+    pub mss_clamped: u64,
+    pub caravans_built: u64,
+    pub caravans_opened: u64,
+    pub flows: usize,
+    pub held_bytes: usize,
+    pub drops: u64,
+    pub socket_drops: u64,
+    pub send_errors: u64,
+}
+
+impl Summary {
+    /// The totals `s`, with rates since `prev` (the last line's totals,
+    /// `dt` before).
+    pub fn new(s: &WorkerSnapshot, prev: Option<(&WorkerSnapshot, std::time::Duration)>) -> Summary {
+        use px_gateway::Port;
+        let c = &s.counters;
+        let rate = |now: u64, then: fn(&WorkerSnapshot) -> u64| match prev {
+            Some((p, dt)) if dt.as_secs_f64() > 0.0 => Some(now.saturating_sub(then(p)) as f64 / dt.as_secs_f64()),
+            _ => None,
+        };
+        let (o, i) = (s.wire(Port::Outer), s.wire(Port::Inner));
+        Summary {
+            outer_rx_packets: o.rx_packets,
+            outer_tx_packets: o.tx_packets,
+            inner_rx_packets: i.rx_packets,
+            inner_tx_packets: i.tx_packets,
+            outer_rx_pps: rate(o.rx_packets, |p| p.wire(Port::Outer).rx_packets),
+            outer_tx_pps: rate(o.tx_packets, |p| p.wire(Port::Outer).tx_packets),
+            inner_rx_pps: rate(i.rx_packets, |p| p.wire(Port::Inner).rx_packets),
+            inner_tx_pps: rate(i.tx_packets, |p| p.wire(Port::Inner).tx_packets),
+            outer_rx_super_packets: c.outer.rx_packets,
+            outer_tx_super_packets: c.outer.tx_packets,
+            inner_rx_super_packets: c.inner.rx_packets,
+            inner_tx_super_packets: c.inner.tx_packets,
+            merged_in_frames: c.merged_in,
+            merged_out_segments: c.merged_out,
+            conversion_yield: (c.inner_tcp_data_out > 0).then(|| c.conversion_yield()),
+            split_in: c.split_in,
+            split_out: c.split_out,
+            gso_out: c.gso_out,
+            mss_raised: c.mss_raised,
+            mss_clamped: c.mss_clamped,
+            caravans_built: c.caravan.built,
+            caravans_opened: c.caravan.opened,
+            flows: s.flows,
+            held_bytes: s.held_bytes,
+            drops: c.total_drops(),
+            socket_drops: s.socket_drops,
+            send_errors: s.send_errors,
+        }
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = |v: Option<f64>| v.map(|v| format!(" ({}/s)", si(v))).unwrap_or_default();
+        let yield_ = self.conversion_yield.map_or("-".to_string(), |y| format!("{y:.3}"));
+        write!(
+            f,
+            "wire pkts: outer rx {}{} tx {}{}, inner rx {}{} tx {}{} | super-packets: outer rx {} tx {}, inner rx {} tx {} | inbound merge: {} frames in -> {} inner segments out, yield {yield_} | outbound split: {} cut in software into {} pieces, {} handed to GSO | mss raised {} clamped {} | caravans {} built, {} opened | flows {}, held {} B | drops {} | socket drops {}, send errors {}",
+            self.outer_rx_packets,
+            r(self.outer_rx_pps),
+            self.outer_tx_packets,
+            r(self.outer_tx_pps),
+            self.inner_rx_packets,
+            r(self.inner_rx_pps),
+            self.inner_tx_packets,
+            r(self.inner_tx_pps),
+            self.outer_rx_super_packets,
+            self.outer_tx_super_packets,
+            self.inner_rx_super_packets,
+            self.inner_tx_super_packets,
+            self.merged_in_frames,
+            self.merged_out_segments,
+            self.split_in,
+            self.split_out,
+            self.gso_out,
+            self.mss_raised,
+            self.mss_clamped,
+            self.caravans_built,
+            self.caravans_opened,
+            self.flows,
+            self.held_bytes,
+            self.drops,
+            self.socket_drops,
+            self.send_errors
+        )
+    }
+}
+
+/// One line for the log ([`Summary`] as text).
+pub fn summary(s: &WorkerSnapshot, prev: Option<(&WorkerSnapshot, std::time::Duration)>) -> String {
+    Summary::new(s, prev).to_string() + &fast_path_summary(s)
+}
+
+/// A rate with an SI prefix: `950`, `12.3k`, `1.66M`.
+pub fn si(v: f64) -> String {
+    match v {
+        v if v >= 1e9 => format!("{:.2}G", v / 1e9),
+        v if v >= 1e6 => format!("{:.2}M", v / 1e6),
+        v if v >= 1e3 => format!("{:.1}k", v / 1e3),
+        v => format!("{v:.0}"),
+    }
 }
 
 /// The fast path's part of the log line, once it has carried a flow.
@@ -92,13 +198,23 @@ mod tests {
         let sh = sample_scrape();
         let text = render(&sh);
         assert!(text.contains("px_gateway_conversion_yield_ratio 0.9\n"), "{text}");
-        assert!(text.contains("px_gateway_packets_total{worker=\"1\",port=\"outer\",direction=\"rx\"} 60\n"));
-        assert!(text.contains("px_gateway_bytes_total{worker=\"1\",port=\"inner\",direction=\"tx\"} 5000\n"));
+        // Wire frames and socket frames (super-packets) apart.
+        assert!(text.contains("px_gateway_packets_total{worker=\"1\",port=\"outer\",direction=\"rx\"} 600\n"));
+        assert!(text.contains("px_gateway_super_packets_total{worker=\"1\",port=\"outer\",direction=\"rx\"} 60\n"));
+        assert!(
+            text.contains("px_gateway_super_packet_bytes_total{worker=\"1\",port=\"inner\",direction=\"tx\"} 5000\n")
+        );
         assert!(text.contains("px_gateway_bytes_total{worker=\"0\",port=\"outer\",direction=\"rx\"} 0\n"));
         assert!(text.contains("px_gateway_flows{worker=\"1\"} 3\n"));
+        assert!(text.contains(&format!("px_build_info{{version=\"{}\"}} 1\n", env!("CARGO_PKG_VERSION"))), "{text}");
+        assert!(
+            text.contains("\nprocess_resident_memory_bytes ") && text.contains("\nprocess_cpu_seconds_total "),
+            "{text}"
+        );
         assert!(text.contains("px_gateway_drops_total{worker=\"1\",reason=\"too_big_df\"} 2\n"));
         assert!(text.contains("px_gateway_caravans_malformed_total{worker=\"0\",reason=\"overrun\"} 0\n"));
-        assert!(text.contains("px_gateway_caravan_yield_ratio 0\n"));
+        // No caravan built: no yield sample (not a yield of 0).
+        assert!(!text.contains("\npx_gateway_caravan_yield_ratio "), "{text}");
         assert!(text.contains("px_gateway_merge_timeout_seconds{worker=\"1\"} 0.0005\n"));
         assert!(text.contains("px_gateway_config_reloads_total{result=\"refused\"} 1\n"));
         // The hold histogram: cumulative, exact below each bound.
@@ -117,6 +233,24 @@ mod tests {
             assert!(text.contains(&format!("# TYPE {} ", f.name)), "{}", f.name);
         }
         assert_eq!(sh.total().flows, 3);
+    }
+
+    /// The log line names what it counts, and rates come from the last line.
+    #[test]
+    fn summary_names_its_counts_and_gives_rates() {
+        let sh = sample_scrape();
+        let now = sh.total();
+        let line = summary(&now, None);
+        assert!(
+            line.starts_with("wire pkts: outer rx 600 tx 0, inner rx 0 tx 0 | super-packets: outer rx 60 "),
+            "{line}"
+        );
+        assert!(line.contains("| inbound merge: 0 frames in -> 0 inner segments out, yield 0.900 |"), "{line}");
+        assert!(line.contains("| outbound split: 0 cut in software into 0 pieces, 0 handed to GSO |"), "{line}");
+        let before = WorkerSnapshot::default();
+        let line = summary(&now, Some((&before, std::time::Duration::from_millis(500))));
+        assert!(line.starts_with("wire pkts: outer rx 600 (1.2k/s) tx 0 (0/s),"), "{line}");
+        assert_eq!(si(1_661_961.0), "1.66M");
     }
 
     /// `promtool check metrics` (Debian's `prometheus` package) accepts the

@@ -6,12 +6,21 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use px_gateway::Counters;
+use px_gateway::{Counters, FlowView, Port, PortCounters};
+use px_io::PacketMeta;
 
 /// One worker's published state.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerSnapshot {
+    /// The engine's counters. Its per-port packet counts are of frames
+    /// crossing the packet sockets: a GRO or GSO super-packet counts once.
     pub counters: Counters,
+    /// What crossed each port's wire, as `ip -s link` counts it (indexed
+    /// by `Port as usize`): each super-packet counted as the frames GRO
+    /// made it of or GSO cuts it into ([`px_wire::offload::wire_count`]).
+    /// Sent frames are counted when handed to the kernel (those it then
+    /// refuses are `send_errors`).
+    pub wire: [PortCounters; 2],
     pub flows: usize,
     pub held_bytes: usize,
     /// Frames the kernel reported dropped on our sockets, and send failures.
@@ -30,6 +39,34 @@ pub struct WorkerSnapshot {
     /// What the kernel fast path's program did with the packets it saw,
     /// by [`crate::fast_path::REASONS`] (in the gateway's final total only).
     pub kernel_reasons: Option<[u64; 12]>,
+    /// The engine's largest flows (`px status`), made only when asked for:
+    /// the answer to request number `flows_answered` of
+    /// [`ProcessCounters::flows_wanted`].
+    pub largest_flows: Vec<FlowView>,
+    pub flows_answered: u64,
+}
+
+impl WorkerSnapshot {
+    /// Counts `frame` (with `meta`) as received on `port`'s wire.
+    pub fn count_wire_rx(&mut self, port: Port, frame: &[u8], meta: &PacketMeta) {
+        let w = px_wire::offload::wire_count(frame, meta);
+        let pc = &mut self.wire[port as usize];
+        pc.rx_packets += w.packets;
+        pc.rx_bytes += w.bytes;
+    }
+
+    /// Counts `frame` (with `meta`) as sent out of `port`'s wire.
+    pub fn count_wire_tx(&mut self, port: Port, frame: &[u8], meta: &PacketMeta) {
+        let w = px_wire::offload::wire_count(frame, meta);
+        let pc = &mut self.wire[port as usize];
+        pc.tx_packets += w.packets;
+        pc.tx_bytes += w.bytes;
+    }
+
+    /// What crossed `port`'s wire.
+    pub fn wire(&self, port: Port) -> &PortCounters {
+        &self.wire[port as usize]
+    }
 }
 
 /// Counts of the gateway process rather than of a worker.
@@ -40,6 +77,10 @@ pub struct ProcessCounters {
     pub capture_write_errors: AtomicU64,
     /// Configuration reloads, by [`ReloadResult`].
     pub reloads: [AtomicU64; 3],
+    /// Requests for the workers' largest flows (`px status`), numbered: a
+    /// worker that has not answered the latest lists its flows at its
+    /// next publication (a scan of its flow table, never per packet).
+    pub flows_wanted: AtomicU64,
 }
 
 /// How a configuration reload (SIGHUP) ended.
@@ -70,6 +111,8 @@ impl ReloadResult {
 pub struct Shared {
     pub workers: Arc<Vec<Mutex<WorkerSnapshot>>>,
     pub process: Arc<ProcessCounters>,
+    /// The kernel fast path's maps, once it is attached.
+    pub kernel: Arc<Mutex<Option<crate::fast_path::FastPathStats>>>,
 }
 
 impl Shared {
@@ -77,6 +120,7 @@ impl Shared {
         Shared {
             workers: Arc::new((0..n).map(|_| Mutex::new(WorkerSnapshot::default())).collect()),
             process: Arc::new(ProcessCounters::default()),
+            kernel: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -104,8 +148,24 @@ impl Shared {
             capture_written: p.capture_written.load(Ordering::Relaxed),
             capture_write_errors: p.capture_write_errors.load(Ordering::Relaxed),
             reloads: ReloadResult::ALL.map(|r| p.reloads[r as usize].load(Ordering::Relaxed)),
+            process: super::process::ProcessStats::read(),
+            kernel: self
+                .kernel
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map(|k| KernelScrape { live: k.live(), reasons: k.reasons() }),
         }
     }
+}
+
+/// What the kernel fast path's maps say at a scrape.
+#[derive(Debug, Clone, Default)]
+pub struct KernelScrape {
+    /// What the flows in the kernel now carried so far.
+    pub live: crate::fast_path::Live,
+    /// Packets the program saw, by [`crate::fast_path::REASONS`].
+    pub reasons: [u64; 12],
 }
 
 /// The sum of the workers' snapshots (the merge timeout: the largest).
@@ -113,6 +173,12 @@ fn total(snaps: &[WorkerSnapshot]) -> WorkerSnapshot {
     let mut t = WorkerSnapshot::default();
     for s in snaps {
         t.counters.accumulate(&s.counters);
+        for (a, b) in t.wire.iter_mut().zip(&s.wire) {
+            a.rx_packets += b.rx_packets;
+            a.rx_bytes += b.rx_bytes;
+            a.tx_packets += b.tx_packets;
+            a.tx_bytes += b.tx_bytes;
+        }
         t.flows += s.flows;
         t.held_bytes += s.held_bytes;
         t.socket_drops += s.socket_drops;
@@ -134,4 +200,8 @@ pub struct Scrape {
     pub capture_write_errors: u64,
     /// By [`ReloadResult`].
     pub reloads: [u64; 3],
+    /// The process' CPU, memory and descriptors.
+    pub process: super::process::ProcessStats,
+    /// The kernel fast path, if attached.
+    pub kernel: Option<KernelScrape>,
 }

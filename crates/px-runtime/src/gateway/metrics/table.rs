@@ -6,7 +6,7 @@
 //! dashboard (`contrib/grafana/px-gateway.json`) asks only for exported
 //! names.
 
-use px_gateway::{Counters, DropReason, FlushReason, HoldHistogram, PortCounters};
+use px_gateway::{Counters, DropReason, FlushReason, HoldHistogram, Port};
 
 use super::snapshot::{ReloadResult, Scrape, WorkerSnapshot};
 
@@ -76,13 +76,13 @@ fn per_worker_by(s: &Scrape, label: &str, f: impl Fn(&WorkerSnapshot) -> Vec<(&'
 }
 
 /// Rows per worker, port and direction from a port's (rx, tx) pair.
-fn per_port(s: &Scrape, f: fn(&PortCounters) -> (u64, u64)) -> Rows {
+fn per_port(s: &Scrape, f: fn(&WorkerSnapshot, Port) -> (u64, u64)) -> Rows {
     let mut rows = Vec::new();
     for (i, w) in s.workers.iter().enumerate() {
-        for (port, pc) in [("inner", &w.counters.inner), ("outer", &w.counters.outer)] {
-            let (rx, tx) = f(pc);
-            rows.push((format!("worker=\"{i}\",port=\"{port}\",direction=\"rx\""), rx as f64));
-            rows.push((format!("worker=\"{i}\",port=\"{port}\",direction=\"tx\""), tx as f64));
+        for (name, port) in [("inner", Port::Inner), ("outer", Port::Outer)] {
+            let (rx, tx) = f(w, port);
+            rows.push((format!("worker=\"{i}\",port=\"{name}\",direction=\"rx\""), rx as f64));
+            rows.push((format!("worker=\"{i}\",port=\"{name}\",direction=\"tx\""), tx as f64));
         }
     }
     rows
@@ -90,6 +90,12 @@ fn per_port(s: &Scrape, f: fn(&PortCounters) -> (u64, u64)) -> Rows {
 
 fn single(v: f64) -> Rows {
     vec![(String::new(), v)]
+}
+
+/// `part / whole` as one sample; none while `whole` is 0 (a yield of 0
+/// with no traffic would read as the worst yield, not as no data).
+fn ratio(part: u64, whole: u64) -> Rows {
+    if whole == 0 { Vec::new() } else { single(part as f64 / whole as f64) }
 }
 
 /// Upper bounds (µs) of the hold-time histogram's `le` buckets: powers of
@@ -130,21 +136,47 @@ fn hold_rows(s: &Scrape) -> Rows {
 
 use Kind::{Counter, Gauge, Histogram};
 
+/// One unlabelled sample if `v` was read.
+fn maybe(v: Option<f64>) -> Rows {
+    v.map(single).unwrap_or_default()
+}
+
 /// Every family the gateway exports, in the order rendered.
 pub const FAMILIES: &[Family] = &[
     Family {
+        name: "px_build_info",
+        kind: Gauge,
+        help: "Always 1; the px version the gateway runs, as a label.",
+        counters: &[],
+        rows: |_| vec![(format!("version=\"{}\"", super::process::VERSION), 1.0)],
+    },
+    Family {
         name: "px_gateway_packets_total",
         kind: Counter,
-        help: "Frames received (direction rx) and sent (tx), per worker and port.",
-        counters: &["inner.rx_packets", "inner.tx_packets", "outer.rx_packets", "outer.tx_packets"],
-        rows: |s| per_port(s, |pc| (pc.rx_packets, pc.tx_packets)),
+        help: "Frames on the wire received (direction rx) and sent (tx), per worker and port: a GRO or GSO super-packet counts as its segments, as ip -s link counts them.",
+        counters: &[],
+        rows: |s| per_port(s, |w, p| (w.wire(p).rx_packets, w.wire(p).tx_packets)),
     },
     Family {
         name: "px_gateway_bytes_total",
         kind: Counter,
-        help: "Bytes received (direction rx) and sent (tx), per worker and port.",
+        help: "Bytes on the wire (Ethernet header included, no FCS) received (direction rx) and sent (tx), per worker and port, as ip -s link counts them.",
+        counters: &[],
+        rows: |s| per_port(s, |w, p| (w.wire(p).rx_bytes, w.wire(p).tx_bytes)),
+    },
+    Family {
+        name: "px_gateway_super_packets_total",
+        kind: Counter,
+        help: "Frames the gateway's packet sockets received (rx) and the engine sent (tx), per worker and port: a GRO or GSO super-packet counts once.",
+        counters: &["inner.rx_packets", "inner.tx_packets", "outer.rx_packets", "outer.tx_packets"],
+        rows: |s| per_port(s, |w, p| (w.counters.port(p).rx_packets, w.counters.port(p).tx_packets)),
+    },
+    Family {
+        name: "px_gateway_super_packet_bytes_total",
+        kind: Counter,
+        help: "Bytes of the frames counted by px_gateway_super_packets_total (each super-packet's headers once).",
         counters: &["inner.rx_bytes", "inner.tx_bytes", "outer.rx_bytes", "outer.tx_bytes"],
-        rows: |s| per_port(s, |pc| (pc.rx_bytes, pc.tx_bytes)),
+        rows: |s| per_port(s, |w, p| (w.counters.port(p).rx_bytes, w.counters.port(p).tx_bytes)),
     },
     Family {
         name: "px_gateway_forwarded_total",
@@ -156,9 +188,9 @@ pub const FAMILIES: &[Family] = &[
     Family {
         name: "px_gateway_conversion_yield_ratio",
         kind: Gauge,
-        help: "Share of TCP data packets sent to the inner port that carry exactly the inner MSS (all workers).",
+        help: "Share of TCP data packets sent to the inner port that carry exactly the inner MSS (all workers); no sample before the first.",
         counters: &[],
-        rows: |s| single(s.total.counters.conversion_yield()),
+        rows: |s| ratio(s.total.counters.inner_tcp_full_out, s.total.counters.inner_tcp_data_out),
     },
     Family {
         name: "px_gateway_merged_in_total",
@@ -462,9 +494,9 @@ pub const FAMILIES: &[Family] = &[
     Family {
         name: "px_gateway_caravan_yield_ratio",
         kind: Gauge,
-        help: "Share of caravans built that were full (all workers).",
+        help: "Share of caravans built that were full (all workers); no sample before the first.",
         counters: &[],
-        rows: |s| single(s.total.counters.caravan.caravan_yield()),
+        rows: |s| ratio(s.total.counters.caravan.built_full, s.total.counters.caravan.built),
     },
     Family {
         name: "px_gateway_caravans_malformed_total",
@@ -538,6 +570,55 @@ pub const FAMILIES: &[Family] = &[
         },
     },
     Family {
+        name: "process_cpu_seconds_total",
+        kind: Counter,
+        help: "Total user and system CPU time spent in seconds.",
+        counters: &[],
+        rows: |s| maybe(s.process.cpu_seconds),
+    },
+    Family {
+        name: "process_resident_memory_bytes",
+        kind: Gauge,
+        help: "Resident memory size in bytes.",
+        counters: &[],
+        rows: |s| maybe(s.process.resident_bytes.map(|v| v as f64)),
+    },
+    Family {
+        name: "process_virtual_memory_bytes",
+        kind: Gauge,
+        help: "Virtual memory size in bytes.",
+        counters: &[],
+        rows: |s| maybe(s.process.virtual_bytes.map(|v| v as f64)),
+    },
+    Family {
+        name: "process_start_time_seconds",
+        kind: Gauge,
+        help: "Start time of the process since unix epoch in seconds.",
+        counters: &[],
+        rows: |s| maybe(s.process.start_time_seconds),
+    },
+    Family {
+        name: "process_open_fds",
+        kind: Gauge,
+        help: "Number of open file descriptors.",
+        counters: &[],
+        rows: |s| maybe(s.process.open_fds.map(|v| v as f64)),
+    },
+    Family {
+        name: "process_max_fds",
+        kind: Gauge,
+        help: "Maximum number of open file descriptors.",
+        counters: &[],
+        rows: |s| maybe(s.process.max_fds.map(|v| v as f64)),
+    },
+    Family {
+        name: "process_threads",
+        kind: Gauge,
+        help: "Number of OS threads in the process.",
+        counters: &[],
+        rows: |s| maybe(s.process.threads.map(|v| v as f64)),
+    },
+    Family {
         name: "px_capture_records_total",
         kind: Counter,
         help: "Packets written to the capture file (--capture).",
@@ -554,6 +635,124 @@ pub const FAMILIES: &[Family] = &[
                 ("reason=\"queue_full\"".to_string(), s.total.capture_dropped as f64),
                 ("reason=\"write_error\"".to_string(), s.capture_write_errors as f64),
             ]
+        },
+    },
+    Family {
+        name: "px_gateway_fast_path_flows",
+        kind: Gauge,
+        help: "Flows the kernel fast path carries now (in one direction or both).",
+        counters: &[],
+        rows: |s| per_worker(s, |w| w.in_kernel as u64),
+    },
+    Family {
+        name: "px_gateway_fast_path_installs_total",
+        kind: Counter,
+        help: "Flows (or directions of one) given to the kernel fast path, by result: installed, table_full, failed.",
+        counters: &["fast_path.installed", "fast_path.table_full", "fast_path.install_failed"],
+        rows: |s| {
+            per_worker_by(s, "result", |w| {
+                let f = &w.counters.fast_path;
+                vec![("installed", f.installed), ("table_full", f.table_full), ("failed", f.install_failed)]
+            })
+        },
+    },
+    Family {
+        name: "px_gateway_fast_path_returns_total",
+        kind: Counter,
+        help: "Directions the kernel handed back to user space, by reason (flags, options, lone, small, adjust, other).",
+        counters: &["fast_path.returned"],
+        rows: |s| {
+            per_worker_by(s, "reason", |w| {
+                px_gateway::fast_path::ReturnReason::ALL
+                    .iter()
+                    .map(|r| (r.name(), w.counters.fast_path.returned[*r as usize]))
+                    .collect()
+            })
+        },
+    },
+    Family {
+        name: "px_gateway_fast_path_reclaims_total",
+        kind: Counter,
+        help: "Flows the engine took back from the kernel itself, by reason: path_mtu, config, removed, backlog (a control segment read from a queue filled before the install).",
+        counters: &[
+            "fast_path.reclaimed_pmtu",
+            "fast_path.reclaimed_config",
+            "fast_path.reclaimed_removed",
+            "fast_path.backlog",
+        ],
+        rows: |s| {
+            per_worker_by(s, "reason", |w| {
+                let f = &w.counters.fast_path;
+                vec![
+                    ("path_mtu", f.reclaimed_pmtu),
+                    ("config", f.reclaimed_config),
+                    ("removed", f.reclaimed_removed),
+                    ("backlog", f.backlog),
+                ]
+            })
+        },
+    },
+    Family {
+        name: "px_gateway_fast_path_passed_on_total",
+        kind: Counter,
+        help: "Segments of flows in the kernel that reached user space without being handed back, forwarded as a router would.",
+        counters: &["fast_path.passed_on"],
+        rows: |s| counter(s, |c| c.fast_path.passed_on),
+    },
+    Family {
+        name: "px_gateway_fast_path_icmp_checks_total",
+        kind: Counter,
+        help: "ICMP errors quoting a flow in the kernel, checked against windows read from the kernel.",
+        counters: &["fast_path.icmp_catch_ups"],
+        rows: |s| counter(s, |c| c.fast_path.icmp_catch_ups),
+    },
+    Family {
+        name: "px_gateway_fast_path_bytes_total",
+        kind: Counter,
+        help: "TCP payload bytes the kernel fast path carried (flows there now and flows since taken back).",
+        counters: &["fast_path.kernel_bytes"],
+        rows: |s| {
+            single((s.total.counters.fast_path.kernel_bytes + s.kernel.as_ref().map_or(0, |k| k.live.bytes)) as f64)
+        },
+    },
+    Family {
+        name: "px_gateway_fast_path_packets_total",
+        kind: Counter,
+        help: "What the kernel fast path carried, by kind: super_packets (as received, once each), segments_in and segments_out (wire segments as received and as sent), data_to_inner and full_to_inner (data segments toward the inner port, and those of the full inner size: its yield).",
+        counters: &[
+            "fast_path.kernel_packets",
+            "fast_path.kernel_segs_in",
+            "fast_path.kernel_segs_out",
+            "fast_path.kernel_data_in",
+            "fast_path.kernel_full_out",
+        ],
+        rows: |s| {
+            let f = &s.total.counters.fast_path;
+            let l = s.kernel.as_ref().map(|k| k.live).unwrap_or_default();
+            [
+                ("super_packets", f.kernel_packets + l.packets),
+                ("segments_in", f.kernel_segs_in + l.segs_in),
+                ("segments_out", f.kernel_segs_out + l.segs_out),
+                ("data_to_inner", f.kernel_data_in + l.data_in),
+                ("full_to_inner", f.kernel_full_out + l.full_in),
+            ]
+            .into_iter()
+            .map(|(k, v)| (format!("kind=\"{k}\""), v as f64))
+            .collect()
+        },
+    },
+    Family {
+        name: "px_gateway_fast_path_program_packets_total",
+        kind: Counter,
+        help: "Packets the fast path's TC program saw on the ports, by what became of them (crate::fast_path::REASONS: resized, as_is, no_flow, ...).",
+        counters: &[],
+        rows: |s| match &s.kernel {
+            Some(k) => crate::fast_path::REASONS
+                .iter()
+                .zip(k.reasons)
+                .map(|(r, v)| (format!("reason=\"{r}\""), v as f64))
+                .collect(),
+            None => Vec::new(),
         },
     },
 ];
@@ -612,7 +811,14 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for f in FAMILIES {
             assert!(seen.insert(f.name), "{} twice", f.name);
-            assert!(f.name.starts_with("px_gateway_") || f.name.starts_with("px_capture_"), "{}", f.name);
+            assert!(
+                f.name.starts_with("px_gateway_")
+                    || f.name.starts_with("px_capture_")
+                    || f.name.starts_with("process_")
+                    || f.name == "px_build_info",
+                "{}",
+                f.name
+            );
             assert!(f.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'), "{}", f.name);
             assert_eq!(f.kind == Kind::Counter, f.name.ends_with("_total"), "{}: _total on counters only", f.name);
             assert!(!f.help.is_empty());

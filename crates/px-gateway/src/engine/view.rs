@@ -1,0 +1,163 @@
+//! What an operator may see of the engine's flows: the largest flows,
+//! each as a [`FlowView`] (`px status`). Read only, on request, never on
+//! the packet path: it scans the flow table once.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::Engine;
+use crate::port::Port;
+
+/// One flow as `px status` shows it. Directions: `in` is what came from
+/// the outer port (toward the b-network), `out` what came from the inner
+/// port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowView {
+    /// The outer (legacy network) end.
+    pub outer: SocketAddr,
+    /// The inner (b-network) end.
+    pub inner: SocketAddr,
+    /// TCP payload bytes received, inbound and outbound.
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Frames received (a GRO super-packet counts once).
+    pub frames_in: u64,
+    pub frames_out: u64,
+    /// The largest segment size received each way (a super-packet's
+    /// segment size, a plain segment's payload).
+    pub largest_segment_in: u32,
+    pub largest_segment_out: u32,
+    /// The MSS each host announced in the handshake the gateway saw (the
+    /// inner host's after the gateway raised it; `None`: not seen).
+    pub inner_mss: Option<u16>,
+    pub outer_mss: Option<u16>,
+    /// Where the connection is: `handshake`, `established`, `closing`
+    /// (a FIN seen), `reset`, or `signed` (TCP-MD5/AO: passed untouched).
+    pub state: String,
+    /// Inbound merging: the flow is bulk (its segments are merged), and
+    /// the payload bytes held now.
+    pub merging: bool,
+    pub held_bytes: usize,
+    /// Time since its last segment, in ms.
+    pub idle_ms: u64,
+    /// The segment size the kernel fast path cuts to in each direction it
+    /// carries (`None`: that direction crosses user space).
+    pub kernel_segment_in: Option<u16>,
+    pub kernel_segment_out: Option<u16>,
+}
+
+impl Engine {
+    /// The `n` flows that carried the most payload bytes (both directions),
+    /// largest first.
+    pub fn largest_flows(&self, n: usize, now: Instant) -> Vec<FlowView> {
+        let mut all: Vec<(u64, u32)> = self
+            .flows
+            .indices()
+            .filter_map(|i| self.flows.get(i).map(|f| (f.stats.bytes.iter().sum::<u64>(), i)))
+            .collect();
+        all.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        all.into_iter()
+            .take(n)
+            .filter_map(|(_, i)| self.flows.get(i))
+            .map(|f| {
+                let (life, st) = (&f.conn.life, &f.stats);
+                let state = if life.signed {
+                    "signed"
+                } else if life.reset {
+                    "reset"
+                } else if life.fin_outer || life.fin_inner {
+                    "closing"
+                } else if life.established {
+                    "established"
+                } else {
+                    "handshake"
+                };
+                let (i, o) = (Port::Inner as usize, Port::Outer as usize);
+                FlowView {
+                    outer: f.key.outer(),
+                    inner: f.key.inner(),
+                    bytes_in: st.bytes[o],
+                    bytes_out: st.bytes[i],
+                    frames_in: st.frames[o],
+                    frames_out: st.frames[i],
+                    largest_segment_in: st.largest_segment[o],
+                    largest_segment_out: st.largest_segment[i],
+                    inner_mss: f.conn.handshake.inner_mss,
+                    outer_mss: f.conn.handshake.outer_mss,
+                    state: state.to_string(),
+                    merging: f.merge.bulk,
+                    held_bytes: f.merge.held.as_ref().map_or(0, |h| h.len),
+                    idle_ms: now.saturating_duration_since(f.last_seen).min(Duration::from_secs(1 << 20)).as_millis()
+                        as u64,
+                    kernel_segment_in: f.fast.dir(Port::Outer).map(|d| d.segment),
+                    kernel_segment_out: f.fast.dir(Port::Inner).map(|d| d.segment),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use px_wire::offload::PacketMeta;
+    use px_wire::tcp::flags;
+
+    use crate::test_frames::{INNER_PORT, INNER_V4, INNER_V6, OUTER_PORT, OUTER_V4, OUTER_V6, Tcp};
+    use crate::{Config, Engine, Port};
+
+    /// A handshake (the inner host's SYN-ACK with MSS 8960), then `n`
+    /// inbound segments of 1000 bytes and one outbound of 500, on the flow
+    /// of the test frames (IPv4 or IPv6), the outer port moved by `port`.
+    fn flow(e: &mut Engine, now: Instant, v6: bool, n: u32) {
+        let mut sa = Tcp::data(v6, Port::Inner, 0, 0);
+        sa.flags = flags::SYN | flags::ACK;
+        sa.opts = vec![2, 4, 0x23, 0x00];
+        let _ = e.handle_packet(now, Port::Inner, &mut sa.build(), PacketMeta::PLAIN);
+        for i in 0..n {
+            let mut f = Tcp::data(v6, Port::Outer, 1 + i * 1000, 1000).build();
+            let _ = e.handle_packet(now, Port::Outer, &mut f, PacketMeta::PLAIN);
+        }
+        let mut f = Tcp::data(v6, Port::Inner, 1, 500).build();
+        let _ = e.handle_packet(now, Port::Inner, &mut f, PacketMeta::PLAIN);
+    }
+
+    #[test]
+    fn largest_flows_come_first_with_their_ends_sizes_and_state() {
+        let now = Instant::now();
+        let mut e = Engine::new(Config { bulk_after: 64, ..Config::default() }).unwrap();
+        flow(&mut e, now, false, 2);
+        flow(&mut e, now, true, 5);
+        let later = now + Duration::from_millis(30);
+        let v = e.largest_flows(10, later);
+        assert_eq!(v.len(), 2);
+        let big = &v[0];
+        assert_eq!(big.outer, SocketAddr::new(OUTER_V6.into(), OUTER_PORT));
+        assert_eq!(big.inner, SocketAddr::new(INNER_V6.into(), INNER_PORT));
+        assert_eq!((big.bytes_in, big.frames_in, big.largest_segment_in), (5000, 5, 1000));
+        assert_eq!((big.bytes_out, big.frames_out, big.largest_segment_out), (500, 2, 500));
+        assert_eq!(big.inner_mss, Some(8960));
+        assert_eq!(big.state, "established");
+        assert_eq!(big.idle_ms, 30);
+        assert_eq!(v[1].outer, SocketAddr::new(OUTER_V4.into(), OUTER_PORT));
+        assert_eq!(v[1].inner, SocketAddr::new(INNER_V4.into(), INNER_PORT));
+        assert_eq!(v[1].bytes_in, 2000);
+        assert_eq!(e.largest_flows(1, later).len(), 1);
+    }
+
+    #[test]
+    fn a_super_packet_counts_once_with_its_segment_size() {
+        let now = Instant::now();
+        let mut e = Engine::new(Config::default()).unwrap();
+        flow(&mut e, now, false, 0);
+        let mut f = Tcp::data(false, Port::Outer, 1, 4 * 1448).build();
+        let meta = PacketMeta::tcp_gso(false, 1448, 34, 0);
+        let _ = e.handle_packet(now, Port::Outer, &mut f, meta);
+        let v = e.largest_flows(1, now);
+        assert_eq!((v[0].bytes_in, v[0].frames_in, v[0].largest_segment_in), (4 * 1448, 1, 1448));
+    }
+}
