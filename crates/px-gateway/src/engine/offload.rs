@@ -199,8 +199,7 @@ impl Engine {
             && !l.signed
             && !l.reset
             && !l.fin_outer
-            && !l.fin_inner
-            && (held == Held::Allowed || f.merge.held.is_none());
+            && !l.fin_inner;
         if !ready {
             return None;
         }
@@ -212,14 +211,20 @@ impl Engine {
         let seg_in = self.segment_limit_for(now, Port::Inner, &layout_in, inbound_key.dst, Some(idx));
         let seg_out = self.segment_limit_for(now, Port::Outer, &layout_out, outbound_key.dst, Some(idx));
         let tcp_len = |l: &Layout| (px_wire::tcp::MIN_HEADER_LEN + l.options as usize) as u8;
-        let inbound = (f.fast.dir(Port::Outer).is_none() && f.fast.inbound_suits_kernel(seg_in)).then(|| Direction {
-            key: inbound_key,
-            from: Port::Outer,
-            segment: seg_in.min(u16::MAX as usize) as u16,
-            tcp_header_len: tcp_len(&layout_in),
-            check_window: true,
-            next_seq: next_in.0,
-        });
+        // What the engine holds is inbound data: only the inbound
+        // direction waits for it to be sent.
+        let nothing_held = held == Held::Allowed || f.merge.held.is_none();
+        let inbound =
+            (f.fast.dir(Port::Outer).is_none() && nothing_held && f.fast.inbound_suits_kernel(seg_in)).then(|| {
+                Direction {
+                    key: inbound_key,
+                    from: Port::Outer,
+                    segment: seg_in.min(u16::MAX as usize) as u16,
+                    tcp_header_len: tcp_len(&layout_in),
+                    check_window: true,
+                    next_seq: next_in.0,
+                }
+            });
         let outbound = (f.fast.dir(Port::Inner).is_none() && f.fast.outbound_suits_kernel()).then(|| Direction {
             key: outbound_key,
             from: Port::Inner,
@@ -244,7 +249,9 @@ impl Engine {
     pub fn fast_path_prepare(&mut self, now: Instant) {
         for i in 0..self.pending_offload.len() {
             let (idx, id) = self.pending_offload[i];
-            if self.flows.get(idx).is_some_and(|f| f.id == id && f.merge.held.is_some()) {
+            let holds = self.flows.get(idx).is_some_and(|f| f.id == id && f.merge.held.is_some());
+            // Only a flow whose inbound direction is about to move.
+            if holds && self.offload_plan(idx, now, Held::Allowed).is_some_and(|p| p.inbound.is_some()) {
                 self.flush_flow(idx, crate::FlushReason::FastPath, now);
             }
         }

@@ -143,6 +143,19 @@ impl CpuTimes {
         CpuTimes { at: Instant::now(), cpus: parse_proc_stat(&text) }
     }
 
+    /// What all CPUs together did since `self` (busy and softirq seconds
+    /// summed over the CPUs).
+    pub fn since_all(&self) -> CpuUse {
+        let now = CpuTimes::now();
+        let sum = |v: &CpuTimes| v.cpus.iter().fold((0.0, 0.0), |(b, s), (b1, s1)| (b + b1, s + s1));
+        let ((b0, s0), (b1, s1)) = (sum(self), sum(&now));
+        CpuUse {
+            busy_s: (b1 - b0).max(0.0),
+            softirq_s: (s1 - s0).max(0.0),
+            wall_s: now.at.duration_since(self.at).as_secs_f64(),
+        }
+    }
+
     /// What CPU `cpu` did since `self`.
     pub fn since(&self, cpu: usize) -> CpuUse {
         let now = CpuTimes::now();
