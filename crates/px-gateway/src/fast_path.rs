@@ -10,7 +10,7 @@
 //! forwards unchanged, as a router would, a segment from outside that lies
 //! too far from the stream to be the connection's.
 //!
-//! This leaf holds the types and the per-flow state ([`FastState`]); the
+//! This leaf holds the types and the per-flow state (`FastState`); the
 //! engine's side (when a flow goes to the kernel and comes back) is
 //! `engine::offload`. A [`Datapath`] is the engine's only I/O-facing
 //! interface besides its frames: it is called rarely (install, withdraw,
