@@ -83,10 +83,13 @@ pub enum Receive {
     Ipv4,
     /// IPv6 frames only (`ETH_P_IPV6`), after TC.
     Ipv6,
-    /// Every frame that is neither IPv4 nor IPv6 (`ETH_P_ALL` with a
-    /// socket filter on the frame's protocol), before TC: with an
-    /// [`Receive::Ipv4`] and an [`Receive::Ipv6`] socket, every frame
-    /// exactly once.
+    /// Every frame that is neither IPv4 nor IPv6, and every frame that
+    /// carried a VLAN tag (`ETH_P_ALL` with a socket filter), before TC:
+    /// with an [`Receive::Ipv4`] and an [`Receive::Ipv6`] socket, every
+    /// untagged frame exactly once. (The kernel clears a tag no VLAN device
+    /// took before it serves protocol-bound sockets, so tagged frames must
+    /// come through here; whoever pairs this socket with those must keep
+    /// tagged frames from reaching them, as the gateway's TC program does.)
     NotIp,
     /// Nothing: a socket that only sends. Its frames' protocol is read
     /// from their Ethernet header, as for an `All` socket.
@@ -352,14 +355,18 @@ fn set_buf(fd: &OwnedFd, force: libc::c_int, plain: libc::c_int, bytes: usize) -
     setsockopt(fd, libc::SOL_SOCKET, force, &v).or_else(|_| setsockopt(fd, libc::SOL_SOCKET, plain, &v))
 }
 
-/// A classic socket filter that takes every frame whose protocol (as the
-/// kernel dispatches it, `skb->protocol`) is neither IPv4 nor IPv6.
+/// A classic socket filter that takes every frame that carried a VLAN tag,
+/// and every frame whose protocol (as the kernel dispatches it,
+/// `skb->protocol`) is neither IPv4 nor IPv6.
 fn attach_not_ip_filter(fd: &OwnedFd) -> io::Result<()> {
     const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
     const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
     let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
     let prog = [
+        // A = whether a VLAN tag was taken out of the frame: keep it.
+        op(LD_W_ABS, 0, 0, (libc::SKF_AD_OFF + libc::SKF_AD_VLAN_TAG_PRESENT) as u32),
+        op(JEQ_K, 0, 3, 0),
         // A = skb->protocol, host order.
         op(LD_W_ABS, 0, 0, (libc::SKF_AD_OFF + libc::SKF_AD_PROTOCOL) as u32),
         op(JEQ_K, 2, 0, libc::ETH_P_IP as u32),

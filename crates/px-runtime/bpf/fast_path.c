@@ -63,7 +63,8 @@ enum px_reason {
 	PX_R_FOREIGN = 9,      // off-path-looking segment from outside, forwarded unchanged
 	PX_R_FOREIGN_BIG = 10, // the same, but too big to forward unchanged: user space
 	PX_R_RETURNED = 11,    // flow already handed back: user space
-	PX_R_MAX = 12,
+	PX_R_VLAN = 12,        // carried a VLAN tag: user space has it from its tap; dropped here
+	PX_R_MAX = 13,
 };
 
 // A flow in one direction: the packet's own addresses and ports.
@@ -192,6 +193,14 @@ int px_fast_path(struct __sk_buff *skb)
 	__u8 tcp_hdr[20];
 	__u16 proto;
 
+	// A VLAN-tagged frame: the kernel clears the tag before it serves the
+	// gateway's protocol-bound sockets, so the gateway reads tagged frames
+	// from its tap (which runs before TC) and the frame goes no further
+	// here: exactly one copy reaches user space, with its tag.
+	if (skb->vlan_present) {
+		count(PX_R_VLAN);
+		return TC_ACT_SHOT;
+	}
 	if (bpf_skb_load_bytes(skb, 12, &proto, 2) < 0)
 		return TC_ACT_OK;
 	if (proto == bpf_htons(ETH_P_IP)) {

@@ -75,7 +75,7 @@ const STATE_RETURNED: u32 = 2;
 
 /// The C program's `px_reason`s, by index: what each packet that reached
 /// it became.
-pub const REASONS: [&str; 12] = [
+pub const REASONS: [&str; 13] = [
     "resized",
     "as_is",
     "no_flow",
@@ -88,6 +88,7 @@ pub const REASONS: [&str; 12] = [
     "foreign",
     "foreign_big",
     "returned",
+    "vlan",
 ];
 
 fn return_reason(r: u32) -> ReturnReason {
@@ -274,8 +275,8 @@ impl std::fmt::Debug for FastPathStats {
 
 impl FastPathStats {
     /// Packets by [`REASONS`] since the program was attached, all CPUs.
-    pub fn reasons(&self) -> [u64; 12] {
-        let mut out = [0u64; 12];
+    pub fn reasons(&self) -> [u64; 13] {
+        let mut out = [0u64; 13];
         let r = self.reasons.lock().unwrap_or_else(|p| p.into_inner());
         for (i, o) in out.iter_mut().enumerate() {
             if let Ok(v) = r.get(&(i as u32), 0) {

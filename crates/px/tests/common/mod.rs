@@ -166,8 +166,16 @@ pub struct Gateway {
 impl Gateway {
     /// Starts `px gateway --inner px-gwi --outer px-gwo ARGS` and waits for
     /// its first log line (ports opened).
+    /// `PX_TEST_OFFLOAD=on` in the environment runs every such gateway with
+    /// the kernel fast path (`--offload on`), to run the gateway's lab tests
+    /// (hostile traffic, the border tests) through it.
     pub fn start(lab: &GwLab, args: &[&str]) -> Gateway {
-        let process = GatewayProcess::start(&lab.line, Path::new(env!("CARGO_BIN_EXE_px")), args)
+        let mut args = args.to_vec();
+        let offload = std::env::var("PX_TEST_OFFLOAD").ok();
+        if let Some(m) = offload.as_deref() {
+            args.extend_from_slice(&["--offload", m]);
+        }
+        let process = GatewayProcess::start(&lab.line, Path::new(env!("CARGO_BIN_EXE_px")), &args)
             .unwrap_or_else(|e| panic!("{e}"));
         Gateway { pid: process.pid, process }
     }
