@@ -93,11 +93,21 @@ pub fn find() -> Result<PathBuf, ControlError> {
         })
         .unwrap_or_default();
     found.sort();
+    // A gateway killed with SIGKILL leaves its socket file, and a later
+    // namespace may reuse the inode number the name carries: only a socket
+    // someone listens on is a running gateway.
+    let mut found = listening(found);
     match found.len() {
         0 => Err(ControlError::NotFound(dir)),
         1 => Ok(found.remove(0)),
         _ => Err(ControlError::Several(found)),
     }
+}
+
+/// The paths of `paths` that a process listens on (a connection is
+/// accepted; a stale socket file refuses it).
+fn listening(paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    paths.into_iter().filter(|p| UnixStream::connect(p).is_ok()).collect()
 }
 
 /// Asks the gateway at `path` for its status.
@@ -216,6 +226,18 @@ fn status(src: &Source, last: &(Instant, WorkerSnapshot), stop: &AtomicBool) -> 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_stale_socket_file_is_not_a_running_gateway() {
+        let dir = std::env::temp_dir().join(format!("px-control-stale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (stale, live) = (dir.join("a.sock"), dir.join("b.sock"));
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        let _l = std::os::unix::net::UnixListener::bind(&live).unwrap();
+        assert!(stale.exists(), "the file stays behind its listener");
+        assert_eq!(listening(vec![stale.clone(), live.clone()]), vec![live.clone()]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     use super::*;
 
     fn source(shared: Shared) -> Source {
