@@ -280,10 +280,25 @@ impl FastState {
             return self.came_back(now, lone);
         }
         if !lone {
-            let stayed = self.since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
-            self.quick_returns = if stayed >= STABLE { 0 } else { self.quick_returns.saturating_add(1) };
-            self.returned_at = Some(now);
+            self.start_backoff(now);
         }
+    }
+
+    /// A return at `now` that waits a backoff: doubled if it came soon
+    /// after the flow went to the kernel, from the shortest if it stayed
+    /// [`STABLE`]. Reads `since`: before it is cleared.
+    fn start_backoff(&mut self, now: Instant) {
+        let stayed = self.since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        self.quick_returns = if stayed >= STABLE { 0 } else { self.quick_returns.saturating_add(1) };
+        self.returned_at = Some(now);
+    }
+
+    /// The header layouts the segment sizes are computed for, inbound and
+    /// outbound: each direction's own, or the other's while it has carried
+    /// no data.
+    pub fn layouts(&self) -> Option<(Layout, Layout)> {
+        let inbound = self.layout_in.or(self.layout_out)?;
+        Some((inbound, self.layout_out.unwrap_or(inbound)))
     }
 
     /// The flow came back from the kernel at `now`. A flow that came back
@@ -291,7 +306,9 @@ impl FastState {
     /// cuts, and which the kernel cannot) is still the bulk flow it was:
     /// it may go again at the next quiet moment, without a backoff.
     pub fn came_back(&mut self, now: Instant, lone: bool) {
-        let stayed = self.since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        if !lone {
+            self.start_backoff(now);
+        }
         self.since = None;
         self.dirs = [None, None];
         self.seen_packets = 0;
@@ -299,8 +316,6 @@ impl FastState {
         if lone {
             return;
         }
-        self.quick_returns = if stayed >= STABLE { 0 } else { self.quick_returns.saturating_add(1) };
-        self.returned_at = Some(now);
         self.segments = 0;
         self.in_packets = 0;
         self.in_bytes = 0;

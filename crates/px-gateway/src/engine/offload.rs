@@ -204,12 +204,11 @@ impl Engine {
             return None;
         }
         let next_in = c.next_in?;
-        let layout_in = f.fast.layout_in.or(f.fast.layout_out)?;
-        let layout_out = f.fast.layout_out.unwrap_or(layout_in);
+        let (layout_in, layout_out) = f.fast.layouts()?;
         let inbound_key = DirKey::of(&f.key, Port::Outer);
         let outbound_key = DirKey::of(&f.key, Port::Inner);
-        let seg_in = self.segment_limit_for(now, Port::Inner, &layout_in, inbound_key.dst, Some(idx));
-        let seg_out = self.segment_limit_for(now, Port::Outer, &layout_out, outbound_key.dst, Some(idx));
+        let seg_in = self.kernel_segment(idx, Port::Outer, &layout_in, inbound_key.dst, now);
+        let seg_out = self.kernel_segment(idx, Port::Inner, &layout_out, outbound_key.dst, now);
         let tcp_len = |l: &Layout| (px_wire::tcp::MIN_HEADER_LEN + l.options as usize) as u8;
         // What the engine holds is inbound data: only the inbound
         // direction waits for it to be sent.
@@ -234,6 +233,13 @@ impl Engine {
             next_seq: c.windows.seq_out.end().unwrap_or(0),
         });
         (inbound.is_some() || outbound.is_some()).then_some(Offload { inbound, outbound })
+    }
+
+    /// The segment size the engine cuts the direction arriving on `from`
+    /// of flow `idx` to (its `segment_limit` toward the other port), for
+    /// that direction's header layout and destination.
+    fn kernel_segment(&self, idx: u32, from: Port, layout: &Layout, dst: core::net::IpAddr, now: Instant) -> usize {
+        self.segment_limit_for(now, from.other(), layout, dst, Some(idx))
     }
 
     /// Whether flows wait for [`Engine::fast_path_sync`].
@@ -393,15 +399,10 @@ impl Engine {
         let idxs: Vec<u32> = self.flows.indices().collect();
         for idx in idxs {
             let Some(f) = self.flows.get(idx) else { continue };
-            let (lin, lout) = (f.fast.layout_in, f.fast.layout_out);
-            let Some(lin) = lin.or(lout) else { continue };
-            let lout = lout.unwrap_or(lin);
+            let Some((lin, lout)) = f.fast.layouts() else { continue };
             let stale = f.fast.dirs.iter().flatten().any(|d| {
-                let (to, layout) = match d.from {
-                    Port::Outer => (Port::Inner, &lin),
-                    Port::Inner => (Port::Outer, &lout),
-                };
-                self.segment_limit_for(now, to, layout, d.key.dst, Some(idx)) != d.segment as usize
+                let layout = if d.from == Port::Outer { &lin } else { &lout };
+                self.kernel_segment(idx, d.from, layout, d.key.dst, now) != d.segment as usize
             });
             if stale {
                 self.reclaim(idx, now, Reclaim::PathMtu);
