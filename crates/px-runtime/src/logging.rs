@@ -93,6 +93,10 @@ pub fn summary(s: &crate::gateway::metrics::Summary) {
         drops = s.drops,
         socket_drops = s.socket_drops,
         send_errors = s.send_errors,
+        fast_path_flows = s.fast_path.as_ref().map_or(0, |f| f.flows as u64),
+        fast_path_installed = s.fast_path.as_ref().map_or(0, |f| f.installed),
+        fast_path_passed_on = s.fast_path.as_ref().map_or(0, |f| f.passed_on),
+        fast_path_backlog = s.fast_path.as_ref().map_or(0, |f| f.backlog),
         "px gateway: {s}"
     );
 }

@@ -65,6 +65,58 @@ pub struct Summary {
     pub drops: u64,
     pub socket_drops: u64,
     pub send_errors: u64,
+    /// The kernel fast path, once it was given a flow.
+    pub fast_path: Option<FastPathSummary>,
+}
+
+/// The kernel fast path's part of a [`Summary`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct FastPathSummary {
+    /// Flows it carries now, and installs since start.
+    pub flows: usize,
+    pub installed: u64,
+    /// Directions it handed back, by reason (those with any).
+    pub returned: Vec<(&'static str, u64)>,
+    pub backlog: u64,
+    pub passed_on: u64,
+    /// Flows the engine took back itself (path MTU, reload, removal).
+    pub reclaimed: u64,
+}
+
+impl FastPathSummary {
+    fn new(s: &WorkerSnapshot) -> Option<FastPathSummary> {
+        let f = &s.counters.fast_path;
+        (f.installed > 0).then(|| FastPathSummary {
+            flows: s.in_kernel,
+            installed: f.installed,
+            returned: px_gateway::fast_path::ReturnReason::ALL
+                .iter()
+                .zip(f.returned)
+                .filter(|(_, n)| *n > 0)
+                .map(|(r, n)| (r.name(), n))
+                .collect(),
+            backlog: f.backlog,
+            passed_on: f.passed_on,
+            reclaimed: f.reclaimed_pmtu + f.reclaimed_config + f.reclaimed_removed,
+        })
+    }
+}
+
+impl std::fmt::Display for FastPathSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let returned: Vec<String> = self.returned.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        write!(
+            f,
+            "fast path {} flows, {} installed, back: {}{} backlog {}, passed on {}, engine {}",
+            self.flows,
+            self.installed,
+            returned.join(", "),
+            if returned.is_empty() { "" } else { "," },
+            self.backlog,
+            self.passed_on,
+            self.reclaimed
+        )
+    }
 }
 
 impl Summary {
@@ -106,6 +158,7 @@ impl Summary {
             drops: c.total_drops(),
             socket_drops: s.socket_drops,
             send_errors: s.send_errors,
+            fast_path: FastPathSummary::new(s),
         }
     }
 }
@@ -143,13 +196,17 @@ impl std::fmt::Display for Summary {
             self.drops,
             self.socket_drops,
             self.send_errors
-        )
+        )?;
+        match &self.fast_path {
+            Some(fp) => write!(f, " | {fp}"),
+            None => Ok(()),
+        }
     }
 }
 
 /// One line for the log ([`Summary`] as text).
 pub fn summary(s: &WorkerSnapshot, prev: Option<(&WorkerSnapshot, std::time::Duration)>) -> String {
-    Summary::new(s, prev).to_string() + &fast_path_summary(s)
+    Summary::new(s, prev).to_string()
 }
 
 /// A rate with an SI prefix: `950`, `12.3k`, `1.66M`.
@@ -162,36 +219,28 @@ pub fn si(v: f64) -> String {
     }
 }
 
-/// The fast path's part of the log line, once it has carried a flow.
-fn fast_path_summary(s: &WorkerSnapshot) -> String {
-    let f = &s.counters.fast_path;
-    if f.installed == 0 {
-        return String::new();
-    }
-    let returned: Vec<String> = px_gateway::fast_path::ReturnReason::ALL
-        .iter()
-        .zip(f.returned)
-        .filter(|(_, n)| *n > 0)
-        .map(|(r, n)| format!("{} {n}", r.name()))
-        .collect();
-    format!(
-        " | fast path {} flows, {} installed, back: {}{} backlog {}, passed on {}, engine {}",
-        s.in_kernel,
-        f.installed,
-        returned.join(", "),
-        if returned.is_empty() { "" } else { "," },
-        f.backlog,
-        f.passed_on,
-        f.reclaimed_pmtu + f.reclaimed_config + f.reclaimed_removed
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gateway::metrics::sample_scrape;
     use crate::gateway::metrics::table::FAMILIES;
     use std::io::Write;
+
+    #[test]
+    fn the_log_line_says_what_the_fast_path_did_once_it_carried_a_flow() {
+        let mut w = WorkerSnapshot::default();
+        assert!(Summary::new(&w, None).fast_path.is_none());
+        assert!(!Summary::new(&w, None).to_string().contains("fast path"));
+        w.in_kernel = 1;
+        w.counters.fast_path.installed = 2;
+        w.counters.fast_path.returned[px_gateway::fast_path::ReturnReason::Lone as usize] = 1;
+        w.counters.fast_path.passed_on = 3;
+        let line = Summary::new(&w, None).to_string();
+        assert!(
+            line.ends_with(" | fast path 1 flows, 2 installed, back: lone 1, backlog 0, passed on 3, engine 0"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn render_has_every_family_and_parses_as_lines() {
