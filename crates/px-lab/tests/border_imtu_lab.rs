@@ -35,14 +35,7 @@ fn imtu_community_reaches_the_kernel_table_and_leaves_with_it() {
     if !require_root_or_skip("imtu_community_reaches_the_kernel_table_and_leaves_with_it") {
         return;
     }
-    if std::process::Command::new("sh")
-        .args(["-c", "command -v bird && command -v birdc"])
-        .output()
-        .map_or(true, |o| !o.status.success())
-    {
-        eprintln!(
-            "SKIPPED imtu_community_reaches_the_kernel_table_and_leaves_with_it: BIRD 2 is not installed (bird2)"
-        );
+    if !px_lab::border::bird::require_or_skip("imtu_community_reaches_the_kernel_table_and_leaves_with_it") {
         return;
     }
     let mut t = Topology::new().unwrap();

@@ -16,14 +16,7 @@ fn ecmp_failover_loses_no_byte() {
     if !require_root_or_skip("ecmp_failover_loses_no_byte") {
         return;
     }
-    if std::process::Command::new("sh")
-        .args(["-c", "command -v bird && command -v birdc"])
-        .output()
-        .map_or(true, |o| !o.status.success())
-    {
-        eprintln!(
-            "SKIPPED ecmp_failover_loses_no_byte: BIRD 2 is not installed (Debian package bird2, scripts/lib.sh)"
-        );
+    if !px_lab::border::bird::require_or_skip("ecmp_failover_loses_no_byte") {
         return;
     }
     let o = EcmpOptions {

@@ -17,14 +17,7 @@ fn verified_neighbours_get_jumbo_frames_liars_and_legacy_get_translation() {
     if !require_root_or_skip("verified_neighbours_get_jumbo_frames_liars_and_legacy_get_translation") {
         return;
     }
-    if std::process::Command::new("sh")
-        .args(["-c", "command -v bird && command -v birdc"])
-        .output()
-        .map_or(true, |o| !o.status.success())
-    {
-        eprintln!(
-            "SKIPPED verified_neighbours_get_jumbo_frames_liars_and_legacy_get_translation: BIRD 2 is not installed (bird2)"
-        );
+    if !px_lab::border::bird::require_or_skip("verified_neighbours_get_jumbo_frames_liars_and_legacy_get_translation") {
         return;
     }
     let o = ExchangeOptions {

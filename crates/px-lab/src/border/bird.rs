@@ -75,6 +75,24 @@ pub struct Bird {
     conf: PathBuf,
 }
 
+/// Whether BIRD 2 (`bird` and `birdc`) is on the PATH.
+pub fn installed() -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", "command -v bird && command -v birdc"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// For tests that run BIRD: `true` if it is installed, otherwise prints a
+/// skip message naming the test and returns `false`.
+pub fn require_or_skip(test: &str) -> bool {
+    let have = installed();
+    if !have {
+        eprintln!("SKIPPED {test}: BIRD 2 is not installed (Debian package bird2, scripts/lib.sh)");
+    }
+    have
+}
+
 impl Bird {
     /// Writes `config` to `<dir>/<name>.conf` and starts `bird -f` in `ns`
     /// with its control socket `<dir>/<name>.ctl`; returns once the socket

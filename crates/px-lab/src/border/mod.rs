@@ -46,9 +46,7 @@ impl Scratch {
 /// (the test then says it skipped).
 #[cfg(test)]
 pub(crate) fn bird_parses(conf: &str) -> Result<(), String> {
-    let have = std::process::Command::new("sh").args(["-c", "command -v bird"]).output();
-    if !have.is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED bird -p: BIRD 2 is not installed (Debian package bird2)");
+    if !bird::require_or_skip("bird -p") {
         return Ok(());
     }
     let dir = Scratch::new("parse")?;
