@@ -2,8 +2,9 @@
 //! as a [`Datapath`], for the engine's tests: it takes the packets of the
 //! flows the engine installed, as the TC program does, before the engine
 //! sees them. The same decisions as the C program, written again from its
-//! comments, not translated line by line; `px-runtime`'s root tests run
-//! the real program on the same cases (`fast_path_program.rs`).
+//! comments, not translated line by line. Nothing checks the model
+//! against the program case by case (`BPF_PROG_TEST_RUN` would): the real
+//! program is tested end to end by `crates/px/tests/fast_path_lab.rs`.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
