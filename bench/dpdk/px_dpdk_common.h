@@ -21,6 +21,7 @@
 #define PX_DPDK_COMMON_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -263,32 +264,41 @@ struct csum {
 	int odd; /* the previous run ended in the middle of a word */
 };
 
-static inline void cs_add(struct csum *c, const uint8_t *p, uint32_t n)
-{
-	if (n == 0)
-		return;
-	if (c->odd) {
-		c->sum += p[0];
-		p++;
-		n--;
-		c->odd = 0;
-	}
-	while (n >= 2) {
-		c->sum += (uint32_t)p[0] << 8 | p[1];
-		p += 2;
-		n -= 2;
-	}
-	if (n) {
-		c->sum += (uint32_t)p[0] << 8;
-		c->odd = 1;
-	}
-}
-
 static inline uint16_t cs_fold(uint64_t s)
 {
 	while (s >> 16)
 		s = (s & 0xffff) + (s >> 16);
 	return (uint16_t)s;
+}
+
+/* Adds the bytes p[0, n) as big-endian 16-bit words (RFC 1071), going on
+ * from where the previous run stopped (a run may end in the middle of a
+ * word). The bytes are summed as native 32-bit words into 64 bits, eight
+ * bytes a step, then folded: a one's-complement sum does not depend on
+ * the byte order it is taken in except for a swap of the folded result
+ * (RFC 1071 §2(B)), and a run that starts in the middle of a word is that
+ * swap once more. */
+static inline void cs_add(struct csum *c, const uint8_t *p, uint32_t n)
+{
+	uint64_t acc = 0;
+	uint32_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		acc += (w & 0xffffffffu) + (w >> 32);
+	}
+	for (; i + 2 <= n; i += 2) {
+		uint16_t w;
+		memcpy(&w, p + i, 2);
+		acc += w;
+	}
+	if (i < n)
+		acc += rte_cpu_to_be_16((uint16_t)(p[i] << 8)); /* a last odd byte: the word's first */
+	uint16_t native = cs_fold(acc);
+	uint16_t be = rte_be_to_cpu_16(native);
+	/* Starting mid-word, every byte sits one position later: swapped. */
+	c->sum += c->odd ? rte_bswap16(be) : be;
+	c->odd ^= n & 1;
 }
 
 /* Calls fn on each contiguous run of [off, off+len) of the mbuf chain;
@@ -507,6 +517,18 @@ static inline void fix_csum(struct rte_mbuf *m)
 	ip->hdr_checksum = rte_ipv4_cksum(ip);
 	th->cksum = 0;
 	th->cksum = tcp4_cksum_mbuf(m, ip, m->l2_len + m->l3_len);
+}
+
+/* SIGINT and SIGTERM call `fn`, and interrupt a blocking read (no
+ * SA_RESTART). */
+static inline void px_on_stop_signals(void (*fn)(int))
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = fn;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 }
 
 /* ------------------------------------------------------------------ */

@@ -31,6 +31,7 @@
 //! the signal cleanup). The CLI parses the flags and prints
 //! [`GatewayBenchResult::json`] or [`GatewayBenchResult::table`].
 
+pub mod dpdk;
 mod replay;
 
 use std::fmt::Write as _;
