@@ -229,6 +229,25 @@ fn busiest_share(before: &HashMap<u32, f64>, after: &HashMap<u32, f64>, wall: f6
     used / wall.max(1e-9)
 }
 
+/// The forwarder's busy share from its stats: `busy_share` (px_dpdk_fwd),
+/// or the sums of every `busy_ns` and `run_ns` in it (px gateway's workers).
+fn busy_share(stats: &serde_json::Value) -> Option<f64> {
+    fn sum(v: &serde_json::Value, key: &str) -> f64 {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.iter().map(|(k, x)| if k == key { x.as_f64().unwrap_or(0.0) } else { sum(x, key) }).sum()
+            }
+            serde_json::Value::Array(a) => a.iter().map(|x| sum(x, key)).sum(),
+            _ => 0.0,
+        }
+    }
+    if let Some(b) = stats["busy_share"].as_f64() {
+        return Some(b);
+    }
+    let run = sum(stats, "run_ns");
+    (run > 0.0).then(|| sum(stats, "busy_ns") / run)
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_owned()
 }
@@ -306,19 +325,29 @@ impl Bench<'_> {
                 (self.fwd_tool.clone(), a)
             }
             Forwarder::Px => {
-                // `px gateway --datapath dpdk`: EAL arguments and ports as
-                // helper dpdk's datapath takes them (see its status).
-                let mut p: Vec<OsString> = vec!["gateway".into(), "--datapath".into(), "dpdk".into()];
-                p.extend(["--stats-file".into(), stats.as_os_str().to_owned()]);
-                p.push("--dpdk-eal".into());
-                p.push(
-                    a[..a.len() - 1]
-                        .iter()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                        .into(),
+                // `px gateway --datapath dpdk` with the same EAL arguments
+                // and ports, from a configuration file (helper dpdk's keys).
+                let cfg = stats.with_extension("toml");
+                let quote = |v: &OsString| format!("{:?}", v.to_string_lossy());
+                let eal_end =
+                    a.iter().position(|x| x.to_str().is_some_and(|x| x.starts_with("--vdev"))).unwrap_or(a.len());
+                let [outer, inner] = vdevs(tag, "server", "").map(|v| {
+                    let v = v.to_string_lossy().into_owned();
+                    format!("{:?}", v.trim_start_matches("--vdev="))
+                });
+                let toml = format!(
+                    "datapath = \"dpdk\"\nimtu = {IMTU}\nemtu = {EMTU}\nworkers = 1\n\n[dpdk]\nouter = {outer}\n\
+                     inner = {inner}\neal = [{}]\ncores = [{}]\n",
+                    a[..eal_end].iter().map(quote).collect::<Vec<_>>().join(", "),
+                    self.fwd_cpu
                 );
+                let _ = std::fs::write(&cfg, toml);
+                let p = ["gateway", "--config"]
+                    .map(OsString::from)
+                    .into_iter()
+                    .chain([cfg.into_os_string(), "--log-interval".into(), "0".into(), "--stats-file".into()])
+                    .chain([stats.as_os_str().to_owned()])
+                    .collect();
                 (self.o.exe.clone(), p)
             }
         }
@@ -430,7 +459,7 @@ impl Bench<'_> {
             .ok()
             .and_then(|s| serde_json::from_str(&s).ok())
             .unwrap_or(serde_json::Value::Null);
-        let busy_share = stats["busy_share"].as_f64();
+        let busy_share = busy_share(&stats);
         Ok(Some(RoundRun {
             forwarder: f,
             trace,
@@ -519,4 +548,24 @@ pub fn run(o: &DpdkBenchOptions, say: &dyn Fn(&str)) -> Result<Report, DpdkBench
                     forwarder's own count of loop cycles in iterations that moved a frame (limit, baseline)",
     };
     Ok(Report { runs, absent: b.absent, setup })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_share_from_either_forwarder() {
+        assert_eq!(busy_share(&serde_json::json!({"busy_share": 0.25, "cycles": 4})), Some(0.25));
+        let px = serde_json::json!({"workers": [{"busy_ns": 1, "run_ns": 4}, {"busy_ns": 3, "run_ns": 4}]});
+        assert_eq!(busy_share(&px), Some(0.5));
+        assert_eq!(busy_share(&serde_json::Value::Null), None);
+    }
+
+    #[test]
+    fn busiest_thread_over_wall_time() {
+        let before = HashMap::from([(1, 1.0), (2, 5.0)]);
+        let after = HashMap::from([(1, 1.5), (2, 6.0), (3, 0.25)]);
+        assert!((busiest_share(&before, &after, 2.0) - 0.5).abs() < 1e-12);
+    }
 }
