@@ -43,10 +43,10 @@ use std::time::{Duration, Instant};
 use px_bench::vs_dpdk::gateway::{Forwarder, GenReport, Report, RoundRun, Setup, TraceFiles, TraceKind, TraceSizes};
 use px_bench::vs_dpdk::{repo_and_target, tool};
 
-use crate::exp::cpu::{self, REST_CPU};
-use crate::line::{EMTU, IMTU};
-use crate::netns::LabChild;
-use crate::{LabError, Netns};
+use px_netns::cleanup::{register_path, unregister_path};
+use px_netns::cpu::{self, REST_CPU};
+use px_netns::line::{EMTU, IMTU};
+use px_netns::{LabChild, LabError, Netns};
 
 /// The merge timeout both merging forwarders hold segments for (px's default).
 const HOLD_US: u64 = 500;
@@ -119,7 +119,7 @@ struct TempDir(PathBuf);
 impl TempDir {
     fn new(name: &str) -> Result<TempDir, DpdkBenchError> {
         let p = std::env::temp_dir().join(name);
-        crate::cleanup::register_path(&p);
+        register_path(&p);
         std::fs::create_dir_all(&p).map_err(io_err(&p))?;
         Ok(TempDir(p))
     }
@@ -128,7 +128,7 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-        crate::cleanup::unregister_path(&self.0);
+        unregister_path(&self.0);
     }
 }
 
@@ -139,7 +139,7 @@ struct RuntimeDir(PathBuf);
 impl RuntimeDir {
     fn new(prefix: &str) -> RuntimeDir {
         let p = Path::new(RUNTIME_ROOT).join(prefix);
-        crate::cleanup::register_path(&p);
+        register_path(&p);
         RuntimeDir(p)
     }
 }
@@ -147,7 +147,7 @@ impl RuntimeDir {
 impl Drop for RuntimeDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-        crate::cleanup::unregister_path(&self.0);
+        unregister_path(&self.0);
         // Fails while another process's directory is in it: then it stays.
         let _ = std::fs::remove_dir(RUNTIME_ROOT);
     }
@@ -489,7 +489,7 @@ pub fn run(o: &DpdkBenchOptions, say: &dyn Fn(&str)) -> Result<Report, DpdkBench
     if ncpu < 2 {
         return Err(DpdkBenchError::OneCpu);
     }
-    crate::install_signal_cleanup().map_err(LabError::Signal)?;
+    px_netns::install_signal_cleanup().map_err(LabError::Signal)?;
     let (repo, target) = repo_and_target();
     let fwd_tool = tool(&repo, &target, "px_dpdk_fwd").map_err(DpdkBenchError::DpdkMissing)?;
     let gen_tool = tool(&repo, &target, "px_dpdk_gen").map_err(DpdkBenchError::DpdkMissing)?;
