@@ -31,8 +31,11 @@
 
 #include <rte_byteorder.h>
 #include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
+#include <rte_mempool.h>
 #include <rte_tcp.h>
 
 #ifndef PX_TOOL
@@ -51,6 +54,17 @@ static inline void __attribute__((noreturn, format(printf, 2, 3))) die(int code,
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(code);
+}
+
+/* A decimal option value up to 10^8, or exit 2 naming the option. */
+static inline unsigned parse_uint(const char *s, const char *what)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || *end || end == s || v > 100000000ul)
+		die(EXIT_INPUT, "bad value for %s: %s", what, s);
+	return (unsigned)v;
 }
 
 /* ------------------------------------------------------------------ */
@@ -530,6 +544,70 @@ static inline void px_on_stop_signals(void (*fn)(int))
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 }
+
+/* ------------------------------------------------------------------ */
+/* DPDK set-up the tools share.                                         */
+
+/* An mbuf pool of n mbufs of data_room bytes (a per-lcore cache for the
+ * larger ones), or exit 2 saying which. */
+static inline struct rte_mempool *px_mkpool(const char *name, size_t n, unsigned data_room)
+{
+	unsigned cache = n >= 4096 ? 256 : 0;
+	struct rte_mempool *mp = rte_pktmbuf_pool_create(name, (unsigned)n, cache, 0, (uint16_t)data_room,
+							 (int)rte_socket_id());
+	if (!mp)
+		die(EXIT_INPUT, "cannot create mbuf pool %s (%zu mbufs of %u bytes): %s", name, n, data_room,
+		    rte_strerror(rte_errno));
+	return mp;
+}
+
+/* The port called `name`, or `fallback` when no name was given. */
+static inline uint16_t px_port_by_name(const char *name, uint16_t fallback)
+{
+	if (!name)
+		return fallback;
+	uint16_t p;
+	if (rte_eth_dev_get_port_by_name(name, &p) != 0)
+		die(EXIT_INPUT, "no DPDK port named %s", name);
+	return p;
+}
+
+/* One RX queue (mbufs from rx_pool) and one TX queue of 1024 descriptors,
+ * multi-segment TX where the port offers it; not started. */
+static inline void px_port_setup(uint16_t port, struct rte_mempool *rx_pool)
+{
+	struct rte_eth_dev_info info;
+	if (rte_eth_dev_info_get(port, &info) != 0)
+		die(EXIT_INPUT, "port %u: no device info", port);
+	struct rte_eth_conf conf;
+	memset(&conf, 0, sizeof(conf));
+	conf.txmode.offloads = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+	if (rte_eth_dev_configure(port, 1, 1, &conf) != 0)
+		die(EXIT_INPUT, "port %u: configure failed", port);
+	if (rte_eth_rx_queue_setup(port, 0, 1024, (unsigned)rte_eth_dev_socket_id(port), NULL, rx_pool) != 0)
+		die(EXIT_INPUT, "port %u: RX queue setup failed", port);
+	if (rte_eth_tx_queue_setup(port, 0, 1024, (unsigned)rte_eth_dev_socket_id(port), NULL) != 0)
+		die(EXIT_INPUT, "port %u: TX queue setup failed", port);
+}
+
+/* `TOOL [EAL options] -- [options]`: the index of "--" in argv, or exit 2
+ * with `usage` and `what` when there is none. The options after it are
+ * then argv[dd + 1 ...], with argv[dd] standing in for the program name
+ * while getopt reads them (px_app_args_done puts "--" back for EAL). */
+static inline int px_app_args(int argc, char **argv, void (*usage)(FILE *), const char *what)
+{
+	int dd = 0;
+	while (dd < argc && strcmp(argv[dd], "--") != 0)
+		dd++;
+	if (dd == argc) {
+		usage(stderr);
+		die(EXIT_INPUT, "EAL options, then --, then %s", what);
+	}
+	argv[dd] = argv[0];
+	return dd;
+}
+
+static inline void px_app_args_done(char **argv, int dd) { argv[dd] = "--"; }
 
 /* ------------------------------------------------------------------ */
 /* EAL's runtime directory.                                            */

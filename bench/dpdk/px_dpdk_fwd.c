@@ -102,8 +102,16 @@ struct stats {
 	uint64_t gso_segmented, gso_pieces, csum_fixed, unsegmentable, errors;
 };
 
+/* PX_DPDK_FWD_FAULT=drop|corrupt|oversize damages the 1000th inbound
+ * frame after it was received, so that a test can see the generator's
+ * checks fire: drop frees it, corrupt flips its last byte (checksums left
+ * as they were), oversize glues copies of it to its end (a frame above
+ * every MTU). Off unless set. */
+enum fault { F_NONE, F_DROP, F_CORRUPT, F_OVERSIZE };
+
 struct fwd {
 	struct cfg c;
+	enum fault fault;
 	struct dir in, out; /* in: outer -> inner (merge); out: inner -> outer (split) */
 	void *gro;
 	struct rte_gso_ctx reseg, gso;
@@ -203,6 +211,34 @@ static uint64_t frame_bytes(struct rte_mbuf **m, unsigned n)
 	return b;
 }
 
+static void inject_fault(struct fwd *f, struct dir *d, unsigned at)
+{
+	struct rte_mbuf *m = d->pend[at];
+	switch (f->fault) {
+	case F_DROP:
+		rte_pktmbuf_free(m);
+		memmove(&d->pend[at], &d->pend[at + 1], (d->n - at - 1) * sizeof(*d->pend));
+		d->n--;
+		break;
+	case F_CORRUPT:
+		rte_pktmbuf_mtod(rte_pktmbuf_lastseg(m), uint8_t *)[rte_pktmbuf_lastseg(m)->data_len - 1] ^= 0x5a;
+		break;
+	case F_OVERSIZE: {
+		uint32_t one = m->pkt_len;
+		while (m->pkt_len <= f->c.imtu + 18u) {
+			struct rte_mbuf *copy = rte_pktmbuf_copy(m, m->pool, 0, one);
+			if (!copy || rte_pktmbuf_chain(m, copy) != 0) {
+				rte_pktmbuf_free(copy);
+				break;
+			}
+		}
+		break;
+	}
+	case F_NONE:
+		break;
+	}
+}
+
 /* Receives one burst into d (io mode: as they came; gro mode: through
  * GRO or GSO). Returns the frames received. */
 static unsigned receive(struct fwd *f, struct dir *d)
@@ -216,6 +252,8 @@ static unsigned receive(struct fwd *f, struct dir *d)
 		d->rx_frames += nb;
 		d->rx_bytes += frame_bytes(&d->pend[d->n], nb);
 		d->n += nb;
+		if (f->fault && d == &f->in && d->rx_frames >= 1000 && d->rx_frames - nb < 1000)
+			inject_fault(f, d, d->n - 1 - (unsigned)(d->rx_frames - 1000));
 		return nb;
 	}
 	if (room(d) < want * MAX_PIECES)
@@ -264,41 +302,11 @@ static unsigned transmit(struct dir *d)
 	return sent;
 }
 
-static struct rte_mempool *mkpool(const char *name, unsigned n, unsigned data_room)
+static void port_start(uint16_t port, struct rte_mempool *rx_pool)
 {
-	struct rte_mempool *mp = rte_pktmbuf_pool_create(name, n, 256, 0, (uint16_t)data_room, (int)rte_socket_id());
-	if (!mp)
-		die(EXIT_INPUT, "cannot create mbuf pool %s (%u mbufs of %u bytes): %s", name, n, data_room,
-		    rte_strerror(rte_errno));
-	return mp;
-}
-
-static void port_setup(uint16_t port, struct rte_mempool *rx_pool)
-{
-	struct rte_eth_dev_info info;
-	if (rte_eth_dev_info_get(port, &info) != 0)
-		die(EXIT_INPUT, "port %u: no device info", port);
-	struct rte_eth_conf conf;
-	memset(&conf, 0, sizeof(conf));
-	conf.txmode.offloads = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
-	if (rte_eth_dev_configure(port, 1, 1, &conf) != 0)
-		die(EXIT_INPUT, "port %u: configure failed", port);
-	if (rte_eth_rx_queue_setup(port, 0, 1024, (unsigned)rte_eth_dev_socket_id(port), NULL, rx_pool) != 0)
-		die(EXIT_INPUT, "port %u: RX queue setup failed", port);
-	if (rte_eth_tx_queue_setup(port, 0, 1024, (unsigned)rte_eth_dev_socket_id(port), NULL) != 0)
-		die(EXIT_INPUT, "port %u: TX queue setup failed", port);
+	px_port_setup(port, rx_pool);
 	if (rte_eth_dev_start(port) != 0)
 		die(EXIT_INPUT, "port %u: start failed (memif client without its server?)", port);
-}
-
-static uint16_t port_by_name(const char *name, uint16_t fallback)
-{
-	if (!name)
-		return fallback;
-	uint16_t p;
-	if (rte_eth_dev_get_port_by_name(name, &p) != 0)
-		die(EXIT_INPUT, "no DPDK port named %s", name);
-	return p;
 }
 
 static void print_dir(FILE *o, const struct dir *d)
@@ -322,16 +330,6 @@ static void usage(FILE *o)
 		"  --outer NAME, --inner NAME   ports by device name (default: ports 0 and 1)\n"
 		"  --stats FILE           write the JSON there instead of stdout\n"
 		"Runs until SIGINT/SIGTERM, then prints one JSON object.\n");
-}
-
-static unsigned parse_uint(const char *s, const char *what)
-{
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (errno || *end || end == s || v > 100000000ul)
-		die(EXIT_INPUT, "bad value for %s: %s", what, s);
-	return (unsigned)v;
 }
 
 static void parse_args(int argc, char **argv, struct cfg *c)
@@ -394,20 +392,22 @@ int main(int argc, char **argv)
 {
 	/* The application's arguments follow "--"; check them before EAL
 	 * starts, so that a usage error costs nothing. */
-	int dd = 0;
-	while (dd < argc && strcmp(argv[dd], "--") != 0)
-		dd++;
 	struct fwd f;
 	memset(&f, 0, sizeof(f));
 	f.c = (struct cfg){.mode = MODE_IO, .burst = 32, .hold_us = 500, .mtu = 1500, .imtu = 9000,
 			   .max_flows = 1024, .items_per_flow = 4};
-	if (dd == argc) {
-		usage(stderr);
-		die(EXIT_INPUT, "EAL options, then --, then --mode io|gro");
-	}
-	argv[dd] = argv[0];
+	int dd = px_app_args(argc, argv, usage, "--mode io|gro");
 	parse_args(argc - dd, argv + dd, &f.c);
-	argv[dd] = "--";
+	px_app_args_done(argv, dd);
+	const char *fault = getenv("PX_DPDK_FWD_FAULT");
+	if (fault && *fault) {
+		if (f.c.mode != MODE_IO)
+			die(EXIT_INPUT, "PX_DPDK_FWD_FAULT is for --mode io");
+		f.fault = strcmp(fault, "drop") == 0       ? F_DROP
+			  : strcmp(fault, "corrupt") == 0  ? F_CORRUPT
+			  : strcmp(fault, "oversize") == 0 ? F_OVERSIZE
+							   : (die(EXIT_INPUT, "PX_DPDK_FWD_FAULT must be drop, corrupt or oversize"), F_NONE);
+	}
 
 	rte_openlog_stream(stderr);
 	if (rte_eal_init(dd, argv) < 0)
@@ -416,18 +416,19 @@ int main(int argc, char **argv)
 	px_on_stop_signals(on_signal);
 	if (rte_eth_dev_count_avail() < 2)
 		die(EXIT_INPUT, "need two ports (outer, inner), have %u: give two --vdev", rte_eth_dev_count_avail());
-	uint16_t outer = port_by_name(f.c.outer, 0), inner = port_by_name(f.c.inner, 1);
+	uint16_t outer = px_port_by_name(f.c.outer, 0), inner = px_port_by_name(f.c.inner, 1);
 	if (outer == inner)
 		die(EXIT_INPUT, "the outer and the inner port are the same port");
 
-	/* Outer RX: eMTU frames; GRO may hold up to 64 KB per item in chains
-	 * of them. Inner RX: single-segment iMTU frames. */
-	unsigned outer_n = f.c.mode == MODE_GRO ? RTE_MAX(65536u, f.c.max_flows * f.c.items_per_flow * 48u) : 16384u;
-	struct rte_mempool *outer_pool = mkpool("px_fwd_outer", outer_n, RTE_MBUF_DEFAULT_BUF_SIZE);
+	/* Outer RX: eMTU frames; GRO holds what arrives in one hold period
+	 * (everything is flushed every --hold-us: 64 Ki frames is 500 µs at
+	 * 130 Mpps). Inner RX: single-segment iMTU frames. */
+	unsigned outer_n = f.c.mode == MODE_GRO ? 65536u : 16384u;
+	struct rte_mempool *outer_pool = px_mkpool("px_fwd_outer", outer_n, RTE_MBUF_DEFAULT_BUF_SIZE);
 	struct rte_mempool *inner_pool =
-		mkpool("px_fwd_inner", 8192, RTE_PKTMBUF_HEADROOM + RTE_ALIGN_CEIL(f.c.imtu + 18, 1024));
-	port_setup(outer, outer_pool);
-	port_setup(inner, inner_pool);
+		px_mkpool("px_fwd_inner", 8192, RTE_PKTMBUF_HEADROOM + RTE_ALIGN_CEIL(f.c.imtu + 18, 1024));
+	port_start(outer, outer_pool);
+	port_start(inner, inner_pool);
 
 	f.in = (struct dir){.name = "inbound", .rx_port = outer, .tx_port = inner};
 	f.out = (struct dir){.name = "outbound", .rx_port = inner, .tx_port = outer};
@@ -446,8 +447,8 @@ int main(int argc, char **argv)
 		if (!f.gro)
 			die(EXIT_INPUT, "rte_gro_ctx_create failed (max_flows %u x items %u)", f.c.max_flows,
 			    f.c.items_per_flow);
-		struct rte_mempool *hdr = mkpool("px_fwd_hdr", 32768, RTE_PKTMBUF_HEADROOM + 256);
-		struct rte_mempool *ind = mkpool("px_fwd_ind", 65536, 0);
+		struct rte_mempool *hdr = px_mkpool("px_fwd_hdr", 32768, RTE_PKTMBUF_HEADROOM + 256);
+		struct rte_mempool *ind = px_mkpool("px_fwd_ind", 65536, 0);
 		f.reseg = (struct rte_gso_ctx){.direct_pool = hdr, .indirect_pool = ind, .flag = 0,
 					       .gso_types = RTE_ETH_TX_OFFLOAD_TCP_TSO,
 					       .gso_size = (uint16_t)(f.c.imtu + RTE_ETHER_HDR_LEN)};

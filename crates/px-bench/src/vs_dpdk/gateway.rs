@@ -55,6 +55,17 @@ impl Forwarder {
     }
 }
 
+impl std::str::FromStr for Forwarder {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Forwarder, String> {
+        Forwarder::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("unknown round {s:?} (limit, px or baseline)"))
+    }
+}
+
 /// The trace of a round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -91,6 +102,17 @@ impl TraceKind {
     }
 }
 
+impl std::str::FromStr for TraceKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<TraceKind, String> {
+        TraceKind::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| format!("unknown trace {s:?} (inbound, outbound, mixed or bulk)"))
+    }
+}
+
 /// One side's counts of a generator run (`ports[]` of its JSON).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct GenPort {
@@ -104,6 +126,9 @@ pub struct GenPort {
     pub rx_payload: u64,
     pub max_frame: u64,
     pub oversize: u64,
+    /// Frames whose checksums were checked (every Nth: `--verify-every`).
+    #[serde(default)]
+    pub verified: u64,
     pub bad_csum: u64,
     pub unknown_flow: u64,
     pub misrouted: u64,
@@ -169,6 +194,9 @@ pub struct RoundRun {
     pub busy_share: Option<f64>,
     /// `/proc/loadavg`'s 1-minute figure at the end of the round.
     pub load_1m: f64,
+    /// What the forwarder reported at its exit (px_dpdk_fwd's JSON, px
+    /// gateway's `--stats-file`), as it was.
+    pub forwarder_stats: serde_json::Value,
 }
 
 impl RoundRun {
@@ -314,6 +342,8 @@ pub struct Setup {
     pub gbps: &'static str,
     pub yield_definition: &'static str,
     pub cpu_share: &'static str,
+    /// What the sink checked.
+    pub checks: String,
 }
 
 /// Everything one `px bench gateway --datapath dpdk` measured.
@@ -531,7 +561,16 @@ mod tests {
     }
 
     fn run(f: Forwarder, t: TraceKind, repeat: u32, g: GenReport) -> RoundRun {
-        RoundRun { forwarder: f, trace: t, repeat, generator: g, cpu_share: 1.0, busy_share: Some(0.5), load_1m: 2.0 }
+        RoundRun {
+            forwarder: f,
+            trace: t,
+            repeat,
+            generator: g,
+            cpu_share: 1.0,
+            busy_share: Some(0.5),
+            load_1m: 2.0,
+            forwarder_stats: serde_json::Value::Null,
+        }
     }
 
     fn setup() -> Setup {
@@ -552,6 +591,7 @@ mod tests {
             gbps: "",
             yield_definition: "",
             cpu_share: "",
+            checks: String::new(),
         }
     }
 
