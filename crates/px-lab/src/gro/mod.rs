@@ -5,19 +5,21 @@
 //! sender is wire-like (TSO/GSO off: MTU-sized frames, as a NIC puts them
 //! on the wire) and pinned to CPU 0; the receiver's receive queue is
 //! steered (RPS) to the last CPU and its iperf3 server pinned there (see
-//! [`super::cpu`], including the caveat that a veth runs GRO itself on the
+//! [`px_netns::cpu`], including the caveat that a veth runs GRO itself on the
 //! sending CPU). For MTU 1500 and 9000, receiver GRO off and on, and 1, 2,
 //! 4, 8 iperf3 flows: the aggregate throughput, the receiver core's busy
 //! fraction and the drop from one flow to four.
 
 use serde::Serialize;
 
-use crate::netns::Offloads;
-use crate::topology::Topology;
+use px_netns::netns::Offloads;
+use px_netns::topology::Topology;
 
-use super::cpu::{self, CpuTimes, REST_CPU};
-use super::iperf::Iperf;
-use super::{Conditions, Machine, Paper, Report, ratio};
+use crate::exp::iperf::Iperf;
+use px_netns::Machine;
+use px_netns::cpu::{self, CpuTimes, REST_CPU};
+
+use crate::exp::{Conditions, Paper, Report, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -86,9 +88,9 @@ const RCV: &str = "px-gr0";
 
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, crate::RunError> {
-    crate::install_signal_cleanup().map_err(|e| e.to_string())?;
+    px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
     let machine = Machine::current();
-    let e = |e: crate::LabError| e.to_string();
+    let e = |e: px_netns::LabError| e.to_string();
     say("px lab gro: building sender — receiver in fresh namespaces…");
     let mut topo = Topology::new().map_err(e)?;
     let snd = topo.add_ns("gsnd").map_err(e)?;
@@ -97,8 +99,8 @@ pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, crate::RunEr
     let (s, r) = (topo.ns(snd), topo.ns(rcv));
     s.set_offloads(SND, Offloads { tso: Some(false), gso: Some(false), gro: Some(false) }).map_err(e)?;
     r.set_offloads(RCV, Offloads { tso: Some(false), gso: Some(false), gro: None }).map_err(e)?;
-    s.add_addr(SND, &format!("{}/24", crate::line::LEFT_V4)).map_err(e)?;
-    r.add_addr(RCV, &format!("{}/24", crate::line::RIGHT_V4)).map_err(e)?;
+    s.add_addr(SND, &format!("{}/24", px_netns::line::LEFT_V4)).map_err(e)?;
+    r.add_addr(RCV, &format!("{}/24", px_netns::line::RIGHT_V4)).map_err(e)?;
     let rx = cpu::rx_cpu();
     cpu::steer_rx(r, RCV, rx)?;
     cpu::steer_rx(s, SND, REST_CPU)?;
@@ -124,7 +126,7 @@ pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, crate::RunEr
                 let run = Iperf {
                     server: r,
                     client: s,
-                    addr: crate::line::RIGHT_V4,
+                    addr: px_netns::line::RIGHT_V4,
                     port,
                     seconds: o.seconds,
                     flows: n,

@@ -41,8 +41,9 @@ use px_survey::record::{Class, Pmtud, Record, Resume, Stop};
 use px_survey::report::Summary;
 use serde::Serialize;
 
-use crate::exp::TempFile;
-use crate::{Netns, NetnsGuard, Offloads, RunError, Veth};
+use crate::RunError;
+use px_netns::TempFile;
+use px_netns::{Netns, NetnsGuard, Offloads, Veth};
 
 /// The ports the servers listen on.
 pub const PORTS: [u16; 6] = [80, 8080, 8000, 8008, 8888, 8081];
@@ -549,7 +550,7 @@ pub fn run(o: &SurveyLabOptions, say: &dyn Fn(&str)) -> Result<SurveyLabResult, 
         say(&format!("px lab survey: a first run, interrupted after {after:?}…"));
         let mut c = survey();
         c.stdout(Stdio::null()).stderr(Stdio::null());
-        let child = crate::LabChild::spawn(&mut c)?;
+        let child = px_netns::LabChild::spawn(&mut c)?;
         std::thread::sleep(after);
         // `ip netns exec` execs px: the child's pid is px's.
         let pid = child.id().ok_or("the survey process is gone")? as i32;

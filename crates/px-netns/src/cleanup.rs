@@ -50,11 +50,14 @@ pub(crate) fn unregister_child(pid: u32) {
     lock(&CHILDREN).retain(|p| *p != pid);
 }
 
-pub(crate) fn register_path(p: &std::path::Path) {
+/// Records a temporary file or directory of a run, removed by the signal
+/// cleanup (its owner removes it on drop and calls [`unregister_path`]).
+pub fn register_path(p: &std::path::Path) {
     lock(&PATHS).push(p.to_owned());
 }
 
-pub(crate) fn unregister_path(p: &std::path::Path) {
+/// Forgets a path [`register_path`] recorded (its owner removed it).
+pub fn unregister_path(p: &std::path::Path) {
     lock(&PATHS).retain(|q| q != p);
 }
 
@@ -151,6 +154,28 @@ fn watch(rd: libc::c_int) {
     eprintln!("px-lab: signal {byte}: removing lab namespaces and processes");
     cleanup_all();
     std::process::exit(128 + i32::from(byte));
+}
+
+/// A temporary file (a configuration for a lab process), removed on drop
+/// and by the signal cleanup.
+#[derive(Debug)]
+pub struct TempFile(pub std::path::PathBuf);
+
+impl TempFile {
+    /// Writes `text` to `<tmp>/<stem>-<pid>.<ext>`.
+    pub fn write(stem: &str, ext: &str, text: &str) -> Result<TempFile, String> {
+        let p = std::env::temp_dir().join(format!("{stem}-{}.{ext}", std::process::id()));
+        register_path(&p);
+        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(TempFile(p))
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        unregister_path(&self.0);
+    }
 }
 
 #[cfg(test)]

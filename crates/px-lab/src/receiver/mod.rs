@@ -5,7 +5,7 @@
 //! processing is confined to one CPU (the last): RPS steers its interface's
 //! receive queue there and the receiving application is pinned there;
 //! everything else (the legacy sender, the gateway or router, their
-//! interfaces' receive queues) runs on CPU 0. See [`super::cpu`] for what
+//! interfaces' receive queues) runs on CPU 0. See [`px_netns::cpu`] for what
 //! that confines and what it does not (GRO itself runs on the sending CPU
 //! of a veth).
 //!
@@ -31,20 +31,24 @@
 //! time from `/proc/stat`: the figure that shows the benefit when the
 //! sender, not the receiver, limits throughput on a 2-core machine).
 
+pub mod udp_gro;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::gateway::GatewayProcess;
-use crate::line::{Addressing, Line, LineSpec};
-use crate::netns::{LabChild, Netns, Offloads};
+use px_netns::gateway::GatewayProcess;
+use px_netns::line::{Addressing, Line, LineSpec};
+use px_netns::netns::{LabChild, Netns, Offloads};
 
-use super::cpu::{self, CpuTimes, REST_CPU};
-use super::iperf::Iperf;
-use super::udp_gro::{self, UdpGroSummary};
-use super::{Conditions, Machine, Paper, Report, TempFile, ratio};
+use crate::exp::iperf::Iperf;
+use px_netns::cpu::{self, CpuTimes, REST_CPU};
+use px_netns::{Machine, TempFile};
+
+use crate::exp::{Conditions, Paper, Report, ratio};
+use udp_gro::UdpGroSummary;
 
 /// What the paper reports.
 pub const PAPER_TCP: Paper = Paper {
@@ -176,8 +180,8 @@ fn gb(gbps: f64, seconds: f64) -> f64 {
 fn caravan_config() -> Result<TempFile, String> {
     let text = format!(
         "[engine]\ncaravan_prefixes = [\"{}/32\"]\ncaravan_ports = [{CARAVAN_PORT}]\nicmp_source_v4 = \"{}\"\n",
-        crate::line::RIGHT_V4,
-        crate::line::ROUTER_LEFT_V4
+        px_netns::line::RIGHT_V4,
+        px_netns::line::ROUTER_LEFT_V4
     );
     TempFile::write("px-lab-receiver", "toml", &text)
 }
@@ -291,7 +295,7 @@ fn udp_gro_run(line: &Line, o: &ReceiverOptions, to: &str) -> Result<UdpGroSumma
 
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, crate::RunError> {
-    crate::install_signal_cleanup().map_err(|e| e.to_string())?;
+    px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
     let machine = Machine::current();
     say("px lab receiver: building legacy (1500) — middle box — bnet (9000) in fresh namespaces…");
     let line = Line::build(LineSpec::gateway_lab()).map_err(|e| e.to_string())?;

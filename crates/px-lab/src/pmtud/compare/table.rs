@@ -117,7 +117,7 @@ fn versus_fastest(r: &Row) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmtud_compare::parse_px;
+    use crate::pmtud::compare::parse_px;
 
     #[test]
     fn px_json_and_table() {

@@ -15,12 +15,14 @@
 
 use serde::Serialize;
 
-use crate::line::{Addressing, Line, LineSpec};
-use crate::netns::Offloads;
+use px_netns::line::{Addressing, Line, LineSpec};
+use px_netns::netns::Offloads;
 
-use super::cpu::{self, CpuTimes, REST_CPU};
-use super::iperf::Iperf;
-use super::{Conditions, Machine, Paper, Report, TempFile, ratio};
+use crate::exp::iperf::Iperf;
+use px_netns::cpu::{self, CpuTimes, REST_CPU};
+use px_netns::{Machine, TempFile};
+
+use crate::exp::{Conditions, Paper, Report, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -94,7 +96,7 @@ fn ruleset(rules: u32) -> String {
     for i in 0..rules {
         s.push_str(&format!(
             "    ip daddr {} tcp dport {} counter drop\n",
-            crate::line::ROUTED_RIGHT_V4,
+            px_netns::line::ROUTED_RIGHT_V4,
             20_000 + (i % 40_000)
         ));
     }
@@ -104,9 +106,9 @@ fn ruleset(rules: u32) -> String {
 
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, crate::RunError> {
-    crate::install_signal_cleanup().map_err(|e| e.to_string())?;
+    px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
     let machine = Machine::current();
-    let e = |e: crate::LabError| e.to_string();
+    let e = |e: px_netns::LabError| e.to_string();
     say(&format!("px lab middlebox: building sender — router with {} nftables rules — receiver…", o.rules));
     let spec = LineSpec {
         roles: ["msnd", "mbox", "mrcv"],

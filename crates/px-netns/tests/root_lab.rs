@@ -5,8 +5,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 
-use px_lab::line::{LEFT_V6, ROUTED_RIGHT_V4, ROUTER_LEFT_V4};
-use px_lab::{
+use px_netns::line::{LEFT_V6, ROUTED_RIGHT_V4, ROUTER_LEFT_V4};
+use px_netns::{
     Addressing, Line, LineImpairment, LineSpec, Netns, NsName, Offloads, Topology, list_px_namespaces,
     require_root_or_skip,
 };
@@ -117,7 +117,7 @@ fn offloads_default_untouched() {
     }
     let ns = Netns::new("offl").unwrap();
     let peer = Netns::new("offp").unwrap();
-    px_lab::Veth::create(&ns, "v0", &peer, "v1", 1500).unwrap();
+    px_netns::Veth::create(&ns, "v0", &peer, "v1", 1500).unwrap();
     let before = ns.offload("v0", "generic-receive-offload").unwrap();
     ns.set_offloads("v0", Offloads { tso: Some(false), ..Offloads::default() }).unwrap();
     assert_eq!(ns.offload("v0", "tcp-segmentation-offload").unwrap(), Some(false));
@@ -196,10 +196,10 @@ fn bulk_tcp_through_a_router_is_verified_and_observed() {
     // cost a 1 s retransmission timeout and distort the throughput.
     t.ns(h1).ping(ROUTED_RIGHT_V4, 2).unwrap();
     t.ns(h2).ping(LEFT_V6, 2).unwrap();
-    let obs = px_lab::FrameObserver::start(t.ns(h2), "eth0").unwrap();
-    let spec = |server: &str| px_lab::BulkSpec::new(server.parse().unwrap(), 4, 4 << 20);
-    let inbound = px_lab::bulk_tcp(t.ns(h1), t.ns(h2), &spec("203.0.113.2:5001")).unwrap();
-    let outbound = px_lab::bulk_tcp(t.ns(h2), t.ns(h1), &spec("[2001:db8:1::1]:5002")).unwrap();
+    let obs = px_netns::FrameObserver::start(t.ns(h2), "eth0").unwrap();
+    let spec = |server: &str| px_netns::BulkSpec::new(server.parse().unwrap(), 4, 4 << 20);
+    let inbound = px_netns::bulk_tcp(t.ns(h1), t.ns(h2), &spec("203.0.113.2:5001")).unwrap();
+    let outbound = px_netns::bulk_tcp(t.ns(h2), t.ns(h1), &spec("[2001:db8:1::1]:5002")).unwrap();
     let sizes = obs.stop();
     eprintln!("router baseline: inbound {:.2} Gbit/s, outbound {:.2} Gbit/s", inbound.gbps(), outbound.gbps());
     eprintln!("b-network host eth0: {sizes:?}");
@@ -230,18 +230,18 @@ fn bulk_tcp_reports_a_dead_path_instead_of_hanging() {
     t.ns(b).add_addr("eth0", "198.51.100.2/24").unwrap();
     // Take the link down: connects must time out and be reported.
     t.ns(a).ip(&["link", "set", "eth0", "down"]).unwrap();
-    let spec = px_lab::BulkSpec {
+    let spec = px_netns::BulkSpec {
         stall_timeout: std::time::Duration::from_millis(500),
-        ..px_lab::BulkSpec::new("198.51.100.2:5003".parse().unwrap(), 2, 1 << 20)
+        ..px_netns::BulkSpec::new("198.51.100.2:5003".parse().unwrap(), 2, 1 << 20)
     };
     let t0 = std::time::Instant::now();
-    let err = px_lab::bulk_tcp(t.ns(a), t.ns(b), &spec).unwrap_err();
-    assert!(matches!(err, px_lab::TrafficError::Io { .. }), "{err}");
+    let err = px_netns::bulk_tcp(t.ns(a), t.ns(b), &spec).unwrap_err();
+    assert!(matches!(err, px_netns::TrafficError::Io { .. }), "{err}");
     assert!(t0.elapsed() < std::time::Duration::from_secs(5));
 }
 
 /// a:eth0 -- imp:p0 | imp:p1 -- b:eth0, with `spec` applied in `imp`.
-fn impaired_pair(spec: px_lab::ImpairSpec) -> (Line, px_lab::Impairment) {
+fn impaired_pair(spec: px_netns::ImpairSpec) -> (Line, px_netns::Impairment) {
     let mut line = Line::build(LineSpec {
         host_offloads: Offloads::WIRE_SENDER,
         impairment: Some(LineImpairment::Middle(spec)),
@@ -257,11 +257,11 @@ fn impairment_loses_frames_but_tcp_stays_exact() {
     if !require_root_or_skip("impairment_loses_frames_but_tcp_stays_exact") {
         return;
     }
-    let spec = px_lab::ImpairSpec { loss: 0.02, seed: 9, ..px_lab::ImpairSpec::default() };
+    let spec = px_netns::ImpairSpec { loss: 0.02, seed: 9, ..px_netns::ImpairSpec::default() };
     let (line, imp) = impaired_pair(spec);
     line.left_ns().ping("198.51.100.2", 5).unwrap();
-    let bulk = px_lab::BulkSpec::new("198.51.100.2:5004".parse().unwrap(), 2, 4 << 20);
-    let r = px_lab::bulk_tcp(line.left_ns(), line.right_ns(), &bulk).unwrap();
+    let bulk = px_netns::BulkSpec::new("198.51.100.2:5004".parse().unwrap(), 2, 4 << 20);
+    let r = px_netns::bulk_tcp(line.left_ns(), line.right_ns(), &bulk).unwrap();
     let stats = imp.stop();
     eprintln!("2 % loss: {:.2} Gbit/s, {stats:?}", r.gbps());
     assert!(r.flows.iter().all(|f| f.bytes == 4 << 20));
@@ -284,7 +284,7 @@ fn impairment_delays_both_directions() {
         return;
     }
     let delay = std::time::Duration::from_millis(15);
-    let (line, imp) = impaired_pair(px_lab::ImpairSpec { delay, ..px_lab::ImpairSpec::default() });
+    let (line, imp) = impaired_pair(px_netns::ImpairSpec { delay, ..px_netns::ImpairSpec::default() });
     let out = line.left_ns().exec("ping", &["-n", "-q", "-c", "4", "-i", "0.2", "198.51.100.2"]).unwrap();
     let rtt = min_rtt_ms(&out);
     let stats = imp.stop();

@@ -247,7 +247,7 @@ impl GatewayProcess {
     /// exit, and read the stats.
     pub fn stop(mut self) -> Result<GatewayExit, GatewayError> {
         let child = self.child.take().ok_or(GatewayError::Gone)?;
-        let cpu = cpu_seconds(self.pid).unwrap_or(0.0);
+        let cpu = crate::cpu::process_cpu_seconds(self.pid).unwrap_or(0.0);
         let cpu_cores = cpu / self.started.elapsed().as_secs_f64().max(1e-9);
         let t0 = Instant::now();
         // SAFETY: kill(2) on the PID of the child this process started and
@@ -295,16 +295,4 @@ impl Drop for GatewayProcess {
 fn running(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
-}
-
-/// CPU seconds (user + system, all its threads, exited ones included) a
-/// process has used so far.
-pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some(ticks / hz.max(1.0))
 }

@@ -4,7 +4,7 @@
 //!
 //! Topology: a server and a client namespace joined by one veth whose MTU
 //! is 9000 for the single-connection sessions and 1500 for the parallel
-//! ones. The server is [`super::http::HttpServer`] (a small static file
+//! ones. The server is [`http::HttpServer`] (a small static file
 //! server in this process, every thread pinned to the last CPU, the
 //! server's receive queue steered there by RPS); the client runs N `axel`
 //! processes at once (`-n 1` or `-n 6`) on CPU 0. The server sends
@@ -18,18 +18,22 @@
 //! alone and the CPU's busy fraction beside it. Other softirq work on that
 //! CPU would count too.
 
+pub mod http;
+
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::netns::{LabChild, Offloads};
-use crate::topology::Topology;
+use px_netns::netns::{LabChild, Offloads};
+use px_netns::topology::Topology;
 
-use super::cpu::{self, CpuTimes, REST_CPU};
-use super::http::{HttpServer, PATH};
-use super::{Machine, Paper, Report, ratio};
+use http::{HttpServer, PATH};
+use px_netns::Machine;
+use px_netns::cpu::{self, CpuTimes, REST_CPU};
+
+use crate::exp::{Paper, Report, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -124,9 +128,9 @@ const PORT: u16 = 8080;
 
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &ParallelOptions, say: &dyn Fn(&str)) -> Result<ParallelResult, crate::RunError> {
-    crate::install_signal_cleanup().map_err(|e| e.to_string())?;
+    px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
     let machine = Machine::current();
-    let e = |e: crate::LabError| e.to_string();
+    let e = |e: px_netns::LabError| e.to_string();
     say("px lab parallel: building server — client in fresh namespaces…");
     let mut topo = Topology::new().map_err(e)?;
     let srv = topo.add_ns("psrv").map_err(e)?;
@@ -135,18 +139,18 @@ pub fn run(o: &ParallelOptions, say: &dyn Fn(&str)) -> Result<ParallelResult, cr
     let (s, c) = (topo.ns(srv), topo.ns(cli));
     s.set_offloads(SRV, Offloads { tso: Some(false), gso: Some(false), gro: Some(false) }).map_err(e)?;
     c.set_offloads(CLI, Offloads { gro: Some(true), ..Offloads::default() }).map_err(e)?;
-    s.add_addr(SRV, &format!("{}/24", crate::line::RIGHT_V4)).map_err(e)?;
-    c.add_addr(CLI, &format!("{}/24", crate::line::LEFT_V4)).map_err(e)?;
+    s.add_addr(SRV, &format!("{}/24", px_netns::line::RIGHT_V4)).map_err(e)?;
+    c.add_addr(CLI, &format!("{}/24", px_netns::line::LEFT_V4)).map_err(e)?;
     let scpu = cpu::rx_cpu();
     cpu::steer_rx(s, SRV, scpu)?;
     cpu::steer_rx(c, CLI, REST_CPU)?;
     remove_stale_dirs();
     let dir = std::path::PathBuf::from(format!("{SHM}/{DIR_PREFIX}{}", std::process::id()));
-    crate::cleanup::register_path(&dir);
+    px_netns::cleanup::register_path(&dir);
     let _rm = RemoveDir(dir.clone());
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let size = o.file_mb << 20;
-    let addr: SocketAddr = format!("{}:{PORT}", crate::line::RIGHT_V4).parse().map_err(|e| format!("{e}"))?;
+    let addr: SocketAddr = format!("{}:{PORT}", px_netns::line::RIGHT_V4).parse().map_err(|e| format!("{e}"))?;
     let url = format!("http://{addr}{PATH}");
     let mut rows = Vec::new();
     for &n in &o.sessions {
@@ -243,7 +247,7 @@ struct RemoveDir(std::path::PathBuf);
 impl Drop for RemoveDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-        crate::cleanup::unregister_path(&self.0);
+        px_netns::cleanup::unregister_path(&self.0);
     }
 }
 

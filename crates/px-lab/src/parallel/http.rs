@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::netns::Netns;
+use px_netns::netns::Netns;
 
 /// The path the file is served at.
 pub const PATH: &str = "/file";
@@ -33,7 +33,7 @@ pub struct HttpServer {
 }
 
 fn thread_cpu_us() -> u64 {
-    (super::cpu::thread_cpu_seconds() * 1e6) as u64
+    (px_netns::cpu::thread_cpu_seconds() * 1e6) as u64
 }
 
 /// `(first, last)` of a `Range: bytes=` header value within `size`.
@@ -119,7 +119,7 @@ impl HttpServer {
         let listener =
             ns.run(|| TcpListener::bind(addr)).map_err(|e| e.to_string())?.map_err(|e| format!("bind {addr}: {e}"))?;
         // A blocking accept that wakes every 50 ms to look at the stop flag.
-        crate::traffic::set_accept_timeout(&listener, Duration::from_millis(50)).map_err(|e| e.to_string())?;
+        px_netns::traffic::set_accept_timeout(&listener, Duration::from_millis(50)).map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let cpu_us = Arc::new(AtomicU64::new(0));
         let bytes = Arc::new(AtomicU64::new(0));
@@ -129,7 +129,7 @@ impl HttpServer {
         let acceptor = std::thread::Builder::new()
             .name("px-http".into())
             .spawn(move || {
-                let _ = super::cpu::pin_current_thread(cpu);
+                let _ = px_netns::cpu::pin_current_thread(cpu);
                 let mut conns = Vec::new();
                 while !st.load(Ordering::Relaxed) {
                     // An error is the 50 ms timeout: look at the stop flag again.
@@ -138,7 +138,7 @@ impl HttpServer {
                         let _ = set_congestion(&s, &cc);
                         let (cu, by, body) = (Arc::clone(&cu), Arc::clone(&by), Arc::clone(&body));
                         conns.push(std::thread::spawn(move || {
-                            let _ = super::cpu::pin_current_thread(cpu);
+                            let _ = px_netns::cpu::pin_current_thread(cpu);
                             let n = serve(s, size, &body).unwrap_or(0);
                             by.fetch_add(n, Ordering::Relaxed);
                             cu.fetch_add(thread_cpu_us(), Ordering::Relaxed);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::netns::Netns;
+use px_netns::netns::Netns;
 
 /// `SOL_UDP` / `UDP_GRO` (linux/udp.h); not in every libc target.
 const SOL_UDP: libc::c_int = 17;
@@ -49,7 +49,7 @@ pub fn receive(
     ready: impl FnOnce(),
 ) -> Result<UdpGroSummary, String> {
     let _g = ns.enter().map_err(|e| e.to_string())?;
-    super::cpu::pin_current_thread(cpu)?;
+    px_netns::cpu::pin_current_thread(cpu)?;
     let sock = std::net::UdpSocket::bind(("0.0.0.0", port)).map_err(|e| format!("bind UDP {port}: {e}"))?;
     use std::os::fd::AsRawFd;
     let fd = sock.as_raw_fd();
@@ -69,7 +69,7 @@ pub fn receive(
     let (start, mut first, mut last) = (Instant::now(), None::<Instant>, Instant::now());
     let mut sum = UdpGroSummary::default();
     let mut cpu0 = 0.0;
-    while start.elapsed() < limit && !crate::interrupted() {
+    while start.elapsed() < limit && !px_netns::interrupted() {
         if first.is_some() && last.elapsed() >= idle {
             break;
         }
@@ -88,7 +88,7 @@ pub fn receive(
         let now = Instant::now();
         if first.is_none() {
             first = Some(now);
-            cpu0 = super::cpu::thread_cpu_seconds();
+            cpu0 = px_netns::cpu::thread_cpu_seconds();
         }
         last = now;
         let n = n as u64;
@@ -108,9 +108,9 @@ pub fn receive(
         sum.payload_bytes += n;
         sum.datagrams += n.div_ceil(seg);
     }
-    sum.cpu_s = super::cpu::thread_cpu_seconds() - cpu0;
+    sum.cpu_s = px_netns::cpu::thread_cpu_seconds() - cpu0;
     sum.seconds = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
-    sum.gbit_per_s = super::ratio(sum.payload_bytes as f64 * 8.0, sum.seconds * 1e9);
-    sum.datagrams_per_cpu_s = super::ratio(sum.datagrams as f64, sum.cpu_s);
+    sum.gbit_per_s = crate::exp::ratio(sum.payload_bytes as f64 * 8.0, sum.seconds * 1e9);
+    sum.datagrams_per_cpu_s = crate::exp::ratio(sum.datagrams as f64, sum.cpu_s);
     Ok(sum)
 }

@@ -40,8 +40,8 @@ mod table;
 
 pub use table::table;
 
-use crate::netns::LabChild;
-use crate::pmtud::{PathSpec, PmtudLab, standard_paths};
+use crate::pmtud::path::{PathSpec, PmtudLab, standard_paths};
+use px_netns::netns::LabChild;
 
 /// The tools, in column order.
 pub const TOOLS: [&str; 6] = ["px_auto", "px_fpmtud", "px_dplpmtud", "px_icmp", "tracepath", "scamper"];
@@ -155,7 +155,7 @@ pub fn compare(o: &CompareOptions, say: &dyn Fn(&str)) -> Result<Vec<Row>, crate
 }
 
 fn run_path(spec: &PathSpec, exe: &str, a: &CompareOptions) -> Result<Row, String> {
-    let s = |e: crate::LabError| e.to_string();
+    let s = |e: px_netns::LabError| e.to_string();
     let mut lab = PmtudLab::build(spec).map_err(s)?;
     // The responder's limits are raised: seven tools probe it back to back.
     let responder = lab.responder;
@@ -191,7 +191,7 @@ fn run_tool(
     target: &str,
     a: &CompareOptions,
 ) -> Result<ToolRun, String> {
-    let s = |e: crate::LabError| e.to_string();
+    let s = |e: px_netns::LabError| e.to_string();
     lab.forget_learned_pmtu().map_err(s)?;
     let tx0 = lab.packets_to_target().map_err(s)?;
     let owned = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<String>>();

@@ -28,6 +28,11 @@ use std::time::Instant;
 
 use crate::netns::Netns;
 
+/// `a / b`, 0 when `b` is not positive (a missing measurement is not infinity).
+pub fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
 /// CPUs online (`sysconf(_SC_NPROCESSORS_ONLN)`).
 pub fn online_cpus() -> usize {
     // SAFETY: sysconf has no preconditions.
@@ -99,9 +104,16 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// CPU seconds (user + system, all threads) process `pid` has used.
+/// CPU seconds (user + system, all its threads, exited ones included) a
+/// process has used so far.
 pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
-    crate::gateway::cpu_seconds(pid)
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks / hz.max(1.0))
 }
 
 /// One reading of `/proc/stat`'s per-CPU lines.
@@ -132,7 +144,7 @@ impl CpuUse {
 
     /// Busy fraction, 0..=1.
     pub fn busy(&self) -> f64 {
-        super::ratio(self.busy_s, self.wall_s).min(1.0)
+        ratio(self.busy_s, self.wall_s).min(1.0)
     }
 }
 

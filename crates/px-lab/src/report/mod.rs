@@ -16,12 +16,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use super::gro::{self, GroOptions};
-use super::middlebox::{self, MiddleboxOptions};
-use super::parallel::{self, ParallelOptions};
-use super::receiver::{self, ReceiverOptions};
-use super::wan::{self, WanOptions};
-use super::{Machine, Report};
+use crate::gro::{self, GroOptions};
+use crate::middlebox::{self, MiddleboxOptions};
+use crate::parallel::{self, ParallelOptions};
+use crate::receiver::{self, ReceiverOptions};
+use crate::wan::{self, WanOptions};
+use px_netns::Machine;
+
+use crate::exp::Report;
 
 /// The parts of a report, in the order they run.
 pub const PARTS: [&str; 7] = ["receiver", "wan", "gro", "middlebox", "parallel", "demo", "pmtud"];
@@ -174,7 +176,7 @@ pub struct ReportOutcome {
 
 /// Runs the parts not skipped, rewriting the report after each.
 pub fn run(o: &ReportOptions, say: &dyn Fn(&str)) -> Result<ReportOutcome, crate::RunError> {
-    crate::install_signal_cleanup().map_err(|e| e.to_string())?;
+    px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
     if let Some(bad) = o.skip.iter().find(|s| !PARTS.contains(&s.as_str())) {
         return Err(format!("--skip {bad}: the parts are {}", PARTS.join(", ")).into());
     }
@@ -182,7 +184,7 @@ pub fn run(o: &ReportOptions, say: &dyn Fn(&str)) -> Result<ReportOutcome, crate
     let machine = Machine::current();
     let (mut parts, mut failed) = (Vec::new(), Vec::new());
     for name in PARTS.into_iter().filter(|n| !o.skip.iter().any(|s| s == n)) {
-        if crate::interrupted() {
+        if px_netns::interrupted() {
             break;
         }
         say(&format!("px lab report: {name}…"));

@@ -3,7 +3,7 @@
 //! and MTUs in the same run (issue 11: the merge must not make interactive
 //! flows wait).
 //!
-//! Topology: [`LineSpec::gateway_lab`](crate::line::LineSpec::gateway_lab) (see [`crate::demo`]). A client in
+//! Topology: [`LineSpec::gateway_lab`](px_netns::line::LineSpec::gateway_lab) (see [`crate::demo`]). A client in
 //! the b-network host sends a 64-byte request to a server on the legacy
 //! host, which answers with one write of the requested size (1 KB, 16 KB,
 //! 64 KB by default), so the answer crosses the gateway on its merge path
@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::demo::{LEGACY_ADDR, OFFLOADS_NOTE};
-use crate::gateway::GatewayProcess;
-use crate::line::{Addressing, Line};
+use px_netns::gateway::GatewayProcess;
+use px_netns::line::{Addressing, Line};
 
 /// Request size (bytes): the first 4 carry the answer's size.
 pub const REQUEST: usize = 64;

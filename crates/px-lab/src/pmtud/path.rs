@@ -19,9 +19,9 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::impair::{ImpairSpec, Impairment};
-use crate::topology::{NsId, Topology};
-use crate::{LabError, Netns};
+use px_netns::impair::{ImpairSpec, Impairment};
+use px_netns::topology::{NsId, Topology};
+use px_netns::{LabError, Netns};
 
 /// An obstacle a router puts in the way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,7 +377,7 @@ fn sum_counter_packets(out: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::DocPrefix;
+    use px_netns::addr::DocPrefix;
 
     #[test]
     fn standard_paths_have_the_expected_pmtus() {

@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::RunError;
 use crate::demo::LEGACY_ADDR;
-use crate::exp::TempFile;
-use crate::gateway::GatewayProcess;
-use crate::line::{Addressing, ROUTER_LEFT_V4};
-use crate::{Netns, Offloads, RunError, Veth};
+use px_netns::TempFile;
+use px_netns::gateway::GatewayProcess;
+use px_netns::line::{Addressing, ROUTER_LEFT_V4};
+use px_netns::{Netns, Offloads, Veth};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -119,12 +120,12 @@ const PORT_UDP: u16 = 7203;
 /// scheduler otherwise puts a path's two ends on one core or on two, and
 /// that alone moves its RTT by 20–30 µs whatever the MTU).
 fn cpu() -> usize {
-    crate::exp::cpu::online_cpus().saturating_sub(1)
+    px_netns::cpu::online_cpus().saturating_sub(1)
 }
 
 fn pin() {
     // Best effort: an unpinned thread only adds noise.
-    let _ = crate::exp::cpu::pin_current_thread(cpu());
+    let _ = px_netns::cpu::pin_current_thread(cpu());
 }
 
 fn start_servers(server: &Netns, ip: &str) -> Result<Servers, RunError> {
@@ -314,7 +315,7 @@ pub fn ratios(rows: &[RttRow]) -> Vec<(String, f64)> {
 /// so that a drift of the machine (other builds, CPU frequency) spreads
 /// over all paths instead of biasing the one measured first.
 pub fn run(o: &RttOptions, say: &dyn Fn(&str)) -> Result<RttResult, RunError> {
-    crate::install_signal_cleanup().map_err(crate::LabError::Signal)?;
+    px_netns::install_signal_cleanup().map_err(px_netns::LabError::Signal)?;
     say("px lab rtt: two hosts on a link at MTU 1500, two at 9000…");
     let (c15, s15) = direct(1500)?;
     let (c90, s90) = direct(9000)?;

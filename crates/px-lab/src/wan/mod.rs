@@ -2,7 +2,7 @@
 //! flow from a b-network host to a legacy host over a WAN path.
 //!
 //! Topology: [`LineSpec::gateway_lab`] with the project's own delay/loss
-//! element ([`crate::Impairment`], in a namespace of its own on the legacy
+//! element ([`px_netns::Impairment`], in a namespace of its own on the legacy
 //! link: this kernel has no `netem`) adding `delay` each way (RTT 2 ×
 //! delay) and dropping each frame with probability `loss`, both
 //! directions. Three runs of one iperf3 flow, b-network host → legacy host:
@@ -23,12 +23,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::gateway::GatewayProcess;
-use crate::impair::ImpairSpec;
-use crate::line::{Addressing, IMTU, LEFT_V4, Line, LineImpairment, LineSpec};
+use px_netns::gateway::GatewayProcess;
+use px_netns::impair::ImpairSpec;
+use px_netns::line::{Addressing, IMTU, LEFT_V4, Line, LineImpairment, LineSpec};
 
-use super::iperf::{Iperf, IperfRun};
-use super::{Conditions, Machine, Paper, Report, ratio};
+use crate::exp::iperf::{Iperf, IperfRun};
+use px_netns::Machine;
+
+use crate::exp::{Conditions, Paper, Report, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -135,11 +137,11 @@ fn flow(line: &Line, o: &WanOptions, to: &str, port: u16) -> Result<IperfRun, St
 
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &WanOptions, say: &dyn Fn(&str)) -> Result<WanResult, crate::RunError> {
-    crate::install_signal_cleanup().map_err(|e| e.to_string())?;
+    px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
     let machine = Machine::current();
     let path = format!("{} ms each way, {} % loss", o.delay_ms, o.loss * 100.0);
     say(&format!("px lab wan: building bnet (9000) — middle box — [{path}] — legacy (1500)…"));
-    let line = Line::build(spec(o, crate::line::LineSpec::gateway_lab().mtus)).map_err(|e| e.to_string())?;
+    let line = Line::build(spec(o, px_netns::line::LineSpec::gateway_lab().mtus)).map_err(|e| e.to_string())?;
     line.address(Addressing::Bump).map_err(|e| e.to_string())?;
     let gw = GatewayProcess::start(&line, &o.exe, &["--workers", "1"])?;
     say(&format!("px lab wan: one flow through px gateway, {} s…", o.seconds));
