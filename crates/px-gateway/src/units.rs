@@ -54,7 +54,11 @@ pub fn whole(s: &str, bare: Bare) -> Result<u64, String> {
         Bare::Millis => (1e3, "milliseconds"),
         Bare::Secs => (1.0, "seconds"),
     };
-    let v = seconds(s, bare)? * per_sec;
+    rounded(s, seconds(s, bare)? * per_sec, name)
+}
+
+/// `v`, read from `s`, as a whole number of `name`.
+fn rounded(s: &str, v: f64, name: &str) -> Result<u64, String> {
     if v > u64::MAX as f64 / 2.0 {
         return Err(format!("`{s}`: out of range"));
     }
@@ -87,15 +91,7 @@ pub fn size(s: &str) -> Result<u64, String> {
         "TB" => 1e12,
         _ => return Err(format!("`{s}`: unknown unit `{unit}` (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)")),
     };
-    let b = v * scale;
-    if b > u64::MAX as f64 / 2.0 {
-        return Err(format!("`{s}`: out of range"));
-    }
-    let r = (b + 0.5) as u64;
-    if (b - r as f64).abs() > 1e-9 * (r as f64).max(1.0) {
-        return Err(format!("`{s}`: must be a whole number of bytes"));
-    }
-    Ok(r)
+    rounded(s, v * scale, "bytes")
 }
 
 /// A key's value as the file writes it: a number in the key's unit, or a
