@@ -66,11 +66,11 @@ pub struct RecvArgs {
     #[arg(long, default_value = "0.0.0.0")]
     bind: IpAddr,
     /// Stop after this long, e.g. 10s (0: no limit; a bare number is seconds).
-    #[arg(long, default_value = "0s", value_parser = super::units::secs_f64)]
+    #[arg(long, default_value = "0s", value_parser = px_units::secs_f64)]
     duration: f64,
     /// Stop once nothing arrived for this long after the first datagram,
     /// e.g. 1s (0: never; a bare number is milliseconds; old name --idle-ms).
-    #[arg(long = "idle", alias = "idle-ms", default_value = "1000ms", value_parser = super::units::millis_u64)]
+    #[arg(long = "idle", alias = "idle-ms", default_value = "1000ms", value_parser = px_units::millis_u64)]
     idle_ms: u64,
     /// Datagrams expected in total: fewer is a failure.
     #[arg(long)]

@@ -51,7 +51,7 @@ pub struct DownArgs {}
 /// Whole seconds within `lo..=hi` (see [`super::units`]).
 pub(crate) fn secs_in(lo: u64, hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
     move |s: &str| {
-        let v = super::units::secs_u64(s)?;
+        let v = px_units::secs_u64(s)?;
         if (lo..=hi).contains(&v) { Ok(v) } else { Err(format!("`{s}`: allowed {lo}s..={hi}s")) }
     }
 }

@@ -51,15 +51,15 @@ pub struct WanArgs {
     seconds: u64,
     /// One-way delay of the WAN path, each direction, e.g. 10ms (a bare
     /// number is milliseconds; old name --delay-ms).
-    #[arg(long = "delay", alias = "delay-ms", default_value = "10ms", value_parser = super::units::millis_u64)]
+    #[arg(long = "delay", alias = "delay-ms", default_value = "10ms", value_parser = px_units::millis_u64)]
     delay_ms: u64,
     /// Frame loss of the WAN path, each direction: a fraction (0.0001) or
     /// a percentage (0.01%); a bare number given as --loss-percent (the
     /// old name) is a percentage.
-    #[arg(long = "loss", default_value = "0.01%", value_parser = super::units::loss_fraction)]
+    #[arg(long = "loss", default_value = "0.01%", value_parser = px_units::loss_fraction)]
     loss: Option<f64>,
     /// The old spelling of --loss: a bare number is a percentage.
-    #[arg(long = "loss-percent", hide = true, value_parser = super::units::loss_percent_bare, conflicts_with = "loss")]
+    #[arg(long = "loss-percent", hide = true, value_parser = px_units::loss_percent_bare, conflicts_with = "loss")]
     loss_percent: Option<f64>,
     #[command(flatten)]
     out: Output,

@@ -19,7 +19,6 @@ pub mod probe;
 pub mod sim;
 pub mod status;
 pub mod survey;
-pub mod units;
 
 /// A gateway's early-flush counters (`counters.flush`, in the order of
 /// [`px_gateway::FlushReason::ALL`]) by reason name, for `--json`.
