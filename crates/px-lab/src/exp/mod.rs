@@ -79,6 +79,27 @@ pub fn congestion_control(ns: &Netns) -> Result<String, String> {
 
 pub use px_netns::cpu::ratio;
 
+/// A gateway's early-flush counters (`counters.flush`, in the order of
+/// [`px_gateway::FlushReason::ALL`]) by reason name, for `--json`.
+pub fn flushes_json(counts: &[u64]) -> serde_json::Value {
+    let named = px_gateway::FlushReason::ALL.iter().zip(counts).map(|(f, n)| (f.name().to_string(), (*n).into()));
+    serde_json::Value::Object(named.collect())
+}
+
+/// The same for a table: the reasons that occurred, in the JSON's key
+/// order (`"psh_fin 12, timeout 3"`), or `"none"`.
+pub fn flushes_text(counts: &[u64]) -> String {
+    let json = flushes_json(counts);
+    let seen: Vec<String> = json
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, n)| n.as_u64() != Some(0))
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    if seen.is_empty() { "none".into() } else { seen.join(", ") }
+}
+
 /// What the paper reports for an experiment, printed beside our figure.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Paper {
@@ -126,4 +147,24 @@ pub(crate) fn require(what: &str, tools: &[&str], min_cpus: usize, hint: &'stati
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod flush_tests {
+    use super::*;
+
+    #[test]
+    fn flushes_are_named_and_only_those_that_occurred_are_listed() {
+        let mut counts = vec![0u64; px_gateway::FlushReason::ALL.len()];
+        assert_eq!(flushes_text(&counts), "none");
+        let (a, b) = (px_gateway::FlushReason::ALL[0], px_gateway::FlushReason::ALL[1]);
+        counts[0] = 12;
+        counts[1] = 3;
+        let json = flushes_json(&counts);
+        assert_eq!(json[a.name()], 12);
+        assert_eq!(json.as_object().unwrap().len(), counts.len());
+        let text = flushes_text(&counts);
+        assert!(text.contains(&format!("{} 12", a.name())) && text.contains(&format!("{} 3", b.name())), "{text}");
+        assert_eq!(text.matches(", ").count(), 1, "{text}");
+    }
 }

@@ -190,6 +190,53 @@ pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, crate::RunErro
     })
 }
 
+impl RrResult {
+    /// `px lab rr --json`: one object, the sizes keyed by answer size.
+    pub fn json(&self, transactions: usize) -> serde_json::Value {
+        let sizes: serde_json::Map<String, serde_json::Value> = self
+            .sizes
+            .iter()
+            .map(|s| (s.response_bytes.to_string(), serde_json::to_value(s).unwrap_or_default()))
+            .collect();
+        serde_json::json!({
+            "sizes": sizes, "request_bytes": self.request_bytes, "offloads": self.offloads,
+            "gateway_yield": self.gateway_yield, "gateway_flushes": crate::exp::flushes_json(&self.gateway_flushes),
+            "transactions": transactions,
+        })
+    }
+
+    /// The table `px lab rr` prints.
+    pub fn table(&self, transactions: usize) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "px lab rr — {} B requests, one transaction at a time, {transactions} per size; offloads: {}\n",
+            self.request_bytes, self.offloads
+        );
+        let _ = writeln!(
+            out,
+            "  {:>9}  {:>14}  {:>14}  {:>14}  {:>14}  target",
+            "answer", "gw p50 µs", "gw p99 µs", "router p50 µs", "router p99 µs"
+        );
+        for s in &self.sizes {
+            let _ = writeln!(
+                out,
+                "  {:>9}  {:>14.1}  {:>14.1}  {:>14.1}  {:>14.1}  {}",
+                s.response_bytes,
+                s.gateway_p50_us,
+                s.gateway_p99_us,
+                s.router_p50_us,
+                s.router_p99_us,
+                if s.within_target { "met" } else { "NOT met" }
+            );
+        }
+        let _ = writeln!(out, "\n  target: gateway p99 within max(50 µs, 10 %) of the router's p99");
+        let _ = writeln!(out, "  gateway early flushes: {}", crate::exp::flushes_text(&self.gateway_flushes));
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -273,7 +273,7 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
                 .iter()
                 .map(|r| (r.name().to_string(), total.counters.drops(*r).into()))
                 .collect::<serde_json::Map<String, serde_json::Value>>(),
-            "flushes": super::named_flushes(&total.counters.flush),
+            "flushes": px_lab::exp::flushes_json(&total.counters.flush),
             // Frames on each port's wire, as `ip -s link` counts them.
             "wire": {
                 "inner": total.wire(px_gateway::Port::Inner),

@@ -40,39 +40,10 @@ pub fn rr(a: RrArgs) -> Result<ExitCode, String> {
             eprintln!("{line}");
         }
     })?;
-    let flushes = super::named_flushes(&r.gateway_flushes);
     if json {
-        let mut obj = serde_json::Map::new();
-        for s in &r.sizes {
-            obj.insert(s.response_bytes.to_string(), serde_json::to_value(s).map_err(|e| e.to_string())?);
-        }
-        let out = serde_json::json!({
-            "sizes": obj, "request_bytes": r.request_bytes, "offloads": r.offloads,
-            "gateway_yield": r.gateway_yield, "gateway_flushes": flushes, "transactions": opts.transactions,
-        });
-        println!("{out}");
-        return Ok(ExitCode::SUCCESS);
+        println!("{}", r.json(opts.transactions));
+    } else {
+        print!("{}", r.table(opts.transactions));
     }
-    println!(
-        "px lab rr — {} B requests, one transaction at a time, {} per size; offloads: {}\n",
-        r.request_bytes, opts.transactions, r.offloads
-    );
-    println!(
-        "  {:>9}  {:>14}  {:>14}  {:>14}  {:>14}  target",
-        "answer", "gw p50 µs", "gw p99 µs", "router p50 µs", "router p99 µs"
-    );
-    for s in &r.sizes {
-        println!(
-            "  {:>9}  {:>14.1}  {:>14.1}  {:>14.1}  {:>14.1}  {}",
-            s.response_bytes,
-            s.gateway_p50_us,
-            s.gateway_p99_us,
-            s.router_p50_us,
-            s.router_p99_us,
-            if s.within_target { "met" } else { "NOT met" }
-        );
-    }
-    println!("\n  target: gateway p99 within max(50 µs, 10 %) of the router's p99");
-    println!("  gateway early flushes: {}", super::early_flushes_text(&r.gateway_flushes));
     Ok(ExitCode::SUCCESS)
 }
