@@ -131,6 +131,15 @@ pub fn micros_u64(s: &str) -> Result<u64, String> {
     whole(s, Bare::Micros)
 }
 
+/// Whole seconds within `lo..=hi`, a bare number in seconds (a flag's
+/// `value_parser`).
+pub fn secs_in(lo: u64, hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let v = secs_u64(s)?;
+        if (lo..=hi).contains(&v) { Ok(v) } else { Err(format!("`{s}`: allowed {lo}s..={hi}s")) }
+    }
+}
+
 /// A size in bytes, for a flag (`--capture-max-bytes 64MiB`).
 pub fn size_u64(s: &str) -> Result<u64, String> {
     size(s)

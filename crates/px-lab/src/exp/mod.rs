@@ -79,6 +79,13 @@ pub fn congestion_control(ns: &Netns) -> Result<String, String> {
 
 pub use px_netns::cpu::ratio;
 
+/// An experiment's options as its flags' defaults make them (the options
+/// derive their flags: one declaration of each default).
+pub fn flag_defaults<T: clap::Args + clap::FromArgMatches>() -> T {
+    let matches = T::augment_args(clap::Command::new("defaults")).get_matches_from(["defaults"]);
+    T::from_arg_matches(&matches).expect("every flag of an experiment has a default")
+}
+
 /// A gateway's early-flush counters (`counters.flush`, in the order of
 /// [`px_gateway::FlushReason::ALL`]) by reason name, for `--json`.
 pub fn flushes_json(counts: &[u64]) -> serde_json::Value {
@@ -166,5 +173,22 @@ mod flush_tests {
         let text = flushes_text(&counts);
         assert!(text.contains(&format!("{} 12", a.name())) && text.contains(&format!("{} 3", b.name())), "{text}");
         assert_eq!(text.matches(", ").count(), 1, "{text}");
+    }
+}
+
+#[cfg(test)]
+mod flag_default_tests {
+    /// The options' defaults are their flags' (one declaration), and they
+    /// are what the experiments ran with before.
+    #[test]
+    fn options_default_to_their_flags() {
+        let r = crate::receiver::ReceiverOptions::new("/bin/px".into());
+        assert_eq!((r.seconds, r.flows, r.udp_seconds, r.cc.as_str()), (10, 100, 5, "cubic"));
+        let g = crate::gro::GroOptions::default();
+        assert_eq!((g.seconds, g.flows, g.mtus), (5, vec![1, 2, 4, 8], vec![1500, 9000]));
+        let m = crate::middlebox::MiddleboxOptions::default();
+        assert_eq!((m.seconds, m.mtus, m.rules, m.flows), (10, vec![1500, 3000, 6000, 9000], 300, 4));
+        let p = crate::parallel::ParallelOptions::default();
+        assert_eq!((p.sessions, p.file_mb, p.connections), (vec![1, 4, 16], 64, 6));
     }
 }

@@ -13,7 +13,7 @@ use px_lab::demo::{self, DemoOptions};
 pub struct DemoArgs {
     /// Bulk TCP per direction and per middle box, e.g. 5s (1s..=60s; a
     /// bare number is seconds; old name --seconds).
-    #[arg(long = "duration", alias = "seconds", default_value = "5s", value_parser = secs_in(1, 60))]
+    #[arg(long = "duration", alias = "seconds", default_value = "5s", value_parser = px_units::secs_in(1, 60))]
     seconds: u64,
     /// Rounds, each running the gateway and then the router, so that both
     /// see the same drift of a shared machine; figures are the mean.
@@ -51,14 +51,6 @@ pub struct UpArgs {
 
 #[derive(Debug, Args)]
 pub struct DownArgs {}
-
-/// Whole seconds within `lo..=hi` (see [`super::units`]).
-pub(crate) fn secs_in(lo: u64, hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
-    move |s: &str| {
-        let v = px_units::secs_u64(s)?;
-        if (lo..=hi).contains(&v) { Ok(v) } else { Err(format!("`{s}`: allowed {lo}s..={hi}s")) }
-    }
-}
 
 fn px_exe() -> Result<std::path::PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
