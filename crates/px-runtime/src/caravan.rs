@@ -276,7 +276,37 @@ pub struct RecvSummary {
     pub mean_datagrams_per_caravan: f64,
 }
 
+impl SendSummary {
+    /// The line `px caravan send` prints.
+    pub fn text(&self, cfg: &SendConfig) -> String {
+        let (n, what) = if cfg.caravan { (self.caravans, "caravans") } else { (self.datagrams, "packets") };
+        format!(
+            "px caravan send: {} datagrams of {} B on {} flows in {n} {what} ({:.3} s, {} send errors)\n",
+            self.datagrams, cfg.size, self.flows, self.seconds, self.send_errors
+        )
+    }
+}
+
 impl RecvSummary {
+    /// The lines `px caravan recv` prints.
+    pub fn text(&self) -> String {
+        format!(
+            "px caravan recv: {} datagrams ({} caravans, {} plain) on {} flows in {:.3} s: {:.0} datagrams/s, {:.3} Gbit/s payload, {:.0} datagrams per CPU second\n  corrupt {} reordered or duplicate {} missing {} malformed caravans {}\n",
+            self.datagrams,
+            self.caravans,
+            self.plain,
+            self.flows,
+            self.seconds,
+            self.datagrams_per_s,
+            self.gbit_per_s,
+            self.datagrams_per_cpu_s,
+            self.corrupt,
+            self.reordered,
+            self.missing,
+            self.malformed
+        )
+    }
+
     /// Any datagram corrupt, duplicated or out of order, any caravan
     /// malformed, or (when the receiver expected a count) any missing.
     #[must_use]

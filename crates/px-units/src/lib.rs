@@ -131,6 +131,12 @@ pub fn micros_u64(s: &str) -> Result<u64, String> {
     whole(s, Bare::Micros)
 }
 
+/// A [`std::time::Duration`] (`5s`, `250ms`, `20us`, `2min`), a bare
+/// number in seconds.
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    std::time::Duration::try_from_secs_f64(seconds(s, Bare::Secs)?).map_err(|_| format!("`{s}`: out of range"))
+}
+
 /// Whole seconds within `lo..=hi`, a bare number in seconds (a flag's
 /// `value_parser`).
 pub fn secs_in(lo: u64, hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {

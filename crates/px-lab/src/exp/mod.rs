@@ -86,6 +86,19 @@ pub fn flag_defaults<T: clap::Args + clap::FromArgMatches>() -> T {
     T::from_arg_matches(&matches).expect("every flag of an experiment has a default")
 }
 
+/// `Default` of options whose defaults are their flags' (invoked beside
+/// each options struct).
+macro_rules! defaults_from_flags {
+    ($t:ty) => {
+        impl Default for $t {
+            fn default() -> $t {
+                $crate::exp::flag_defaults()
+            }
+        }
+    };
+}
+pub(crate) use defaults_from_flags;
+
 /// A gateway's early-flush counters (`counters.flush`, in the order of
 /// [`px_gateway::FlushReason::ALL`]) by reason name, for `--json`.
 pub fn flushes_json(counts: &[u64]) -> serde_json::Value {

@@ -41,18 +41,12 @@ pub struct GroOptions {
     /// MTUs, comma-separated (each 1280..=65000).
     #[arg(long, value_delimiter = ',', default_value = "1500,9000", value_parser = clap::value_parser!(u32).range(1280..=65000))]
     pub mtus: Vec<u32>,
-    /// TCP congestion control of the hosts, set per socket (cubic is Linux's
-    /// usual default; this machine's namespaces default to bbr, which does
-    /// not back off on random loss and so hides the MSS effect of `wan`).
+    /// TCP congestion control of the hosts, set per socket (see `px lab wan --help` on why cubic).
     #[arg(long, default_value = "cubic")]
     pub cc: String,
 }
 
-impl Default for GroOptions {
-    fn default() -> GroOptions {
-        crate::exp::flag_defaults()
-    }
-}
+crate::exp::defaults_from_flags!(GroOptions);
 
 /// One MTU and GRO setting over all flow counts.
 #[derive(Debug, Clone, Serialize)]

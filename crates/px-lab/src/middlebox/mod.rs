@@ -47,18 +47,12 @@ pub struct MiddleboxOptions {
     /// TCP flows.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=128))]
     pub flows: u64,
-    /// TCP congestion control of the hosts, set per socket (cubic is Linux's
-    /// usual default; this machine's namespaces default to bbr, which does
-    /// not back off on random loss and so hides the MSS effect of `wan`).
+    /// TCP congestion control of the hosts, set per socket (see `px lab wan --help` on why cubic).
     #[arg(long, default_value = "cubic")]
     pub cc: String,
 }
 
-impl Default for MiddleboxOptions {
-    fn default() -> MiddleboxOptions {
-        crate::exp::flag_defaults()
-    }
-}
+crate::exp::defaults_from_flags!(MiddleboxOptions);
 
 /// One MTU.
 #[derive(Debug, Clone, Serialize)]

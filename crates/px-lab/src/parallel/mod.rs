@@ -59,18 +59,12 @@ pub struct ParallelOptions {
     /// Connections of a parallel session (axel -n).
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(2..=32))]
     pub connections: u64,
-    /// TCP congestion control of the hosts, set per socket (cubic is Linux's
-    /// usual default; this machine's namespaces default to bbr, which does
-    /// not back off on random loss and so hides the MSS effect of `wan`).
+    /// TCP congestion control of the hosts, set per socket (see `px lab wan --help` on why cubic).
     #[arg(long, default_value = "cubic")]
     pub cc: String,
 }
 
-impl Default for ParallelOptions {
-    fn default() -> ParallelOptions {
-        crate::exp::flag_defaults()
-    }
-}
+crate::exp::defaults_from_flags!(ParallelOptions);
 
 /// One configuration at one session count.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -26,16 +26,20 @@ use px_netns::line::{Addressing, Line};
 /// Request size (bytes): the first 4 carry the answer's size.
 pub const REQUEST: usize = 64;
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run: the flags of `px lab rr`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct RrOptions {
     /// The `px` binary (run as `px gateway` in the gateway namespace).
+    #[arg(skip)]
     pub exe: PathBuf,
-    /// Answer sizes in bytes.
+    /// Answer sizes in bytes, comma-separated (each 1..=16777216); requests are 64 bytes.
+    #[arg(long, value_delimiter = ',', default_value = "1024,16384,65536", value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=16 << 20), |v| v as usize))]
     pub sizes: Vec<usize>,
-    /// Transactions per size and per middle box (after a few warm-up ones).
+    /// Transactions per size and per middle box, one at a time (after a few warm-up ones).
+    #[arg(long, default_value_t = 5000, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(10..=1_000_000), |v| v as usize))]
     pub transactions: usize,
-    /// Extra arguments for `px gateway`.
+    /// Extra arguments for `px gateway` (repeatable), e.g. `--gateway-arg=--psh=flush`.
+    #[arg(long = "gateway-arg", allow_hyphen_values = true)]
     pub gateway_args: Vec<String>,
 }
 

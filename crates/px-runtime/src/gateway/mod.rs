@@ -22,6 +22,7 @@
 pub mod capture;
 pub mod config;
 pub mod control;
+pub mod flags;
 pub mod imtu;
 pub mod lock;
 pub mod metrics;

@@ -49,16 +49,7 @@ fn send(a: &SendArgs) -> Result<ExitCode, String> {
     if a.json {
         println!("{}", serde_json::to_string(&sum).map_err(|e| e.to_string())?);
     } else {
-        println!(
-            "px caravan send: {} datagrams of {} B on {} flows in {} {} ({:.3} s, {} send errors)",
-            sum.datagrams,
-            cfg.size,
-            sum.flows,
-            if cfg.caravan { sum.caravans } else { sum.datagrams },
-            if cfg.caravan { "caravans" } else { "packets" },
-            sum.seconds,
-            sum.send_errors
-        );
+        print!("{}", sum.text(cfg));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -69,21 +60,7 @@ fn recv(a: &RecvArgs) -> Result<ExitCode, String> {
     if a.json {
         println!("{}", serde_json::to_string(&sum).map_err(|e| e.to_string())?);
     } else {
-        println!(
-            "px caravan recv: {} datagrams ({} caravans, {} plain) on {} flows in {:.3} s: {:.0} datagrams/s, {:.3} Gbit/s payload, {:.0} datagrams per CPU second",
-            sum.datagrams,
-            sum.caravans,
-            sum.plain,
-            sum.flows,
-            sum.seconds,
-            sum.datagrams_per_s,
-            sum.gbit_per_s,
-            sum.datagrams_per_cpu_s
-        );
-        println!(
-            "  corrupt {} reordered or duplicate {} missing {} malformed caravans {}",
-            sum.corrupt, sum.reordered, sum.missing, sum.malformed
-        );
+        print!("{}", sum.text());
     }
     Ok(if sum.failed(cfg) { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

@@ -28,10 +28,11 @@ pub struct DemoArgs {
     /// Extra arguments for `px gateway` (repeatable), e.g. `--gateway-arg=--rx-ring`.
     #[arg(long = "gateway-arg", allow_hyphen_values = true)]
     gateway_args: Vec<String>,
-    /// Run the gateway with the kernel fast path (`px gateway --offload
-    /// on`): established bulk flows move to a TC program on its ports.
-    #[arg(long)]
-    offload: bool,
+    /// The gateway's kernel fast path, as `px gateway --offload`: on,
+    /// established bulk flows move to a TC program on its ports (the flag
+    /// alone is `on`).
+    #[arg(long, value_name = "off|on", value_parser = ["off", "on"], num_args = 0..=1, default_missing_value = "on", default_value = "off")]
+    offload: String,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -66,7 +67,7 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode, String> {
         flows: a.flows,
         workers: a.workers,
         gateway_args: a.gateway_args,
-        offload: a.offload,
+        offload: a.offload == "on",
     };
     let json = a.json;
     let res = demo::run(&opts, &|s| {

@@ -83,7 +83,7 @@ pub struct ReportArgs {
     cc: String,
 }
 
-fn px_exe() -> Result<PathBuf, String> {
+pub(crate) fn px_exe() -> Result<PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
 }
 

@@ -7,30 +7,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Args;
 use px_lab::require_root_or_skip;
-use px_lab::rtt::{DEFAULT_SIZES, RttOptions, run, svg};
-
-use crate::cmd::probe::parse_duration;
+use px_lab::rtt::{RttOptions, run, svg};
 
 #[derive(Debug, Args)]
 pub struct RttArgs {
-    /// Message sizes in bytes (comma-separated); UDP skips those above 65507.
-    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_SIZES)]
-    sizes: Vec<usize>,
-    /// Round trips per path, protocol and size …
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(10..=100_000))]
-    reps: u64,
-    /// … or as many as fit in this time (at least 10).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    budget: Duration,
-    /// Only the two direct links (no px gateway, no router).
-    #[arg(long)]
-    no_gateway: bool,
+    #[command(flatten)]
+    o: RttOptions,
     /// Write the plot here.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
@@ -41,11 +28,7 @@ pub fn rtt(a: RttArgs) -> Result<ExitCode, String> {
     if !require_root_or_skip("px lab rtt") {
         return Err("px lab rtt needs root and network namespaces".into());
     }
-    if a.sizes.is_empty() || a.sizes.iter().any(|s| !(4..=1 << 20).contains(s)) {
-        return Err("--sizes: each between 4 and 1048576 bytes".into());
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))?;
-    let o = RttOptions { exe, sizes: a.sizes, reps: a.reps as usize, budget: a.budget, gateway: !a.no_gateway };
+    let o = RttOptions { exe: super::lab_exp::px_exe()?, ..a.o };
     let json = a.json;
     let r = run(&o, &|line| {
         if !json {

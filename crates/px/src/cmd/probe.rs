@@ -85,11 +85,7 @@ pub struct ProbeArgs {
 }
 
 /// Parses `1.5s`, `250ms`, `20us`, or a bare number of seconds.
-/// A duration (`5s`, `250ms`, `20us`, `2min`); a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let secs = px_units::seconds(s, px_units::Bare::Secs)?;
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}`: out of range"))
-}
+pub use px_units::duration as parse_duration;
 
 fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
