@@ -19,10 +19,10 @@ use px_netns::line::{Addressing, Line, LineSpec};
 use px_netns::netns::Offloads;
 
 use crate::exp::iperf::Iperf;
+use px_netns::TempFile;
 use px_netns::cpu::{self, CpuTimes, REST_CPU};
-use px_netns::{Machine, TempFile};
 
-use crate::exp::{Conditions, Paper, Report, ratio};
+use crate::exp::{Conditions, ConditionsBuilder, Paper, Placement, Report, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -110,7 +110,7 @@ fn ruleset(rules: u32) -> String {
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, crate::RunError> {
     px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
-    let machine = Machine::current();
+    let mut conditions = ConditionsBuilder::start(&o.cc, OFFLOADS);
     let e = |e: px_netns::LabError| e.to_string();
     say(&format!("px lab middlebox: building sender — router with {} nftables rules — receiver…", o.rules));
     let spec = LineSpec {
@@ -132,7 +132,6 @@ pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, 
     let rules = TempFile::write("px-lab-middlebox", "nft", &ruleset(o.rules))?;
     line.middle_ns().exec("nft", &["-f", &rules.0.to_string_lossy()]).map_err(e)?;
     let mut points: Vec<MiddleboxPoint> = Vec::new();
-    let mut cc = (String::new(), String::new());
     for (i, &mtu) in o.mtus.iter().enumerate() {
         for (ns, d) in
             [(line.left_ns(), l_dev), (line.middle_ns(), ml_dev), (line.middle_ns(), mr_dev), (line.right_ns(), r_dev)]
@@ -155,7 +154,7 @@ pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, 
         }
         .run()?;
         let u = t0.since(mb);
-        cc = run.congestion;
+        conditions.saw(&run.congestion);
         let first = points.first().map_or(run.gbps, |p| p.gbps);
         points.push(MiddleboxPoint {
             mtu,
@@ -172,16 +171,12 @@ pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, 
         rules: o.rules,
         flows: o.flows,
         seconds: o.seconds,
-        conditions: Conditions::new(
-            machine,
-            &cc,
-            &o.cc,
-            OFFLOADS,
-            format!(
-                "middle box (RPS of both its receive queues: forwarding + nftables in softirq) on CPU {mb}; sender and \
-             receiver on CPU {REST_CPU}"
-            ),
-        ),
+        conditions: conditions.finish(Placement::Confined {
+            part: "middle box (RPS of both its receive queues: forwarding + nftables in softirq)",
+            cpu: mb,
+            rest: "sender and receiver",
+            gro_caveat: false,
+        }),
         paper: PAPER,
     })
 }

@@ -44,10 +44,10 @@ use px_netns::line::{Addressing, Line, LineSpec};
 use px_netns::netns::{LabChild, Netns, Offloads};
 
 use crate::exp::iperf::Iperf;
+use px_netns::TempFile;
 use px_netns::cpu::{self, CpuTimes, REST_CPU};
-use px_netns::{Machine, TempFile};
 
-use crate::exp::{Conditions, Paper, Report, ratio};
+use crate::exp::{Conditions, ConditionsBuilder, Paper, Placement, Report, ratio};
 use udp_gro::UdpGroSummary;
 
 /// What the paper reports.
@@ -306,7 +306,7 @@ fn udp_gro_run(line: &Line, o: &ReceiverOptions, to: &str) -> Result<UdpGroSumma
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, crate::RunError> {
     px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
-    let machine = Machine::current();
+    let mut conditions = ConditionsBuilder::start(&o.cc, OFFLOADS);
     say("px lab receiver: building legacy (1500) — middle box — bnet (9000) in fresh namespaces…");
     let line = Line::build(LineSpec::gateway_lab()).map_err(|e| e.to_string())?;
     let r_dev = line.spec.devs[3];
@@ -382,16 +382,15 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, cr
         flows: o.flows,
         seconds: o.seconds,
         udp_seconds: o.udp_seconds,
-        conditions: Conditions::new(
-            machine,
-            &runs[0][0].cc,
-            &o.cc,
-            OFFLOADS,
-            format!(
-                "receiver (RPS of its rx queue + the application) on CPU {rx}; sender, middle box and their rx queues on \
-             CPU {REST_CPU}; with GRO on, the veth's NAPI (GRO itself) runs on the sending CPU"
-            ),
-        ),
+        conditions: {
+            conditions.saw(&runs[0][0].cc);
+            conditions.finish(Placement::Confined {
+                part: "receiver (RPS of its rx queue + the application)",
+                cpu: rx,
+                rest: "sender, middle box and their rx queues",
+                gro_caveat: true,
+            })
+        },
         paper: [PAPER_TCP, PAPER_UDP],
     })
 }
