@@ -35,15 +35,22 @@ pub enum Bare {
     Secs,
 }
 
-/// Seconds in `s` (`10s`, `250ms`, `500us`, `2min`), a bare number in `bare`.
-pub fn seconds(s: &str, bare: Bare) -> Result<f64, String> {
+/// The number and the unit of `s` (`"64 MiB"` is 64 and `MiB`), the
+/// number finite and not negative; `what` and `e.g.` name them in errors.
+fn number_and_unit<'a>(s: &'a str, what: &str, eg: &str) -> Result<(f64, &'a str), String> {
     let t = s.trim();
     let at = t.find(|c: char| c.is_alphabetic() || c == 'µ').unwrap_or(t.len());
     let (num, unit) = (t[..at].trim(), &t[at..]);
-    let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected a duration such as 10s, 250ms or 500us"))?;
+    let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected a {what} such as {eg}"))?;
     if !v.is_finite() || v < 0.0 {
-        return Err(format!("`{s}`: expected a duration of 0 or more"));
+        return Err(format!("`{s}`: expected a {what} of 0 or more"));
     }
+    Ok((v, unit))
+}
+
+/// Seconds in `s` (`10s`, `250ms`, `500us`, `2min`), a bare number in `bare`.
+pub fn seconds(s: &str, bare: Bare) -> Result<f64, String> {
+    let (v, unit) = number_and_unit(s, "duration", "10s, 250ms or 500us")?;
     let scale = match unit {
         "" => match bare {
             Bare::Micros => 1e-6,
@@ -84,13 +91,7 @@ fn rounded(s: &str, v: f64, name: &str) -> Result<u64, String> {
 
 /// Bytes in `s` (`64MiB`, `8MB`, `4096`, `1.5GiB` when that is whole).
 pub fn size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let at = t.find(|c: char| c.is_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = (t[..at].trim(), &t[at..]);
-    let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected a size such as 65536, 64KiB or 8MiB"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("`{s}`: expected a size of 0 or more"));
-    }
+    let (v, unit) = number_and_unit(s, "size", "65536, 64KiB or 8MiB")?;
     let scale: f64 = match unit {
         "" | "B" => 1.0,
         "KiB" | "K" => 1024.0,
@@ -155,13 +156,7 @@ pub fn size_u64(s: &str) -> Result<u64, String> {
 /// number in units of `bare` bits per second (1e6 for a flag once named
 /// `-mbps`).
 pub fn rate_bps(s: &str, bare: f64) -> Result<f64, String> {
-    let t = s.trim();
-    let at = t.find(|c: char| c.is_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = (t[..at].trim(), &t[at..]);
-    let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected a rate such as 500kbps, 1Mbps or 10Gbps"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("`{s}`: expected a rate of 0 or more"));
-    }
+    let (v, unit) = number_and_unit(s, "rate", "500kbps, 1Mbps or 10Gbps")?;
     let scale = match unit.to_ascii_lowercase().as_str() {
         "" => bare,
         "bps" | "bit/s" => 1.0,
