@@ -27,6 +27,7 @@ pub mod imtu;
 pub mod lock;
 pub mod metrics;
 mod running;
+pub mod settings;
 mod start;
 pub mod status;
 mod worker;
