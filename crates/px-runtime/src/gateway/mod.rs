@@ -170,9 +170,9 @@ fn reload(
 /// periodic summaries, what reloads changed or why they were refused, and
 /// the stop line.
 ///
-/// Three phases: the start ([`start`]: ports, locks, datapath, workers,
+/// Three phases: the start (`start.rs`: ports, locks, datapath, workers,
 /// endpoints), the supervising loop, and the ordered teardown
-/// ([`running`]), which also runs, without the stop line, when the start
+/// (`running.rs`), which also runs, without the stop line, when the start
 /// fails half-way.
 pub fn run_with(
     cfg: &GatewayConfig,
