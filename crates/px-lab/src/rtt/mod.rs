@@ -33,18 +33,25 @@ use px_netns::line::{Addressing, ROUTER_LEFT_V4};
 use px_netns::{Netns, Offloads, Veth};
 
 /// What to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct RttOptions {
     /// The `px` binary (run as `px gateway`).
+    #[arg(skip)]
     pub exe: PathBuf,
-    /// Message sizes in bytes (payload of one `send`).
+    /// Message sizes in bytes (payload of one `send`), comma-separated
+    /// (each 4..=1048576); UDP skips those above 65507.
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_SIZES, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(4..=1 << 20), |v| v as usize))]
     pub sizes: Vec<usize>,
     /// Round trips per cell (path × protocol × size) at most …
+    #[arg(long, default_value_t = 200, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(10..=100_000), |v| v as usize))]
     pub reps: usize,
-    /// … and for at most this long (a cell where Nagle's algorithm meets
-    /// delayed ACKs takes 40 ms a round trip).
+    /// … and for at most this long, e.g. 1s (a cell where Nagle's algorithm
+    /// meets delayed ACKs takes 40 ms a round trip).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = px_units::duration)]
     pub budget: Duration,
-    /// Also the paths through px gateway and a Linux router.
+    /// Also the paths through px gateway and a Linux router (`--no-gateway`:
+    /// only the two direct links).
+    #[arg(long = "no-gateway", action = clap::ArgAction::SetFalse)]
     pub gateway: bool,
 }
 
@@ -432,6 +439,66 @@ pub fn svg(r: &RttResult) -> String {
         })
         .collect();
     stack(&charts)
+}
+
+impl RttResult {
+    /// The tables `px lab rtt` prints: one per protocol (p50 with p10–p90).
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let r = self;
+        let mut t = String::new();
+        let mut paths: Vec<&str> = Vec::new();
+        for row in &r.rows {
+            if !paths.contains(&row.path) {
+                paths.push(row.path);
+            }
+        }
+        let _ =
+            writeln!(t, "px lab rtt — one send of SIZE bytes, a 4-byte answer; µs, p50 (p10–p90); {}\n", r.offloads);
+        for proto in ["tcp", "tcp_nodelay", "udp"] {
+            let _ = write!(t, "  {proto:<12} {:>7}", "size");
+            for p in &paths {
+                let _ = write!(t, "  {:>24}", format!("path {p}"));
+            }
+            t.push('\n');
+            let mut sizes: Vec<usize> = r.rows.iter().filter(|x| x.proto == proto).map(|x| x.size).collect();
+            sizes.sort_unstable();
+            sizes.dedup();
+            for s in sizes {
+                let _ = write!(t, "  {:<12} {s:>7}", "");
+                for p in &paths {
+                    let cell = r.rows.iter().find(|x| x.path == *p && x.proto == proto && x.size == s).map_or_else(
+                        || "-".to_string(),
+                        |x| {
+                            if x.samples == 0 {
+                                return format!("all {} lost", x.lost);
+                            }
+                            let lost = if x.lost > 0 { format!(" {} lost", x.lost) } else { String::new() };
+                            format!("{:.0} ({:.0}–{:.0}){lost}", x.p50_us, x.p10_us, x.p90_us)
+                        },
+                    );
+                    let _ = write!(t, "  {cell:>24}");
+                }
+                t.push('\n');
+            }
+            t.push('\n');
+        }
+        let _ = writeln!(t, "  p50(9000) / p50(1500), median over sizes above one 1500 frame:");
+        for (proto, x) in &r.ratio_9000_over_1500 {
+            let _ = writeln!(
+                t,
+                "    {proto:<12} {x:.2}  ({})",
+                if *x > 1.0 { "1500 faster, as the study found" } else { "9000 faster, unlike the study" }
+            );
+        }
+        let _ = writeln!(
+            t,
+            "\n  The study (Egan; two 700 MHz PCs, gigabit fibre): 1500 had the lower RTT for TCP and UDP,\n  \
+         e.g. UDP at 11000 B: 0.1782 ms at 9000 against 0.0962 ms at 1500 (ratio 1.85), explained there by\n  \
+         the receiver's buffers and timers. See docs/rtt-study.md for what this machine shows and why."
+        );
+        t
+    }
 }
 
 #[cfg(test)]
