@@ -267,6 +267,28 @@ impl Status {
     /// The text `px status` prints.
     pub fn render(&self) -> String {
         let mut o = String::new();
+        self.render_settings(&mut o);
+        self.render_ports(&mut o);
+        self.render_engine(&mut o);
+        self.render_flows(&mut o);
+        self.render_path_mtus(&mut o);
+        let _ = writeln!(
+            o,
+            "\nkernel fast path: {}",
+            if self.offload.active {
+                format!(
+                    "on; {} flow(s) in the kernel now, {} installs and {} hand-backs since start",
+                    self.offload.flows, self.offload.installed, self.offload.returned
+                )
+            } else {
+                "off (offload = \"off\": every packet crosses user space)".to_string()
+            }
+        );
+        o
+    }
+
+    /// Who runs, since when, and with what settings.
+    fn render_settings(&self, o: &mut String) {
         let c = &self.config;
         let up = self.uptime_s as u64;
         let _ = writeln!(
@@ -304,6 +326,10 @@ impl Status {
                 self.engine.icmp_no_source
             );
         }
+    }
+
+    /// Each port's wire counts and rates.
+    fn render_ports(&self, o: &mut String) {
         let _ = writeln!(
             o,
             "\nports (wire frames, as ip -s link counts them; rates over the last {:.1} s; super rx / tx: frames through\n\
@@ -341,6 +367,10 @@ impl Status {
                 p.super_packets.tx_packets
             );
         }
+    }
+
+    /// What the engines did, and what was dropped.
+    fn render_engine(&self, o: &mut String) {
         let e = &self.engine;
         let _ = writeln!(
             o,
@@ -366,6 +396,10 @@ impl Status {
             e.send_errors,
             e.rx_errors
         );
+    }
+
+    /// The largest flows, one line each.
+    fn render_flows(&self, o: &mut String) {
         let _ = writeln!(
             o,
             "\nlargest flows (TCP payload bytes; in = from the outer port toward the inner host, out = the other way;\n\
@@ -413,6 +447,9 @@ impl Status {
                 );
             }
         }
+    }
+
+    fn render_path_mtus(&self, o: &mut String) {
         let _ = writeln!(o, "\npath MTUs learned");
         if self.path_mtus.is_empty() {
             let _ = writeln!(o, "  none");
@@ -424,19 +461,6 @@ impl Status {
                 p.toward, p.destination, p.mtu, p.expires_in_s
             );
         }
-        let _ = writeln!(
-            o,
-            "\nkernel fast path: {}",
-            if self.offload.active {
-                format!(
-                    "on; {} flow(s) in the kernel now, {} installs and {} hand-backs since start",
-                    self.offload.flows, self.offload.installed, self.offload.returned
-                )
-            } else {
-                "off (offload = \"off\": every packet crosses user space)".to_string()
-            }
-        );
-        o
     }
 }
 
