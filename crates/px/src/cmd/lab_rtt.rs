@@ -10,8 +10,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use px_lab::LinkRate;
 use px_lab::require_root_or_skip;
-use px_lab::rtt::{DEFAULT_SIZES, RttOptions, RttResult, run, svg};
+use px_lab::rtt::{DEFAULT_SIZES, RttOptions, run, svg, table};
 
 use crate::cmd::probe::parse_duration;
 
@@ -29,6 +30,12 @@ pub struct RttArgs {
     /// Only the two direct links (no px gateway, no router).
     #[arg(long)]
     no_gateway: bool,
+    /// Link rates to measure at, in turn (comma-separated; `none`: the
+    /// unshaped veth), e.g. `none,1gbit,10gbit`: every egress of every path
+    /// shaped to the rate with a one-frame burst (tbf), the direct hosts
+    /// through a switch.
+    #[arg(long, value_delimiter = ',', value_parser = parse_rate)]
+    link_rate: Vec<Option<LinkRate>>,
     /// Write the plot here.
     #[arg(long)]
     svg: Option<PathBuf>,
@@ -45,7 +52,14 @@ pub fn rtt(a: RttArgs) -> Result<ExitCode, String> {
         return Err("--sizes: each between 4 and 1048576 bytes".into());
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))?;
-    let o = RttOptions { exe, sizes: a.sizes, reps: a.reps as usize, budget: a.budget, gateway: !a.no_gateway };
+    let o = RttOptions {
+        exe,
+        sizes: a.sizes,
+        reps: a.reps as usize,
+        budget: a.budget,
+        gateway: !a.no_gateway,
+        link_rates: a.link_rate,
+    };
     let json = a.json;
     let r = run(&o, &|line| {
         if !json {
@@ -63,57 +77,6 @@ pub fn rtt(a: RttArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn table(r: &RttResult) -> String {
-    use std::fmt::Write;
-    let mut t = String::new();
-    let mut paths: Vec<&str> = Vec::new();
-    for row in &r.rows {
-        if !paths.contains(&row.path) {
-            paths.push(row.path);
-        }
-    }
-    let _ = writeln!(t, "px lab rtt — one send of SIZE bytes, a 4-byte answer; µs, p50 (p10–p90); {}\n", r.offloads);
-    for proto in ["tcp", "tcp_nodelay", "udp"] {
-        let _ = write!(t, "  {proto:<12} {:>7}", "size");
-        for p in &paths {
-            let _ = write!(t, "  {:>24}", format!("path {p}"));
-        }
-        t.push('\n');
-        let mut sizes: Vec<usize> = r.rows.iter().filter(|x| x.proto == proto).map(|x| x.size).collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        for s in sizes {
-            let _ = write!(t, "  {:<12} {s:>7}", "");
-            for p in &paths {
-                let cell = r.rows.iter().find(|x| x.path == *p && x.proto == proto && x.size == s).map_or_else(
-                    || "-".to_string(),
-                    |x| {
-                        if x.samples == 0 {
-                            return format!("all {} lost", x.lost);
-                        }
-                        let lost = if x.lost > 0 { format!(" {} lost", x.lost) } else { String::new() };
-                        format!("{:.0} ({:.0}–{:.0}){lost}", x.p50_us, x.p10_us, x.p90_us)
-                    },
-                );
-                let _ = write!(t, "  {cell:>24}");
-            }
-            t.push('\n');
-        }
-        t.push('\n');
-    }
-    let _ = writeln!(t, "  p50(9000) / p50(1500), median over sizes above one 1500 frame:");
-    for (proto, x) in &r.ratio_9000_over_1500 {
-        let _ = writeln!(
-            t,
-            "    {proto:<12} {x:.2}  ({})",
-            if *x > 1.0 { "1500 faster, as the study found" } else { "9000 faster, unlike the study" }
-        );
-    }
-    let _ = writeln!(
-        t,
-        "\n  The study (Egan; two 700 MHz PCs, gigabit fibre): 1500 had the lower RTT for TCP and UDP,\n  \
-         e.g. UDP at 11000 B: 0.1782 ms at 9000 against 0.0962 ms at 1500 (ratio 1.85), explained there by\n  \
-         the receiver's buffers and timers. See docs/rtt-study.md for what this machine shows and why."
-    );
-    t
+fn parse_rate(s: &str) -> Result<Option<LinkRate>, String> {
+    LinkRate::parse(s).map_err(|e| e.to_string())
 }
