@@ -258,6 +258,7 @@ pub fn mtu_benefit_svg(r: &MtuBenefitResult) -> String {
             r.growth_ratio,
             if y_max.is_some() { format!("; slow-start peak {peak:.0} kB clipped") } else { String::new() }
         )),
+        x_log: false,
     }
     .to_svg()
 }

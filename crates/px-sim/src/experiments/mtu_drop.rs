@@ -567,6 +567,7 @@ pub fn mtu_drop_svg(r: &MtuDropResult) -> String {
         y_max: None,
         markers: drop.clone(),
         note: Some("latest sample of the first variant's run (the same path in every run until the drop)".into()),
+        x_log: false,
     };
     let pto = LineChart {
         title: "PTO in force: the timer that must expire before the drop is noticed".into(),
@@ -586,6 +587,7 @@ pub fn mtu_drop_svg(r: &MtuDropResult) -> String {
             "PTO = srtt + 4 rttvar (Classic, 4V) / 3 rttvar (3V), or max RTT + rttvar (MaxRTT), + 25 ms max_ack_delay"
                 .into(),
         ),
+        x_log: false,
     };
     svg::stack(&[completion.to_svg(), losses.to_svg(), srtt.to_svg(), pto.to_svg()])
 }

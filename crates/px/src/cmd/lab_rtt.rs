@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use px_lab::require_root_or_skip;
-use px_lab::rtt::{RttOptions, run, svg};
+use px_lab::rtt::{RttOptions, run, svg, table};
 
 #[derive(Debug, Args)]
 pub struct RttArgs {
@@ -41,7 +41,7 @@ pub fn rtt(a: RttArgs) -> Result<ExitCode, String> {
     if json {
         println!("{}", serde_json::to_value(&r).map_err(|e| e.to_string())?);
     } else {
-        print!("{}", r.table());
+        print!("{}", table(&r));
     }
     Ok(ExitCode::SUCCESS)
 }
