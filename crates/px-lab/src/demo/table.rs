@@ -135,3 +135,33 @@ impl UpReport {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(gateway: Option<(u32, std::path::PathBuf)>) -> UpReport {
+        UpReport {
+            description: "legacy — gw — bnet".into(),
+            namespaces: vec!["px-legacy-1".into(), "px-gw-1".into(), "px-bnet-1".into()],
+            gateway_ns: "px-gw-1".into(),
+            config: "/tmp/px-lab-up/gateway.toml".into(),
+            gateway_command: vec!["px".into(), "gateway".into()],
+            gateway,
+            responders: vec![("px-bnet-1".into(), 42)],
+        }
+    }
+
+    /// Issue 38 items 5 and 6: `px lab up --json` is one object with what
+    /// runs where; the reload hint names the gateway's PID when it knows it.
+    #[test]
+    fn up_report_as_json_and_text() {
+        let r = report(Some((4242, "/tmp/gw.log".into())));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["gateway_ns"], "px-gw-1");
+        assert_eq!(v["gateway"][0], 4242);
+        assert_eq!(v["config"], "/tmp/px-lab-up/gateway.toml");
+        assert!(r.text().contains("kill -HUP 4242"), "{}", r.text());
+        assert!(report(None).text().contains("kill -HUP <gateway PID>"));
+    }
+}

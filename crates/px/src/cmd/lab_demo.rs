@@ -107,3 +107,23 @@ pub fn down(_: DownArgs) -> Result<ExitCode, String> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: super::DemoArgs,
+    }
+
+    /// Issue 38 item 5: `--offload` as `px gateway` takes it.
+    #[test]
+    fn offload_alone_is_on_as_in_px_gateway() {
+        assert_eq!(T::parse_from(["t", "--offload"]).a.offload, "on");
+        assert_eq!(T::parse_from(["t", "--offload", "off", "--json"]).a.offload, "off");
+        assert_eq!(T::parse_from(["t"]).a.offload, "off");
+        assert!(T::try_parse_from(["t", "--offload", "yes"]).is_err());
+    }
+}
