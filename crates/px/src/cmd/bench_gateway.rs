@@ -59,7 +59,7 @@ pub struct GatewayBenchArgs {
     /// How long each round replays the trace (looping over it), e.g. 10s
     /// (a bare number is seconds; old name --seconds). Default: 10 s on
     /// packet sockets, 3 s per round with --datapath dpdk.
-    #[arg(long = "duration", alias = "seconds", value_parser = super::units::secs_f64)]
+    #[arg(long = "duration", alias = "seconds", value_parser = px_units::secs_f64)]
     seconds: Option<f64>,
     /// Bulk flows in the trace.
     #[arg(long, default_value_t = 800, value_parser = clap::value_parser!(u32).range(1..=100_000))]
