@@ -97,11 +97,13 @@ impl DpdkConfig {
     /// frames sized for each interface's MTU (`mtus`: inner, outer), for
     /// trying the DPDK datapath on any Linux port and for the lab tests.
     pub fn on_interfaces(inner: &str, outer: &str, workers: usize, mtus: (u16, u16)) -> DpdkConfig {
-        // The ring's frames hold a tpacket header and the whole frame; one
-        // frame per block, so any size of at least a page works.
+        // A ring frame holds the tpacket header, an address and the whole
+        // frame (Ethernet and two VLAN tags): the driver wants that to fit
+        // one mbuf of the pool, whose room is the MTU plus the same 22
+        // bytes (or more). Blocks are whole pages, a power of two.
         let spec = |n: usize, iface: &str, mtu: u16| {
-            let frame = (u32::from(mtu) + 14 + 8 + 128).next_power_of_two().max(2048);
-            let block = frame.max(4096);
+            let frame = (u32::from(mtu) + 22 + 72).next_multiple_of(16);
+            let block = frame.next_power_of_two().max(4096);
             format!("net_af_packet{n},iface={iface},qpairs={workers},framesz={frame},blocksz={block},framecnt=512")
         };
         DpdkConfig { inner: spec(0, inner, mtus.0), outer: spec(1, outer, mtus.1), ..DpdkConfig::default() }
@@ -142,8 +144,8 @@ mod tests {
         assert_eq!(d, Device { name: "0000:03:00.0", virtual_device: false, iface: None });
         assert_eq!("dpdk".parse::<DatapathKind>(), Ok(DatapathKind::Dpdk));
         let c = DpdkConfig::on_interfaces("px-gwi", "px-gwo", 2, (9000, 1500));
-        assert_eq!(c.inner, "net_af_packet0,iface=px-gwi,qpairs=2,framesz=16384,blocksz=16384,framecnt=512");
-        assert_eq!(c.outer, "net_af_packet1,iface=px-gwo,qpairs=2,framesz=2048,blocksz=4096,framecnt=512");
+        assert_eq!(c.inner, "net_af_packet0,iface=px-gwi,qpairs=2,framesz=9104,blocksz=16384,framecnt=512");
+        assert_eq!(c.outer, "net_af_packet1,iface=px-gwo,qpairs=2,framesz=1600,blocksz=4096,framecnt=512");
         assert_eq!(device(&c.outer).iface, Some("px-gwo"));
         assert!("xdp".parse::<DatapathKind>().unwrap_err().contains("af_packet"));
     }
