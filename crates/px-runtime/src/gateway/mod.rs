@@ -23,6 +23,7 @@ pub mod capture;
 pub mod config;
 pub mod control;
 mod datapath;
+pub mod flags;
 pub mod imtu;
 pub mod lock;
 pub mod metrics;

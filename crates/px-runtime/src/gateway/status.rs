@@ -332,7 +332,8 @@ impl Status {
     fn render_ports(&self, o: &mut String) {
         let _ = writeln!(
             o,
-            "\nports (wire frames, as ip -s link counts them; rates over the last {:.1} s)",
+            "\nports (wire frames, as ip -s link counts them; rates over the last {:.1} s; super rx / tx: frames through\n\
+             the gateway's sockets, a GRO or GSO super-packet counting once)",
             self.interval_s
         );
         let _ = writeln!(
@@ -347,7 +348,7 @@ impl Status {
             "tx packets",
             "tx pps",
             "tx bit/s",
-            "super-packets"
+            "super rx / tx"
         );
         for p in &self.ports {
             let _ = writeln!(
@@ -399,21 +400,25 @@ impl Status {
 
     /// The largest flows, one line each.
     fn render_flows(&self, o: &mut String) {
-        let _ = writeln!(o, "\nlargest flows (TCP payload bytes; in = from the outer port)");
+        let _ = writeln!(
+            o,
+            "\nlargest flows (TCP payload bytes; in = from the outer port toward the inner host, out = the other way;\n\
+             max seg: the largest segment seen; MSS inner/outer: what the inner and the outer host advertised)"
+        );
         if self.flows.is_empty() {
             let _ = writeln!(o, "  none");
         } else {
             let _ = writeln!(
                 o,
-                "  {:<41} {:<41} {:<11} {:>12} {:>12} {:>9} {:>9} {:>11} {:<8} {:>8} {:>7} offloaded",
+                "  {:<41} {:<41} {:<11} {:>12} {:>12} {:>10} {:>11} {:>15} {:<8} {:>8} {:>7} offloaded",
                 "outer",
                 "inner",
                 "state",
                 "bytes in",
                 "bytes out",
-                "seg in",
-                "seg out",
-                "MSS in/out",
+                "max seg in",
+                "max seg out",
+                "MSS inner/outer",
                 "merging",
                 "held B",
                 "idle ms",
@@ -423,7 +428,7 @@ impl Status {
                 let v = &f.flow;
                 let _ = writeln!(
                     o,
-                    "  {:<41} {:<41} {:<11} {:>12} {:>12} {:>9} {:>9} {:>11} {:<8} {:>8} {:>7} {}",
+                    "  {:<41} {:<41} {:<11} {:>12} {:>12} {:>10} {:>11} {:>15} {:<8} {:>8} {:>7} {}",
                     v.outer.to_string(),
                     v.inner.to_string(),
                     v.state,
@@ -537,6 +542,16 @@ mod tests {
         assert!(text.contains("  outer  px-gwo"), "{text}");
         assert!(text.contains("toward outer  203.0.113.9"), "{text}");
         assert!(text.contains("kernel fast path: off"), "{text}");
+        // Issue 38 item 5: every column says what it counts.
+        for label in [
+            "super rx / tx",
+            "a GRO or GSO super-packet counting once",
+            "max seg in",
+            "MSS inner/outer",
+            "what the inner and the outer host advertised",
+        ] {
+            assert!(text.contains(label), "{label:?} not in {text}");
+        }
         assert!(text.contains("198.51.100.1:2"), "{text}");
         // The JSON is the same model.
         let back: Status = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
