@@ -13,6 +13,8 @@ use std::time::Instant;
 
 use px_gateway::Engine;
 
+use crate::logging::{info, warn};
+
 use super::capture::{self, Tap};
 use super::datapath::Ports;
 use super::datapath::af_packet::AfPacket;
@@ -34,18 +36,14 @@ struct Common {
 
 impl Running {
     /// Sets the gateway up and starts its workers.
-    pub(super) fn start(
-        cfg: &GatewayConfig,
-        stop: Arc<AtomicBool>,
-        log: &mut dyn FnMut(&str),
-    ) -> Result<Running, GatewayError> {
+    pub(super) fn start(cfg: &GatewayConfig, stop: Arc<AtomicBool>) -> Result<Running, GatewayError> {
         cfg.validate()?;
         let imtu = port_mtu("inner", &cfg.inner, cfg.imtu)?;
         let emtu = port_mtu("outer", &cfg.outer, cfg.emtu)?;
         let mut r = Running::new(cfg, stop);
         // One gateway per port, refused before anything is touched.
-        r.locks = lock_ports(cfg, log)?;
-        let af = AfPacket::start(cfg, log)?;
+        r.locks = lock_ports(cfg)?;
+        let af = AfPacket::start(cfg)?;
         let ecfg = cfg.engine_config(imtu, emtu, os_random_seed())?;
         r.engine = ecfg.clone();
         r.live = Arc::new(LiveConfig::new(ecfg.clone()));
@@ -67,8 +65,8 @@ impl Running {
             workers.push(r.worker(index, engine, ports, cfg.batch, tap));
         }
         r.datapath = Some(Datapath::AfPacket(af));
-        r.serve(cfg, (imtu, emtu), &common, log)?;
-        log_start(&r, cfg, &common.config, (imtu, emtu), log);
+        r.serve(cfg, (imtu, emtu), &common)?;
+        log_start(&r, cfg, &common.config, (imtu, emtu));
         r.spawn(workers)?;
         r.follow_imtu(cfg, &common)?;
         Ok(r)
@@ -89,13 +87,7 @@ impl Running {
     }
 
     /// The metrics endpoint and the control socket.
-    fn serve(
-        &mut self,
-        cfg: &GatewayConfig,
-        (imtu, emtu): (u16, u16),
-        common: &Common,
-        log: &mut dyn FnMut(&str),
-    ) -> Result<(), GatewayError> {
+    fn serve(&mut self, cfg: &GatewayConfig, (imtu, emtu): (u16, u16), common: &Common) -> Result<(), GatewayError> {
         if let Some(addr) = cfg.metrics {
             let h = metrics::serve(addr, self.shared.clone(), self.stop.clone())
                 .map_err(|source| GatewayError::Metrics { addr, source })?;
@@ -119,7 +111,7 @@ impl Running {
         match control::serve(&control_path(cfg), source, self.stop.clone()) {
             Ok(h) => self.control = Some(h),
             Err(e @ control::ControlError::Io { .. }) if cfg.control_socket.is_none() => {
-                log(&format!("px gateway: {e}; running without a control socket: px status cannot reach this gateway"));
+                warn!("px gateway: {e}; running without a control socket: px status cannot reach this gateway");
             }
             Err(e) => return Err(e.into()),
         }
@@ -139,14 +131,10 @@ impl Running {
         Ok(())
     }
 
-    /// The iMTU follower, if configured (its lines go to the log from the
-    /// supervising loop).
+    /// The iMTU follower, if configured.
     fn follow_imtu(&mut self, cfg: &GatewayConfig, common: &Common) -> Result<(), GatewayError> {
         if let (Some(f), Some(s)) = (&cfg.imtu_follow, &common.imtu) {
-            let (tx, rx) = std::sync::mpsc::channel();
-            self.follower =
-                Some(imtu::spawn(f.clone(), s.clone(), self.stop.clone(), tx).map_err(GatewayError::Thread)?);
-            self.imtu_lines = Some(rx);
+            self.follower = Some(imtu::spawn(f.clone(), s.clone(), self.stop.clone()).map_err(GatewayError::Thread)?);
         }
         Ok(())
     }
@@ -171,14 +159,8 @@ fn control_path(cfg: &GatewayConfig) -> std::path::PathBuf {
 
 /// The start lines: ports and settings, ICMP sources, where `px status`
 /// and the capture are, and the kernel fast path.
-fn log_start(
-    r: &Running,
-    cfg: &GatewayConfig,
-    ecfg: &px_gateway::Config,
-    (imtu, emtu): (u16, u16),
-    log: &mut dyn FnMut(&str),
-) {
-    log(&format!(
+fn log_start(r: &Running, cfg: &GatewayConfig, ecfg: &px_gateway::Config, (imtu, emtu): (u16, u16)) {
+    info!(
         "px gateway: inner {} (iMTU {imtu}) <-> outer {} (eMTU {emtu}), {} worker(s), offload {}, merge timeout {} µs{}",
         cfg.inner,
         cfg.outer,
@@ -186,33 +168,33 @@ fn log_start(
         if cfg.gro_gso { "GRO/GSO" } else { "off (software)" },
         ecfg.merge_timeout.as_micros(),
         cfg.metrics.map(|a| format!(", metrics on http://{a}/metrics")).unwrap_or_default()
-    ));
-    for line in cfg.icmp_notice() {
-        log(&format!("px gateway: {line}"));
+    );
+    for (level, line) in cfg.icmp_notice() {
+        crate::logging::log(level, &format!("px gateway: {line}"));
     }
     if r.control.is_some() {
-        log(&format!("px gateway: status: px status (control socket {})", control_path(cfg).display()));
+        info!("px gateway: status: px status (control socket {})", control_path(cfg).display());
     }
     if let Some((spec, _)) = &r.capture {
-        log(&format!(
+        info!(
             "px gateway: capturing to {} (pcapng, snap length {} B, {} file(s) of at most {} B)",
             spec.path.display(),
             spec.snaplen,
             spec.files,
             spec.max_bytes
-        ));
+        );
     }
     let fast_path = r.datapath.as_ref().map_or(Err("not started"), Datapath::fast_path);
-    log(&match (fast_path, cfg.offload) {
-        (Ok(()), FastPathMode::On) => format!(
+    match (fast_path, cfg.offload) {
+        (Ok(()), FastPathMode::On) => info!(
             "px gateway: kernel fast path on: TC program on {} and {} ingress; established bulk TCP flows move to it",
             cfg.inner, cfg.outer
         ),
         (Ok(()), FastPathMode::Off) => {
-            "px gateway: kernel fast path attached, offload off (a reload with offload = \"on\" turns it on)".into()
+            info!("px gateway: kernel fast path attached, offload off (a reload with offload = \"on\" turns it on)")
         }
-        (Err(e), _) => format!("px gateway: kernel fast path unavailable ({e})"),
-    });
+        (Err(e), _) => info!("px gateway: kernel fast path unavailable ({e})"),
+    }
 }
 
 /// A port's MTU: as configured, or the interface's.
@@ -227,7 +209,7 @@ fn port_mtu(key: &'static str, name: &str, configured: u16) -> Result<u16, Gatew
 /// Locks both ports ([`lock`]). A port another gateway serves is an
 /// error; a lock directory this process may not write (an unprivileged
 /// run outside systemd) is a warning, and the gateway runs unlocked.
-fn lock_ports(cfg: &GatewayConfig, log: &mut dyn FnMut(&str)) -> Result<Vec<PortLock>, GatewayError> {
+fn lock_ports(cfg: &GatewayConfig) -> Result<Vec<PortLock>, GatewayError> {
     let dir = lock::lock_dir();
     let mut locks = Vec::new();
     for name in [&cfg.inner, &cfg.outer] {
@@ -237,9 +219,9 @@ fn lock_ports(cfg: &GatewayConfig, log: &mut dyn FnMut(&str)) -> Result<Vec<Port
             Err(LockError::Iface { port, source }) => {
                 return Err(GatewayError::Port { key: key_of(cfg, &port), port, source });
             }
-            Err(e @ LockError::Io { .. }) => log(&format!(
-                "px gateway: {e}; running without the lock: a second gateway on {name} would not be refused"
-            )),
+            Err(e @ LockError::Io { .. }) => {
+                warn!("px gateway: {e}; running without the lock: a second gateway on {name} would not be refused")
+            }
         }
     }
     Ok(locks)
