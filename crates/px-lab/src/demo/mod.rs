@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::exp::iperf::Iperf;
+use crate::exp::sink::{self, CpuSplit, ReadMode, SinkRun};
 use px_netns::gateway::GatewayProcess;
 use px_netns::line::{Addressing, LEFT_V4, Line, LineSpec};
 use px_netns::observe::{FrameObserver, FrameSizes};
@@ -140,6 +141,10 @@ pub struct DemoResult {
     pub flows: u64,
     /// How `bnet_cpu_s_per_gb_*` are accounted.
     pub bnet_cpu_accounting: String,
+    /// The b-network host's CPU per GB inbound, split into its per-packet
+    /// and per-byte parts: px-lab's receiver reading with a copy and with
+    /// `MSG_TRUNC`, through the router and through the gateway.
+    pub bnet_cpu_split: CpuSplit,
 }
 
 /// How the CPU pass accounts the b-network host's CPU.
@@ -320,8 +325,12 @@ fn round(
 }
 
 /// The CPU pass: `[inbound, outbound]` × `[gateway, router]` of
-/// (Gbit/s, b-network host CPU seconds per GB).
-type CpuPass = [[(f64, f64); 2]; 2];
+/// (Gbit/s, b-network host CPU seconds per GB), and the inbound split of
+/// the b-network host's CPU.
+struct CpuPass {
+    iperf: [[(f64, f64); 2]; 2],
+    split: CpuSplit,
+}
 
 fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Result<CpuPass, String> {
     use px_netns::cpu::{self, CpuTimes, REST_CPU};
@@ -348,6 +357,16 @@ fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Resul
         let host_s = t0.since(bcpu).host_seconds(bnet_process_s);
         Ok((run.gbps, crate::exp::ratio(host_s, run.gbps * o.seconds as f64 / 8.0)))
     };
+    // [copy, discard] × [router, gateway]: px-lab's receiver, inbound.
+    let mut split: [[SinkRun; 2]; 2] = Default::default();
+    let mut sinks = |path: usize, addr: &str, port: u16| -> Result<(), String> {
+        for (m, mode) in [ReadMode::Copy, ReadMode::Discard].into_iter().enumerate() {
+            let to = format!("{addr}:{}", port + m as u16).parse().map_err(|e| format!("{e}"))?;
+            split[m][path] =
+                sink::run(lab.left_ns(), lab.right_ns(), to, o.flows as usize, mode, o.seconds, bcpu, REST_CPU)?;
+        }
+        Ok(())
+    };
     let mut out = [[(0.0, 0.0); 2]; 2];
     lab.address(Addressing::Bump).map_err(lab_err)?;
     let gw = GatewayProcess::start(lab, &o.exe, gw_args)?;
@@ -355,12 +374,14 @@ fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Resul
     let bnet_addr = Addressing::Bump.right_addr(false);
     out[0][0] = one(true, bnet_addr, port)?;
     out[1][0] = one(false, bnet_addr, port + 1)?;
+    sinks(1, bnet_addr, port + 4)?;
     stop_gateway(gw)?;
     lab.address(Addressing::Router).map_err(lab_err)?;
     let bnet_addr = Addressing::Router.right_addr(false);
     out[0][1] = one(true, bnet_addr, port + 2)?;
     out[1][1] = one(false, bnet_addr, port + 3)?;
-    Ok(out)
+    sinks(0, bnet_addr, port + 6)?;
+    Ok(CpuPass { iperf: out, split: CpuSplit::of(&split) })
 }
 
 fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions) -> DemoResult {
@@ -376,7 +397,7 @@ fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions)
         let outer = |run: &Run| if inbound { run.legacy_link.tx } else { run.legacy_link.rx };
         let last = rounds.last().map(|r| pick_dir(r, inbound));
         let (obs_g, obs_r) = pick_dir(observed, inbound);
-        let [(_, cpu_g), (_, cpu_r)] = cpu[usize::from(!inbound)];
+        let [(_, cpu_g), (_, cpu_r)] = cpu.iperf[usize::from(!inbound)];
         let gateway_gbps = mean(&|r| pick_dir(r, inbound).0.gbps);
         let router_gbps = mean(&|r| pick_dir(r, inbound).1.gbps);
         let yields: Vec<f64> = rounds.iter().filter_map(|r| r.gstats.yield_).collect();
@@ -397,7 +418,7 @@ fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions)
             bnet_cpu_s_per_gb_gateway: cpu_g,
             bnet_cpu_s_per_gb_router: cpu_r,
             bnet_cpu_ratio: crate::exp::ratio(cpu_g, cpu_r),
-            cpu_pass_gbps: [cpu[usize::from(!inbound)][0].0, cpu[usize::from(!inbound)][1].0],
+            cpu_pass_gbps: [cpu.iperf[usize::from(!inbound)][0].0, cpu.iperf[usize::from(!inbound)][1].0],
             gateway_retransmits: rounds.iter().map(|r| pick_dir(r, inbound).0.retransmits).sum(),
             router_retransmits: rounds.iter().map(|r| pick_dir(r, inbound).1.retransmits).sum(),
             round_ratios: rounds
@@ -425,6 +446,7 @@ fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions)
         rounds: o.rounds,
         flows: o.flows,
         bnet_cpu_accounting: BNET_CPU_ACCOUNTING.into(),
+        bnet_cpu_split: cpu.split,
     }
 }
 

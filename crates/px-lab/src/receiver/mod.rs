@@ -44,6 +44,7 @@ use px_netns::line::{Addressing, Line, LineSpec};
 use px_netns::netns::{LabChild, Netns, Offloads};
 
 use crate::exp::iperf::Iperf;
+use crate::exp::sink::{self, CpuSplit, ReadMode, SinkRun};
 use px_netns::TempFile;
 use px_netns::cpu::{self, CpuTimes, REST_CPU};
 
@@ -153,6 +154,10 @@ pub struct UdpCase {
 pub struct ReceiverResult {
     /// TCP cases.
     pub tcp: TcpCases,
+    /// The receiver's CPU per GB split into its per-packet and per-byte
+    /// parts (px-lab's own receiver reading with a copy and with
+    /// `MSG_TRUNC`, receiver GRO off), through the router and the gateway.
+    pub tcp_split: CpuSplit,
     /// UDP, unless skipped.
     pub udp: Option<UdpCase>,
     /// TCP flows.
@@ -305,6 +310,25 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, cr
     let mut runs: [[TcpRun; 2]; 2] = Default::default(); // [gro][router, gateway]
     let mut udp_runs: [Option<(u64, serde_json::Value)>; 2] = [None, None];
     let mut udp_gro_run_result = None;
+    // [copy, discard] × [router, gateway], receiver GRO off.
+    let mut split: [[SinkRun; 2]; 2] = Default::default();
+    let split_run = |path: usize, addr: &str, port: u16, split: &mut [[SinkRun; 2]; 2]| -> Result<(), String> {
+        set_gro(false).map_err(|e| e.to_string())?;
+        for (m, mode) in [ReadMode::Copy, ReadMode::Discard].into_iter().enumerate() {
+            let to = format!("{addr}:{}", port + m as u16).parse().map_err(|e| format!("{e}"))?;
+            split[m][path] = sink::run(
+                line.left_ns(),
+                line.right_ns(),
+                to,
+                o.flows as usize,
+                mode,
+                o.seconds,
+                cpu::rx_cpu(),
+                REST_CPU,
+            )?;
+        }
+        Ok(())
+    };
 
     // Gateway phase: TCP with GRO off and on, then UDP caravans.
     line.address(Addressing::Bump).map_err(|e| e.to_string())?;
@@ -318,6 +342,8 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, cr
         say(&format!("px lab receiver: {} TCP flows via px gateway, receiver GRO {}…", o.flows, onoff(on)));
         runs[g][1] = tcp_run(&line, bnet, 5201 + g as u16, o)?;
     }
+    say("px lab receiver: px-lab's receiver via px gateway, reading with a copy and with MSG_TRUNC…");
+    split_run(1, bnet, 5221, &mut split)?;
     if o.udp_seconds > 0 {
         say("px lab receiver: UDP via px gateway (caravans)…");
         udp_runs[1] = Some(udp_run(&line, o, &format!("{bnet}:{CARAVAN_PORT}"))?);
@@ -335,6 +361,8 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, cr
         say(&format!("px lab receiver: {} TCP flows via a Linux router, receiver GRO {}…", o.flows, onoff(on)));
         runs[g][0] = tcp_run(&line, bnet, 5211 + g as u16, o)?;
     }
+    say("px lab receiver: px-lab's receiver via a Linux router, reading with a copy and with MSG_TRUNC…");
+    split_run(0, bnet, 5231, &mut split)?;
     if o.udp_seconds > 0 {
         say("px lab receiver: UDP via a Linux router (plain datagrams)…");
         udp_runs[0] = Some(udp_run(&line, o, &format!("{bnet}:{CARAVAN_PORT}"))?);
@@ -368,6 +396,7 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, cr
     };
     Ok(ReceiverResult {
         tcp: TcpCases { gro_off: case(&runs[0][0], &runs[0][1]), gro_on: case(&runs[1][0], &runs[1][1]) },
+        tcp_split: CpuSplit::of(&split),
         udp,
         flows: o.flows,
         seconds: o.seconds,
@@ -417,6 +446,9 @@ impl Report for ReceiverResult {
         for (label, c) in [("GRO off", &self.tcp.gro_off), ("GRO on", &self.tcp.gro_on)] {
             let _ = writeln!(s, "receiver core CPU per GB, router / gateway ({label}): {:.2}×", c.cpu_ratio);
         }
+        let _ =
+            writeln!(s, "\nWhere the receiver's CPU goes ({} flows, receiver GRO off, px-lab's receiver):", self.flows);
+        s.push_str(&self.tcp_split.lines());
         if let Some(u) = &self.udp {
             let _ = writeln!(
                 s,

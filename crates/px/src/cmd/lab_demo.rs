@@ -156,6 +156,8 @@ fn print_table(r: &DemoResult) {
     println!("{:<44} {}", "gateway early flushes (all rounds)", super::early_flushes_text(&r.gateway_flushes));
     println!("\nthroughput: no observer on the path (mean of rounds); frame sizes: a separate observed pass;");
     println!("b-network host CPU: {}", r.bnet_cpu_accounting);
+    println!("\nwhere the b-network host's CPU goes, inbound (px-lab's receiver, {} flows):", r.flows);
+    print!("{}", r.bnet_cpu_split.lines());
 }
 
 pub fn up(a: UpArgs) -> Result<ExitCode, String> {
