@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::exp::iperf::Iperf;
-use crate::exp::sink::{self, CpuSplit, ReadMode, SinkRun};
+use crate::exp::sink::{self, CpuSplit};
 use px_netns::gateway::GatewayProcess;
 use px_netns::line::{Addressing, LEFT_V4, Line, LineSpec};
 use px_netns::observe::{FrameObserver, FrameSizes};
@@ -357,15 +357,14 @@ fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Resul
         let host_s = t0.since(bcpu).host_seconds(bnet_process_s);
         Ok((run.gbps, crate::exp::ratio(host_s, run.gbps * o.seconds as f64 / 8.0)))
     };
-    // [copy, discard] × [router, gateway]: px-lab's receiver, inbound.
-    let mut split: [[SinkRun; 2]; 2] = Default::default();
-    let mut sinks = |path: usize, addr: &str, port: u16| -> Result<(), String> {
-        for (m, mode) in [ReadMode::Copy, ReadMode::Discard].into_iter().enumerate() {
-            let to = format!("{addr}:{}", port + m as u16).parse().map_err(|e| format!("{e}"))?;
-            split[m][path] =
-                sink::run(lab.left_ns(), lab.right_ns(), to, o.flows as usize, mode, o.seconds, bcpu, REST_CPU)?;
-        }
-        Ok(())
+    // px-lab's receiver, inbound: [copy, discard] through the gateway,
+    // then through the router at the gateway's throughput.
+    let ends = sink::Ends {
+        client: lab.left_ns(),
+        server: lab.right_ns(),
+        rx_dev: lab.spec.devs[3],
+        rx_cpu: bcpu,
+        tx_cpu: REST_CPU,
     };
     let mut out = [[(0.0, 0.0); 2]; 2];
     lab.address(Addressing::Bump).map_err(lab_err)?;
@@ -374,14 +373,15 @@ fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Resul
     let bnet_addr = Addressing::Bump.right_addr(false);
     out[0][0] = one(true, bnet_addr, port)?;
     out[1][0] = one(false, bnet_addr, port + 1)?;
-    sinks(1, bnet_addr, port + 4)?;
+    let split_gw = sink::path_runs(ends, bnet_addr, port + 4, o.flows as usize, o.seconds, None)?;
     stop_gateway(gw)?;
     lab.address(Addressing::Router).map_err(lab_err)?;
     let bnet_addr = Addressing::Router.right_addr(false);
     out[0][1] = one(true, bnet_addr, port + 2)?;
     out[1][1] = one(false, bnet_addr, port + 3)?;
-    sinks(0, bnet_addr, port + 6)?;
-    Ok(CpuPass { iperf: out, split: CpuSplit::of(&split) })
+    let pace = [split_gw[0].gbps, split_gw[1].gbps];
+    let split_router = sink::path_runs(ends, bnet_addr, port + 6, o.flows as usize, o.seconds, Some(pace))?;
+    Ok(CpuPass { iperf: out, split: CpuSplit::of_paths(&split_router, &split_gw) })
 }
 
 fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions) -> DemoResult {
