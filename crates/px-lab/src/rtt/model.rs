@@ -5,11 +5,11 @@
 //! On a link of rate R a frame of L bytes takes L/R to arrive whole; a
 //! store-and-forward hop (a switch, a NIC) sends a frame on only once it
 //! has all of it. A message cut into frames L₁ … Lₙ through H such hops
-//! arrives whole at F(n, H), where F(i, h) = max(F(i, h − 1), F(i − 1, h))
-//! + Lᵢ/R (a frame leaves hop h when it has arrived whole and the frame
-//! before it has left). Fewer, larger frames pipeline worse: the first
-//! 9000-byte frame must arrive whole at the switch before any of it goes
-//! on.
+//! arrives whole at F(n, H), where F(i, h) is Lᵢ/R after the later of
+//! F(i, h − 1) and F(i − 1, h): a frame leaves hop h when it has arrived
+//! whole and the frame before it has left. Fewer, larger frames pipeline
+//! worse: the first 9000-byte frame must arrive whole at the switch before
+//! any of it goes on.
 
 use px_netns::LinkRate;
 
