@@ -46,21 +46,37 @@ use px_netns::line::{Addressing, ROUTER_LEFT_V4};
 use px_netns::{LinkRate, Netns, Offloads, Veth};
 
 /// What to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct RttOptions {
     /// The `px` binary (run as `px gateway`).
+    #[arg(skip)]
     pub exe: PathBuf,
-    /// Message sizes in bytes (payload of one `send`).
+    /// Message sizes in bytes (payload of one `send`), comma-separated
+    /// (each 4..=1048576); UDP skips those above 65507.
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_SIZES, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(4..=1 << 20), |v| v as usize))]
     pub sizes: Vec<usize>,
     /// Round trips per cell (path × protocol × size) at most …
+    #[arg(long, default_value_t = 200, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(10..=100_000), |v| v as usize))]
     pub reps: usize,
-    /// … and for at most this long (a cell where Nagle's algorithm meets
-    /// delayed ACKs takes 40 ms a round trip).
+    /// … and for at most this long, e.g. 1s (a cell where Nagle's algorithm
+    /// meets delayed ACKs takes 40 ms a round trip).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = px_units::duration)]
     pub budget: Duration,
-    /// Also the paths through px gateway and a Linux router.
+    /// Also the paths through px gateway and a Linux router (`--no-gateway`:
+    /// only the two direct links).
+    #[arg(long = "no-gateway", action = clap::ArgAction::SetFalse)]
     pub gateway: bool,
-    /// The link rates to measure at, in turn (`None`: unshaped veth).
+    /// Link rates to measure at, in turn, comma-separated (`none`: the
+    /// unshaped veth), e.g. `none,1gbit,10gbit`: every egress of every path
+    /// shaped to the rate with a one-frame burst (tbf), the direct hosts
+    /// through a switch.
+    #[arg(long = "link-rate", value_name = "RATE", value_delimiter = ',', value_parser = parse_link_rate)]
     pub link_rates: Vec<Option<LinkRate>>,
+}
+
+/// `--link-rate`'s values (`none`, or tc's units).
+fn parse_link_rate(s: &str) -> Result<Option<LinkRate>, String> {
+    LinkRate::parse(s).map_err(|e| e.to_string())
 }
 
 /// The sizes of the default run: around one 1500 frame, one 9000 frame,
