@@ -160,6 +160,13 @@ impl Drop for Epoll {
     }
 }
 
+/// How far a sender that has sent `sent` bytes after `elapsed` is ahead of
+/// `rate_bps`: how long it waits before it writes again (none: it is due).
+fn ahead_of_rate(sent: u64, rate_bps: f64, elapsed: Duration) -> Option<Duration> {
+    let due = Duration::try_from_secs_f64(sent as f64 * 8.0 / rate_bps).ok()?;
+    due.checked_sub(elapsed).filter(|d| !d.is_zero())
+}
+
 /// Opens `flows` connections to `to` from `ns` and writes to all of them
 /// for `duration` on `cpu`, as fast as they take it or paced to `rate_bps`
 /// in all; returns the bytes written.
@@ -187,13 +194,9 @@ pub fn blast(
     let t0 = Instant::now();
     let mut sent = 0u64;
     while t0.elapsed() < duration {
-        if let Some(r) = rate_bps {
-            // Ahead of the rate: wait until the bytes sent are due.
-            let due = Duration::from_secs_f64(sent as f64 * 8.0 / r);
-            if let Some(ahead) = due.checked_sub(t0.elapsed()) {
-                std::thread::sleep(ahead);
-                continue;
-            }
+        if let Some(ahead) = rate_bps.and_then(|r| ahead_of_rate(sent, r, t0.elapsed())) {
+            std::thread::sleep(ahead);
+            continue;
         }
         // SAFETY: `fds` is a valid array of pollfd for its length.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 200) };
@@ -397,6 +400,17 @@ impl CpuSplit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paced_sender_waits_until_its_bytes_are_due() {
+        let gbit = 1e9;
+        // 125 MB is one second at 1 Gbit/s.
+        assert_eq!(ahead_of_rate(125_000_000, gbit, Duration::from_millis(400)), Some(Duration::from_millis(600)));
+        assert_eq!(ahead_of_rate(125_000_000, gbit, Duration::from_secs(1)), None);
+        assert_eq!(ahead_of_rate(125_000_000, gbit, Duration::from_secs(2)), None);
+        assert_eq!(ahead_of_rate(0, gbit, Duration::ZERO), None);
+        assert_eq!(ahead_of_rate(1, f64::NAN, Duration::ZERO), None, "no rate: no wait");
+    }
 
     #[test]
     fn the_split_is_copy_minus_discard_per_path() {
