@@ -23,28 +23,23 @@ const ETH: usize = 14;
 /// `tcp_nodelay`: segments of MSS `mtu` − 52, timestamps on) over `mtu`.
 pub fn frames(proto: &str, size: usize, mtu: u32) -> Vec<usize> {
     let mtu = mtu as usize;
-    if proto == "udp" {
-        // IP fragments: payload multiples of 8 but the last.
-        let per = (mtu - 20) / 8 * 8;
-        let mut left = size + 8;
-        let mut out = Vec::new();
-        while left > 0 {
-            let n = left.min(per);
-            out.push(20 + n + ETH);
-            left -= n;
-        }
-        out
+    // (headers per frame, payload per frame, bytes the first frame adds)
+    let (header, per, extra) = if proto == "udp" {
+        // IP fragments of the datagram (UDP header included): payload
+        // multiples of 8 but the last.
+        (20, (mtu - 20) / 8 * 8, 8)
     } else {
-        let mss = mtu - 52;
-        let mut left = size;
-        let mut out = Vec::new();
-        while left > 0 {
-            let n = left.min(mss);
-            out.push(52 + n + ETH);
-            left -= n;
-        }
-        out
+        // Segments of MSS mtu − 52 (IP, TCP with timestamps).
+        (52, mtu - 52, 0)
+    };
+    let mut left = size + extra;
+    let mut out = Vec::new();
+    while left > 0 {
+        let n = left.min(per);
+        out.push(header + n + ETH);
+        left -= n;
     }
+    out
 }
 
 /// When the last of `frames` has arrived whole after `hops`
