@@ -51,6 +51,7 @@ mod split;
 mod test_frames;
 mod timer;
 mod tunnel;
+pub mod units;
 
 pub use buf::{HEADROOM, Transmit, Verdict};
 pub use caravan::prefix::{Prefix, PrefixError};

@@ -25,6 +25,7 @@ pub mod control;
 pub mod imtu;
 pub mod lock;
 pub mod metrics;
+pub mod settings;
 pub mod status;
 mod worker;
 

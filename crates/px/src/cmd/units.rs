@@ -4,7 +4,8 @@
 //!   `µs`, `m`). A bare number is read in the unit the flag's old name
 //!   said (`--seconds 10`, `--merge-timeout-us 500`, `--delay-ms 10`), so
 //!   scripts written for those names keep working; the old names are kept
-//!   as aliases.
+//!   as aliases. The parsing is [`px_gateway::units`], which the
+//!   configuration file's keys use too.
 //! - **Loss** is a fraction (`0.0001`) or a percentage with `%`
 //!   (`0.01%`), in every command; a bare number given to a flag whose old
 //!   name said percent (`px lab wan --loss-percent`) is still a percentage.
@@ -14,37 +15,7 @@
 //!
 //! Exit status of every subcommand: see the README's table.
 
-/// The unit a bare number is read in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bare {
-    Micros,
-    Millis,
-    Secs,
-}
-
-/// Seconds in `s` (`10s`, `250ms`, `500us`, `2min`), a bare number in `bare`.
-pub fn seconds(s: &str, bare: Bare) -> Result<f64, String> {
-    let t = s.trim();
-    let at = t.find(|c: char| c.is_alphabetic() || c == 'µ').unwrap_or(t.len());
-    let (num, unit) = (t[..at].trim(), &t[at..]);
-    let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected a duration such as 10s, 250ms or 500us"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("`{s}`: expected a duration of 0 or more"));
-    }
-    let scale = match unit {
-        "" => match bare {
-            Bare::Micros => 1e-6,
-            Bare::Millis => 1e-3,
-            Bare::Secs => 1.0,
-        },
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" | "min" => 60.0,
-        _ => return Err(format!("`{s}`: unknown unit `{unit}` (us, ms, s, min)")),
-    };
-    Ok(v * scale)
-}
+pub use px_gateway::units::{Bare, seconds};
 
 /// A duration, a bare number in seconds.
 pub fn secs_f64(s: &str) -> Result<f64, String> {
@@ -56,33 +27,19 @@ pub fn millis_f64(s: &str) -> Result<f64, String> {
     seconds(s, Bare::Millis).map(|v| v * 1e3)
 }
 
-/// A whole number of `unit`s (`per_sec` of them in a second).
-fn whole(s: &str, bare: Bare, per_sec: f64, name: &str) -> Result<u64, String> {
-    let v = seconds(s, bare)? * per_sec;
-    if v > u64::MAX as f64 / 2.0 {
-        return Err(format!("`{s}`: out of range"));
-    }
-    // Rounded by a cast, not f64::round: the binary loads no libm.
-    let r = (v + 0.5) as u64;
-    if (v - r as f64).abs() > 1e-6 * (r as f64).max(1.0) {
-        return Err(format!("`{s}`: must be a whole number of {name}"));
-    }
-    Ok(r)
-}
-
 /// Whole seconds, a bare number in seconds.
 pub fn secs_u64(s: &str) -> Result<u64, String> {
-    whole(s, Bare::Secs, 1.0, "seconds")
+    px_gateway::units::whole(s, Bare::Secs)
 }
 
 /// Whole milliseconds, a bare number in milliseconds.
 pub fn millis_u64(s: &str) -> Result<u64, String> {
-    whole(s, Bare::Millis, 1e3, "milliseconds")
+    px_gateway::units::whole(s, Bare::Millis)
 }
 
 /// Whole microseconds, a bare number in microseconds.
 pub fn micros_u64(s: &str) -> Result<u64, String> {
-    whole(s, Bare::Micros, 1e6, "microseconds")
+    px_gateway::units::whole(s, Bare::Micros)
 }
 
 /// A loss as a fraction: `0.0001` or `0.01%`.
