@@ -51,7 +51,7 @@ mod split;
 mod test_frames;
 mod timer;
 mod tunnel;
-pub mod units;
+pub use px_units as units;
 
 pub use buf::{HEADROOM, Transmit, Verdict};
 pub use caravan::prefix::{Prefix, PrefixError};

@@ -212,6 +212,13 @@ fn set_reaches_every_key_and_flags_are_settings() {
     ] {
         assert!(stdout.contains(line), "{line:?} not in {stdout}");
     }
+    // Issue 38 item 5: sizes take units; `--offload` alone is on, as in
+    // `px lab demo --offload`.
+    let out = print(&["--capture-max-bytes", "64MiB", "--offload"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("capture_max_bytes = 67108864\n") && stdout.contains("offload = \"on\"\n"), "{out:?}");
+    let out = print(&["--offload", "off"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("offload = \"off\"\n"), "{out:?}");
     // A flag and --set on the same key: the later one.
     let out = print(&["--workers", "2", "--set", "workers=3"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("workers = 3\n"), "{out:?}");

@@ -131,6 +131,47 @@ pub fn congestion_control(ns: &Netns) -> Result<String, String> {
 
 pub use px_netns::cpu::ratio;
 
+/// An experiment's options as its flags' defaults make them (the options
+/// derive their flags: one declaration of each default).
+pub fn flag_defaults<T: clap::Args + clap::FromArgMatches>() -> T {
+    let matches = T::augment_args(clap::Command::new("defaults")).get_matches_from(["defaults"]);
+    T::from_arg_matches(&matches).expect("every flag of an experiment has a default")
+}
+
+/// `Default` of options whose defaults are their flags' (invoked beside
+/// each options struct).
+macro_rules! defaults_from_flags {
+    ($t:ty) => {
+        impl Default for $t {
+            fn default() -> $t {
+                $crate::exp::flag_defaults()
+            }
+        }
+    };
+}
+pub(crate) use defaults_from_flags;
+
+/// A gateway's early-flush counters (`counters.flush`, in the order of
+/// [`px_gateway::FlushReason::ALL`]) by reason name, for `--json`.
+pub fn flushes_json(counts: &[u64]) -> serde_json::Value {
+    let named = px_gateway::FlushReason::ALL.iter().zip(counts).map(|(f, n)| (f.name().to_string(), (*n).into()));
+    serde_json::Value::Object(named.collect())
+}
+
+/// The same for a table: the reasons that occurred, in the JSON's key
+/// order (`"psh_fin 12, timeout 3"`), or `"none"`.
+pub fn flushes_text(counts: &[u64]) -> String {
+    let json = flushes_json(counts);
+    let seen: Vec<String> = json
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, n)| n.as_u64() != Some(0))
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    if seen.is_empty() { "none".into() } else { seen.join(", ") }
+}
+
 /// What the paper reports for an experiment, printed beside our figure.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Paper {
@@ -178,6 +219,43 @@ pub(crate) fn require(what: &str, tools: &[&str], min_cpus: usize, hint: &'stati
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod flush_tests {
+    use super::*;
+
+    #[test]
+    fn flushes_are_named_and_only_those_that_occurred_are_listed() {
+        let mut counts = vec![0u64; px_gateway::FlushReason::ALL.len()];
+        assert_eq!(flushes_text(&counts), "none");
+        let (a, b) = (px_gateway::FlushReason::ALL[0], px_gateway::FlushReason::ALL[1]);
+        counts[0] = 12;
+        counts[1] = 3;
+        let json = flushes_json(&counts);
+        assert_eq!(json[a.name()], 12);
+        assert_eq!(json.as_object().unwrap().len(), counts.len());
+        let text = flushes_text(&counts);
+        assert!(text.contains(&format!("{} 12", a.name())) && text.contains(&format!("{} 3", b.name())), "{text}");
+        assert_eq!(text.matches(", ").count(), 1, "{text}");
+    }
+}
+
+#[cfg(test)]
+mod flag_default_tests {
+    /// The options' defaults are their flags' (one declaration), and they
+    /// are what the experiments ran with before.
+    #[test]
+    fn options_default_to_their_flags() {
+        let r = crate::receiver::ReceiverOptions::new("/bin/px".into());
+        assert_eq!((r.seconds, r.flows, r.udp_seconds, r.cc.as_str()), (10, 100, 5, "cubic"));
+        let g = crate::gro::GroOptions::default();
+        assert_eq!((g.seconds, g.flows, g.mtus), (5, vec![1, 2, 4, 8], vec![1500, 9000]));
+        let m = crate::middlebox::MiddleboxOptions::default();
+        assert_eq!((m.seconds, m.mtus, m.rules, m.flows), (10, vec![1500, 3000, 6000, 9000], 300, 4));
+        let p = crate::parallel::ParallelOptions::default();
+        assert_eq!((p.sessions, p.file_mb, p.connections), (vec![1, 4, 16], 64, 6));
+    }
 }
 
 #[cfg(test)]

@@ -27,24 +27,25 @@ pub const PAPER: Paper = Paper {
               7 % at 9000",
 };
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run: the flags of `px lab gro` (their defaults are [`Default`]'s).
+#[derive(Debug, Clone, clap::Args)]
 pub struct GroOptions {
-    /// Seconds per run (16 runs).
+    /// Time per run (16 runs by default), e.g. 5s (1s..=600s; a bare number
+    /// is seconds; old name --seconds).
+    #[arg(long = "duration", alias = "seconds", value_name = "DURATION", default_value = "5s", value_parser = px_units::secs_in(1, 600))]
     pub seconds: u64,
-    /// Flow counts.
+    /// Concurrent flow counts, comma-separated (each 1..=128).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", value_parser = clap::value_parser!(u64).range(1..=128))]
     pub flows: Vec<u64>,
-    /// MTUs.
+    /// MTUs, comma-separated (each 1280..=65000).
+    #[arg(long, value_delimiter = ',', default_value = "1500,9000", value_parser = clap::value_parser!(u32).range(1280..=65000))]
     pub mtus: Vec<u32>,
-    /// Congestion control (`iperf3 -C`).
+    /// TCP congestion control of the hosts, set per socket (see `px lab wan --help` on why cubic).
+    #[arg(long, default_value = "cubic")]
     pub cc: String,
 }
 
-impl Default for GroOptions {
-    fn default() -> GroOptions {
-        GroOptions { seconds: 5, flows: vec![1, 2, 4, 8], mtus: vec![1500, 9000], cc: "cubic".into() }
-    }
-}
+crate::exp::defaults_from_flags!(GroOptions);
 
 /// One MTU and GRO setting over all flow counts.
 #[derive(Debug, Clone, Serialize)]

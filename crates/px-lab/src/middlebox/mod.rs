@@ -30,26 +30,29 @@ pub const PAPER: Paper = Paper {
     reports: "a 5G UPF on one core: throughput grows almost linearly with the MTU, 5.6× (208 Gbps) at 9 KB over 1500 B",
 };
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run: the flags of `px lab middlebox` (their defaults are
+/// [`Default`]'s).
+#[derive(Debug, Clone, clap::Args)]
 pub struct MiddleboxOptions {
-    /// Seconds per MTU.
+    /// Time per MTU, e.g. 10s (1s..=600s; a bare number is seconds; old
+    /// name --seconds).
+    #[arg(long = "duration", alias = "seconds", value_name = "DURATION", default_value = "10s", value_parser = px_units::secs_in(1, 600))]
     pub seconds: u64,
-    /// MTUs.
+    /// MTUs of both links, comma-separated (each 1280..=65000).
+    #[arg(long, value_delimiter = ',', default_value = "1500,3000,6000,9000", value_parser = clap::value_parser!(u32).range(1280..=65000))]
     pub mtus: Vec<u32>,
-    /// nftables rules in the forward chain.
+    /// nftables rules in the middle box's forward chain.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(0..=20000))]
     pub rules: u32,
     /// TCP flows.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=128))]
     pub flows: u64,
-    /// Congestion control (`iperf3 -C`).
+    /// TCP congestion control of the hosts, set per socket (see `px lab wan --help` on why cubic).
+    #[arg(long, default_value = "cubic")]
     pub cc: String,
 }
 
-impl Default for MiddleboxOptions {
-    fn default() -> MiddleboxOptions {
-        MiddleboxOptions { seconds: 10, mtus: vec![1500, 3000, 6000, 9000], rules: 300, flows: 4, cc: "cubic".into() }
-    }
-}
+crate::exp::defaults_from_flags!(MiddleboxOptions);
 
 /// One MTU.
 #[derive(Debug, Clone, Serialize)]

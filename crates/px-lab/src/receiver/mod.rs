@@ -59,25 +59,35 @@ pub const PAPER_TCP: Paper = Paper {
 pub const PAPER_UDP: Paper =
     Paper { figure: "§5.2", reports: "PX-caravan with UDP_GRO: 2.4× the 1500-byte baseline's throughput" };
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run: the flags of `px lab receiver`, whose defaults are
+/// [`ReceiverOptions::new`]'s.
+#[derive(Debug, Clone, clap::Args)]
 pub struct ReceiverOptions {
     /// The `px` binary (`px gateway`, `px caravan send|recv`).
+    #[arg(skip)]
     pub exe: PathBuf,
-    /// Seconds per TCP run.
+    /// Time per TCP run (four runs), e.g. 10s (1s..=600s; a bare number is
+    /// seconds; old name --seconds).
+    #[arg(long = "duration", alias = "seconds", value_name = "DURATION", default_value = "10s", value_parser = px_units::secs_in(1, 600))]
     pub seconds: u64,
     /// TCP flows.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=128))]
     pub flows: u64,
-    /// Seconds per UDP run; 0 skips UDP.
+    /// Time per UDP run (two runs), e.g. 5s; 0 skips UDP (0s..=600s; a bare
+    /// number is seconds; old name --udp-seconds).
+    #[arg(long = "udp-duration", alias = "udp-seconds", value_name = "DURATION", default_value = "5s", value_parser = px_units::secs_in(0, 600))]
     pub udp_seconds: u64,
-    /// Congestion control of both hosts.
+    /// TCP congestion control of the hosts, set per socket (cubic is Linux's
+    /// usual default; this machine's namespaces default to bbr, which does
+    /// not back off on random loss and so hides the MSS effect of `wan`).
+    #[arg(long, default_value = "cubic")]
     pub cc: String,
 }
 
 impl ReceiverOptions {
     /// The defaults of the command line: 10 s per run, 100 flows, 5 s UDP, cubic.
     pub fn new(exe: PathBuf) -> ReceiverOptions {
-        ReceiverOptions { exe, seconds: 10, flows: 100, udp_seconds: 5, cc: "cubic".into() }
+        ReceiverOptions { exe, ..crate::exp::flag_defaults() }
     }
 }
 

@@ -33,7 +33,7 @@ use px_gateway::Prefix;
 use px_gateway::imtu::{ImtuTable, SharedImtu, Trust, verdict};
 use px_io::route_table::MtuRoute;
 
-pub use super::config::ImtuFollowConfig;
+use super::config::ImtuFollowConfig;
 
 /// What the follower knows of one advertised prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

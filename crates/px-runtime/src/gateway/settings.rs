@@ -220,6 +220,39 @@ pub fn documented() -> Vec<KeyDoc> {
     out
 }
 
+/// px-gateway.toml(5): the configuration file's man page, every key from
+/// [`documented`] with its default and what it does.
+pub fn man_page(version: &str) -> String {
+    let esc = |t: &str| t.replace('\\', "\\e").replace('-', "\\-");
+    let mut out = format!(
+        ".TH PX-GATEWAY.TOML 5 \"\" \"px {version}\" \"PacketExpress\"\n.SH NAME\npx\\-gateway.toml \\- configuration of px gateway\n\
+         .SH SYNOPSIS\n/etc/px/\\fINAME\\fR.toml (the px\\-gateway@\\fINAME\\fR service), or \\fBpx gateway \\-\\-config\\fR \\fIFILE\\fR\n\
+         .SH DESCRIPTION\nA TOML file. Keys outside a table configure the gateway; [engine] the translation engine; \
+         [imtu_follow] the following of neighbours' iMTUs. A key absent takes its default; an unknown key is an error. \
+         Durations take a unit (\"500us\", \"2s\", \"10min\") or a bare number in the unit the key's name ends with \
+         (_us, _ms, _s); sizes take a unit (\"64KiB\", \"8MiB\") or a bare number of bytes. Every key can also be set on \
+         the command line: \\fBpx gateway \\-\\-set\\fR \\fIKEY\\fR=\\fIVALUE\\fR (a table's key dotted: engine.max_flows). \
+         \\fBpx gateway \\-\\-print\\-config\\fR prints every key with its default; \\fB\\-\\-check\\-config\\fR \\fIFILE\\fR \
+         checks a file as a start would. SIGHUP reloads the file: what can change live does, anything else is refused in the log.\n"
+    );
+    out.push_str(".SH KEYS\n");
+    let mut section = String::new();
+    for k in documented() {
+        let (table, key) = k.key.split_once('.').unwrap_or(("", &k.key));
+        if table != section {
+            section = table.to_string();
+            out.push_str(&format!(".SH \"[{table}]\"\n"));
+        }
+        let value = if k.optional { format!("absent; e.g. {}", k.value) } else { format!("default {}", k.value) };
+        out.push_str(&format!(".TP\n\\fB{}\\fR ({})\n{}\n", esc(key), esc(&value), esc(&k.doc)));
+    }
+    out.push_str(
+        ".SH FILES\n/usr/share/doc/px/examples/gateway.toml: every key with its default.\n\
+         .SH \"SEE ALSO\"\n\\fBpx\\-gateway\\fR(1), \\fBpx\\-status\\fR(1), \\fBsystemctl\\fR(1)\n",
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +327,20 @@ mod tests {
         let e = load(Some(&p), &[set("engine.max_flows=0")]).unwrap().check().unwrap_err().to_string();
         assert!(e.contains("`--set engine.max_flows` = 0"), "{e}");
         std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn the_man_page_has_every_key() {
+        let page = man_page("0.1.0");
+        assert!(page.starts_with(".TH PX-GATEWAY.TOML 5"), "{page}");
+        for k in documented() {
+            let key = k.key.rsplit('.').next().unwrap().replace('-', "\\-");
+            assert!(page.contains(&format!("\\fB{key}\\fR")), "{key} missing");
+        }
+        assert!(
+            page.contains(".SH KEYS") && page.contains(".SH \"[engine]\"") && page.contains(".SH \"SEE ALSO\""),
+            "{page}"
+        );
     }
 
     #[test]

@@ -2,15 +2,17 @@
 //!
 //! Settings are declared once, as the configuration's keys
 //! (`px_runtime::gateway::settings`): `--set KEY=VALUE` sets any key, and
-//! each flag of [`SHORTHANDS`] sets one key, its help taken from that key's
-//! comment in `examples/gateway.toml`. Nothing here copies a field.
+//! each flag of `px_runtime::gateway::flags::SHORTHANDS` sets one key, its
+//! help taken from that key's comment in `examples/gateway.toml`. Nothing
+//! here copies a field.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Arg, ArgAction, ArgMatches, Args, ValueHint};
+use clap::{Args, ValueHint};
 
-use px_runtime::gateway::settings::{self, Loaded, Setting};
+use px_runtime::gateway::flags;
+use px_runtime::gateway::settings::{self, Loaded};
 use px_runtime::gateway::{self, ConfigError, GatewayConfig};
 
 /// Bump-in-the-wire between an inner (large-MTU) and an outer (legacy) port.
@@ -52,139 +54,7 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     stats_file: Option<PathBuf>,
     #[command(flatten)]
-    settings: KeyFlags,
-}
-
-/// What a [`Shorthand`] flag takes.
-#[derive(Debug, Clone, Copy)]
-enum Takes {
-    /// A value, shown as this metavar.
-    Value(&'static str, ValueHint),
-    /// One of these words (the metavar lists them).
-    Choice(&'static str, &'static [&'static str]),
-    /// Nothing: the flag sets the key to this value.
-    Sets(&'static str),
-}
-
-/// A flag that sets one key of the configuration.
-struct Shorthand {
-    flag: &'static str,
-    /// Older spellings, still accepted.
-    aliases: &'static [&'static str],
-    key: &'static str,
-    takes: Takes,
-}
-
-const fn flag(flag: &'static str, key: &'static str, takes: Takes) -> Shorthand {
-    Shorthand { flag, aliases: &[], key, takes }
-}
-
-use Takes::{Choice, Sets, Value};
-
-/// The keys that have a flag of their own: the ports, sizes and switches
-/// an operator sets by hand most, and every flag older versions had.
-const SHORTHANDS: &[Shorthand] = &[
-    flag("inner", "inner", Value("IFACE", ValueHint::Other)),
-    flag("outer", "outer", Value("IFACE", ValueHint::Other)),
-    flag("imtu", "imtu", Value("BYTES", ValueHint::Other)),
-    flag("emtu", "emtu", Value("BYTES", ValueHint::Other)),
-    flag("workers", "workers", Value("N", ValueHint::Other)),
-    flag("metrics", "metrics", Value("ADDR:PORT", ValueHint::Other)),
-    flag("log-interval", "log_interval_s", Value("DURATION", ValueHint::Other)),
-    Shorthand {
-        flag: "merge-timeout",
-        aliases: &["merge-timeout-us"],
-        key: "engine.merge_timeout_us",
-        takes: Value("DURATION", ValueHint::Other),
-    },
-    flag("icmp-source-v4", "engine.icmp_source_v4", Value("ADDR", ValueHint::Other)),
-    flag("icmp-source-v6", "engine.icmp_source_v6", Value("ADDR", ValueHint::Other)),
-    flag("no-gro-gso", "gro_gso", Sets("false")),
-    flag("offload", "offload", Choice("off|on", &["off", "on"])),
-    flag("rx-ring", "rx_ring", Sets("true")),
-    flag("psh", "engine.psh", Choice("adaptive|flush|hold", &["adaptive", "flush", "hold"])),
-    flag("capture", "capture", Value("FILE", ValueHint::FilePath)),
-    flag("capture-max-bytes", "capture_max_bytes", Value("SIZE", ValueHint::Other)),
-    flag("capture-files", "capture_files", Value("N", ValueHint::Other)),
-    flag("capture-snaplen", "capture_snaplen", Value("SIZE", ValueHint::Other)),
-    flag("imtu-table", "imtu_follow.table", Value("TABLE", ValueHint::Other)),
-    flag("imtu-responder-port", "imtu_follow.responder_port", Value("PORT", ValueHint::Other)),
-];
-
-/// The settings of the command line, in the order given.
-#[derive(Debug, Default)]
-struct KeyFlags(Vec<Setting>);
-
-impl Args for KeyFlags {
-    fn augment_args(mut cmd: clap::Command) -> clap::Command {
-        let docs = settings::documented();
-        cmd = cmd.arg(
-            Arg::new("set")
-                .long("set")
-                .value_name("KEY=VALUE")
-                .action(ArgAction::Append)
-                .value_parser(Setting::parse)
-                .help("Set any key of the configuration file (a table's key dotted: engine.max_flows=100000)")
-                .long_help(
-                    "Set any key of the configuration file, as the file would (px-gateway.toml(5);                      `px gateway --print-config` lists every key with its default). A table's key is dotted                      (engine.max_flows=100000, imtu_follow.table=30); text needs no quotes (inner=eth1); a list                      may be comma-separated (engine.caravan_ports=443,4433); durations and sizes take units                      (log_interval_s=30s, capture_max_bytes=64MiB). Repeatable.",
-                ),
-        );
-        for s in SHORTHANDS {
-            let doc = docs.iter().find(|d| d.key == s.key).map_or("", |d| d.doc.as_str());
-            let first = doc.split_inclusive(". ").next().unwrap_or(doc).trim_end();
-            let key = match s.takes {
-                Sets(v) => format!("[sets {} = {v}]", s.key),
-                _ => format!("[key {}]", s.key),
-            };
-            let mut arg = Arg::new(s.flag)
-                .long(s.flag)
-                .aliases(s.aliases)
-                .help(format!("{first} {key}"))
-                .long_help(format!("{doc} {key}"));
-            arg = match s.takes {
-                Value(name, hint) => arg.value_name(name).value_hint(hint),
-                Choice(name, words) => arg.value_name(name).value_parser(words.to_vec()),
-                Sets(_) => arg.action(ArgAction::SetTrue),
-            };
-            if s.flag == "imtu-responder-port" {
-                arg = arg.requires("imtu-table");
-            }
-            cmd = cmd.arg(arg);
-        }
-        cmd
-    }
-
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        Self::augment_args(cmd)
-    }
-}
-
-impl clap::FromArgMatches for KeyFlags {
-    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let mut given: Vec<(usize, Setting)> = Vec::new();
-        if let (Some(sets), Some(at)) = (m.get_many::<Setting>("set"), m.indices_of("set")) {
-            given.extend(at.zip(sets.cloned()));
-        }
-        for s in SHORTHANDS {
-            let value = match s.takes {
-                Sets(v) if m.get_flag(s.flag) => v.to_string(),
-                Sets(_) => continue,
-                _ => match m.get_one::<String>(s.flag) {
-                    Some(v) => v.clone(),
-                    None => continue,
-                },
-            };
-            let at = m.index_of(s.flag).unwrap_or(0);
-            given.push((at, Setting { key: s.key.into(), value, given_as: format!("--{}", s.flag) }));
-        }
-        given.sort_by_key(|(at, _)| *at);
-        Ok(KeyFlags(given.into_iter().map(|(_, s)| s).collect()))
-    }
-
-    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
-        *self = Self::from_arg_matches(m)?;
-        Ok(())
-    }
+    settings: flags::KeyFlags,
 }
 
 impl GatewayArgs {
@@ -273,7 +143,7 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
                 .iter()
                 .map(|r| (r.name().to_string(), total.counters.drops(*r).into()))
                 .collect::<serde_json::Map<String, serde_json::Value>>(),
-            "flushes": super::named_flushes(&total.counters.flush),
+            "flushes": px_lab::exp::flushes_json(&total.counters.flush),
             // Frames on each port's wire, as `ip -s link` counts them.
             "wire": {
                 "inner": total.wire(px_gateway::Port::Inner),

@@ -1,5 +1,6 @@
-//! One convention for durations and sizes, on the command line and in the
-//! configuration file alike (issue 29 item 8, issue 38 item 5).
+//! One convention for durations, sizes, rates and losses, on the command
+//! line and in the configuration file alike (issue 29 item 8, issue 38
+//! item 5).
 //!
 //! - **Durations** take a unit: `500us`, `250ms`, `10s`, `2min` (also
 //!   `µs`, `m`). A bare number is read in the unit the key or flag names
@@ -7,6 +8,17 @@
 //!   written before units keep working.
 //! - **Sizes** take a unit: `64KiB`, `8MiB`, `1GiB` (powers of 1024), `64kB`,
 //!   `8MB`, `1GB` (powers of 1000), `B`; a bare number is bytes.
+//! - **Rates** are bits per second with a unit: `500kbps`, `1Mbps`,
+//!   `10Gbps`; a bare number is read in the unit the flag's old name said
+//!   (`--bandwidth-mbps 1`).
+//! - **Loss** is a fraction (`0.0001`) or a percentage with `%`
+//!   (`0.01%`); a bare number given to a flag whose old name said percent
+//!   (`px lab wan --loss-percent`) is still a percentage.
+//! - **Lists** are comma-separated, and shown the same way.
+//!
+//! Every `px` flag that takes one of these uses the parsers here (as
+//! `value_parser`), and so does every configuration key (the serde
+//! helpers below): one spelling everywhere.
 //!
 //! The serde helpers ([`secs`], [`millis`], [`duration_us`], [`duration_s`],
 //! [`bytes`]) read a key as a whole number in its unit or as a string with
@@ -23,15 +35,22 @@ pub enum Bare {
     Secs,
 }
 
-/// Seconds in `s` (`10s`, `250ms`, `500us`, `2min`), a bare number in `bare`.
-pub fn seconds(s: &str, bare: Bare) -> Result<f64, String> {
+/// The number and the unit of `s` (`"64 MiB"` is 64 and `MiB`), the
+/// number finite and not negative; `what` and `e.g.` name them in errors.
+fn number_and_unit<'a>(s: &'a str, what: &str, eg: &str) -> Result<(f64, &'a str), String> {
     let t = s.trim();
     let at = t.find(|c: char| c.is_alphabetic() || c == 'µ').unwrap_or(t.len());
     let (num, unit) = (t[..at].trim(), &t[at..]);
-    let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected a duration such as 10s, 250ms or 500us"))?;
+    let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected a {what} such as {eg}"))?;
     if !v.is_finite() || v < 0.0 {
-        return Err(format!("`{s}`: expected a duration of 0 or more"));
+        return Err(format!("`{s}`: expected a {what} of 0 or more"));
     }
+    Ok((v, unit))
+}
+
+/// Seconds in `s` (`10s`, `250ms`, `500us`, `2min`), a bare number in `bare`.
+pub fn seconds(s: &str, bare: Bare) -> Result<f64, String> {
+    let (v, unit) = number_and_unit(s, "duration", "10s, 250ms or 500us")?;
     let scale = match unit {
         "" => match bare {
             Bare::Micros => 1e-6,
@@ -72,13 +91,7 @@ fn rounded(s: &str, v: f64, name: &str) -> Result<u64, String> {
 
 /// Bytes in `s` (`64MiB`, `8MB`, `4096`, `1.5GiB` when that is whole).
 pub fn size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let at = t.find(|c: char| c.is_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = (t[..at].trim(), &t[at..]);
-    let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected a size such as 65536, 64KiB or 8MiB"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("`{s}`: expected a size of 0 or more"));
-    }
+    let (v, unit) = number_and_unit(s, "size", "65536, 64KiB or 8MiB")?;
     let scale: f64 = match unit {
         "" | "B" => 1.0,
         "KiB" | "K" => 1024.0,
@@ -92,6 +105,101 @@ pub fn size(s: &str) -> Result<u64, String> {
         _ => return Err(format!("`{s}`: unknown unit `{unit}` (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)")),
     };
     rounded(s, v * scale, "bytes")
+}
+
+/// A duration, a bare number in seconds.
+pub fn secs_f64(s: &str) -> Result<f64, String> {
+    seconds(s, Bare::Secs)
+}
+
+/// A duration in milliseconds, a bare number in milliseconds.
+pub fn millis_f64(s: &str) -> Result<f64, String> {
+    seconds(s, Bare::Millis).map(|v| v * 1e3)
+}
+
+/// Whole seconds, a bare number in seconds.
+pub fn secs_u64(s: &str) -> Result<u64, String> {
+    whole(s, Bare::Secs)
+}
+
+/// Whole milliseconds, a bare number in milliseconds.
+pub fn millis_u64(s: &str) -> Result<u64, String> {
+    whole(s, Bare::Millis)
+}
+
+/// Whole microseconds, a bare number in microseconds.
+pub fn micros_u64(s: &str) -> Result<u64, String> {
+    whole(s, Bare::Micros)
+}
+
+/// A [`std::time::Duration`] (`5s`, `250ms`, `20us`, `2min`), a bare
+/// number in seconds.
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    std::time::Duration::try_from_secs_f64(seconds(s, Bare::Secs)?).map_err(|_| format!("`{s}`: out of range"))
+}
+
+/// Whole seconds within `lo..=hi`, a bare number in seconds (a flag's
+/// `value_parser`).
+pub fn secs_in(lo: u64, hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let v = secs_u64(s)?;
+        if (lo..=hi).contains(&v) { Ok(v) } else { Err(format!("`{s}`: allowed {lo}s..={hi}s")) }
+    }
+}
+
+/// A size in bytes, for a flag (`--capture-max-bytes 64MiB`).
+pub fn size_u64(s: &str) -> Result<u64, String> {
+    size(s)
+}
+
+/// A rate in bits per second (`1Mbps`, `10Gbps`, `500kbps`, `bps`), a bare
+/// number in units of `bare` bits per second (1e6 for a flag once named
+/// `-mbps`).
+pub fn rate_bps(s: &str, bare: f64) -> Result<f64, String> {
+    let (v, unit) = number_and_unit(s, "rate", "500kbps, 1Mbps or 10Gbps")?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" => bare,
+        "bps" | "bit/s" => 1.0,
+        "kbps" | "kbit/s" => 1e3,
+        "mbps" | "mbit/s" => 1e6,
+        "gbps" | "gbit/s" => 1e9,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (bps, kbps, Mbps, Gbps)")),
+    };
+    Ok(v * scale)
+}
+
+/// A rate, a bare number in Mb/s.
+pub fn rate_mbps_bare(s: &str) -> Result<f64, String> {
+    rate_bps(s, 1e6)
+}
+
+/// A rate, a bare number in Gb/s.
+pub fn rate_gbps_bare(s: &str) -> Result<f64, String> {
+    rate_bps(s, 1e9)
+}
+
+/// A loss as a fraction: `0.0001` or `0.01%`.
+pub fn loss_fraction(s: &str) -> Result<f64, String> {
+    loss(s, false)
+}
+
+/// A loss as a fraction from a flag whose bare numbers are percentages.
+pub fn loss_percent_bare(s: &str) -> Result<f64, String> {
+    loss(s, true)
+}
+
+fn loss(s: &str, bare_percent: bool) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, pct) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), true),
+        None => (t, bare_percent),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("`{s}`: expected a loss such as 0.0001 or 0.01%"))?;
+    let f = if pct { v / 100.0 } else { v };
+    if !(0.0..=1.0).contains(&f) {
+        return Err(format!("`{s}`: a loss is 0..=1 (0%..=100%)"));
+    }
+    Ok(f)
 }
 
 /// A key's value as the file writes it: a number in the key's unit, or a
@@ -210,6 +318,24 @@ mod tests {
         assert!(seconds("5 parsecs", Bare::Secs).is_err());
         assert!(seconds("-1s", Bare::Secs).is_err());
         assert!(seconds("", Bare::Secs).is_err());
+    }
+
+    #[test]
+    fn flag_parsers_keep_the_old_bare_unit() {
+        assert_eq!(secs_u64("2min"), Ok(120));
+        assert_eq!(micros_u64("0.5ms"), Ok(500));
+        assert_eq!(millis_u64("1s"), Ok(1000));
+        assert_eq!(millis_f64("0.25s"), Ok(250.0));
+        assert_eq!(secs_f64("300"), Ok(300.0));
+        assert_eq!(rate_mbps_bare("1"), Ok(1e6));
+        assert_eq!(rate_mbps_bare("10Gbps"), Ok(1e10));
+        assert_eq!(rate_gbps_bare("10"), Ok(1e10));
+        assert_eq!(rate_gbps_bare("500Mbps"), Ok(5e8));
+        assert!(rate_gbps_bare("5 furlongs").unwrap_err().contains("unknown unit"));
+        assert_eq!(loss_fraction("0.0001"), Ok(0.0001));
+        assert_eq!(loss_fraction("0.01%"), Ok(0.0001));
+        assert_eq!(loss_percent_bare("0.01"), Ok(0.0001));
+        assert!(loss_fraction("2").is_err());
     }
 
     #[test]
