@@ -414,6 +414,26 @@ fn run_with(inputs: &[Input], fast: bool) -> Legit {
     got
 }
 
+/// The legitimate output of `b` (the run with `extra` hostile packets) is
+/// that of `a` (without them): nothing legitimate dropped, no ICMP error
+/// more, the same frames toward the outside, the same bytes and control
+/// frames toward the inside, and at most one more data frame there per
+/// hostile packet. `what` starts each failure's message.
+fn same_output(a: &Legit, b: &Legit, extra: usize, what: &str) -> Result<(), TestCaseError> {
+    prop_assert_eq!(b.dropped, 0, "{}a legitimate input was dropped", what);
+    prop_assert_eq!(b.icmp, a.icmp, "{}an ICMP error reached a host", what);
+    prop_assert!(a.outer == b.outer, "{what}toward the outside, the legitimate frames differ");
+    prop_assert!(a.inner_bytes == b.inner_bytes, "{what}toward the inside, the payload differs");
+    prop_assert!(a.inner_control == b.inner_control, "{what}toward the inside, the frames without payload differ");
+    prop_assert!(
+        b.inner_data_frames <= a.inner_data_frames + extra,
+        "{what}{} data frames with {extra} hostile packets, {} without",
+        b.inner_data_frames,
+        a.inner_data_frames
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -433,18 +453,7 @@ proptest! {
         let a = run(&clean);
         let b = run(&mixed);
         prop_assert_eq!(a.dropped, 0);
-        prop_assert_eq!(b.dropped, 0, "a legitimate input was dropped");
-        prop_assert_eq!(b.icmp, a.icmp, "an ICMP error reached a host");
-        prop_assert!(a.outer == b.outer, "toward the outside, the legitimate frames differ");
-        prop_assert!(a.inner_bytes == b.inner_bytes, "toward the inside, the payload differs");
-        prop_assert!(a.inner_control == b.inner_control, "toward the inside, the frames without payload differ");
-        prop_assert!(
-            b.inner_data_frames <= a.inner_data_frames + spoofs,
-            "{} data frames with {} off-path packets, {} without",
-            b.inner_data_frames,
-            spoofs,
-            a.inner_data_frames
-        );
+        same_output(&a, &b, spoofs, "")?;
     }
 
     #[test]
@@ -480,18 +489,8 @@ proptest! {
             let swept = mixed.len() - clean.len();
             let a = run_with(&clean, fast);
             let b = run_with(&mixed, fast);
-            prop_assert_eq!(b.dropped, 0, "a legitimate input was dropped");
-            prop_assert_eq!(b.icmp, a.icmp, "an ICMP error reached a host");
             prop_assert!(a.moves == b.moves, "fast={}: the flow moved differently: {:?} against {:?}", fast, a.moves, b.moves);
-            prop_assert!(a.outer == b.outer, "fast={fast}: toward the outside, the legitimate frames differ");
-            prop_assert!(a.inner_bytes == b.inner_bytes, "fast={fast}: toward the inside, the payload differs");
-            prop_assert!(a.inner_control == b.inner_control, "fast={fast}: toward the inside, the frames without payload differ");
-            prop_assert!(
-                b.inner_data_frames <= a.inner_data_frames + swept,
-                "fast={fast}: {} data frames with {swept} sweep packets, {} without",
-                b.inner_data_frames,
-                a.inner_data_frames
-            );
+            same_output(&a, &b, swept, &format!("fast={fast}: "))?;
         }
     }
 

@@ -102,6 +102,56 @@ impl Run<'_> {
     }
 }
 
+/// How long the live flow may take for one 64 KiB write, and the 1 MiB
+/// answer for all of it: a flow that only crawls (a segment per
+/// retransmission timeout) fails the test instead of keeping it waiting.
+const WRITE_BOUND: Duration = Duration::from_secs(20);
+const ANSWER_BOUND: Duration = Duration::from_secs(30);
+
+/// The socket timeout for the next call before `deadline` (at least 1 ms:
+/// 0 would mean none), or the error that names `what` once it has passed.
+fn left(deadline: Instant, what: &str) -> std::io::Result<Duration> {
+    let now = Instant::now();
+    if now >= deadline {
+        return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("{what}: not done in time")));
+    }
+    Ok((deadline - now).max(Duration::from_millis(1)))
+}
+
+/// `write_all` that ends by `deadline` however slowly the peer takes the
+/// bytes (each call's wait bounded by what is left).
+fn write_all_by(s: &mut TcpStream, mut buf: &[u8], deadline: Instant, what: &str) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        s.set_write_timeout(Some(left(deadline, what)?))?;
+        match s.write(buf) {
+            Ok(0) => return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, what.to_string())),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(std::io::Error::new(e.kind(), format!("{what}: {e}"))),
+        }
+    }
+    Ok(())
+}
+
+/// `read_exact` that ends by `deadline`; the error says how far it got.
+fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], deadline: Instant, what: &str) -> std::io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        s.set_read_timeout(Some(left(deadline, what)?))?;
+        match s.read(&mut buf[at..]) {
+            Ok(0) => {
+                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("{what}: EOF at {at}")));
+            }
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(std::io::Error::new(e.kind(), format!("{what}: {e} after {at} of {} bytes", buf.len())));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Of the data frames that reached the b-network host, the share that
 /// were merged (larger than a 1500-byte frame).
 fn merged_share(s: &FrameSizes) -> f64 {
@@ -137,7 +187,11 @@ fn with_live_flow(
     let server = sock(BNET_V4, SERVER_PORT);
     let listener = lab.ns(lab.bnet).run(|| TcpListener::bind(server)).unwrap().expect("listen");
     set_accept_timeout(&listener, Duration::from_secs(10));
-    let mut client = lab.ns(lab.legacy).run(|| TcpStream::connect(server)).unwrap().expect("connect");
+    let mut client = lab
+        .ns(lab.legacy)
+        .run(|| TcpStream::connect_timeout(&server, Duration::from_secs(10)))
+        .unwrap()
+        .expect("connect");
     let (mut srv, _) = listener.accept().expect("accept");
     for s in [&client, &srv] {
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -153,7 +207,7 @@ fn with_live_flow(
         let writer = sc.spawn(|| {
             let chunk = vec![0x42u8; 64 << 10];
             while !stop.load(Ordering::Relaxed) {
-                w.write_all(&chunk).expect("the live flow's write");
+                write_all_by(&mut w, &chunk, Instant::now() + WRITE_BOUND, "the live flow's write").unwrap();
                 written.fetch_add(chunk.len() as u64, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -163,7 +217,14 @@ fn with_live_flow(
         });
         let reader = sc.spawn(|| {
             let mut buf = vec![0u8; 1 << 16];
+            let mut stopped: Option<Instant> = None;
             loop {
+                // Each read waits at most 20 s (the socket's timeout); once
+                // the writer stops, the rest and its FIN come within 30 s.
+                if stop.load(Ordering::Relaxed) {
+                    let t = *stopped.get_or_insert_with(Instant::now);
+                    assert!(t.elapsed() < ANSWER_BOUND, "the live flow's end did not come in {ANSWER_BOUND:?}");
+                }
                 let n = r.read(&mut buf).expect("the live flow's read");
                 if n == 0 {
                     assert!(stop.load(Ordering::Relaxed), "the live flow ended early");
@@ -237,12 +298,13 @@ fn sweep_does_not_stop_merging_nor_shrink_the_flow(name: &str, args: &[&str]) ->
         |run, srv, client| {
             let obs = FrameObserver::start(run.lab.ns(run.lab.legacy), LEGACY_DEV).expect("observer");
             let data: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7) as u8).collect();
+            let deadline = Instant::now() + ANSWER_BOUND;
             let got = std::thread::scope(|sc| {
                 let reader = sc.spawn(|| {
                     let mut got = vec![0u8; data.len()];
-                    client.read_exact(&mut got).map(|_| got)
+                    read_exact_by(client, &mut got, deadline, "the answer's read").map(|_| got)
                 });
-                srv.write_all(&data).expect("the answer");
+                write_all_by(srv, &data, deadline, "the answer's write").expect("the answer");
                 reader.join().unwrap().expect("the answer arrives")
             });
             assert!(got == data, "the answer's bytes changed");
