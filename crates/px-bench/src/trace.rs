@@ -421,6 +421,15 @@ fn write_syn(chunk: &mut Chunk, (src, dst): (Ipv4Addr, Ipv4Addr), tcp: &Tcp, mss
 }
 
 impl Chunk {
+    /// Appends `other`'s frames (and their payload count) after this
+    /// chunk's.
+    pub fn append(&mut self, other: &Chunk) {
+        let base = self.data.len();
+        self.data.extend_from_slice(&other.data);
+        self.frames.extend(other.frames.iter().map(|f| FrameRef { offset: base + f.offset, ..*f }));
+        self.payload_bytes += other.payload_bytes;
+    }
+
     /// What the receivers of this chunk's flows send before it arrives, at
     /// the time of its first frame: for each TCP/IPv4 flow, in the order
     /// its first frame comes, an ACK of everything before that frame with
@@ -528,6 +537,24 @@ mod tests {
             assert_eq!((ack.source_port(), ack.destination_port()), (data.destination_port(), data.source_port()));
             assert_eq!(ack.acknowledgment_number(), data.sequence_number());
             assert_eq!(ack.sequence_number(), data.acknowledgment_number());
+        }
+    }
+
+    #[test]
+    fn an_appended_chunk_keeps_its_frames_and_payload() {
+        let cfg = TraceConfig { flows: 3, ..TraceConfig::inbound_default() };
+        let mut t = Trace::new(cfg, 8948);
+        let (mut a, mut b) = (Chunk::default(), Chunk::default());
+        t.fill(&mut a, 10, usize::MAX);
+        t.fill(&mut b, 10, usize::MAX);
+        let mut joined = Chunk::default();
+        joined.append(&a);
+        joined.append(&b);
+        assert_eq!(joined.frames.len(), 20);
+        assert_eq!(joined.payload_bytes, a.payload_bytes + b.payload_bytes);
+        for (i, f) in b.frames.iter().enumerate() {
+            let g = joined.frames[10 + i];
+            assert_eq!(&joined.data[g.offset..g.offset + g.len], &b.data[f.offset..f.offset + f.len]);
         }
     }
 
