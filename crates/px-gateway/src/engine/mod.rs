@@ -123,6 +123,10 @@ pub struct Engine {
     in_kernel: usize,
     /// Neighbour b-networks with a verified iMTU (issue 30, [`imtu`]).
     pub(crate) imtu: crate::imtu::ImtuReplica,
+    /// When each of their destinations may be probed next (`crate::confirm`).
+    pub(crate) imtu_schedule: crate::confirm::Schedule,
+    /// Bounds the probes sent per second.
+    pub(crate) imtu_probe_rate: crate::router::limit::IcmpLimiter,
 }
 
 impl Engine {
@@ -157,6 +161,8 @@ impl Engine {
             pending_offload: Vec::new(),
             in_kernel: 0,
             imtu: crate::imtu::ImtuReplica::default(),
+            imtu_schedule: crate::confirm::Schedule::default(),
+            imtu_probe_rate: crate::router::limit::IcmpLimiter::new(crate::confirm::PROBES_PER_SEC),
             cfg,
         })
     }
@@ -320,7 +326,7 @@ impl Engine {
         if info.version == IpVersion::V4 && !Ipv4Packet::new_unchecked(&frame[info.l3..info.l4]).verify_checksum() {
             return self.drop(DropReason::Malformed);
         }
-        if let Some(v) = self.verified_passthrough(from, frame, info, meta) {
+        if let Some(v) = self.verified_passthrough(now, from, frame, info, meta) {
             return without_trailer(v, info.end, frame.len());
         }
         // By reference again, for the same reason.

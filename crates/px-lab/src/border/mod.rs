@@ -6,6 +6,9 @@
 //! - [`exchange`]: the iMTU advertisement end to end: an exchange with a
 //!   route server, a true, a lying and a legacy neighbour, the gateway
 //!   verifying each claim before it sends large frames.
+//! - [`claims`]: what no iMTU claim may make the gateway do: a host of a
+//!   verified prefix behind a smaller hop with ICMP filtered, a lying
+//!   responder, a small outer port (issue 35).
 //! - [`imtu`]: the BIRD 2 configuration of the advertisement (the large
 //!   community `(AS, 1, iMTU)`, its copy into `krt_mtu` of table 30).
 //! - [`bird`]: BIRD 2 as a lab process (per-run configuration and control
@@ -16,6 +19,7 @@
 //! and files are removed on every exit path (drop, panic, SIGINT/SIGTERM).
 
 pub mod bird;
+pub mod claims;
 pub mod ecmp;
 pub mod exchange;
 pub mod imtu;
@@ -54,6 +58,32 @@ pub(crate) fn bird_parses(conf: &str) -> Result<(), String> {
     std::fs::write(&p, conf).map_err(|e| e.to_string())?;
     let out = std::process::Command::new("bird").arg("-p").arg("-c").arg(&p).output().map_err(|e| e.to_string())?;
     if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+}
+
+/// Reads counter families from a gateway's Prometheus endpoint `addr`
+/// (`127.0.0.1:PORT`) from inside its namespace `ns`, each summed over its
+/// label sets (workers, ports).
+pub(crate) fn scrape(ns: &crate::Netns, addr: &str, families: &[&str]) -> Result<Vec<u64>, crate::RunError> {
+    use std::io::{Read as _, Write as _};
+    let body = ns
+        .run(|| -> std::io::Result<String> {
+            let mut s = std::net::TcpStream::connect(addr)?;
+            s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+            let mut out = String::new();
+            s.read_to_string(&mut out)?;
+            Ok(out)
+        })?
+        .map_err(|e| format!("{}: metrics: {e}", ns.name()))?;
+    Ok(families
+        .iter()
+        .map(|family| {
+            body.lines()
+                .filter(|l| l.split(['{', ' ']).next() == Some(*family))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as u64
+        })
+        .collect())
 }
 
 impl Drop for Scratch {

@@ -24,6 +24,9 @@
 //!   F-PMTUD's fragment report as a hint on IPv4. For a tool and for a
 //!   transport's first search; the in-band search keeps RFC 8899's rules
 //!   ([`DplpmtudSession`]).
+//! * [`ConfirmSession`]: not a search but one question, whether the path
+//!   carries one size whole with DF set (every probe of that size, with a
+//!   fresh nonce): what a gateway asks before it trusts a claimed iMTU.
 //! * [`AutoSession`]: [`ParallelSession`] with the hint on IPv4, without it
 //!   on IPv6; with legacy probes, F-PMTUD on IPv4 with an early hand-over
 //!   to DPLPMTUD when fragments do not get through, DPLPMTUD on IPv6.
@@ -37,6 +40,7 @@
 //! [`SessionConfig::timeout`].
 
 mod auto;
+mod confirm;
 mod dplpmtud;
 mod fpmtud;
 mod icmp;
@@ -45,6 +49,7 @@ mod parallel;
 mod scripted;
 
 pub use auto::AutoSession;
+pub use confirm::ConfirmSession;
 pub use dplpmtud::DplpmtudSession;
 pub use fpmtud::{FpmtudRun, FpmtudSession, PING_SIZE};
 pub use icmp::IcmpSession;

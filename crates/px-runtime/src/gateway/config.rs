@@ -351,7 +351,8 @@ impl GatewayConfig {
         {
             return Err(ReloadError::Fixed(c.clone()));
         }
-        let engine = new.engine_config(running.imtu, running.emtu, running.hash_seed)?;
+        let mut engine = new.engine_config(running.imtu, running.emtu, running.hash_seed)?;
+        engine.outer_link_mtu = running.outer_link_mtu;
         running.live_change(&engine).map_err(|e| ReloadError::Engine(e.into()))?;
         Ok((changes, engine))
     }

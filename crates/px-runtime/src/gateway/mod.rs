@@ -185,6 +185,9 @@ pub fn run_with(
     cfg.validate()?;
     let imtu = port_mtu("inner", &cfg.inner, cfg.imtu)?;
     let emtu = port_mtu("outer", &cfg.outer, cfg.emtu)?;
+    // The outer port's own MTU, whatever `emtu` says: nothing passed
+    // untouched toward a verified neighbour may exceed it (issue 35).
+    let outer_link = port_mtu("outer", &cfg.outer, 0)?;
     // One gateway per port, refused before anything is touched; held
     // until this function returns (declared before the guards, so dropped
     // after them).
@@ -205,7 +208,8 @@ pub fn run_with(
         }
         guards.push(g);
     }
-    let ecfg = cfg.engine_config(imtu, emtu, os_random_seed())?;
+    let mut ecfg = cfg.engine_config(imtu, emtu, os_random_seed())?;
+    ecfg.outer_link_mtu = outer_link;
     // The kernel fast path: attached whenever this build has it, so that
     // `offload` can be turned on by a reload; required when it is on.
     let fast_path = match FastPath::attach(&cfg.inner, &cfg.outer) {
@@ -371,9 +375,10 @@ pub fn run_with(
     }
     let (imtu_log, imtu_lines) = std::sync::mpsc::channel();
     let follower = match (&cfg.imtu_follow, &imtu_shared) {
-        (Some(f), Some(s)) => {
-            Some(imtu::spawn(f.clone(), s.clone(), stop.clone(), imtu_log).map_err(GatewayError::Thread)?)
-        }
+        (Some(f), Some(s)) => Some(
+            imtu::spawn(f.clone(), ecfg.outer_port_mtu(), s.clone(), stop.clone(), imtu_log)
+                .map_err(GatewayError::Thread)?,
+        ),
         _ => None,
     };
     let (mut last_log, mut last_total) = (Instant::now(), WorkerSnapshot::default());
