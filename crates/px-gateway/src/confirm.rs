@@ -141,7 +141,6 @@ impl Schedule {
         self.next.remove(&dst);
     }
 
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.next.len()
     }

@@ -87,6 +87,9 @@ pub struct Footprint {
     pub pool_free: usize,
     /// Slots of the handshake memory (fixed at start by `max_flows`).
     pub handshake_slots: usize,
+    /// Destinations of verified neighbours with a probe schedule (at most
+    /// 4,096, `confirm.rs`).
+    pub imtu_probing: usize,
 }
 
 /// How often idle flows are looked for when nothing else wakes the engine.
@@ -226,6 +229,7 @@ impl Engine {
             queued: self.out.len(),
             pool_free: self.pool.free_buffers(),
             handshake_slots: self.handshakes.slots(),
+            imtu_probing: self.imtu_schedule.len(),
         }
     }
 
