@@ -59,19 +59,8 @@
 #include <rte_tcp.h>
 #include <rte_version.h>
 
-#define EXIT_CHECK 1
-#define EXIT_INPUT 2
-
-static void die(int code, const char *fmt, ...)
-{
-	va_list ap;
-	fprintf(stderr, "px_dpdk_bench: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(code);
-}
+#define PX_TOOL "px_dpdk_bench"
+#include "px_dpdk_common.h"
 
 /* ------------------------------------------------------------------ */
 /* Configuration                                                       */
@@ -86,263 +75,6 @@ struct cfg {
 	unsigned lcore;
 	int dump;
 };
-
-/* ------------------------------------------------------------------ */
-/* Classic pcap reader (LINKTYPE_ETHERNET, µs or ns timestamps, either  */
-/* byte order). Whole file in memory; frames point into it.            */
-
-struct frame {
-	uint64_t ts_ns;
-	const uint8_t *data;
-	uint32_t len;
-};
-
-struct trace {
-	const char *path;
-	uint8_t *buf;
-	size_t size;
-	struct frame *f;
-	size_t n;
-	uint32_t max_len;
-};
-
-static uint32_t rd32(const uint8_t *p, int swap)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return swap ? __builtin_bswap32(v) : v;
-}
-
-static void pcap_load(const char *path, struct trace *t)
-{
-	FILE *fp = fopen(path, "rb");
-	if (!fp)
-		die(EXIT_INPUT, "%s: %s", path, strerror(errno));
-	if (fseek(fp, 0, SEEK_END) != 0)
-		die(EXIT_INPUT, "%s: cannot seek", path);
-	long sz = ftell(fp);
-	rewind(fp);
-	if (sz < 24)
-		die(EXIT_INPUT, "%s: not a pcap file (too short)", path);
-	t->path = path;
-	t->size = (size_t)sz;
-	t->buf = malloc(t->size);
-	if (!t->buf || fread(t->buf, 1, t->size, fp) != t->size)
-		die(EXIT_INPUT, "%s: read failed", path);
-	fclose(fp);
-
-	uint32_t magic;
-	memcpy(&magic, t->buf, 4);
-	int swap, nsec;
-	switch (magic) {
-	case 0xa1b2c3d4: swap = 0; nsec = 0; break;
-	case 0xa1b23c4d: swap = 0; nsec = 1; break;
-	case 0xd4c3b2a1: swap = 1; nsec = 0; break;
-	case 0x4d3cb2a1: swap = 1; nsec = 1; break;
-	default:
-		die(EXIT_INPUT, "%s: not a classic pcap file (magic %08x; pcapng is not supported)",
-		    path, magic);
-	}
-	uint32_t linktype = rd32(t->buf + 20, swap) & 0xffff;
-	if (linktype != 1)
-		die(EXIT_INPUT, "%s: link type %u, need 1 (Ethernet)", path, linktype);
-
-	size_t cap = 1024, off = 24;
-	t->f = malloc(cap * sizeof(*t->f));
-	t->n = 0;
-	t->max_len = 0;
-	while (off < t->size) {
-		if (t->size - off < 16)
-			die(EXIT_INPUT, "%s: truncated record header at byte %zu", path, off);
-		uint64_t sec = rd32(t->buf + off, swap);
-		uint64_t frac = rd32(t->buf + off + 4, swap);
-		uint32_t incl = rd32(t->buf + off + 8, swap);
-		uint32_t orig = rd32(t->buf + off + 12, swap);
-		off += 16;
-		if (incl > t->size - off)
-			die(EXIT_INPUT, "%s: truncated frame %zu", path, t->n + 1);
-		if (incl != orig)
-			die(EXIT_INPUT, "%s: frame %zu captured with %u of %u bytes (snaplen too small)",
-			    path, t->n + 1, incl, orig);
-		if (incl < 14 || incl > 65535 + 18)
-			die(EXIT_INPUT, "%s: frame %zu has impossible length %u", path, t->n + 1, incl);
-		if (t->n == cap) {
-			cap *= 2;
-			t->f = realloc(t->f, cap * sizeof(*t->f));
-			if (!t->f)
-				die(EXIT_INPUT, "out of memory");
-		}
-		uint64_t ts = sec * 1000000000ull + (nsec ? frac : frac * 1000ull);
-		if (t->n > 0 && ts < t->f[t->n - 1].ts_ns)
-			die(EXIT_INPUT, "%s: frame %zu goes back in time", path, t->n + 1);
-		t->f[t->n].ts_ns = ts;
-		t->f[t->n].data = t->buf + off;
-		t->f[t->n].len = incl;
-		if (incl > t->max_len)
-			t->max_len = incl;
-		t->n++;
-		off += incl;
-	}
-	if (t->n == 0)
-		die(EXIT_INPUT, "%s: no frames", path);
-}
-
-/* ------------------------------------------------------------------ */
-/* Our own header parser (independent of DPDK's), used for accounting  */
-/* and checks only, never in the timed path.                            */
-
-enum { K_OTHER = 0, K_TCP4 = 4, K_TCP6 = 6 };
-
-#define KEYLEN 37
-
-struct pinfo {
-	int kind;
-	uint8_t key[KEYLEN]; /* kind, src[16], dst[16], sport, dport */
-	uint32_t l2, l3, l4;  /* header lengths */
-	uint32_t ip_len;      /* IPv4 total length, or 40 + IPv6 payload length */
-	uint32_t payload;     /* TCP payload bytes */
-	uint32_t seq;
-	uint8_t flags;
-	uint8_t ecn; /* IP ECN codepoint (3 = CE) */
-};
-
-static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static uint32_t be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* contig: bytes readable at p; total: bytes of the whole packet. */
-static void parse_frame(const uint8_t *p, uint32_t contig, uint32_t total, struct pinfo *pi)
-{
-	memset(pi, 0, sizeof(*pi));
-	pi->kind = K_OTHER;
-	if (contig < 14)
-		return;
-	uint32_t l2 = 14;
-	uint16_t et = be16(p + 12);
-	if (et == 0x8100 || et == 0x88a8) {
-		if (contig < 18)
-			return;
-		et = be16(p + 16);
-		l2 = 18;
-	}
-	const uint8_t *ip = p + l2;
-	if (et == 0x0800) {
-		if (contig < l2 + 20 || (ip[0] >> 4) != 4)
-			return;
-		uint32_t ihl = (ip[0] & 15u) * 4;
-		uint32_t tot = be16(ip + 2);
-		if (ihl < 20 || tot < ihl + 20 || l2 + tot > total || ip[9] != 6)
-			return;
-		if (be16(ip + 6) & 0x3fff) /* MF or offset: a fragment */
-			return;
-		if (contig < l2 + ihl + 20)
-			return;
-		const uint8_t *th = ip + ihl;
-		uint32_t thl = (th[12] >> 4) * 4u;
-		if (thl < 20 || ihl + thl > tot || contig < l2 + ihl + thl)
-			return;
-		pi->kind = K_TCP4;
-		pi->l2 = l2; pi->l3 = ihl; pi->l4 = thl;
-		pi->ip_len = tot;
-		pi->payload = tot - ihl - thl;
-		pi->key[0] = 4;
-		memcpy(pi->key + 1, ip + 12, 4);
-		memcpy(pi->key + 17, ip + 16, 4);
-		memcpy(pi->key + 33, th, 4);
-		pi->seq = be32(th + 4);
-		pi->flags = th[13];
-		pi->ecn = ip[1] & 3;
-	} else if (et == 0x86dd) {
-		if (contig < l2 + 40 + 20 || (ip[0] >> 4) != 6 || ip[6] != 6)
-			return;
-		uint32_t plen = be16(ip + 4);
-		if (l2 + 40 + plen > total || plen < 20)
-			return;
-		const uint8_t *th = ip + 40;
-		uint32_t thl = (th[12] >> 4) * 4u;
-		if (thl < 20 || thl > plen || contig < l2 + 40 + thl)
-			return;
-		pi->kind = K_TCP6;
-		pi->l2 = l2; pi->l3 = 40; pi->l4 = thl;
-		pi->ip_len = 40 + plen;
-		pi->payload = plen - thl;
-		pi->key[0] = 6;
-		memcpy(pi->key + 1, ip + 8, 16);
-		memcpy(pi->key + 17, ip + 24, 16);
-		memcpy(pi->key + 33, th, 4);
-		pi->seq = be32(th + 4);
-		pi->flags = th[13];
-		pi->ecn = (uint8_t)((be16(ip) >> 4) & 3);
-	}
-}
-
-/* ------------------------------------------------------------------ */
-/* Our own one's-complement sum over byte runs that may split 16-bit   */
-/* words (mbuf chains).                                                */
-
-struct csum {
-	uint64_t sum;
-	int odd; /* the previous run ended in the middle of a word */
-};
-
-static void cs_add(struct csum *c, const uint8_t *p, uint32_t n)
-{
-	if (n == 0)
-		return;
-	if (c->odd) {
-		c->sum += p[0];
-		p++;
-		n--;
-		c->odd = 0;
-	}
-	while (n >= 2) {
-		c->sum += (uint32_t)p[0] << 8 | p[1];
-		p += 2;
-		n -= 2;
-	}
-	if (n) {
-		c->sum += (uint32_t)p[0] << 8;
-		c->odd = 1;
-	}
-}
-
-static uint16_t cs_fold(uint64_t s)
-{
-	while (s >> 16)
-		s = (s & 0xffff) + (s >> 16);
-	return (uint16_t)s;
-}
-
-/* Calls fn on each contiguous run of [off, off+len) of the mbuf chain. */
-typedef void (*run_fn)(void *arg, const uint8_t *p, uint32_t n, uint32_t pos);
-
-static int mbuf_runs(const struct rte_mbuf *m, uint32_t off, uint32_t len, run_fn fn, void *arg)
-{
-	uint32_t pos = 0;
-	for (const struct rte_mbuf *s = m; s && len; s = s->next) {
-		uint32_t dl = s->data_len;
-		if (off >= dl) {
-			off -= dl;
-			continue;
-		}
-		uint32_t n = dl - off;
-		if (n > len)
-			n = len;
-		fn(arg, rte_pktmbuf_mtod_offset(s, const uint8_t *, off), n, pos);
-		pos += n;
-		len -= n;
-		off = 0;
-	}
-	return len == 0 ? 0 : -1;
-}
-
-static void run_csum(void *arg, const uint8_t *p, uint32_t n, uint32_t pos)
-{
-	(void)pos;
-	cs_add(arg, p, n);
-}
 
 /* Position-weighted content sum: order-independent across segments,
  * sensitive to every byte and to the sequence number it sits at. */
@@ -365,115 +97,14 @@ static void run_wsum(void *arg, const uint8_t *p, uint32_t n, uint32_t pos)
 	wsum_add(arg, p, n, pos);
 }
 
-/* Verifies the IPv4 header checksum and the TCP checksum (IPv4 or IPv6)
- * of a packet whose headers are contiguous in the first segment. */
-static int verify_csums(const struct rte_mbuf *m, const struct pinfo *pi, const char **why)
-{
-	const uint8_t *p = rte_pktmbuf_mtod(m, const uint8_t *);
-	const uint8_t *ip = p + pi->l2;
-	struct csum c = {0, 0};
-	uint32_t l4len = pi->ip_len - pi->l3;
-	if (pi->kind == K_TCP4) {
-		cs_add(&c, ip, pi->l3);
-		if (cs_fold(c.sum) != 0xffff) {
-			*why = "IPv4 header checksum";
-			return -1;
-		}
-		c.sum = 0;
-		cs_add(&c, ip + 12, 8);
-		c.sum += 6 + l4len;
-	} else {
-		cs_add(&c, ip + 8, 32);
-		c.sum += 6 + l4len;
-	}
-	if (mbuf_runs(m, pi->l2 + pi->l3, l4len, run_csum, &c) != 0) {
-		*why = "TCP segment shorter than its IP length";
-		return -1;
-	}
-	if (cs_fold(c.sum) != 0xffff) {
-		*why = "TCP checksum";
-		return -1;
-	}
-	return 0;
-}
-
 /* ------------------------------------------------------------------ */
 /* Per-flow accounting (5-tuple).                                       */
 
 struct flow {
-	uint8_t key[KEYLEN];
-	uint8_t used;
 	uint8_t in_hi_set, out_hi_set;
 	uint32_t in_hi, out_hi;
 	uint64_t in_bytes, out_bytes, in_wsum, out_wsum;
 };
-
-struct ftab {
-	struct flow *v;
-	size_t cap, n;
-};
-
-static void ftab_init(struct ftab *t)
-{
-	size_t cap = 1024;
-	t->v = calloc(cap, sizeof(*t->v));
-	if (!t->v)
-		die(EXIT_INPUT, "out of memory");
-	t->cap = cap;
-	t->n = 0;
-}
-
-static struct flow *ftab_get(struct ftab *t, const uint8_t *key, int create);
-
-/* Doubles the table when it is half full. */
-static void ftab_grow(struct ftab *t)
-{
-	struct ftab n;
-	n.cap = t->cap * 2;
-	n.n = 0;
-	n.v = calloc(n.cap, sizeof(*n.v));
-	if (!n.v)
-		die(EXIT_INPUT, "out of memory");
-	for (size_t i = 0; i < t->cap; i++)
-		if (t->v[i].used)
-			*ftab_get(&n, t->v[i].key, 1) = t->v[i];
-	free(t->v);
-	*t = n;
-}
-
-static struct flow *ftab_get(struct ftab *t, const uint8_t *key, int create)
-{
-	if (create && 2 * (t->n + 1) > t->cap)
-		ftab_grow(t);
-	uint64_t h = 1469598103934665603ull;
-	for (int i = 0; i < KEYLEN; i++)
-		h = (h ^ key[i]) * 1099511628211ull;
-	size_t i = h & (t->cap - 1);
-	for (;;) {
-		struct flow *f = &t->v[i];
-		if (!f->used) {
-			if (!create)
-				return NULL;
-			f->used = 1;
-			memcpy(f->key, key, KEYLEN);
-			t->n++;
-			return f;
-		}
-		if (memcmp(f->key, key, KEYLEN) == 0)
-			return f;
-		i = (i + 1) & (t->cap - 1);
-	}
-}
-
-static void key_str(const uint8_t *k, char *buf, size_t len)
-{
-	if (k[0] == 4)
-		snprintf(buf, len, "%u.%u.%u.%u:%u > %u.%u.%u.%u:%u", k[1], k[2], k[3], k[4],
-			 be16(k + 33), k[17], k[18], k[19], k[20], be16(k + 35));
-	else
-		snprintf(buf, len, "[ipv6 %02x%02x:%02x%02x...]:%u > [...]:%u", k[1], k[2], k[3],
-			 k[4], be16(k + 33), be16(k + 35));
-}
 
 /* Frames without TCP payload (non-TCP, pure ACKs) must leave intact:
  * counted, and an order-independent sum of per-frame hashes over the
@@ -489,22 +120,6 @@ static uint64_t nodata_hash(const uint8_t *p, uint32_t len)
 static uint32_t nodata_len(const struct pinfo *pi, uint32_t frame_len)
 {
 	return pi->kind == K_OTHER ? frame_len : pi->l2 + pi->ip_len;
-}
-
-/* seq a before b, modulo 2^32 */
-static int seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
-
-/* One segment of a stream seen: its bytes counted, the highest sequence
- * moved on. Returns 1 when the segment starts below that (out of order). */
-static int stream_advance(uint32_t *hi, uint8_t *hi_set, uint64_t *bytes, uint32_t seq, uint32_t len)
-{
-	int ooo = *hi_set && seq_lt(seq, *hi);
-	uint32_t end = seq + len;
-	if (!*hi_set || seq_lt(*hi, end))
-		*hi = end;
-	*hi_set = 1;
-	*bytes += len;
-	return ooo;
 }
 
 /* ------------------------------------------------------------------ */
@@ -530,12 +145,12 @@ struct pass {
 	double parse_seconds;
 	struct run_t *runs;
 	unsigned nruns;
-	struct ftab flows;
+	struct fidx flows; /* of struct flow */
 };
 
 static void account_input(struct pass *ps, const struct trace *t, unsigned mtu_check, int gso)
 {
-	ftab_init(&ps->flows);
+	fidx_init(&ps->flows, sizeof(struct flow));
 	for (size_t i = 0; i < t->n; i++) {
 		struct pinfo pi;
 		parse_frame(t->f[i].data, t->f[i].len, t->f[i].len, &pi);
@@ -579,7 +194,7 @@ static void account_input(struct pass *ps, const struct trace *t, unsigned mtu_c
 			    t->path, i + 1);
 		if (pi.payload == 0)
 			continue;
-		struct flow *f = ftab_get(&ps->flows, pi.key, 1);
+		struct flow *f = fidx_get(&ps->flows, pi.key, 1);
 		ps->in_data_segs++;
 		ps->in_payload += pi.payload;
 		if (pi.flags & RTE_TCP_PSH_FLAG) {
@@ -607,9 +222,10 @@ static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout
 {
 	unsigned fails = 0;
 	memset(st, 0, sizeof(*st));
-	for (size_t i = 0; i < ps->flows.cap; i++) {
-		ps->flows.v[i].out_bytes = ps->flows.v[i].out_wsum = 0;
-		ps->flows.v[i].out_hi_set = 0;
+	for (uint32_t i = 0; i < ps->flows.n; i++) {
+		struct flow *f = fidx_at(&ps->flows, i);
+		f->out_bytes = f->out_wsum = 0;
+		f->out_hi_set = 0;
 	}
 	for (size_t i = 0; i < nout; i++) {
 		struct rte_mbuf *m = out[i];
@@ -661,7 +277,7 @@ static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout
 			st->psh++;
 			st->psh_bytes += pi.payload;
 		}
-		struct flow *f = ftab_get(&ps->flows, pi.key, 0);
+		struct flow *f = fidx_get(&ps->flows, pi.key, 0);
 		if (!f) {
 			char k[128];
 			key_str(pi.key, k, sizeof(k));
@@ -683,13 +299,11 @@ static unsigned check_output(struct pass *ps, struct rte_mbuf **out, size_t nout
 				ps->name, ps->in_nodata, st->nodata,
 				st->nodata == ps->in_nodata ? " (same count, different content)" : "");
 	}
-	for (size_t i = 0; i < ps->flows.cap; i++) {
-		struct flow *f = &ps->flows.v[i];
-		if (!f->used)
-			continue;
+	for (uint32_t i = 0; i < ps->flows.n; i++) {
+		struct flow *f = fidx_at(&ps->flows, i);
 		if (f->in_bytes != f->out_bytes || f->in_wsum != f->out_wsum) {
 			char k[128];
-			key_str(f->key, k, sizeof(k));
+			key_str(ps->flows.key[i], k, sizeof(k));
 			if (fails++ < 5)
 				fprintf(stderr,
 					"px_dpdk_bench: %s: flow %s: %" PRIu64 " payload bytes in, %" PRIu64
@@ -743,12 +357,6 @@ static double now_mono(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int is_tcp4(const struct rte_mbuf *m)
-{
-	return RTE_ETH_IS_IPV4_HDR(m->packet_type) &&
-	       (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_TCP;
-}
-
 /* Copies the frames into fresh mbufs and sets what a NIC plus the RX
  * path would: packet_type and l2/l3/l4 lengths (rte_net_get_ptype, timed
  * on its own as parse_seconds, not part of the GRO/GSO figure). */
@@ -774,45 +382,6 @@ static void load_mbufs(const struct trace *t, struct rte_mempool *mp, struct rte
 			m[i]->ol_flags |= RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IPV4;
 	}
 	*parse_seconds += (rte_rdtsc() - t0) / tsc_hz;
-}
-
-/* The TCP checksum over an mbuf chain: DPDK 22.11's
- * rte_ipv4_udptcp_cksum_mbuf, except that each segment's sum is folded to
- * 16 bits before it is byte-swapped. 22.11's rte_raw_cksum_mbuf swaps
- * `(uint16_t)tmp` of an unfolded 32-bit sum, which drops its carries when a
- * segment starts at an odd offset (merges of odd-length segments: the
- * benchmark trace's small flows), and the checksum comes out wrong. Same
- * work per byte as DPDK's. */
-static inline uint16_t tcp4_cksum_mbuf(const struct rte_mbuf *m, const struct rte_ipv4_hdr *ip, uint32_t off)
-{
-	uint32_t len = rte_be_to_cpu_16(ip->total_length) - rte_ipv4_hdr_len(ip);
-	uint32_t sum = rte_ipv4_phdr_cksum(ip, 0), done = 0;
-	const struct rte_mbuf *seg = m;
-	while (seg && off >= seg->data_len) {
-		off -= seg->data_len;
-		seg = seg->next;
-	}
-	for (; seg && done < len; seg = seg->next, off = 0) {
-		uint32_t n = seg->data_len - off;
-		if (n > len - done)
-			n = len - done;
-		uint32_t tmp = __rte_raw_cksum_reduce(__rte_raw_cksum(rte_pktmbuf_mtod_offset(seg, const char *, off), n, 0));
-		sum += (done & 1) ? rte_bswap16((uint16_t)tmp) : tmp;
-		done += n;
-	}
-	return (uint16_t)~__rte_raw_cksum_reduce(sum);
-}
-
-/* Recomputes the IPv4 header and TCP checksums DPDK leaves stale
- * (merged or segmented packets: more than one mbuf). */
-static inline void fix_csum(struct rte_mbuf *m)
-{
-	struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, m->l2_len);
-	struct rte_tcp_hdr *th = (struct rte_tcp_hdr *)((char *)ip + m->l3_len);
-	ip->hdr_checksum = 0;
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	th->cksum = 0;
-	th->cksum = tcp4_cksum_mbuf(m, ip, m->l2_len + m->l3_len);
 }
 
 struct sink {
@@ -1358,17 +927,19 @@ int main(int argc, char **argv)
 	bytes += (double)c.max_flows * c.items_per_flow * 128.0; /* GRO table */
 	unsigned mem_mb = (unsigned)(bytes * 1.25 / 1048576.0) + 128;
 
-	char lcore_s[16], mem_s[16];
+	char lcore_s[16], mem_s[16], prefix_s[64];
 	snprintf(lcore_s, sizeof(lcore_s), "%u", c.lcore);
 	snprintf(mem_s, sizeof(mem_s), "%u", mem_mb);
+	snprintf(prefix_s, sizeof(prefix_s), "--file-prefix=px-dpdk-bench-%d", (int)getpid());
 	char *eal_argv[] = {
 		argv[0], "--no-huge", "--no-pci", "--no-shconf", "--no-telemetry",
-		"-l", lcore_s, "-m", mem_s, "--log-level=4", NULL,
+		"-l", lcore_s, "-m", mem_s, "--log-level=4", prefix_s, NULL,
 	};
 	/* EAL logs go to stdout by default on Linux: keep stdout for JSON. */
 	rte_openlog_stream(stderr);
 	if (rte_eal_init((int)RTE_DIM(eal_argv) - 1, eal_argv) < 0)
 		die(EXIT_INPUT, "rte_eal_init failed: %s", rte_strerror(rte_errno));
+	px_eal_note_runtime_dir();
 	tsc_hz = (double)rte_get_tsc_hz();
 
 	struct pools pl = {0};

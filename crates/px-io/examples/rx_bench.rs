@@ -1,6 +1,6 @@
 //! Receive-path benchmark: `recvmmsg` batches versus the `TPACKET_V2` ring.
 //!
-//! Builds two namespaces joined by a veth (px-lab), floods frames of a given
+//! Builds two namespaces joined by a veth (px-netns), floods frames of a given
 //! size from one end with `sendmmsg` for a few seconds, and receives them at
 //! the other end with each method in turn. Reports packets/s and, more
 //! telling on a shared 2-core machine, the receiver thread's CPU time per
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use px_io::{MAX_FRAME, PacketMeta, PacketSocket, Poller, RingGeometry, RxBatch, SocketConfig, TxBatch};
-use px_lab::{Topology, require_root_or_skip};
+use px_netns::{Topology, require_root_or_skip};
 
 fn thread_cpu() -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

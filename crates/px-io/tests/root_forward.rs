@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use px_io::{MAX_FRAME, PacketSocket, Poller, RxBatch, SocketConfig, TxBatch};
-use px_lab::line::{LEFT_V4, LEFT_V6, RIGHT_V4, RIGHT_V6};
-use px_lab::{Line, LineSpec, Offloads, require_root_or_skip, send_or_drop};
+use px_netns::line::{LEFT_V4, LEFT_V6, RIGHT_V4, RIGHT_V6};
+use px_netns::{Line, LineSpec, Offloads, require_root_or_skip, send_or_drop};
 
 /// Deterministic test bytes (xorshift), so the receiver can check every
 /// byte without a copy of the stream.
@@ -218,9 +218,9 @@ fn fanout_workers_forward_32_flows_exactly_without_loops() {
             let stop = &stop;
             s.spawn(move || bridge(ports, stop, c));
         }
-        let spec = |server: &str| px_lab::BulkSpec::new(server.parse().unwrap(), 32, 1 << 20);
-        let inbound = px_lab::bulk_tcp(t.ns(l), t.ns(r), &spec("198.51.100.2:5401")).unwrap();
-        let outbound = px_lab::bulk_tcp(t.ns(r), t.ns(l), &spec("198.51.100.1:5402")).unwrap();
+        let spec = |server: &str| px_netns::BulkSpec::new(server.parse().unwrap(), 32, 1 << 20);
+        let inbound = px_netns::bulk_tcp(t.ns(l), t.ns(r), &spec("198.51.100.2:5401")).unwrap();
+        let outbound = px_netns::bulk_tcp(t.ns(r), t.ns(l), &spec("198.51.100.1:5402")).unwrap();
         stop.store(true, Ordering::Relaxed);
         assert!(inbound.flows.iter().chain(&outbound.flows).all(|f| f.bytes == 1 << 20));
         eprintln!("32 flows each way through 2 fan-out workers: {:.2} / {:.2} Gbit/s", inbound.gbps(), outbound.gbps());

@@ -12,7 +12,7 @@ fn ones_complement_sum(data: &[u8]) -> u16 {
     fold(Sum::of(data))
 }
 use px_io::{Checksum, Gso, GsoKind, MAX_FRAME, PacketMeta, PacketSocket, Poller, RxBatch, SocketConfig};
-use px_lab::{Offloads, Topology, require_root_or_skip, send_frame};
+use px_netns::{Offloads, Topology, require_root_or_skip, send_frame};
 
 const V6_SRC: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 const V6_DST: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];

@@ -1,4 +1,4 @@
-//! Root integration tests of px-io on real veth links in px-lab namespaces.
+//! Root integration tests of px-io on real veth links in px-netns namespaces.
 //! Each test builds its own topology (torn down on drop, also on failure)
 //! and is skipped with a message when not root.
 
@@ -16,7 +16,7 @@ use px_io::{
     Checksum, Fanout, GsoKind, IfaceCtl, IfaceGuard, MAX_FRAME, Offload, PacketMeta, PacketSocket, PacketType, Poller,
     RingGeometry, RxBatch, SocketConfig,
 };
-use px_lab::{Line, LineSpec, NsId, Topology, require_root_or_skip, send_frame};
+use px_netns::{Line, LineSpec, NsId, Topology, require_root_or_skip, send_frame};
 
 /// Two namespaces `snd` and `rcv` joined by `eth0 <-> eth0`.
 fn pair(mtu: u32, v6: bool) -> (Topology, NsId, NsId) {
@@ -76,8 +76,8 @@ impl Seen {
 fn observe_gro(v6: bool, ring: bool) -> Seen {
     let (t, s, r) = pair(1500, v6);
     let (snd, rcv) = (t.ns(s), t.ns(r));
-    snd.set_offloads("eth0", px_lab::Offloads::WIRE_SENDER).unwrap();
-    rcv.set_offloads("eth0", px_lab::Offloads::GRO_RECEIVER).unwrap();
+    snd.set_offloads("eth0", px_netns::Offloads::WIRE_SENDER).unwrap();
+    rcv.set_offloads("eth0", px_netns::Offloads::GRO_RECEIVER).unwrap();
     let server: SocketAddr = if v6 { "[2001:db8:10::2]:5201" } else { "198.51.100.2:5201" }.parse().unwrap();
     let cfg = SocketConfig { rx_ring: ring.then_some(RingGeometry::SUPER_PACKETS), ..SocketConfig::default() };
     let mut sock = rcv.run(|| PacketSocket::open("eth0", &cfg)).unwrap().unwrap();
@@ -245,8 +245,8 @@ fn gso_roundtrip(tx_csum: bool, rx_vnet: bool) -> (Vec<u8>, Vec<(PacketMeta, Vec
     let (t, s, r) = pair(9000, false);
     let (snd, rcv) = (t.ns(s), t.ns(r));
     // Wire-like sender; no GRO at the receiver, so it sees what the wire carries.
-    snd.set_offloads("eth0", px_lab::Offloads::WIRE_SENDER).unwrap();
-    rcv.set_offloads("eth0", px_lab::Offloads { gro: Some(false), ..Default::default() }).unwrap();
+    snd.set_offloads("eth0", px_netns::Offloads::WIRE_SENDER).unwrap();
+    rcv.set_offloads("eth0", px_netns::Offloads { gro: Some(false), ..Default::default() }).unwrap();
     if !tx_csum {
         snd.exec("ethtool", &["-K", "eth0", "tx", "off"]).unwrap();
     }
@@ -374,7 +374,7 @@ fn promiscuous_and_offload_guard_restore() {
 }
 
 /// The kernel's promiscuity count of eth0 (`ip -d link`).
-fn promiscuity(ns: &px_lab::Netns) -> u32 {
+fn promiscuity(ns: &px_netns::Netns) -> u32 {
     let out = ns.ip(&["-d", "link", "show", "eth0"]).unwrap();
     let mut words = out.split_whitespace();
     words.find(|w| *w == "promiscuity").and_then(|_| words.next()).unwrap().parse().unwrap()

@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use px_io::{Checksum, MAX_FRAME, PacketMeta, PacketSocket, RingGeometry, RxBatch, SocketConfig};
-use px_lab::{NsId, Topology, require_root_or_skip, send_frame};
+use px_netns::{NsId, Topology, require_root_or_skip, send_frame};
 
 fn pair() -> (Topology, NsId, NsId) {
     let mut t = Topology::new().unwrap();

@@ -1,69 +1,54 @@
-//! `px-lab`: the Linux network-namespace lab of PacketExpress.
+//! `px-lab`: the experiments of `px lab` and `px bench gateway`.
 //!
-//! Builds topologies of network namespaces joined by veth links, with MTUs,
-//! documentation-range addresses, routes, forwarding and offload settings,
-//! and guarantees they are removed again: on drop, on panic and on
-//! SIGINT/SIGTERM. Used by `px lab` and by every crate's root tests (which
-//! call [`require_root_or_skip`] first).
+//! Each experiment reproduces a result (the paper's, a seed's, a border's)
+//! in network namespaces built with the fixtures of [`px_netns`], measures
+//! it against a plain Linux router in the same run, and returns a result
+//! that prints itself as a table, a plot and JSON. One module per verb:
 //!
-//! - [`netns`]: [`Netns`] guards, entering a namespace from Rust, children.
-//! - [`link`]: veth pairs placed directly into namespaces.
-//! - [`topology`]: [`Topology`], which owns all of it.
-//! - [`line`](mod@line): [`Line`], the host — middle box — host line the gateway
-//!   lab, the demo and the forwarding tests are built on.
-//! - [`impair`]: loss and delay on a link (this kernel has no `netem`).
-//! - [`observe`]: counting frame sizes on a link from a host's namespace.
-//! - [`traffic`]: the bulk TCP generator that verifies every byte.
-//! - [`gateway`]: `px gateway` run as a lab process in a line's middle box.
-//! - [`gateway_bench`]: the experiment of `px bench gateway` (px-bench's
-//!   trace replayed through packet sockets: gateway vs Linux router).
-//! - [`demo`]: the experiment of `px lab demo` (gateway vs router, iperf3).
-//! - [`pmtud`], [`pmtud_compare`]: path-MTU lab paths and the comparison of
-//!   `px lab pmtud`.
-//! - [`rr`]: the experiment of `px lab rr` (request/response latency,
-//!   gateway vs router).
-//! - [`rtt`]: the experiment of `px lab rtt` (the 1500-vs-9000 RTT study).
+//! - [`demo`]: `px lab demo` (gateway vs router, iperf3) and `px lab up` /
+//!   `down` (the same topology left running).
+//! - [`pmtud`]: `px lab pmtud`, path-MTU lab paths and the comparison of the
+//!   probing methods on them.
+//! - [`receiver`], [`wan`], [`gro`], [`middlebox`], [`parallel`]: the
+//!   paper's end-host experiments; [`report`] runs them all into one
+//!   Markdown report. What they share is in [`exp`].
+//! - [`rr`]: `px lab rr` (request/response latency, gateway vs router).
+//! - [`rtt`]: `px lab rtt` (the 1500-vs-9000 RTT study).
 //! - [`survey`]: the lab "Internet" of `px lab survey` (the fragment-delivery
 //!   survey against a known ground truth).
-//! - [`addr`]: the only address ranges the lab will configure.
-//! - [`cleanup`]: the registry emptied on signals.
+//! - [`border`]: `px lab border` (iMTU over BGP, ECMP failover).
+//! - [`gateway_bench`]: the experiment of `px bench gateway` (px-bench's
+//!   trace replayed through packet sockets: gateway vs Linux router).
+//!
+//! The fixtures are re-exported under their old paths (`px_lab::Line`,
+//! `px_lab::line::LEFT_V4`, …) for the experiments and the `px` crate's
+//! root tests; crates below the lab name [`px_netns`] directly.
 
-pub mod addr;
 pub mod border;
-pub mod cleanup;
-pub mod cmd;
 pub mod demo;
-mod element;
 pub mod exp;
-pub mod gateway;
 pub mod gateway_bench;
-pub mod impair;
-pub mod line;
-pub mod link;
-pub mod netns;
-pub mod observe;
+pub mod gro;
+pub mod middlebox;
+pub mod parallel;
 pub mod pmtud;
-pub mod pmtud_compare;
+pub mod receiver;
+pub mod report;
 pub mod rr;
 pub mod rtt;
 pub mod survey;
-pub mod topology;
-pub mod traffic;
+pub mod wan;
 
-pub use addr::{AddrError, DocPrefix};
-pub use cleanup::{cleanup_all, install_signal_cleanup, interrupted};
-pub use cmd::CmdError;
-pub use element::{send_frame, send_or_drop};
-pub use impair::{ImpairSpec, ImpairStats, Impairment};
-pub use line::{Addressing, Line, LineImpairment, LineSpec};
-pub use link::{LinkEnd, Veth};
-pub use netns::{LabChild, Netns, NetnsGuard, NsName, Offloads, list_px_namespaces};
-pub use observe::{FrameObserver, FrameSizes, SizeCounts};
-pub use topology::{LinkId, NsId, Topology};
-pub use traffic::{
-    BulkResult, BulkSpec, FlowResult, FlowSender, Pace, Pattern, ReceivedFlow, SentFlow, TcpStats, TrafficError,
-    bulk_tcp, bulk_tcp_counted, receive_flow, tcp_stats,
+pub use px_netns::{
+    AddrError, Addressing, BulkResult, BulkSpec, CmdError, DocPrefix, FlowResult, FlowSender, FrameObserver,
+    FrameSizes, ImpairSpec, ImpairStats, Impairment, LabChild, LabError, Line, LineImpairment, LineSpec, LinkEnd,
+    LinkId, Netns, NetnsGuard, NsId, NsName, Offloads, Pace, Pattern, ReceivedFlow, SentFlow, SizeCounts, TcpStats,
+    Topology, TrafficError, Veth, bulk_tcp, bulk_tcp_counted, cleanup_all, install_signal_cleanup, interrupted,
+    list_px_namespaces, receive_flow, require_root_or_skip, root_unavailable_reason, send_frame, send_or_drop,
+    tcp_stats,
 };
+pub use px_netns::{addr, cleanup, cmd, cpu, gateway, impair, line, link, netns, observe, topology, traffic};
+
 /// Why a lab run (an experiment, the demo, `lab up`) could not be done:
 /// the one error type its public entry points return.
 #[derive(Debug, thiserror::Error)]
@@ -111,79 +96,5 @@ impl From<RunError> for String {
     /// For callers that report what failed as text.
     fn from(e: RunError) -> String {
         e.to_string()
-    }
-}
-
-/// Why a lab operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LabError {
-    /// An external tool (`ip`, `ethtool`, `sysctl`) failed.
-    #[error(transparent)]
-    Cmd(#[from] CmdError),
-    /// An address outside the documentation ranges, or malformed.
-    #[error(transparent)]
-    Addr(#[from] AddrError),
-    /// A role, interface or namespace name the lab does not accept.
-    #[error("invalid name `{0}`")]
-    Name(String),
-    /// Entering or leaving a namespace with setns(2) failed.
-    #[error("cannot enter namespace {name}: {source}")]
-    Setns {
-        /// The namespace.
-        name: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// A closure run inside a namespace ([`Netns::run`]) panicked.
-    #[error("code running in namespace {0} panicked")]
-    Panicked(String),
-    /// Installing the signal cleanup failed.
-    #[error("cannot install signal cleanup: {0}")]
-    Signal(std::io::Error),
-    /// Writing a sysctl inside a namespace failed.
-    #[error("sysctl {key}: {source}")]
-    Sysctl {
-        /// The key, e.g. `net.ipv4.ip_forward`.
-        key: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// A new link did not become operational in time.
-    #[error("link not operational: {0}")]
-    NotOperational(String),
-    /// A frame observer or impairment could not start.
-    #[error("lab element: {0}")]
-    Observe(String),
-    /// A child process was already waited for.
-    #[error("process `{0}` was already collected")]
-    Gone(String),
-}
-
-/// Why root-only tests cannot run here, or `None` if they can: effective
-/// uid 0 and a working `ip netns`.
-pub fn root_unavailable_reason() -> Option<String> {
-    // SAFETY: geteuid(2) cannot fail and touches no memory.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not running as root".into());
-    }
-    match cmd::run_args("ip", &["netns", "list"]) {
-        Ok(_) => None,
-        Err(e) => Some(format!("`ip netns` does not work: {e}")),
-    }
-}
-
-/// For root/namespace tests: returns `true` if the test can run, otherwise
-/// prints a clear skip message naming the test and returns `false`.
-///
-/// ```no_run
-/// if !px_lab::require_root_or_skip("veth_ping") { return; }
-/// ```
-pub fn require_root_or_skip(test: &str) -> bool {
-    match root_unavailable_reason() {
-        None => true,
-        Some(why) => {
-            eprintln!("SKIPPED {test}: needs root and network namespaces ({why})");
-            false
-        }
     }
 }

@@ -1,4 +1,4 @@
-//! `px-quic`: a real QUIC stack (quinn, rustls with `ring`) on px-lab
+//! `px-quic`: a real QUIC stack (quinn, rustls with `ring`) on px-netns
 //! paths, for `px lab quic`. It answers two questions of issue 14:
 //!
 //! 1. The lsquic DPLPMTUD blog's experiment ([`bulk`]): five parallel
@@ -10,7 +10,7 @@
 //!    (px-pmtud's [`px_pmtud::transport::TransportStart`]): time until
 //!    full-size packets flow, time for a short transfer.
 //!
-//! The path ([`path`]) is two hosts in namespaces with px-lab's own delay
+//! The path ([`path`]) is two hosts in namespaces with px-netns's own delay
 //! element between them (this kernel has no netem); each endpoint's UDP
 //! socket is created inside its host's namespace and then driven from one
 //! tokio runtime in this process. Every transfer is checked byte for byte
@@ -45,7 +45,7 @@ pub use report::QuicResult;
 pub enum QuicError {
     /// Building or using the namespace path failed.
     #[error("lab: {0}")]
-    Lab(#[from] px_lab::LabError),
+    Lab(#[from] px_netns::LabError),
     /// A socket or runtime operation failed.
     #[error("{step}: {source}")]
     Io {
@@ -160,8 +160,8 @@ pub fn run(o: &QuicOptions, say: &dyn Fn(&str)) -> Result<QuicResult, QuicError>
     if let Some(p) = o.payloads.iter().find(|&&p| !(1200..=largest).contains(&p)) {
         return Err(QuicError::Config(format!("payload {p} is outside 1200..={largest} (path MTU {})", path::MTU)));
     }
-    px_lab::install_signal_cleanup().map_err(io_err("signal cleanup"))?;
-    let machine = px_lab::exp::Machine::current();
+    px_netns::install_signal_cleanup().map_err(io_err("signal cleanup"))?;
+    let machine = px_netns::Machine::current();
     say(&format!("px lab quic: building server — delay element ({:?} each way) — client, MTU {}…", o.delay, path::MTU));
     let lab = path::QuicPath::build(o.delay)?;
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -1,16 +1,16 @@
 //! The lab path: a server host and a client host in namespaces, joined
-//! through px-lab's delay element (its own namespace; this kernel has no
+//! through px-netns's delay element (its own namespace; this kernel has no
 //! netem), MTU 9000 on both links, one IPv4 subnet (the element is a bump
 //! in the wire). The hosts send wire-sized frames (TSO/GSO off); the
 //! element's ports have every offload off. Torn down with the
-//! [`QuicPath`], and on SIGINT/SIGTERM by px-lab's cleanup.
+//! [`QuicPath`], and on SIGINT/SIGTERM by px-netns's cleanup.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use px_lab::line::{LEFT_V4, RIGHT_V4};
-use px_lab::{ImpairSpec, ImpairStats, Line, LineImpairment, LineSpec, Netns, Offloads};
+use px_netns::line::{LEFT_V4, RIGHT_V4};
+use px_netns::{ImpairSpec, ImpairStats, Line, LineImpairment, LineSpec, Netns, Offloads};
 
 use crate::{QuicError, io_err};
 
@@ -127,7 +127,7 @@ impl QuicPath {
 
     /// Stops the delay element (its counters back) and removes the namespaces.
     pub fn stop(mut self) -> ImpairStats {
-        self.line.impairment.take().map(px_lab::Impairment::stop).unwrap_or_default()
+        self.line.impairment.take().map(px_netns::Impairment::stop).unwrap_or_default()
     }
 }
 

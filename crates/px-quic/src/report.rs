@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
-use px_lab::ImpairStats;
-use px_lab::exp::Machine;
+use px_netns::ImpairStats;
+use px_netns::Machine;
 use serde::Serialize;
 
 use crate::QuicOptions;

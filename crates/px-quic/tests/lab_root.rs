@@ -12,7 +12,7 @@ fn num(v: &Value, key: &str) -> f64 {
 
 #[test]
 fn lab_quic_briefly() {
-    if !px_lab::require_root_or_skip("lab_quic_briefly") {
+    if !px_netns::require_root_or_skip("lab_quic_briefly") {
         return;
     }
     let o = QuicOptions { bytes: 4_000_000, runs: 1, short_bytes: 200_000, ..QuicOptions::new() };
@@ -51,6 +51,6 @@ fn lab_quic_briefly() {
     }
 
     let ours = format!("-{}-", std::process::id());
-    let left: Vec<String> = px_lab::list_px_namespaces().unwrap().into_iter().filter(|n| n.contains(&ours)).collect();
+    let left: Vec<String> = px_netns::list_px_namespaces().unwrap().into_iter().filter(|n| n.contains(&ours)).collect();
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }

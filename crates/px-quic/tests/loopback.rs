@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use px_lab::Netns;
+use px_netns::Netns;
 use px_quic::config::{self, Sizing};
 use px_quic::fetch;
 use px_quic::path::QuicPath;
@@ -17,7 +17,7 @@ use quinn::{Endpoint, TokioRuntime};
 
 #[test]
 fn jumbo_fetch_over_loopback_loses_nothing() {
-    if !px_lab::require_root_or_skip("jumbo_fetch_over_loopback_loses_nothing") {
+    if !px_netns::require_root_or_skip("jumbo_fetch_over_loopback_loses_nothing") {
         return;
     }
     let ns = Netns::new("qloop").unwrap();

@@ -20,17 +20,24 @@
 //! (the input file), [`record`] (one JSON line per target, resume,
 //! classification), [`rate`] (global and per-destination packet rates),
 //! [`packet`] (building and parsing the packets), [`exchange`] (the raw TCP
-//! client and the hop test as state machines), [`report`] (the paper's
-//! table). [`run`] is the Linux driver: raw sockets, the firewall rule that
-//! keeps the kernel from resetting the raw connections, and the loop.
+//! client and the hop test as state machines), [`job`] (one target's
+//! stages, retries and record), [`scheduler`] (the targets in progress,
+//! whose packet leaves next under the rate limits, which job an answer is
+//! for), [`report`] (the paper's table). [`run`] is the Linux driver: raw
+//! sockets, the firewall rule that keeps the kernel from resetting the raw
+//! connections, the output file, and the loop.
 
 pub mod exchange;
+pub mod job;
+#[cfg(test)]
+mod model;
 pub mod packet;
 pub mod rate;
 pub mod record;
 pub mod report;
 #[cfg(target_os = "linux")]
 pub mod run;
+pub mod scheduler;
 pub mod target;
 
 pub use record::{Class, FetchResult, Fingerprint, FragmentPath, Pmtud, Record, Stop};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::netns::{LabChild, Netns};
+use px_netns::netns::{LabChild, Netns};
 
 /// Why a BIRD daemon could not be run or asked.
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +31,7 @@ pub enum BirdError {
         /// The namespace.
         ns: String,
         /// What failed.
-        source: crate::LabError,
+        source: px_netns::LabError,
     },
     /// It exited: BIRD refuses a configuration it cannot parse.
     #[error("bird in {ns} exited; its log:\n{log}")]

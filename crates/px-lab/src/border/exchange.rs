@@ -32,12 +32,12 @@ use serde::Serialize;
 use super::Scratch;
 use super::bird::Bird;
 use super::imtu::{IMTU_TABLE, announce_config, learn_config};
-use crate::gateway::GatewayProcess;
-use crate::netns::{LabChild, Netns, Offloads};
-use crate::observe::{FrameObserver, FrameSizes};
-use crate::topology::{NsId, Topology};
-use crate::traffic::{BulkResult, BulkSpec, Pace, bulk_tcp_counted};
 use crate::{RunError, exp};
+use px_netns::gateway::GatewayProcess;
+use px_netns::netns::{LabChild, Netns, Offloads};
+use px_netns::observe::{FrameObserver, FrameSizes};
+use px_netns::topology::{NsId, Topology};
+use px_netns::traffic::{BulkResult, BulkSpec, Pace, bulk_tcp_counted};
 
 const AS_A: u32 = 64500;
 const AS_B: u32 = 64501;

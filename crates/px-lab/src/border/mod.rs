@@ -14,7 +14,7 @@
 //! - [`bird`]: BIRD 2 as a lab process (per-run configuration and control
 //!   socket, killed by PID).
 //!
-//! Every run builds its namespaces through [`crate::Topology`] and keeps
+//! Every run builds its namespaces through [`px_netns::Topology`] and keeps
 //! its files in a [`Scratch`] directory, so namespaces, daemons, gateways
 //! and files are removed on every exit path (drop, panic, SIGINT/SIGTERM).
 
@@ -40,7 +40,7 @@ impl Scratch {
     pub fn new(what: &str) -> Result<Scratch, String> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let p = std::env::temp_dir().join(format!("px-border-{what}-{}-{n}", std::process::id()));
-        crate::cleanup::register_path(&p);
+        px_netns::cleanup::register_path(&p);
         std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         Ok(Scratch(p))
     }
@@ -89,7 +89,7 @@ pub(crate) fn scrape(ns: &crate::Netns, addr: &str, families: &[&str]) -> Result
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-        crate::cleanup::unregister_path(&self.0);
+        px_netns::cleanup::unregister_path(&self.0);
     }
 }
 
@@ -108,7 +108,7 @@ pub enum Parts {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BorderResult {
     /// The machine and its load at the start.
-    pub machine: crate::exp::Machine,
+    pub machine: px_netns::Machine,
     /// The ECMP failover run.
     pub ecmp: Option<ecmp::EcmpResult>,
     /// The iMTU advertisement run.
@@ -352,7 +352,7 @@ pub struct BorderOptions {
 
 /// Runs `px lab border`.
 pub fn run(o: &BorderOptions, say: &dyn Fn(&str)) -> Result<BorderResult, crate::RunError> {
-    let machine = crate::exp::Machine::current();
+    let machine = px_netns::Machine::current();
     let imtu = match o.parts {
         Parts::All | Parts::Imtu => Some(exchange::run(&o.exchange, say)?),
         Parts::Ecmp => None,

@@ -10,9 +10,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::netns::{LabChild, Netns};
+use px_netns::netns::{LabChild, Netns};
 
-use super::cpu::process_cpu_seconds;
+use px_netns::cpu::process_cpu_seconds;
 
 /// One iperf3 run.
 #[derive(Debug, Clone)]

@@ -42,10 +42,10 @@ use px_bench::{Direction, TraceConfig};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::exp::cpu::{self, CpuTimes, CpuUse, REST_CPU, steer_rx};
-use crate::gateway::GatewayProcess;
-use crate::line::{BNET_DEV, EMTU, GW_INNER, GW_OUTER, IMTU, LEGACY_DEV};
-use crate::{Addressing, LabError, Line, LineSpec, Netns};
+use px_netns::cpu::{self, CpuTimes, CpuUse, REST_CPU, steer_rx};
+use px_netns::gateway::GatewayProcess;
+use px_netns::line::{BNET_DEV, EMTU, GW_INNER, GW_OUTER, IMTU, LEGACY_DEV};
+use px_netns::{Addressing, LabError, Line, LineSpec, Netns};
 use replay::{Frames, Tally};
 
 /// How long the middle box's ports let GRO hold frames across NAPI polls
@@ -99,7 +99,7 @@ pub enum GatewayBenchError {
     Socket(String),
     /// `px gateway` did not start, or did not stop cleanly.
     #[error(transparent)]
-    Gateway(#[from] crate::gateway::GatewayError),
+    Gateway(#[from] px_netns::gateway::GatewayError),
     /// The sink thread panicked.
     #[error("sink thread panicked")]
     SinkPanicked,
@@ -245,7 +245,7 @@ pub fn run(o: &GatewayBenchOptions, say: &dyn Fn(&str)) -> Result<GatewayBenchRe
     if unsafe { libc::geteuid() } != 0 {
         return Err(GatewayBenchError::NotRoot);
     }
-    crate::install_signal_cleanup()?;
+    px_netns::install_signal_cleanup()?;
     let ncpu = cpu::online_cpus();
     let fwd_cpu = o.cpu.unwrap_or(ncpu - 1);
     let gen_cpu = if fwd_cpu == REST_CPU { ncpu - 1 } else { REST_CPU };

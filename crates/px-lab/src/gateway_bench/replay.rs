@@ -18,9 +18,9 @@ use px_bench::vs_dpdk::TraceFrames;
 use px_io::{PacketMeta, PacketSocket, RxBatch, SendError, SocketConfig, TxBatch};
 
 use super::GatewayBenchError;
-use crate::exp::cpu::pin_current_thread;
-use crate::line::{BNET_DEV, EMTU, IMTU, LEGACY_DEV};
-use crate::{Line, Netns};
+use px_netns::cpu::pin_current_thread;
+use px_netns::line::{BNET_DEV, EMTU, IMTU, LEGACY_DEV};
+use px_netns::{Line, Netns};
 
 /// The pre-built frames of one round and the flow of each.
 pub(super) struct Frames {

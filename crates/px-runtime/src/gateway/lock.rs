@@ -261,12 +261,12 @@ mod tests {
     /// Root only (the namespace); skipped with a message otherwise.
     #[test]
     fn equal_names_in_two_namespaces_are_two_ports() {
-        if !px_lab::require_root_or_skip("equal_names_in_two_namespaces_are_two_ports") {
+        if !px_netns::require_root_or_skip("equal_names_in_two_namespaces_are_two_ports") {
             return;
         }
         let dir = Dir::new();
         let here = PortLock::acquire(&dir.0, "lo").unwrap();
-        let ns = px_lab::Netns::new("lock").unwrap();
+        let ns = px_netns::Netns::new("lock").unwrap();
         let there = ns.run(|| PortLock::acquire(&dir.0, "lo")).unwrap();
         let there = there.expect("lo of another namespace is another port");
         assert_ne!(here.path(), there.path());

@@ -205,13 +205,13 @@ fn engine(a: EngineArgs) -> Result<ExitCode, String> {
 
 /// `px bench engine --vs dpdk` ([`px_bench::vs_dpdk::compare`]).
 fn vs_dpdk(a: &EngineArgs, cfg: &BenchConfig) -> Result<ExitCode, String> {
-    let cpu = a.cpu.unwrap_or_else(px_lab::exp::cpu::rx_cpu);
+    let cpu = a.cpu.unwrap_or_else(px_lab::cpu::rx_cpu);
     let say = |m: &str| {
         if !a.json {
             eprintln!("px bench engine --vs dpdk: {m}");
         }
     };
-    let c = compare::run(cfg, a.runs, cpu, &px_lab::exp::cpu::pin_current_thread, &say).map_err(|e| e.to_string())?;
+    let c = compare::run(cfg, a.runs, cpu, &px_lab::cpu::pin_current_thread, &say).map_err(|e| e.to_string())?;
     if a.json {
         println!("{}", c.json());
     } else {
@@ -222,12 +222,12 @@ fn vs_dpdk(a: &EngineArgs, cfg: &BenchConfig) -> Result<ExitCode, String> {
 
 /// `px bench engine --threads N`: merge and split on one thread and on N.
 fn engine_scaling(a: &EngineArgs, cfg: &BenchConfig, n: usize) -> Result<ExitCode, String> {
-    let cpus = px_lab::exp::cpu::online_cpus();
+    let cpus = px_lab::cpu::online_cpus();
     if n > cpus {
         return Err(format!("--threads {n}: this machine has {cpus} CPUs online (one thread per CPU)"));
     }
     let pin = |k: usize| {
-        if let Err(e) = px_lab::exp::cpu::pin_current_thread(k) {
+        if let Err(e) = px_lab::cpu::pin_current_thread(k) {
             eprintln!("px bench engine: cannot pin thread {k}: {e}");
         }
     };

@@ -167,28 +167,28 @@ fn emit(res: &dyn Report, out: &Output, what: &str, t0: Instant) -> Result<ExitC
 pub fn receiver(a: ReceiverArgs) -> Result<ExitCode, String> {
     exp::check_prerequisites("px lab receiver", &["iperf3", "taskset", "ethtool"])?;
     let t0 = Instant::now();
-    let o = exp::receiver::ReceiverOptions {
+    let o = px_lab::receiver::ReceiverOptions {
         seconds: a.seconds,
         flows: a.flows,
         udp_seconds: a.udp_seconds,
         cc: a.out.cc.clone(),
-        ..exp::receiver::ReceiverOptions::new(px_exe()?)
+        ..px_lab::receiver::ReceiverOptions::new(px_exe()?)
     };
-    let res = exp::receiver::run(&o, &progress(a.out.json))?;
+    let res = px_lab::receiver::run(&o, &progress(a.out.json))?;
     emit(&res, &a.out, "px lab receiver", t0)
 }
 
 pub fn wan(a: WanArgs) -> Result<ExitCode, String> {
     exp::check_prerequisites("px lab wan", &["iperf3", "ethtool"])?;
     let t0 = Instant::now();
-    let o = exp::wan::WanOptions {
+    let o = px_lab::wan::WanOptions {
         seconds: a.seconds,
         delay_ms: a.delay_ms,
         loss: a.loss_percent.or(a.loss).unwrap_or(0.0001),
         cc: a.out.cc.clone(),
-        ..exp::wan::WanOptions::new(px_exe()?)
+        ..px_lab::wan::WanOptions::new(px_exe()?)
     };
-    let res = exp::wan::run(&o, &progress(a.out.json))?;
+    let res = px_lab::wan::run(&o, &progress(a.out.json))?;
     emit(&res, &a.out, "px lab wan", t0)
 }
 
@@ -198,8 +198,8 @@ pub fn gro(a: GroArgs) -> Result<ExitCode, String> {
         return Err("--flows must be 1..=128 and --mtus 1280..=65000".into());
     }
     let t0 = Instant::now();
-    let o = exp::gro::GroOptions { seconds: a.seconds, flows: a.flows, mtus: a.mtus, cc: a.out.cc.clone() };
-    let res = exp::gro::run(&o, &progress(a.out.json))?;
+    let o = px_lab::gro::GroOptions { seconds: a.seconds, flows: a.flows, mtus: a.mtus, cc: a.out.cc.clone() };
+    let res = px_lab::gro::run(&o, &progress(a.out.json))?;
     emit(&res, &a.out, "px lab gro", t0)
 }
 
@@ -209,14 +209,14 @@ pub fn middlebox(a: MiddleboxArgs) -> Result<ExitCode, String> {
         return Err("--mtus must be 1280..=65000".into());
     }
     let t0 = Instant::now();
-    let o = exp::middlebox::MiddleboxOptions {
+    let o = px_lab::middlebox::MiddleboxOptions {
         seconds: a.seconds,
         mtus: a.mtus,
         rules: a.rules,
         flows: a.flows,
         cc: a.out.cc.clone(),
     };
-    let res = exp::middlebox::run(&o, &progress(a.out.json))?;
+    let res = px_lab::middlebox::run(&o, &progress(a.out.json))?;
     emit(&res, &a.out, "px lab middlebox", t0)
 }
 
@@ -226,20 +226,20 @@ pub fn parallel(a: ParallelArgs) -> Result<ExitCode, String> {
         return Err("--sessions must be 1..=256".into());
     }
     let t0 = Instant::now();
-    let o = exp::parallel::ParallelOptions {
+    let o = px_lab::parallel::ParallelOptions {
         sessions: a.sessions,
         file_mb: a.file_mb,
         connections: a.connections,
         cc: a.out.cc.clone(),
     };
-    let res = exp::parallel::run(&o, &progress(a.out.json))?;
+    let res = px_lab::parallel::run(&o, &progress(a.out.json))?;
     emit(&res, &a.out, "px lab parallel", t0)
 }
 
 pub fn report(a: ReportArgs) -> Result<ExitCode, String> {
     exp::check_prerequisites("px lab report", &["iperf3", "taskset", "ethtool", "nft", "axel"])?;
     let t0 = Instant::now();
-    let o = exp::report::ReportOptions {
+    let o = px_lab::report::ReportOptions {
         exe: px_exe()?,
         out: a.out,
         skip: a.skip,
@@ -247,7 +247,7 @@ pub fn report(a: ReportArgs) -> Result<ExitCode, String> {
         cc: a.cc,
         wan_seconds: a.wan_seconds,
     };
-    let r = exp::report::run(&o, &progress(false))?;
+    let r = px_lab::report::run(&o, &progress(false))?;
     println!("{}", r.path.display());
     for (name, err) in &r.failed {
         eprintln!("px lab report: {name} failed: {err}");

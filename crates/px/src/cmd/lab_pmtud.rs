@@ -1,5 +1,5 @@
 //! `px lab pmtud`: the comparison of path MTU discovery tools on px-lab's
-//! standard paths ([`px_lab::pmtud_compare`] runs it and renders it; see
+//! standard paths ([`px_lab::pmtud::compare`] runs it and renders it; see
 //! there for how each tool is measured). Prints a table (or JSON): the true
 //! path MTU, each tool's answer, time, round trips and packets sent.
 
@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use px_lab::pmtud_compare::{CompareOptions, Row, compare, table};
+use px_lab::pmtud::compare::{CompareOptions, Row, compare, table};
 use px_lab::require_root_or_skip;
 
 use crate::cmd::probe::parse_duration;

@@ -1,0 +1,209 @@
+//! The experiment of `px lab rr`: request/response latency through
+//! `px gateway` and through a plain Linux router, on the same hosts, links
+//! and MTUs in the same run (issue 11: the merge must not make interactive
+//! flows wait).
+//!
+//! Topology: [`LineSpec::gateway_lab`](px_netns::line::LineSpec::gateway_lab) (see [`crate::demo`]). A client in
+//! the b-network host sends a 64-byte request to a server on the legacy
+//! host, which answers with one write of the requested size (1 KB, 16 KB,
+//! 64 KB by default), so the answer crosses the gateway on its merge path
+//! (outer → inner) and ends with the sender's PSH; the client waits for the
+//! whole answer before the next request (one transaction at a time,
+//! `TCP_NODELAY` on both ends). Transaction time is measured by the client
+//! from the request's write to the answer's last byte.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::demo::{LEGACY_ADDR, OFFLOADS_NOTE};
+use px_netns::gateway::GatewayProcess;
+use px_netns::line::{Addressing, Line};
+
+/// Request size (bytes): the first 4 carry the answer's size.
+pub const REQUEST: usize = 64;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RrOptions {
+    /// The `px` binary (run as `px gateway` in the gateway namespace).
+    pub exe: PathBuf,
+    /// Answer sizes in bytes.
+    pub sizes: Vec<usize>,
+    /// Transactions per size and per middle box (after a few warm-up ones).
+    pub transactions: usize,
+    /// Extra arguments for `px gateway`.
+    pub gateway_args: Vec<String>,
+}
+
+/// Latency for one answer size.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeResult {
+    pub response_bytes: usize,
+    pub transactions: usize,
+    pub gateway_p50_us: f64,
+    pub gateway_p99_us: f64,
+    pub router_p50_us: f64,
+    pub router_p99_us: f64,
+    /// Issue 11's target: gateway p99 within max(50 µs, 10 %) of the router's.
+    pub within_target: bool,
+}
+
+/// Everything `px lab rr` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct RrResult {
+    pub sizes: Vec<SizeResult>,
+    pub request_bytes: usize,
+    pub offloads: &'static str,
+    /// The gateway's conversion yield over the run (its own counter).
+    pub gateway_yield: Option<f64>,
+    /// The gateway's early flushes (`counters.flush`, in the order of
+    /// `px_gateway::FlushReason::ALL`): a timeout flush is data that waited
+    /// the whole merge timeout (or, after a riding PSH, the PSH grace).
+    pub gateway_flushes: Vec<u64>,
+}
+
+/// p50 and p99 of `v` (µs), sorting it.
+pub fn percentiles(v: &mut [f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
+    (at(0.5), at(0.99))
+}
+
+/// Whether the gateway's p99 is within issue 11's target of the router's.
+pub fn within_target(gateway_p99: f64, router_p99: f64) -> bool {
+    gateway_p99 <= router_p99 + (router_p99 * 0.1).max(50.0)
+}
+
+/// The server: for each request, one write of the size it names.
+fn serve(listener: TcpListener) -> std::io::Result<()> {
+    let (mut s, _) = listener.accept()?;
+    s.set_nodelay(true)?;
+    let mut req = [0u8; REQUEST];
+    let mut answer = Vec::new();
+    loop {
+        match s.read_exact(&mut req) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let n = u32::from_be_bytes([req[0], req[1], req[2], req[3]]) as usize;
+        answer.resize(n, 0x5a);
+        s.write_all(&answer)?;
+    }
+}
+
+/// The client: `count` transactions of `size`, returning each one's time (µs).
+fn transactions(s: &mut TcpStream, size: usize, count: usize) -> std::io::Result<Vec<f64>> {
+    let mut req = [0u8; REQUEST];
+    req[..4].copy_from_slice(&(size as u32).to_be_bytes());
+    let mut buf = vec![0u8; size];
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let t0 = Instant::now();
+        s.write_all(&req)?;
+        s.read_exact(&mut buf)?;
+        out.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(out)
+}
+
+/// One middle box: every size, one connection, returns per-size samples.
+fn measure(lab: &Line, server_ip: &str, port: u16, o: &RrOptions) -> Result<Vec<Vec<f64>>, String> {
+    let addr: SocketAddr = format!("{server_ip}:{port}").parse().map_err(|e| format!("{e}"))?;
+    let listener =
+        lab.left_ns().run(|| TcpListener::bind(addr)).map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+    std::thread::scope(|sc| {
+        let server = sc.spawn(move || serve(listener));
+        let mut stream = None;
+        let t0 = Instant::now();
+        while stream.is_none() {
+            match lab.right_ns().run(|| TcpStream::connect_timeout(&addr, Duration::from_secs(1))) {
+                Ok(Ok(s)) => stream = Some(s),
+                _ if t0.elapsed() < Duration::from_secs(10) => std::thread::sleep(Duration::from_millis(50)),
+                Ok(Err(e)) => return Err(format!("connect {addr}: {e}")),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        let mut s = stream.ok_or("no connection")?;
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+        let mut all = Vec::new();
+        for &size in &o.sizes {
+            transactions(&mut s, size, 20).map_err(|e| format!("warm-up, {size} B: {e}"))?;
+            all.push(transactions(&mut s, size, o.transactions).map_err(|e| format!("{size} B answers: {e}"))?);
+        }
+        drop(s);
+        server.join().map_err(|_| "server panicked".to_string())?.map_err(|e| format!("server: {e}"))?;
+        Ok(all)
+    })
+}
+
+/// Runs the gateway round, then the router round, on one fresh line.
+pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, crate::RunError> {
+    say("px lab rr: building legacy (1500) — gw — bnet (9000) in fresh namespaces…");
+    let lab = crate::demo::build()?;
+    lab.address(Addressing::Bump).map_err(|e| e.to_string())?;
+    say(&format!("px lab rr: through px gateway, {} transactions per size…", o.transactions));
+    let gw = GatewayProcess::start(&lab, &o.exe, &o.gateway_args)?;
+    let through_gw = measure(&lab, LEGACY_ADDR, 7001, o);
+    let exit = gw.stop()?;
+    let through_gw = through_gw?;
+    if !exit.status.success() {
+        return Err(format!("px gateway exited with {}; its log:\n{}", exit.status, exit.log).into());
+    }
+    lab.address(Addressing::Router).map_err(|e| e.to_string())?;
+    say("px lab rr: through a plain Linux router…");
+    let through_router = measure(&lab, LEGACY_ADDR, 7002, o)?;
+    drop(lab);
+    let sizes = o
+        .sizes
+        .iter()
+        .zip(through_gw.into_iter().zip(through_router))
+        .map(|(&size, (mut g, mut r))| {
+            let (gateway_p50_us, gateway_p99_us) = percentiles(&mut g);
+            let (router_p50_us, router_p99_us) = percentiles(&mut r);
+            SizeResult {
+                response_bytes: size,
+                transactions: g.len(),
+                gateway_p50_us,
+                gateway_p99_us,
+                router_p50_us,
+                router_p99_us,
+                within_target: within_target(gateway_p99_us, router_p99_us),
+            }
+        })
+        .collect();
+    let gateway_flushes = exit.flush_counts();
+    Ok(RrResult {
+        sizes,
+        request_bytes: REQUEST,
+        offloads: OFFLOADS_NOTE,
+        gateway_yield: exit.stats["yield"].as_f64(),
+        gateway_flushes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_a_sample() {
+        let mut v: Vec<f64> = (1..=100).rev().map(|x| x as f64).collect();
+        assert_eq!(percentiles(&mut v), (51.0, 100.0));
+        assert_eq!(percentiles(&mut []), (0.0, 0.0));
+    }
+
+    #[test]
+    fn target_is_50_us_or_10_percent() {
+        assert!(within_target(149.0, 100.0) && !within_target(151.0, 100.0));
+        assert!(within_target(1099.0, 1000.0) && !within_target(1101.0, 1000.0));
+    }
+}
