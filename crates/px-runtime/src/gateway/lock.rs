@@ -531,7 +531,10 @@ mod tests {
         child.wait().unwrap();
         let _squatter = squat(&path);
         let lock = PortLock::acquire(&dir.0, "lo").expect("a reader's lock kept the port of a dead gateway");
-        assert_eq!(std::fs::read_to_string(lock.path()).unwrap().lines().next(), Some(&*std::process::id().to_string()));
+        assert_eq!(
+            std::fs::read_to_string(lock.path()).unwrap().lines().next(),
+            Some(&*std::process::id().to_string())
+        );
     }
 
     /// A PID that lives again in another process is not the holder: the
