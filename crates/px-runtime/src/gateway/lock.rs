@@ -132,7 +132,7 @@ impl PortLock {
         f.set_len(0)?;
         f.rewind()?;
         let pid = std::process::id();
-        match start_time(pid) {
+        match px_io::process::own_start_time() {
             Some(start) => write!(f, "{pid}\nstart {start}\n"),
             None => writeln!(f, "{pid}"),
         }
@@ -276,25 +276,8 @@ impl Holder {
 
     /// Whether the process it names runs (the same process: same start).
     fn alive(&self) -> bool {
-        match (start_time(self.pid), self.start) {
-            (Some(now), Some(then)) => now == then,
-            (Some(_), None) => true,
-            // No /proc entry: ask the kernel whether the PID exists.
-            (None, _) => {
-                // SAFETY: signal 0 only checks; no signal is sent.
-                let r = unsafe { libc::kill(self.pid as libc::pid_t, 0) };
-                r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-            }
-        }
+        px_io::process::is_running(self.pid, self.start)
     }
-}
-
-/// The start time of process `pid` (field 22 of `/proc/PID/stat`).
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count
-    // from the last ')'.
-    stat.get(stat.rfind(')')? + 1..)?.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// The holder the file names; the holder writes it just after it locks,
@@ -364,7 +347,7 @@ mod tests {
     fn a_port_is_locked_once() {
         let dir = Dir::new();
         let first = PortLock::acquire(&dir.0, "lo").unwrap();
-        let me = Holder { pid: std::process::id(), start: start_time(std::process::id()) };
+        let me = Holder { pid: std::process::id(), start: px_io::process::own_start_time() };
         assert_eq!(Holder::parse(&std::fs::read_to_string(first.path()).unwrap()), Some(me));
         let e = PortLock::acquire(&dir.0, "lo").unwrap_err();
         assert!(matches!(&e, LockError::Held { pid: Some(p), .. } if *p == std::process::id()), "{e:?}");
