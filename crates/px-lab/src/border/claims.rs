@@ -34,12 +34,13 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::gateway::GatewayProcess;
-use crate::netns::{LabChild, Netns, Offloads};
-use crate::observe::{FrameObserver, FrameSizes};
-use crate::topology::{NsId, Topology};
-use crate::traffic::{BulkSpec, bulk_tcp, bulk_tcp_counted};
+use super::{BothWays, Exact};
 use crate::{RunError, exp};
+use px_netns::gateway::GatewayProcess;
+use px_netns::netns::{Netns, Offloads};
+use px_netns::observe::{FrameObserver, FrameSizes};
+use px_netns::topology::{NsId, Topology};
+use px_netns::traffic::{BulkSpec, Pace, bulk_tcp};
 
 const HOST_A: &str = "198.51.100.10";
 const HOST_B: &str = "203.0.113.65";
@@ -74,26 +75,13 @@ pub struct ClaimsOptions {
     pub stall: Duration,
 }
 
-/// One sha256-checked transfer.
-#[derive(Debug, Clone, Serialize)]
-pub struct Transfer {
-    /// `a_to_b2`, `b2_to_a` ...
-    pub what: String,
-    /// Bytes received (0 when it failed).
-    pub bytes: u64,
-    /// Every byte arrived and the digests are equal.
-    pub exact: bool,
-    /// Why it failed, if it did.
-    pub error: Option<String>,
-}
-
 /// What one run showed.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClaimsResult {
     /// The case.
     pub case: Case,
     /// The transfers.
-    pub transfers: Vec<Transfer>,
+    pub transfers: Vec<Exact>,
     /// Every transfer complete and exact.
     pub exact: bool,
     /// Frames that left the gateway's outer port (an observer there, wire
@@ -294,33 +282,11 @@ impl Drop for Liar {
     }
 }
 
-/// Both directions at once between hA and `other`, sha256 on; failures
-/// are results, not errors.
-fn both_ways(lab: &Lab, other: NsId, other_addr: &str, o: &ClaimsOptions, names: [&str; 2]) -> Vec<Transfer> {
-    let spec = |server: &str, port| {
-        let mut s = BulkSpec::new(SocketAddr::new(server.parse().expect("a lab address"), port), 1, o.bytes);
-        s.sha256 = true;
-        s.stall_timeout = o.stall;
-        s
-    };
-    let (to, back) = (spec(other_addr, 5201), spec(HOST_A, 5202));
-    let (a, b) = (lab.ns(lab.host_a), lab.ns(other));
-    let progress = AtomicU64::new(0);
-    let (r1, r2) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| bulk_tcp_counted(a, b, &to, &progress));
-        let r2 = bulk_tcp_counted(b, a, &back, &progress);
-        (h.join(), r2)
-    });
-    let one = |name: &str, r: Result<crate::traffic::BulkResult, String>| match r {
-        Ok(r) => {
-            let f = &r.flows[0];
-            let exact = f.bytes == o.bytes && f.sent_sha256.is_some() && f.sent_sha256 == f.received_sha256;
-            Transfer { what: name.into(), bytes: f.bytes, exact, error: None }
-        }
-        Err(e) => Transfer { what: name.into(), bytes: 0, exact: false, error: Some(e) },
-    };
-    let r1 = r1.map_err(|_| "transfer thread panicked".to_string()).and_then(|r| r.map_err(|e| e.to_string()));
-    vec![one(names[0], r1), one(names[1], r2.map_err(|e| e.to_string()))]
+/// Both directions at once between hA and `other`, sha256 on; a failure
+/// is a result, not an error.
+fn both_ways(lab: &Lab, other: NsId, other_addr: &str, o: &ClaimsOptions, names: [&str; 2]) -> Vec<Exact> {
+    let w = BothWays { bytes: o.bytes, pace: Pace::FULL, stall: o.stall, names, ports: [5201, 5202] };
+    super::both_ways((lab.ns(lab.host_a), HOST_A), (lab.ns(other), other_addr), w, &AtomicU64::new(0))
 }
 
 /// Reads one counter family (summed over workers) from the gateway's
@@ -334,9 +300,8 @@ pub fn run(case: Case, o: &ClaimsOptions, say: &dyn Fn(&str)) -> Result<ClaimsRe
     exp::require("the iMTU claims lab", &["nft", "sha256sum", "ethtool"], 1, "apt-get install nftables")?;
     let lab = Lab::build(case)?;
     let exe = o.exe.to_string_lossy().into_owned();
-    let mut responders: Vec<LabChild> = Vec::new();
-    responders
-        .push(lab.ns(lab.host_b).spawn(&exe, &["fpmtud", "--port", &RESPONDER_PORT.to_string(), "--bind", HOST_B])?);
+    let fpmtud =
+        lab.ns(lab.host_b).spawn(&exe, &["fpmtud", "--port", &RESPONDER_PORT.to_string(), "--bind", HOST_B])?;
     let liar =
         Liar::start(lab.ns(lab.host_c), SocketAddr::new(HOST_C.parse().expect("a lab address"), RESPONDER_PORT))?;
     let gw = GatewayProcess::start_in(
@@ -398,7 +363,7 @@ pub fn run(case: Case, o: &ClaimsOptions, say: &dyn Fn(&str)) -> Result<ClaimsRe
     let exit = gw.stop()?;
     let liar_answered = liar.answered.load(Ordering::Relaxed);
     drop(liar);
-    drop(responders);
+    drop(fpmtud);
     let gateway_log: Vec<String> = exit.log.lines().filter(|l| l.contains("imtu:")).map(str::to_owned).collect();
     let claim_trusted =
         gateway_log.iter().any(|l| l.contains(prefix) && l.contains(responder) && l.contains("verified at"));

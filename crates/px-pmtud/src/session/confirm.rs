@@ -20,7 +20,7 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    Df, Measurement, ProbeDatagram, REFUSED, Session, SessionConfig, SessionError, TooBig, confirm_probe,
+    Df, Measurement, OneAtATime, ProbeDatagram, REFUSED, Session, SessionConfig, SessionError, TooBig, confirm_probe,
     quotes_our_probe,
 };
 use crate::fpmtud::wire::{self, Reply};
@@ -34,10 +34,9 @@ pub struct ConfirmSession {
     max_tries: u8,
     timer: Duration,
     start: Instant,
-    hard: Instant,
     /// Probes sent; their ids are `1..=sent`.
     sent: u32,
-    deadline: Option<Instant>,
+    clock: OneAtATime,
     refused: bool,
     /// Reports that echoed the nonce but could not be true or said the
     /// probe came in pieces.
@@ -59,9 +58,8 @@ impl ConfirmSession {
             max_tries: cfg.icmp_tries.max(1),
             timer: (cfg.initial_rtt * 3).max(cfg.probe_timer),
             start: now,
-            hard: now + cfg.timeout,
             sent: 0,
-            deadline: None,
+            clock: OneAtATime::new(now, cfg.timeout),
             refused: false,
             refuted: 0,
             done: None,
@@ -69,7 +67,7 @@ impl ConfirmSession {
     }
 
     fn finish(&mut self, now: Instant, carried: bool, note: String) {
-        self.deadline = None;
+        self.clock.next_now();
         let answer = carried.then_some(self.size);
         self.done = Some(Measurement {
             method: "confirm".into(),
@@ -86,7 +84,7 @@ impl ConfirmSession {
     }
 
     fn check_end(&mut self, now: Instant) {
-        if now >= self.hard {
+        if self.clock.past_bound(now) {
             self.finish(now, false, "timed out".into());
         } else if self.refused {
             self.finish(now, false, REFUSED.into());
@@ -102,7 +100,7 @@ impl ConfirmSession {
 
 impl Session for ConfirmSession {
     fn poll_transmit(&mut self, now: Instant) -> Option<ProbeDatagram> {
-        if self.done.is_some() || self.deadline.is_some() {
+        if self.done.is_some() || self.clock.waiting() {
             return None;
         }
         self.check_end(now);
@@ -110,7 +108,7 @@ impl Session for ConfirmSession {
             return None;
         }
         self.sent += 1;
-        self.deadline = Some(now + self.timer);
+        self.clock.sent(now, self.timer);
         Some(confirm_probe(self.nonce, self.sent, self.size, self.overhead, Df::Probe))
     }
 
@@ -155,17 +153,14 @@ impl Session for ConfirmSession {
         if self.done.is_some() {
             return None;
         }
-        Some(self.deadline.map_or(self.hard, |d| d.min(self.hard)))
+        Some(self.clock.poll_timeout())
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         if self.done.is_some() {
             return;
         }
-        if self.deadline.is_some_and(|d| d <= now) {
-            self.deadline = None;
-        }
-        if self.deadline.is_none() || now >= self.hard {
+        if self.clock.expire(now) {
             self.check_end(now);
         }
     }

@@ -290,6 +290,54 @@ fn confirm_probe(nonce: u64, probe_id: u32, size: u16, overhead: u16, df: Df) ->
     ProbeDatagram { size, df, payload }
 }
 
+/// The clock of a session that has one probe out at a time (classic
+/// PMTUD, a confirmation): the wait for the probe's answer, within the
+/// measurement's hard bound.
+#[derive(Debug, Clone, Copy)]
+struct OneAtATime {
+    /// When the probe out is given up on; `None` when the next is due.
+    deadline: Option<Instant>,
+    hard: Instant,
+}
+
+impl OneAtATime {
+    fn new(now: Instant, timeout: Duration) -> OneAtATime {
+        OneAtATime { deadline: None, hard: now + timeout }
+    }
+
+    /// A probe left at `now`; its answer is waited for `wait`.
+    fn sent(&mut self, now: Instant, wait: Duration) {
+        self.deadline = Some(now + wait);
+    }
+
+    /// Whether a probe is out and waited for.
+    fn waiting(&self) -> bool {
+        self.deadline.is_some()
+    }
+
+    /// The next probe is due now (an answer or an ICMP message came).
+    fn next_now(&mut self) {
+        self.deadline = None;
+    }
+
+    fn past_bound(&self, now: Instant) -> bool {
+        now >= self.hard
+    }
+
+    fn poll_timeout(&self) -> Instant {
+        self.deadline.map_or(self.hard, |d| d.min(self.hard))
+    }
+
+    /// At `now`: whether the give-up rules are due (the probe's wait or
+    /// the hard bound ended).
+    fn expire(&mut self, now: Instant) -> bool {
+        if self.deadline.is_some_and(|d| d <= now) {
+            self.deadline = None;
+        }
+        self.deadline.is_none() || now >= self.hard
+    }
+}
+
 /// The earlier of two optional deadlines.
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {

@@ -426,31 +426,38 @@ mod tests {
         std::thread::sleep(Duration::from_secs(30));
     }
 
+    /// Starts [`hold_a_lock_until_killed`] as a process of its own and
+    /// waits until it holds the lock of `lo` in `dir`, as the refusal names
+    /// it (by its PID).
+    fn holder_process(dir: &Path) -> std::process::Child {
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "gateway::lock::tests::hold_a_lock_until_killed", "--ignored", "--quiet"])
+            .env("PX_LOCK_TEST_DIR", dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        loop {
+            match PortLock::acquire(dir, "lo") {
+                Err(LockError::Held { pid, .. }) if pid == Some(child.id()) => return child,
+                // Not the child's yet: let go (and remove the file) at once.
+                Ok(lock) => drop(lock),
+                Err(LockError::Held { .. }) => {}
+                Err(e) => panic!("{e}"),
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "the child did not take the lock");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Another process holding the lock refuses this one, named by its PID,
     /// and its lock goes when it is killed with SIGKILL (no chance to clean
     /// up; its file stays behind).
     #[test]
     fn the_lock_of_a_killed_process_is_released() {
         let dir = Dir::new();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "gateway::lock::tests::hold_a_lock_until_killed", "--ignored", "--quiet"])
-            .env("PX_LOCK_TEST_DIR", &dir.0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        let pid = loop {
-            match PortLock::acquire(&dir.0, "lo") {
-                Err(LockError::Held { pid, .. }) => break pid,
-                // Not the child's yet: let go (and remove the file) at once.
-                Ok(lock) => drop(lock),
-                Err(e) => panic!("{e}"),
-            }
-            assert!(t0.elapsed() < Duration::from_secs(10), "the child did not take the lock");
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        assert_eq!(pid, Some(child.id()));
+        let mut child = holder_process(&dir.0);
         child.kill().unwrap(); // SIGKILL, to the child we started
         child.wait().unwrap();
         let path = lock_path(&dir.0, "lo").unwrap();
@@ -491,24 +498,7 @@ mod tests {
     #[test]
     fn a_readers_lock_does_not_keep_the_port_after_its_holder_is_killed() {
         let dir = Dir::new();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "gateway::lock::tests::hold_a_lock_until_killed", "--ignored", "--quiet"])
-            .env("PX_LOCK_TEST_DIR", &dir.0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        loop {
-            match PortLock::acquire(&dir.0, "lo") {
-                Err(LockError::Held { pid, .. }) if pid == Some(child.id()) => break,
-                Ok(lock) => drop(lock),
-                Err(LockError::Held { .. }) => {}
-                Err(e) => panic!("{e}"),
-            }
-            assert!(t0.elapsed() < Duration::from_secs(10), "the child did not take the lock");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let mut child = holder_process(&dir.0);
         let path = lock_path(&dir.0, "lo").unwrap();
         child.kill().unwrap(); // SIGKILL, to the child we started
         child.wait().unwrap();
