@@ -26,6 +26,10 @@ use serde::{Deserialize, Serialize};
 /// back, not a border that waits for the next burst.
 pub const DEFAULT_MERGE_TIMEOUT: Duration = Duration::from_micros(500);
 
+/// The longest a flow's idle timeout or a learned path MTU may be set to:
+/// a day (RFC 1191 suggests 10 minutes for a path MTU).
+pub const MAX_LIFETIME: Duration = Duration::from_secs(86_400);
+
 /// Everything the engine can be told. All sizes are bytes.
 ///
 /// It is also the `[engine]` table of the gateway's TOML file
@@ -51,16 +55,17 @@ pub struct Config {
     #[serde(skip)]
     pub outer_link_mtu: u16,
     /// Longest a partial segment is held waiting to be filled.
-    #[serde(rename = "merge_timeout_us", with = "duration_us")]
+    #[serde(rename = "merge_timeout_us", with = "crate::units::duration_us")]
     pub merge_timeout: Duration,
     /// Most flows tracked at once; a new flow beyond this flushes and evicts
     /// the oldest.
     pub max_flows: usize,
     /// Most payload bytes held across all flows; beyond it the oldest held
     /// segments are flushed.
+    #[serde(with = "crate::units::bytes_usize")]
     pub max_held_bytes: usize,
     /// A flow not seen for this long is forgotten (its held data flushed).
-    #[serde(rename = "flow_idle_timeout_s", with = "duration_s")]
+    #[serde(rename = "flow_idle_timeout_s", with = "crate::units::duration_s")]
     pub flow_idle_timeout: Duration,
     /// In-order full-sized segments in a row before a flow counts as bulk and
     /// its segments may be held. Flows below it pass straight through.
@@ -68,7 +73,7 @@ pub struct Config {
     /// Entries in the learned path-MTU cache (ICMP frag-needed / PTB).
     pub pmtu_cache_size: usize,
     /// Lifetime of a learned path MTU (RFC 1191 §6.3 suggests 10 minutes).
-    #[serde(rename = "pmtu_lifetime_s", with = "duration_s")]
+    #[serde(rename = "pmtu_lifetime_s", with = "crate::units::duration_s")]
     pub pmtu_lifetime: Duration,
     /// Source address of ICMPv4 errors the gateway generates; none: no errors.
     pub icmp_source_v4: Option<Ipv4Addr>,
@@ -203,14 +208,22 @@ impl Config {
             self.max_held_bytes,
             "65536..=17179869184",
         )?;
+        // Bounded above too: a deadline this far out would overflow the
+        // clock (`Instant + Duration` panics), and no flow idles for a day.
         check(
-            self.flow_idle_timeout >= Duration::from_millis(1),
+            (Duration::from_millis(1)..=MAX_LIFETIME).contains(&self.flow_idle_timeout),
             "flow_idle_timeout",
             format!("{:?}", self.flow_idle_timeout),
-            "at least 1ms",
+            "1ms..=1day",
         )?;
         check(self.bulk_after <= 64, "bulk_after", self.bulk_after, "0..=64")?;
         check((1..=1 << 20).contains(&self.pmtu_cache_size), "pmtu_cache_size", self.pmtu_cache_size, "1..=1048576")?;
+        check(
+            (Duration::from_secs(1)..=MAX_LIFETIME).contains(&self.pmtu_lifetime),
+            "pmtu_lifetime",
+            format!("{:?}", self.pmtu_lifetime),
+            "1s..=1day",
+        )?;
         check(self.icmp_rate_per_sec <= 1_000_000, "icmp_rate_per_sec", self.icmp_rate_per_sec, "0..=1000000")?;
         check((1..=63).contains(&self.caravan_dscp), "caravan_dscp", self.caravan_dscp, "1..=63")?;
         Ok(())
@@ -250,34 +263,6 @@ impl Config {
             check(!changed, field, value, FIXED)?;
         }
         Ok(())
-    }
-}
-
-/// Durations whose key ends in `_us` are written as whole microseconds.
-mod duration_us {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_micros() as u64)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_micros(u64::deserialize(d)?))
-    }
-}
-
-/// Durations whose key ends in `_s` are written as whole seconds.
-mod duration_s {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_secs())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_secs(u64::deserialize(d)?))
     }
 }
 

@@ -52,6 +52,7 @@ mod split;
 mod test_frames;
 mod timer;
 mod tunnel;
+pub use px_units as units;
 
 pub use buf::{HEADROOM, Transmit, Verdict};
 pub use caravan::prefix::{Prefix, PrefixError};

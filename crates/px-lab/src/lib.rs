@@ -42,12 +42,12 @@ pub mod wan;
 pub use px_netns::{
     AddrError, Addressing, BulkResult, BulkSpec, CmdError, DocPrefix, FlowResult, FlowSender, FrameObserver,
     FrameSizes, ImpairSpec, ImpairStats, Impairment, LabChild, LabError, Line, LineImpairment, LineSpec, LinkEnd,
-    LinkId, Netns, NetnsGuard, NsId, NsName, Offloads, Pace, Pattern, ReceivedFlow, SentFlow, SizeCounts, TcpStats,
-    Topology, TrafficError, Veth, bulk_tcp, bulk_tcp_counted, cleanup_all, install_signal_cleanup, interrupted,
-    list_px_namespaces, receive_flow, require_root_or_skip, root_unavailable_reason, send_frame, send_or_drop,
-    tcp_stats,
+    LinkId, LinkRate, Netns, NetnsGuard, NsId, NsName, Offloads, Pace, Pattern, RateError, ReceivedFlow, SentFlow,
+    SizeCounts, TcpStats, Topology, TrafficError, Veth, bulk_tcp, bulk_tcp_counted, cleanup_all,
+    install_signal_cleanup, interrupted, list_px_namespaces, receive_flow, require_root_or_skip,
+    root_unavailable_reason, send_frame, send_or_drop, tcp_stats,
 };
-pub use px_netns::{addr, cleanup, cmd, cpu, gateway, impair, line, link, netns, observe, topology, traffic};
+pub use px_netns::{addr, cleanup, cmd, cpu, gateway, impair, line, link, netns, observe, shape, topology, traffic};
 
 /// Why a lab run (an experiment, the demo, `lab up`) could not be done:
 /// the one error type its public entry points return.

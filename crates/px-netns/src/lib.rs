@@ -15,6 +15,7 @@
 //!   lab, the demo and the forwarding tests are built on.
 //! - [`impair`]: loss and delay on a link (this kernel has no `netem`).
 //! - [`observe`]: counting frame sizes on a link from a host's namespace.
+//! - [`shape`]: a link rate on a device's egress (`tbf`).
 //! - [`traffic`]: the bulk TCP generator that verifies every byte.
 //! - [`gateway`]: `px gateway` run as a lab process in a line's middle box.
 //! - [`cpu`]: confining a lab's parts to CPUs and accounting their CPU time;
@@ -34,6 +35,7 @@ pub mod link;
 pub mod machine;
 pub mod netns;
 pub mod observe;
+pub mod shape;
 pub mod topology;
 pub mod traffic;
 
@@ -47,6 +49,7 @@ pub use link::{LinkEnd, Veth};
 pub use machine::Machine;
 pub use netns::{LabChild, Netns, NetnsGuard, NsName, Offloads, list_px_namespaces};
 pub use observe::{FrameObserver, FrameSizes, SizeCounts};
+pub use shape::{LinkRate, RateError};
 pub use topology::{LinkId, NsId, Topology};
 pub use traffic::{
     BulkResult, BulkSpec, FlowResult, FlowSender, Pace, Pattern, ReceivedFlow, SentFlow, TcpStats, TrafficError,

@@ -54,18 +54,67 @@ pub trait RttEstimator {
     fn on_packet_sent(&mut self, packet_number: u64);
     /// An RTT sample has been taken.
     fn on_ack(&mut self, sample: RttSample);
+    /// The RFC 9002 §5 variables the estimator keeps (the getters below
+    /// read them).
+    fn state(&self) -> &RttState;
     /// `smoothed_rtt`; [`INITIAL_RTT`] (or the configured initial RTT) before any sample.
-    fn smoothed_rtt(&self) -> Duration;
+    fn smoothed_rtt(&self) -> Duration {
+        self.state().smoothed
+    }
     /// `rttvar`; half the initial RTT before any sample.
-    fn rttvar(&self) -> Duration;
+    fn rttvar(&self) -> Duration {
+        self.state().var
+    }
     /// Smallest RTT seen, `None` before the first sample.
-    fn min_rtt(&self) -> Option<Duration>;
+    fn min_rtt(&self) -> Option<Duration> {
+        self.state().min
+    }
     /// Most recent raw sample, `None` before the first sample.
-    fn latest_rtt(&self) -> Option<Duration>;
+    fn latest_rtt(&self) -> Option<Duration> {
+        self.state().latest
+    }
     /// Probe timeout for a path whose peer delays ACKs by up to `max_ack_delay`
     /// (pass zero where no ACK delay applies). Without backoff: callers that
     /// re-arm after an expiry double it themselves (RFC 9002 §6.2.1).
     fn pto(&self, max_ack_delay: Duration) -> Duration;
+}
+
+/// What every estimator keeps (RFC 9002 §5): the smoothed RTT and its
+/// variation, the smallest and the latest sample. The estimators differ in
+/// when they update them, not in what they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RttState {
+    /// `smoothed_rtt`.
+    pub smoothed: Duration,
+    /// `rttvar`.
+    pub var: Duration,
+    /// `min_rtt`, `None` before the first sample.
+    pub min: Option<Duration>,
+    /// `latest_rtt`, `None` before the first sample.
+    pub latest: Option<Duration>,
+}
+
+impl RttState {
+    /// Before any sample: RFC 9002 §6.2.2's `smoothed_rtt = kInitialRtt,
+    /// rttvar = kInitialRtt / 2`.
+    fn initial(initial_rtt: Duration) -> Self {
+        Self { smoothed: initial_rtt, var: initial_rtt / 2, min: None, latest: None }
+    }
+
+    /// RFC 9002 §5.3 on the first sample: "min_rtt = latest_rtt;
+    /// smoothed_rtt = latest_rtt; rttvar = latest_rtt / 2".
+    fn first_sample(&mut self, latest: Duration) {
+        self.min = Some(latest);
+        self.smoothed = latest;
+        self.var = latest / 2;
+    }
+
+    /// "rttvar = 3/4 * rttvar + 1/4 * rttvar_sample; smoothed_rtt = 7/8 *
+    /// smoothed_rtt + 1/8 * sample".
+    fn smooth(&mut self, var_sample: Duration, sample: Duration) {
+        self.var = self.var * 3 / 4 + var_sample / 4;
+        self.smoothed = self.smoothed * 7 / 8 + sample / 8;
+    }
 }
 
 /// RFC 9002 §5.3: `latest` less the peer's ACK delay, unless that would take
@@ -85,10 +134,7 @@ fn pto_from(base: Duration, var_term: Duration, max_ack_delay: Duration) -> Dura
 #[derive(Debug, Clone)]
 pub struct ClassicRtt {
     initial_rtt: Duration,
-    smoothed: Duration,
-    var: Duration,
-    min: Option<Duration>,
-    latest: Option<Duration>,
+    s: RttState,
 }
 
 impl Default for ClassicRtt {
@@ -102,7 +148,7 @@ impl ClassicRtt {
     /// (RFC 9002 §6.2.2 allows a value from a previous connection).
     #[must_use]
     pub fn new(initial_rtt: Duration) -> Self {
-        Self { initial_rtt, smoothed: initial_rtt, var: initial_rtt / 2, min: None, latest: None }
+        Self { initial_rtt, s: RttState::initial(initial_rtt) }
     }
 
     /// The initial RTT this estimator was built with.
@@ -117,49 +163,31 @@ impl RttEstimator for ClassicRtt {
 
     fn on_ack(&mut self, sample: RttSample) {
         let latest = sample.latest_rtt;
-        self.latest = Some(latest);
-        let Some(min) = self.min else {
-            // RFC 9002 §5.3: "min_rtt = latest_rtt; smoothed_rtt = latest_rtt;
-            // rttvar = latest_rtt / 2" on the first sample.
-            self.min = Some(latest);
-            self.smoothed = latest;
-            self.var = latest / 2;
+        self.s.latest = Some(latest);
+        let Some(min) = self.s.min else {
+            self.s.first_sample(latest);
             return;
         };
         // RFC 9002 §5.2: min_rtt is taken over raw samples, without ACK delay.
         let min = min.min(latest);
-        self.min = Some(min);
+        self.s.min = Some(min);
         // RFC 9002 §5.3: "if (latest_rtt >= min_rtt + ack_delay):
         //   adjusted_rtt = latest_rtt - ack_delay" — never below min_rtt.
         let adjusted = adjusted_rtt(latest, min, sample.ack_delay);
-        // "rttvar_sample = abs(smoothed_rtt - adjusted_rtt)
-        //  rttvar = 3/4 * rttvar + 1/4 * rttvar_sample
-        //  smoothed_rtt = 7/8 * smoothed_rtt + 1/8 * adjusted_rtt"
-        let var_sample = self.smoothed.abs_diff(adjusted);
-        self.var = self.var * 3 / 4 + var_sample / 4;
-        self.smoothed = self.smoothed * 7 / 8 + adjusted / 8;
+        // "rttvar_sample = abs(smoothed_rtt - adjusted_rtt)", then the
+        // smoothing with adjusted_rtt.
+        let var_sample = self.s.smoothed.abs_diff(adjusted);
+        self.s.smooth(var_sample, adjusted);
     }
 
-    fn smoothed_rtt(&self) -> Duration {
-        self.smoothed
-    }
-
-    fn rttvar(&self) -> Duration {
-        self.var
-    }
-
-    fn min_rtt(&self) -> Option<Duration> {
-        self.min
-    }
-
-    fn latest_rtt(&self) -> Option<Duration> {
-        self.latest
+    fn state(&self) -> &RttState {
+        &self.s
     }
 
     fn pto(&self, max_ack_delay: Duration) -> Duration {
         // RFC 9002 §6.2.1: "PTO = smoothed_rtt + max(4*rttvar, kGranularity)
         // + max_ack_delay".
-        pto_from(self.smoothed, self.var.saturating_mul(4), max_ack_delay)
+        pto_from(self.s.smoothed, self.s.var.saturating_mul(4), max_ack_delay)
     }
 }
 
@@ -248,10 +276,7 @@ impl Epoch {
 #[derive(Debug, Clone)]
 pub struct OncePerRtt {
     variant: PtoVariant,
-    smoothed: Duration,
-    var: Duration,
-    min: Option<Duration>,
-    latest: Option<Duration>,
+    s: RttState,
     last_sent: Option<u64>,
     epoch: Epoch,
     /// Largest RTT sample seen on the connection (for [`PtoVariant::MaxRtt`]).
@@ -271,10 +296,7 @@ impl OncePerRtt {
     pub fn with_initial_rtt(variant: PtoVariant, initial_rtt: Duration) -> Self {
         Self {
             variant,
-            smoothed: initial_rtt,
-            var: initial_rtt / 2,
-            min: None,
-            latest: None,
+            s: RttState::initial(initial_rtt),
             last_sent: None,
             epoch: Epoch::starting_at(0),
             max: None,
@@ -314,10 +336,8 @@ impl OncePerRtt {
 
     fn close_epoch(&mut self) {
         let e = self.epoch;
-        let var_sample = e.max.abs_diff(self.smoothed).max(e.min.abs_diff(self.smoothed));
-        self.var = self.var * 3 / 4 + var_sample / 4;
-        let mean = e.sum / e.nb_samples;
-        self.smoothed = self.smoothed * 7 / 8 + mean / 8;
+        let var_sample = e.max.abs_diff(self.s.smoothed).max(e.min.abs_diff(self.s.smoothed));
+        self.s.smooth(var_sample, e.sum / e.nb_samples);
         self.epochs_completed += 1;
         self.epoch = Epoch::starting_at(self.next_epoch_start());
     }
@@ -330,12 +350,10 @@ impl RttEstimator for OncePerRtt {
 
     fn on_ack(&mut self, sample: RttSample) {
         let latest = sample.latest_rtt;
-        self.latest = Some(latest);
-        match self.min {
+        self.s.latest = Some(latest);
+        match self.s.min {
             None => {
-                self.smoothed = latest;
-                self.var = latest / 2;
-                self.min = Some(latest);
+                self.s.first_sample(latest);
                 self.max = Some(latest);
             }
             Some(min) => {
@@ -345,7 +363,7 @@ impl RttEstimator for OncePerRtt {
                 e.sum = e.sum.saturating_add(adjusted);
                 e.max = e.max.max(adjusted);
                 e.min = e.min.min(adjusted);
-                self.min = Some(min.min(adjusted));
+                self.s.min = Some(min.min(adjusted));
                 // The ACK delay is removed here as for the epoch statistics:
                 // the PTO adds max_ack_delay itself, so counting it in MaxRTT
                 // too would add it twice.
@@ -357,27 +375,16 @@ impl RttEstimator for OncePerRtt {
         }
     }
 
-    fn smoothed_rtt(&self) -> Duration {
-        self.smoothed
-    }
-
-    fn rttvar(&self) -> Duration {
-        self.var
-    }
-
-    fn min_rtt(&self) -> Option<Duration> {
-        self.min
-    }
-
-    fn latest_rtt(&self) -> Option<Duration> {
-        self.latest
+    fn state(&self) -> &RttState {
+        &self.s
     }
 
     fn pto(&self, max_ack_delay: Duration) -> Duration {
+        let RttState { smoothed, var, .. } = self.s;
         let (base, var_term) = match self.variant {
-            PtoVariant::FourVar => (self.smoothed, self.var.saturating_mul(4)),
-            PtoVariant::ThreeVar => (self.smoothed, self.var.saturating_mul(3)),
-            PtoVariant::MaxRtt => (self.max.unwrap_or(self.smoothed), self.var),
+            PtoVariant::FourVar => (smoothed, var.saturating_mul(4)),
+            PtoVariant::ThreeVar => (smoothed, var.saturating_mul(3)),
+            PtoVariant::MaxRtt => (self.max.unwrap_or(smoothed), var),
         };
         pto_from(base, var_term, max_ack_delay)
     }

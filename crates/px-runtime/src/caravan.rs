@@ -27,46 +27,69 @@ use px_caravan::{Builder, Counts, InnerChecksum, Pseudo};
 use px_io::{RecvBatch, UdpSocket};
 use serde::Serialize;
 
-/// What [`send`] sends.
-#[derive(Debug, Clone)]
+/// What [`send`] sends: the flags of `px caravan send`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct SendConfig {
     /// Destination address and port.
+    #[arg(long, value_name = "ADDR:PORT")]
     pub to: SocketAddr,
     /// Flows (one socket and source port each).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub flows: u32,
-    /// Datagrams per flow (0: until `duration` or the stop signal).
+    /// Datagrams per flow (0: until --duration or a signal).
+    #[arg(long, default_value_t = 1000)]
     pub count: u64,
-    /// Stop after this many seconds (0: no limit).
+    /// Stop after this long, e.g. 10s (0: no limit; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = px_units::secs_f64)]
     pub duration: f64,
-    /// UDP payload bytes per datagram (`--size`, at least 16).
+    /// UDP payload bytes per datagram (16..=65507).
+    #[arg(long, value_name = "BYTES", default_value_t = 1200, value_parser = clap::value_parser!(u16).range(16..=65507))]
     pub size: u16,
     /// Datagrams per second over all flows (0: as fast as the socket takes them).
+    #[arg(long, value_name = "DATAGRAMS_PER_S", default_value_t = 0)]
     pub rate: u64,
     /// Pack the datagrams into caravans (the sender is a caravan-capable host).
+    #[arg(long)]
     pub caravan: bool,
-    /// Largest caravan IP packet (the b-network's iMTU, `--mtu`).
+    /// Largest caravan IP packet (the b-network's iMTU).
+    #[arg(long, value_name = "BYTES", default_value_t = 9000)]
     pub mtu: usize,
     /// DSCP marking caravans.
+    #[arg(long, default_value_t = px_caravan::DEFAULT_DSCP)]
     pub dscp: u8,
 }
 
-/// What [`recv`] listens on and when it stops.
-#[derive(Debug, Clone)]
+/// What [`recv`] listens on and when it stops: the flags of `px caravan recv`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct RecvConfig {
     /// UDP port to receive on.
+    #[arg(long)]
     pub port: u16,
     /// Address to bind (`0.0.0.0`; `::` for IPv6, dual-stack).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0")]
     pub bind: IpAddr,
-    /// Stop after this many seconds (0: no limit).
+    /// Stop after this long, e.g. 10s (0: no limit; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = px_units::secs_f64)]
     pub duration: f64,
-    /// Stop once nothing arrived for this many ms after the first datagram (0: never).
+    /// Stop once nothing arrived for this long after the first datagram,
+    /// e.g. 1s (0: never; a bare number is milliseconds; old name --idle-ms).
+    #[arg(long = "idle", alias = "idle-ms", value_name = "DURATION", default_value = "1000ms", value_parser = px_units::millis_u64)]
     pub idle_ms: u64,
     /// Datagrams expected in total: fewer is a failure.
+    #[arg(long, value_name = "N")]
     pub expect: Option<u64>,
     /// DSCP marking caravans.
+    #[arg(long, default_value_t = px_caravan::DEFAULT_DSCP)]
     pub dscp: u8,
-    /// Socket receive buffer (bytes).
+    /// Socket receive buffer, e.g. 8MiB (a bare number is bytes).
+    #[arg(long, value_name = "SIZE", default_value = "8MiB", value_parser = rcvbuf_size)]
     pub rcvbuf: usize,
+}
+
+/// `--rcvbuf`: a size that fits a socket option.
+fn rcvbuf_size(s: &str) -> Result<usize, String> {
+    let b = px_units::size(s)?;
+    if (4096..=1 << 30).contains(&b) { Ok(b as usize) } else { Err(format!("`{s}`: allowed 4KiB..=1GiB")) }
 }
 
 const MAGIC: &[u8; 4] = b"PXCV";
@@ -253,7 +276,37 @@ pub struct RecvSummary {
     pub mean_datagrams_per_caravan: f64,
 }
 
+impl SendSummary {
+    /// The line `px caravan send` prints.
+    pub fn text(&self, cfg: &SendConfig) -> String {
+        let (n, what) = if cfg.caravan { (self.caravans, "caravans") } else { (self.datagrams, "packets") };
+        format!(
+            "px caravan send: {} datagrams of {} B on {} flows in {n} {what} ({:.3} s, {} send errors)\n",
+            self.datagrams, cfg.size, self.flows, self.seconds, self.send_errors
+        )
+    }
+}
+
 impl RecvSummary {
+    /// The lines `px caravan recv` prints.
+    pub fn text(&self) -> String {
+        format!(
+            "px caravan recv: {} datagrams ({} caravans, {} plain) on {} flows in {:.3} s: {:.0} datagrams/s, {:.3} Gbit/s payload, {:.0} datagrams per CPU second\n  corrupt {} reordered or duplicate {} missing {} malformed caravans {}\n",
+            self.datagrams,
+            self.caravans,
+            self.plain,
+            self.flows,
+            self.seconds,
+            self.datagrams_per_s,
+            self.gbit_per_s,
+            self.datagrams_per_cpu_s,
+            self.corrupt,
+            self.reordered,
+            self.missing,
+            self.malformed
+        )
+    }
+
     /// Any datagram corrupt, duplicated or out of order, any caravan
     /// malformed, or (when the receiver expected a count) any missing.
     #[must_use]

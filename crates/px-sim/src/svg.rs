@@ -11,7 +11,12 @@
 //! other still show each one), short series mark their points, a series
 //! of separate values can be drawn as points without a line
 //! ([`LineChart::to_svg_with`]), and a bar chart whose values span decades
-//! can take a logarithmic axis ([`BarChart::to_svg_log`]).
+//! can take a logarithmic axis ([`BarChart::to_svg_log`]), a line chart a
+//! logarithmic x axis ([`LineChart::x_log`]).
+//!
+//! Nothing runs off the canvas: legend labels and the small print under a
+//! plot are wrapped at word boundaries (a chart grows to hold the lines of
+//! its note), at widths estimated from the font size.
 
 use std::fmt::Write;
 
@@ -27,6 +32,14 @@ const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"
 const DASHES: [&str; 6] = ["none", "8 4", "2 3", "10 3 2 3", "5 5", "1 5"];
 /// A series with at most this many points has each point marked.
 const MARK_POINTS_UP_TO: usize = 40;
+/// Characters of a legend label per line (12 px text in the legend's
+/// column, about 6.6 px a character).
+const LEGEND_CHARS: usize = 21;
+/// Characters of the note per line (11 px text across the chart, about
+/// 6 px a character).
+const NOTE_CHARS: usize = 110;
+/// The height of a line of the note.
+const NOTE_LINE: f64 = 13.0;
 
 /// One named line of a [`LineChart`].
 #[derive(Clone, Debug, PartialEq)]
@@ -53,8 +66,12 @@ pub struct LineChart {
     pub y_max: Option<f64>,
     /// Labelled vertical lines at these x values (events such as an MTU drop).
     pub markers: Vec<(f64, String)>,
-    /// One line of small print under the plot (sources, caveats).
+    /// Small print under the plot (sources, caveats), wrapped to the
+    /// chart's width.
     pub note: Option<String>,
+    /// A logarithmic x axis (decades), for sizes from tens to tens of
+    /// thousands; points at x ≤ 0 are left out.
+    pub x_log: bool,
 }
 
 /// Grouped bars: one group per category, one bar per series in each, each
@@ -69,7 +86,8 @@ pub struct BarChart {
     pub categories: Vec<String>,
     /// `(series name, one value per category)`.
     pub series: Vec<(String, Vec<f64>)>,
-    /// One line of small print under the plot (sources, caveats).
+    /// Small print under the plot (sources, caveats), wrapped to the
+    /// chart's width.
     pub note: Option<String>,
 }
 
@@ -154,39 +172,86 @@ fn fmt_value(v: f64) -> String {
     }
 }
 
-fn note(out: &mut String, note: Option<&String>) {
-    if let Some(n) = note {
-        let _ =
-            write!(out, r##"<text x="{LEFT}" y="{:.1}" font-size="11" fill="#444444">{}</text>"##, H - 4.0, escape(n));
+/// Splits `s` into lines of at most `max` characters at spaces (a word
+/// longer than a line is cut).
+fn wrap(s: &str, max: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in s.split_whitespace() {
+        let mut word = word;
+        while word.chars().count() > max {
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            let cut = word.char_indices().nth(max).map_or(word.len(), |(i, _)| i);
+            lines.push(word[..cut].to_string());
+            word = &word[cut..];
+        }
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > max {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
     }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// The note's lines.
+fn note_lines(note: Option<&String>) -> Vec<String> {
+    note.map(|n| wrap(n, NOTE_CHARS)).unwrap_or_default()
+}
+
+/// The chart's height: the plot, and room for a note of `lines` lines.
+fn height(lines: usize) -> f64 {
+    H + NOTE_LINE * lines.saturating_sub(1) as f64
+}
+
+fn note(out: &mut String, lines: &[String]) {
+    let h = height(lines.len());
+    for (k, line) in lines.iter().enumerate() {
+        let y = h - 4.0 - NOTE_LINE * (lines.len() - 1 - k) as f64;
+        let _ = write!(out, r##"<text x="{LEFT}" y="{y:.1}" font-size="11" fill="#444444">{}</text>"##, escape(line));
+    }
+}
+
+/// The height a chart document declares.
+fn declared_height(part: &str) -> f64 {
+    part.split_once("height=\"").and_then(|(_, r)| r.split_once('"')).and_then(|(v, _)| v.parse().ok()).unwrap_or(H)
 }
 
 /// Stacks complete chart documents (as returned by `to_svg`) vertically
 /// into one document, each keeping its own size.
 #[must_use]
 pub fn stack(parts: &[String]) -> String {
-    let total = H * parts.len().max(1) as f64;
+    let total: f64 = if parts.is_empty() { H } else { parts.iter().map(|p| declared_height(p)).sum() };
     let mut out = String::with_capacity(parts.iter().map(String::len).sum::<usize>() + 256);
     let _ = write!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{total}" viewBox="0 0 {W} {total}" font-family="sans-serif" font-size="12">"#
     );
-    for (i, part) in parts.iter().enumerate() {
+    let mut y = 0.0;
+    for part in parts {
         // A nested <svg> establishes its own viewport at (0, y).
         let inner = part.trim_end().strip_prefix("<svg ").unwrap_or(part);
-        let _ = write!(out, r#"<svg x="0" y="{:.1}" {inner}"#, H * i as f64);
+        let _ = write!(out, r#"<svg x="0" y="{y:.1}" {inner}"#);
         out.push('\n');
+        y += declared_height(part);
     }
     out.push_str("</svg>\n");
     out
 }
 
-fn header(out: &mut String, title: &str) {
+fn header(out: &mut String, title: &str, h: f64) {
     let _ = write!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" font-family="sans-serif" font-size="12">"#
     );
-    let _ = write!(out, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
+    let _ = write!(out, r##"<rect width="{W}" height="{h}" fill="#ffffff"/>"##);
     let _ = write!(
         out,
         r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
@@ -232,27 +297,35 @@ fn y_axis(out: &mut String, y_max: f64, label: &str) -> f64 {
     top
 }
 
+/// Writes a legend label at (x, y), wrapped; returns where the next entry
+/// goes.
+fn legend_text(out: &mut String, x: f64, y: f64, name: &str) -> f64 {
+    let lines = wrap(name, LEGEND_CHARS);
+    for (k, line) in lines.iter().enumerate() {
+        let _ = write!(out, r#"<text x="{x:.1}" y="{:.1}">{}</text>"#, y + 14.0 * k as f64, escape(line));
+    }
+    y + 14.0 * lines.len().max(1) as f64 + 4.0
+}
+
 fn legend(out: &mut String, names: &[&str]) {
+    let mut y = TOP + 10.0;
     for (i, name) in names.iter().enumerate() {
-        let y = TOP + 10.0 + i as f64 * 18.0;
         let x = W - RIGHT + 14.0;
         let _ = write!(
             out,
-            r#"<rect x="{x}" y="{:.1}" width="12" height="12" fill="{}"/><text x="{}" y="{:.1}">{}</text>"#,
+            r#"<rect x="{x}" y="{:.1}" width="12" height="12" fill="{}"/>"#,
             y - 10.0,
-            COLORS[i % COLORS.len()],
-            x + 18.0,
-            y,
-            escape(name)
+            COLORS[i % COLORS.len()]
         );
+        y = legend_text(out, x + 18.0, y, name);
     }
 }
 
 /// The legend of a line chart: each entry a sample of its line (colour,
 /// dash, marker) so that the entry matches what is drawn.
 fn line_legend(out: &mut String, names: &[&str], points_only: &[bool]) {
+    let mut y = TOP + 10.0;
     for (i, name) in names.iter().enumerate() {
-        let y = TOP + 10.0 + i as f64 * 18.0;
         let x = W - RIGHT + 8.0;
         let color = COLORS[i % COLORS.len()];
         if points_only.get(i).copied().unwrap_or(false) {
@@ -267,7 +340,7 @@ fn line_legend(out: &mut String, names: &[&str], points_only: &[bool]) {
                 DASHES[i % DASHES.len()]
             );
         }
-        let _ = write!(out, r#"<text x="{}" y="{:.1}">{}</text>"#, x + 26.0, y, escape(name));
+        y = legend_text(out, x + 26.0, y, name);
     }
 }
 
@@ -310,38 +383,34 @@ impl LineChart {
     /// paper's figures, which a line would suggest exist in between).
     #[must_use]
     pub fn to_svg_with(&self, points_only: &[&str]) -> String {
-        let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
+        let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite() && (!self.x_log || p.0 > 0.0);
         let pts = || self.series.iter().flat_map(|s| s.points.iter().filter(finite));
-        let x_max = pts().map(|p| p.0).chain(self.markers.iter().map(|m| m.0)).fold(0.0, f64::max);
+        let marks = || self.markers.iter().filter(|m| m.0.is_finite() && (!self.x_log || m.0 > 0.0));
+        let x_max = pts().map(|p| p.0).chain(marks().map(|m| m.0)).fold(0.0, f64::max);
+        let x_min = pts().map(|p| p.0).chain(marks().map(|m| m.0)).fold(f64::INFINITY, f64::min);
         let y_max = self.y_max.unwrap_or_else(|| pts().map(|p| p.1).fold(0.0, f64::max));
+        let notes = note_lines(self.note.as_ref());
         let mut out = String::with_capacity(4096);
-        header(&mut out, &self.title);
+        header(&mut out, &self.title, height(notes.len()));
         let y_top = y_axis(&mut out, y_max, &self.y_label);
-        let x_step = tick_step(x_max, 6.0);
-        let x_top = (x_max / x_step).ceil().max(1.0) * x_step;
         let plot_w = W - LEFT - RIGHT;
         let plot_h = H - TOP - BOTTOM;
-        let mut v = 0.0;
-        while v <= x_top + x_step * 1e-9 {
-            let x = LEFT + v / x_top * plot_w;
-            let _ = write!(
-                out,
-                r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                H - BOTTOM + 16.0,
-                fmt_tick(v)
-            );
-            v += x_step;
+        let x_axis = XAxis::new(self.x_log, x_min, x_max);
+        for (v, label) in x_axis.ticks() {
+            let x = LEFT + x_axis.at(v) * plot_w;
+            let _ = write!(out, r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{label}</text>"#, H - BOTTOM + 16.0);
         }
+        let x_label = if self.x_log { format!("{} (log scale)", self.x_label) } else { self.x_label.clone() };
         let _ = write!(
             out,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             LEFT + plot_w / 2.0,
             H - 18.0,
-            escape(&self.x_label)
+            escape(&x_label)
         );
         let only: Vec<bool> = self.series.iter().map(|s| points_only.contains(&s.name.as_str())).collect();
         for (i, s) in self.series.iter().enumerate() {
-            let at = |&(x, y): &(f64, f64)| (LEFT + x / x_top * plot_w, H - BOTTOM - y.min(y_top) / y_top * plot_h);
+            let at = |&(x, y): &(f64, f64)| (LEFT + x_axis.at(x) * plot_w, H - BOTTOM - y.min(y_top) / y_top * plot_h);
             if !only[i] {
                 let _ = write!(
                     out,
@@ -366,8 +435,8 @@ impl LineChart {
                 }
             }
         }
-        for (x, label) in self.markers.iter().filter(|m| m.0.is_finite()) {
-            let px = LEFT + x / x_top * plot_w;
+        for (x, label) in marks() {
+            let px = LEFT + x_axis.at(*x) * plot_w;
             let _ = write!(
                 out,
                 r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#555555" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#333333">{}</text>"##,
@@ -379,8 +448,68 @@ impl LineChart {
         }
         let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
         line_legend(&mut out, &names, &only);
-        note(&mut out, self.note.as_ref());
+        note(&mut out, &notes);
         out.push_str("</svg>\n");
+        out
+    }
+}
+
+/// A line chart's x axis: linear from zero, or logarithmic in decades.
+struct XAxis {
+    log: bool,
+    /// Linear: the top (rounded up to a tick) and the tick step;
+    /// logarithmic: the bottom and top decades.
+    lo: f64,
+    hi: f64,
+    step: f64,
+}
+
+impl XAxis {
+    fn new(log: bool, min: f64, max: f64) -> XAxis {
+        if log && min.is_finite() && min > 0.0 {
+            let mut lo = 1.0f64;
+            while lo > min {
+                lo /= 10.0;
+            }
+            while lo * 10.0 <= min {
+                lo *= 10.0;
+            }
+            let mut hi = lo * 10.0;
+            while hi < max {
+                hi *= 10.0;
+            }
+            XAxis { log: true, lo, hi, step: 0.0 }
+        } else {
+            let step = tick_step(max, 6.0);
+            XAxis { log: false, lo: 0.0, hi: (max / step).ceil().max(1.0) * step, step }
+        }
+    }
+
+    /// Where `x` is, from 0 (left) to 1 (right).
+    fn at(&self, x: f64) -> f64 {
+        if self.log { log10(x / self.lo) / log10(self.hi / self.lo) } else { x / self.hi }
+    }
+
+    /// The ticks and their labels: every step, or 1, 2 and 5 of each decade.
+    fn ticks(&self) -> Vec<(f64, String)> {
+        let mut out = Vec::new();
+        if self.log {
+            let mut d = self.lo;
+            while d <= self.hi * 1.000_001 {
+                for m in [1.0, 2.0, 5.0] {
+                    if d * m <= self.hi * 1.000_001 {
+                        out.push((d * m, fmt_tick(d * m)));
+                    }
+                }
+                d *= 10.0;
+            }
+        } else {
+            let mut v = 0.0;
+            while v <= self.hi + self.step * 1e-9 {
+                out.push((v, fmt_tick(v)));
+                v += self.step;
+            }
+        }
         out
     }
 }
@@ -473,8 +602,9 @@ impl BarChart {
         let values = || self.series.iter().flat_map(|s| s.1.iter()).copied().filter(|v| v.is_finite());
         let y_max = values().fold(0.0, f64::max);
         let y_min = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+        let notes = note_lines(self.note.as_ref());
         let mut out = String::with_capacity(4096);
-        header(&mut out, &self.title);
+        header(&mut out, &self.title, height(notes.len()));
         let plot_h = H - TOP - BOTTOM;
         let (bottom, top) = if log && y_min.is_finite() {
             log_y_axis(&mut out, y_min, y_max, &self.y_label)
@@ -529,7 +659,7 @@ impl BarChart {
         }
         let names: Vec<&str> = self.series.iter().map(|s| s.0.as_str()).collect();
         legend(&mut out, &names);
-        note(&mut out, self.note.as_ref());
+        note(&mut out, &notes);
         out.push_str("</svg>\n");
         out
     }
@@ -694,5 +824,111 @@ mod tests {
         assert_eq!(svg.matches("</svg>").count(), 3);
         assert!(svg.contains(&format!(r#"<svg x="0" y="{H:.1}" xmlns"#)));
         assert!(svg.contains(">first<") && svg.contains(">second<"));
+    }
+
+    /// Every text of a chart, with where it starts and how wide it is
+    /// estimated to be (px): `(x, y, font size, text)`.
+    fn texts(svg: &str) -> Vec<(f64, f64, f64, String)> {
+        let mut out = Vec::new();
+        for part in svg.split("<text ").skip(1) {
+            let attr = |name: &str| {
+                part.split_once(&format!("{name}=\""))
+                    .and_then(|(_, r)| r.split_once('"'))
+                    .and_then(|(v, _)| v.parse::<f64>().ok())
+            };
+            let body = part.split_once('>').map(|(_, r)| r.split_once("</text>").map_or(r, |x| x.0)).unwrap_or("");
+            let anchor = if part.contains("text-anchor=\"middle\"") {
+                1
+            } else if part.contains("text-anchor=\"end\"") {
+                2
+            } else {
+                0
+            };
+            if part.contains("rotate(") {
+                continue;
+            }
+            let size = attr("font-size").unwrap_or(12.0);
+            let chars = body.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").chars().count() as f64;
+            let w = chars * size * 0.55;
+            let x = attr("x").unwrap_or(0.0);
+            let left = match anchor {
+                1 => x - w / 2.0,
+                2 => x - w,
+                _ => x,
+            };
+            out.push((left, w, size, body.to_string()));
+        }
+        out
+    }
+
+    /// Issue 38.6: long legend labels and notes stay on the canvas.
+    #[test]
+    fn long_labels_and_notes_are_wrapped_inside_the_canvas() {
+        let long = "9000 → px gateway → 1500 through a very long and descriptive legend label that goes on";
+        let note = "machine: Intel(R) Xeon(R) Platinum 8488C (2 CPUs), kernel 6.18.44-fc-v657, load 3.21 at start; \
+                    sender cubic, receiver cubic (iperf3 -C cubic); a caveat that makes the small print far longer \
+                    than one line of the chart";
+        let c = LineChart {
+            title: "t".into(),
+            series: vec![
+                Series { name: long.into(), points: vec![(1.0, 1.0), (2.0, 2.0)] },
+                Series { name: "short".into(), points: vec![(1.0, 2.0)] },
+            ],
+            note: Some(note.into()),
+            ..LineChart::default()
+        };
+        let b = BarChart {
+            title: "b".into(),
+            y_label: "y".into(),
+            categories: vec!["a".into()],
+            series: vec![(long.into(), vec![1.0]), ("x".into(), vec![2.0])],
+            note: Some(note.into()),
+        };
+        for svg in [c.to_svg(), b.to_svg()] {
+            let h = declared_height(&svg);
+            assert!(h > H, "a chart grows to hold its note: {h}");
+            for (left, w, _, text) in texts(&svg) {
+                assert!(left >= 0.0 && left + w <= W + 1.0, "`{text}` runs off the canvas: {left} + {w}");
+            }
+            assert!(svg.contains("kernel 6.18.44-fc-v657"), "the whole note is there");
+            assert!(svg.contains(">goes on</text>") || svg.contains("goes on</text>"), "the whole label is there");
+            let stacked = stack(&[svg.clone(), svg.clone()]);
+            assert_eq!(declared_height(&stacked), 2.0 * h, "stacked charts keep their heights");
+        }
+    }
+
+    #[test]
+    fn words_wrap_at_spaces_and_long_words_are_cut() {
+        assert_eq!(wrap("a bb ccc dddd", 6), vec!["a bb", "ccc", "dddd"]);
+        assert_eq!(wrap("abcdefghij", 4), vec!["abcd", "efgh", "ij"]);
+        assert_eq!(wrap("", 4), Vec::<String>::new());
+        assert_eq!(wrap("→ x", 3), vec!["→ x"], "characters, not bytes");
+    }
+
+    /// Issue 38.6: a log x axis spreads sizes from 64 B to 65 KB.
+    #[test]
+    fn a_log_x_axis_spreads_decades_evenly() {
+        let c = LineChart {
+            title: "t".into(),
+            x_label: "size".into(),
+            series: vec![Series {
+                name: "s".into(),
+                points: vec![(64.0, 1.0), (640.0, 2.0), (6400.0, 3.0), (64000.0, 4.0)],
+            }],
+            x_log: true,
+            ..LineChart::default()
+        };
+        let svg = c.to_svg();
+        assert!(svg.contains("size (log scale)"));
+        let line = svg.split("points=\"").nth(1).unwrap().split('"').next().unwrap();
+        let xs: Vec<f64> = line.split_whitespace().map(|p| p.split(',').next().unwrap().parse().unwrap()).collect();
+        let gaps: Vec<f64> = xs.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|g| (g - gaps[0]).abs() < 0.5), "one decade, one step: {gaps:?}");
+        for tick in [">10<", ">100<", ">1000<", ">10000<", ">100000<", ">20<", ">5000<"] {
+            assert!(svg.contains(tick), "{tick}");
+        }
+        let a = XAxis::new(true, 64.0, 65000.0);
+        assert_eq!((a.lo, a.hi), (10.0, 100_000.0));
+        assert!((a.at(1000.0) - 0.5).abs() < 1e-6);
     }
 }

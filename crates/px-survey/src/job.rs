@@ -3,20 +3,23 @@
 //!
 //! A [`TargetJob`] runs the target's stages in order (unfragmented fetch,
 //! fragmented fetch, the hop test where fragments got no answer, the PMTUD
-//! test once per address), retries a fetch that timed out, and builds the
-//! [`Record`] when it is done. Packets in ([`TargetJob::handle_tcp`],
-//! [`TargetJob::handle_time_exceeded`]), timers ([`TargetJob::handle_timeout`],
-//! [`TargetJob::poll_timeout`]), packets out ([`TargetJob::poll_transmit`]).
-//! What the jobs of one run share (source ports, the random numbers of
-//! initial sequence numbers and identifications, which addresses had
-//! their PMTUD test) is a [`Context`] passed in.
+//! test once per address), retries a fetch that timed out (not one that
+//! was refused), and builds the [`Record`] when it is done. Packets in
+//! ([`TargetJob::handle_tcp`], [`TargetJob::handle_unreachable`],
+//! [`TargetJob::handle_time_exceeded`]), timers
+//! ([`TargetJob::handle_timeout`], [`TargetJob::poll_timeout`]), packets
+//! out ([`TargetJob::poll_transmit`], which is when a packet leaves and
+//! its timers start). What the jobs of one run share (source ports, the
+//! random numbers of initial sequence numbers and identifications, which
+//! addresses had their PMTUD test and their hop test) is a [`Context`]
+//! passed in.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use crate::exchange::{Ends, HopConfig, HopTest, Mode, TcpConfig, TcpExchange, TcpOutcome};
-use crate::packet::TcpIn;
+use crate::packet::{TcpIn, hops_from_ttl};
 use crate::record::{FetchResult, Fingerprint, FragmentPath, Pmtud, Record, classify};
 use crate::target::Target;
 
@@ -29,7 +32,7 @@ pub struct JobConfig {
     pub retries: u32,
     /// IP fragments the request is cut into.
     pub fragments: usize,
-    /// The hop test's TTLs and rounds.
+    /// The hop test's limits and timers.
     pub hops: HopConfig,
     /// The MTU the PMTUD test announces.
     pub ptb_mtu: u16,
@@ -37,9 +40,16 @@ pub struct JobConfig {
     pub path: String,
 }
 
+/// An address's hop test: under way (by which target) or done.
+#[derive(Clone, Debug)]
+enum HopState {
+    Testing(String),
+    Done(FragmentPath, String),
+}
+
 /// What the jobs of one run share: their configuration, the source ports
-/// in use, the random numbers, and the addresses whose PMTUD test is
-/// taken (by which target).
+/// in use, the random numbers, and the addresses whose PMTUD test and hop
+/// test are taken (by which target).
 #[derive(Debug)]
 pub struct Context {
     cfg: JobConfig,
@@ -49,13 +59,23 @@ pub struct Context {
     rng: u64,
     exchanges: u32,
     pmtud_claimed: HashMap<Ipv4Addr, String>,
+    paths: HashMap<Ipv4Addr, HopState>,
+}
+
+/// What a previous run of the same output already measured, per address.
+#[derive(Clone, Debug, Default)]
+pub struct Prior {
+    /// Addresses whose PMTUD test was done, by which target.
+    pub pmtud_tested: HashMap<Ipv4Addr, String>,
+    /// Addresses whose hop test was done: its result and the target that ran it.
+    pub paths: HashMap<Ipv4Addr, (FragmentPath, String)>,
 }
 
 impl Context {
     /// `ports`: our source port range; `seed`: the run's random seed
-    /// (initial sequence numbers and identifications); `pmtud_tested`:
-    /// addresses a previous run already tested.
-    pub fn new(cfg: JobConfig, ports: (u16, u16), seed: u64, pmtud_tested: HashMap<Ipv4Addr, String>) -> Context {
+    /// (initial sequence numbers and identifications); `prior`: what a
+    /// previous run measured.
+    pub fn new(cfg: JobConfig, ports: (u16, u16), seed: u64, prior: Prior) -> Context {
         Context {
             cfg,
             ports,
@@ -63,13 +83,19 @@ impl Context {
             next_port: ports.0,
             rng: seed | 1,
             exchanges: 0,
-            pmtud_claimed: pmtud_tested,
+            pmtud_claimed: prior.pmtud_tested,
+            paths: prior.paths.into_iter().map(|(a, (p, by))| (a, HopState::Done(p, by))).collect(),
         }
     }
 
     /// The jobs' configuration.
     pub fn config(&self) -> &JobConfig {
         &self.cfg
+    }
+
+    /// Whether `port` is one of our source ports.
+    pub fn is_ours(&self, port: u16) -> bool {
+        (self.ports.0..=self.ports.1).contains(&port)
     }
 
     fn random(&mut self) -> u32 {
@@ -141,13 +167,28 @@ enum Stage {
 enum Current {
     Tcp(TcpExchange),
     Hops(HopTest),
+    /// Another target of the address is running its hop test: look again
+    /// at this time.
+    AwaitPath(Duration),
     None,
 }
+
+/// How often a job waiting for its address's hop test looks again.
+const PATH_RECHECK: Duration = Duration::from_millis(200);
 
 /// The key that matches a packet to the exchange in progress: the
 /// target's address, the port its segments come from (0 for a hop test,
 /// whose answers quote our port), our source port.
 pub type ConnKey = (Ipv4Addr, u16, u16);
+
+/// What the next packet of a job needs before it may leave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ready {
+    /// Its destination (the per-destination rate).
+    pub dst: Ipv4Addr,
+    /// A hop test's probe: its TTL (the routers' ICMP budget is paced per TTL).
+    pub hop: Option<u8>,
+}
 
 /// One target in progress (see the module notes).
 #[derive(Debug)]
@@ -162,11 +203,14 @@ pub struct TargetJob {
     plain: Option<FetchResult>,
     fragmented: Option<FetchResult>,
     path: Option<FragmentPath>,
+    /// Routers to the server, from the TTL of its answers.
+    routers: Option<u8>,
     pmtud: (Pmtud, Option<String>),
     current: Current,
     sport: u16,
-    pending: VecDeque<Vec<u8>>,
     finished: bool,
+    probes: u32,
+    late_probes: u32,
 }
 
 impl TargetJob {
@@ -185,11 +229,13 @@ impl TargetJob {
             plain: None,
             fragmented: None,
             path: None,
+            routers: None,
             pmtud: (Pmtud::NotTested, None),
             current: Current::None,
             sport: 0,
-            pending: VecDeque::new(),
             finished: false,
+            probes: 0,
+            late_probes: 0,
         };
         match src {
             Ok(src) => {
@@ -219,7 +265,7 @@ impl TargetJob {
         match self.current {
             Current::Tcp(_) => Some((self.target.addr, self.target.port, self.sport)),
             Current::Hops(_) => Some((self.target.addr, 0, self.sport)),
-            Current::None => None,
+            Current::AwaitPath(_) | Current::None => None,
         }
     }
 
@@ -230,6 +276,13 @@ impl TargetJob {
         }
     }
 
+    /// An ICMP destination unreachable quoting this job's connection.
+    pub fn handle_unreachable(&mut self, code: u8) {
+        if let Current::Tcp(x) = &mut self.current {
+            x.on_unreachable(code);
+        }
+    }
+
     /// A "time exceeded" quoting a probe of this job's hop test.
     pub fn handle_time_exceeded(&mut self, from: Ipv4Addr, quoted_dst: Ipv4Addr, quoted_ident: u16) {
         if let Current::Hops(h) = &mut self.current {
@@ -237,36 +290,35 @@ impl TargetJob {
         }
     }
 
-    /// Runs the timers of the exchange in progress, collects what it sends,
-    /// and moves on to the next stage when it is done.
+    /// Runs the timers of the exchange in progress, and moves on to the
+    /// next stage when it is done.
     pub fn handle_timeout(&mut self, now: Duration, ctx: &mut Context) {
-        if self.sport == 0 && !self.finished {
+        if self.sport == 0 && !self.finished && !matches!(self.current, Current::AwaitPath(_)) {
             // Waiting for a free port.
             self.start(now, ctx);
         }
-        loop {
-            match &mut self.current {
-                Current::Tcp(x) => {
-                    if x.poll_timeout().is_some_and(|t| t <= now) {
-                        x.on_timeout(now);
-                    }
-                    self.pending.extend(std::iter::from_fn(|| x.poll_transmit()));
-                    if x.outcome().is_none() {
-                        break;
-                    }
-                }
-                Current::Hops(h) => {
-                    if h.poll_timeout().is_some_and(|t| t <= now) {
-                        h.on_timeout(now);
-                    }
-                    self.pending.extend(std::iter::from_fn(|| h.poll_transmit()));
-                    if h.result().is_none() {
-                        break;
-                    }
-                }
-                Current::None => break,
-            }
+        match &mut self.current {
+            Current::Tcp(x) if x.poll_timeout().is_some_and(|t| t <= now) => x.on_timeout(now),
+            Current::Hops(h) if h.poll_timeout().is_some_and(|t| t <= now) => h.on_timeout(now),
+            Current::AwaitPath(t) if *t <= now => self.enter_hops(now, ctx),
+            _ => {}
+        }
+        self.settle(now, ctx);
+    }
+
+    /// Moves on while the exchange in progress is done and has sent
+    /// everything.
+    fn settle(&mut self, now: Duration, ctx: &mut Context) {
+        while self.exchange_done() {
             self.advance(now, ctx);
+        }
+    }
+
+    fn exchange_done(&self) -> bool {
+        match &self.current {
+            Current::Tcp(x) => x.outcome().is_some(),
+            Current::Hops(h) => h.result().is_some(),
+            Current::AwaitPath(_) | Current::None => false,
         }
     }
 
@@ -276,36 +328,48 @@ impl TargetJob {
         match &self.current {
             Current::Tcp(x) => x.poll_timeout(),
             Current::Hops(h) => h.poll_timeout(),
+            Current::AwaitPath(t) => Some(*t),
             Current::None => None,
         }
     }
 
-    /// The destination of the next packet to send, if there is one.
-    pub fn next_destination(&self) -> Option<Ipv4Addr> {
-        (!self.pending.is_empty()).then_some(self.target.addr)
+    /// What the next packet needs before it may leave, if one is ready.
+    pub fn ready(&self) -> Option<Ready> {
+        let dst = self.target.addr;
+        match &self.current {
+            Current::Tcp(x) if x.has_packet() => Some(Ready { dst, hop: None }),
+            Current::Hops(h) => h.next_ttl().map(|ttl| Ready { dst, hop: Some(ttl) }),
+            _ => None,
+        }
     }
 
-    /// The next packet to send (the caller's rate limiter allowed it).
+    /// The next packet, which leaves `now` (the caller's rate limits
+    /// allowed it): its timers start here.
     #[must_use]
-    pub fn poll_transmit(&mut self, _now: Duration) -> Option<Vec<u8>> {
-        self.pending.pop_front()
+    pub fn poll_transmit(&mut self, now: Duration, ctx: &mut Context) -> Option<Vec<u8>> {
+        let p = match &mut self.current {
+            Current::Tcp(x) => x.poll_transmit(now),
+            Current::Hops(h) => h.poll_transmit(now),
+            Current::AwaitPath(_) | Current::None => None,
+        }?;
+        self.settle(now, ctx);
+        Some(p)
     }
 
     /// Gives up at once (the survey is stopping): an RST for a connection
-    /// that may be open, and nothing else of what was waiting (a SYN is
-    /// moot).
-    pub fn abort(&mut self) -> Vec<Vec<u8>> {
+    /// that may be open, and nothing else of what was waiting.
+    pub fn abort(&mut self, now: Duration) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
         if let Current::Tcp(x) = &mut self.current {
             x.abort();
-            self.pending.extend(std::iter::from_fn(|| x.poll_transmit()));
+            out.extend(std::iter::from_fn(|| x.poll_transmit(now)));
         }
-        let is_rst = |p: &Vec<u8>| p.get(9) == Some(&6) && p.get(33).is_some_and(|f| f & 0x04 != 0);
-        self.pending.drain(..).filter(is_rst).collect()
+        out
     }
 
     /// Whether the job is done and has sent everything.
     pub fn is_done(&self) -> bool {
-        self.finished && self.pending.is_empty()
+        self.finished
     }
 
     /// Gives the job's source port back (once it is done).
@@ -314,7 +378,19 @@ impl TargetJob {
             ctx.free_port(self.sport);
             self.sport = 0;
         }
+        self.count_sent();
         self.current = Current::None;
+    }
+
+    /// Adds the exchange in progress's packets to the job's count.
+    fn count_sent(&mut self) {
+        let (sent, late) = match &self.current {
+            Current::Tcp(x) => x.sent(),
+            Current::Hops(h) => h.sent(),
+            Current::AwaitPath(_) | Current::None => (0, 0),
+        };
+        self.probes += sent;
+        self.late_probes += late;
     }
 
     /// Starts the next connection or hop test.
@@ -335,7 +411,10 @@ impl TargetJob {
             Stage::Plain => tcp(Mode::Fetch { fragments: 0 }),
             Stage::Fragmented => tcp(Mode::Fetch { fragments: cfg.fragments }),
             Stage::Pmtud => tcp(Mode::Pmtud { mtu: cfg.ptb_mtu }),
-            Stage::Hops => Current::Hops(HopTest::new(now, cfg.hops, ends, iss, ident, &req)),
+            Stage::Hops => {
+                let routers = self.routers.unwrap_or(cfg.hops.max_hops);
+                Current::Hops(HopTest::new(cfg.hops, ends, routers, iss, ident, &req))
+            }
         };
     }
 
@@ -343,18 +422,21 @@ impl TargetJob {
     fn advance(&mut self, now: Duration, ctx: &mut Context) {
         let ms = (now - self.stage_started).as_secs_f64() * 1e3;
         let tcp_outcome = match &self.current {
-            Current::Tcp(x) => match x.outcome() {
-                Some(o) => Some(o.clone()),
-                None => return,
-            },
-            Current::Hops(h) => match h.result() {
-                Some(r) => {
-                    self.path = Some(r.clone());
-                    None
+            Current::Tcp(x) => {
+                if self.routers.is_none() {
+                    self.routers = x.server_ttl().map(hops_from_ttl);
                 }
-                None => return,
-            },
-            Current::None => None,
+                x.outcome().cloned()
+            }
+            Current::Hops(h) => {
+                let path = h.result().cloned();
+                if let Some(p) = &path {
+                    ctx.paths.insert(self.target.addr, HopState::Done(p.clone(), self.target.key()));
+                }
+                self.path = path;
+                None
+            }
+            Current::AwaitPath(_) | Current::None => None,
         };
         let retries = ctx.config().retries;
         match (self.stage, tcp_outcome) {
@@ -391,7 +473,37 @@ impl TargetJob {
         if self.finished {
             return self.release(ctx);
         }
+        if self.stage == Stage::Hops {
+            return self.enter_hops(now, ctx);
+        }
         self.start(now, ctx);
+    }
+
+    /// The hop test, once per address: this job runs it, waits for
+    /// another target's, or takes its result.
+    fn enter_hops(&mut self, now: Duration, ctx: &mut Context) {
+        let key = self.target.key();
+        match ctx.paths.get(&self.target.addr) {
+            Some(HopState::Done(p, by)) => {
+                let mut p = p.clone();
+                p.tested_on = (*by != key).then(|| by.clone());
+                self.release(ctx);
+                self.path = Some(p);
+                self.begin_pmtud(ctx);
+                if self.finished {
+                    return self.release(ctx);
+                }
+                self.start(now, ctx);
+            }
+            Some(HopState::Testing(other)) if *other != key => {
+                self.release(ctx);
+                self.current = Current::AwaitPath(now + PATH_RECHECK);
+            }
+            _ => {
+                ctx.paths.insert(self.target.addr, HopState::Testing(key));
+                self.start(now, ctx);
+            }
+        }
     }
 
     fn begin_pmtud(&mut self, ctx: &mut Context) {
@@ -436,6 +548,8 @@ impl TargetJob {
             icmp_pmtud: self.pmtud.0,
             pmtud_note: self.pmtud.1.clone(),
             ms: (now - self.started).as_secs_f64() * 1e3,
+            probes: self.probes,
+            late_probes: self.late_probes,
         }
     }
 }
@@ -454,7 +568,8 @@ fn fetch_result(o: &TcpOutcome, attempt: u32, ms: f64) -> FetchResult {
     }
 }
 
-/// A fetch that timed out is tried again, `retries` times.
+/// A fetch that timed out is tried again, `retries` times; a refusal is
+/// an answer and is not.
 fn retry(r: &FetchResult, attempt: u32, retries: u32) -> bool {
     r.fingerprint.is_none() && attempt < retries && r.failure.as_deref().is_some_and(|f| f.starts_with("timeout"))
 }

@@ -10,8 +10,9 @@
 //! toward the server. Routers answer TTL expiry with ICMP "time exceeded",
 //! rate-limited as Linux does by default when asked (`icmp_ratelimit`
 //! 1000 ms per destination host, a burst of 6; `icmp_msgs_per_sec` 1000, a
-//! burst of 50). A server can refuse a port (RST) and can have a reassembly that never
-//! completes. The model counts what reached each server and each router.
+//! burst of 50). A server can refuse a port (RST) or refuse it with ICMP
+//! "administratively prohibited", answer a SYN late, and can have a
+//! reassembly that never completes. The model counts what reached each server and each router.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -80,6 +81,8 @@ pub struct Router {
     pub rate_limited: bool,
     /// Holds fragments until the train is whole (connection tracking).
     pub conntrack: bool,
+    /// Never sends ICMP.
+    pub silent: bool,
     pub treat: HashMap<Ipv4Addr, Treatment>,
     per_host: HashMap<Ipv4Addr, Bucket>,
     global: Bucket,
@@ -95,6 +98,7 @@ impl Router {
             addr,
             rate_limited: false,
             conntrack: false,
+            silent: false,
             treat: HashMap::new(),
             per_host: HashMap::new(),
             global: Bucket::new(1000.0, 50.0),
@@ -105,6 +109,9 @@ impl Router {
     }
 
     fn may_answer(&mut self, now: Duration, to: Ipv4Addr) -> bool {
+        if self.silent {
+            return false;
+        }
         if !self.rate_limited {
             return true;
         }
@@ -122,6 +129,8 @@ pub enum Service {
     Http,
     /// Nothing listens: RST.
     Closed,
+    /// A filter answers every SYN with ICMP "administratively prohibited".
+    Prohibited,
 }
 
 /// A server address.
@@ -132,11 +141,13 @@ pub struct ServerSpec {
     pub poor_reassembly: bool,
     /// Answer body bytes.
     pub body: usize,
+    /// The SYN-ACK leaves this much later (a slow server or a long queue).
+    pub syn_ack_delay: Duration,
 }
 
 impl Default for ServerSpec {
     fn default() -> ServerSpec {
-        ServerSpec { service: Service::Http, poor_reassembly: false, body: 6000 }
+        ServerSpec { service: Service::Http, poor_reassembly: false, body: 6000, syn_ack_delay: Duration::ZERO }
     }
 }
 
@@ -172,6 +183,10 @@ pub struct Counts {
     pub sent_at: Vec<Duration>,
     /// Of them, delivered to the server itself.
     pub at_server: u64,
+    /// Of those, TCP segments that were neither a SYN nor part of a
+    /// connection the server had (the hop test's probes that went past
+    /// the last router).
+    pub strays_at_server: u64,
     /// SYNs sent, and the least time between two copies of one SYN
     /// (same source port and sequence number).
     pub syns: u64,
@@ -337,7 +352,7 @@ impl Net {
 
     /// Carries a packet back to the client from hop `hop` (the server is
     /// hop `routers + 1`), through the routers' loss toward `about`.
-    fn back(&mut self, at: Duration, hop: usize, p: Vec<u8>, about: Option<Ipv4Addr>) {
+    fn back(&mut self, at: Duration, hop: usize, mut p: Vec<u8>, about: Option<Ipv4Addr>) {
         if let Some(a) = about {
             for h in 1..hop.min(self.routers.len() + 1) {
                 let t = self.routers[h - 1].treat.get(&a).copied().unwrap_or_default();
@@ -345,6 +360,10 @@ impl Net {
                     return;
                 }
             }
+        }
+        // Each router on the way back takes one off the TTL.
+        for _ in 1..hop {
+            decrement_ttl(&mut p);
         }
         self.deliver(at + HOP_DELAY * hop as u32, p);
     }
@@ -418,6 +437,13 @@ impl Net {
                 }
                 return;
             }
+            Service::Prohibited => {
+                let mut out = vec![0u8; 128];
+                let n = icmp::emit_v4_error(&mut out, 1, icmp::V4_DEST_UNREACH, 13, [0; 4], dst, t.src, &t.packet, 28);
+                out.truncate(n);
+                self.back(at, hops, out, Some(dst));
+                return;
+            }
             Service::Http => {}
         }
         if t.flags & flags::SYN != 0 {
@@ -432,9 +458,11 @@ impl Net {
                 next_rto: None,
             });
             let p = reply(iss, t.seq.wrapping_add(1), flags::SYN | flags::ACK, &[]);
-            return self.back(at, hops, p, Some(dst));
+            let delay = s.spec.syn_ack_delay;
+            return self.back(at + delay, hops, p, Some(dst));
         }
         let Some(c) = s.conns.get_mut(&key) else {
+            self.counts.entry(dst).or_default().strays_at_server += 1;
             // No connection: RST, as a real stack answers.
             let p = reply(t.ack, 0, flags::RST, &[]);
             return self.back(at, hops, p, Some(dst));
@@ -554,9 +582,22 @@ pub fn drive(
     net: &mut Net,
     limit: Duration,
 ) -> (Vec<crate::Record>, Duration) {
+    drive_on(sched, net, limit, Duration::ZERO)
+}
+
+/// [`drive`], then `grace` more of model time with the scheduler still
+/// answering what arrives (late answers to finished targets); the time
+/// returned is when the last target finished.
+pub fn drive_on(
+    sched: &mut crate::scheduler::Scheduler,
+    net: &mut Net,
+    limit: Duration,
+    grace: Duration,
+) -> (Vec<crate::Record>, Duration) {
     let mut now = Duration::ZERO;
     let mut records = Vec::new();
-    while now < limit {
+    let mut finished: Option<Duration> = None;
+    while now < limit && finished.is_none_or(|f| now < f + grace) {
         while let Some(p) = net.poll_deliver(now) {
             sched.handle_packet(now, &p);
         }
@@ -565,8 +606,11 @@ pub fn drive(
             net.send(now, p);
         }
         records.extend(std::iter::from_fn(|| sched.poll_record()));
-        if sched.is_done() {
-            break;
+        if sched.is_done() && finished.is_none() {
+            finished = Some(now);
+            if grace.is_zero() {
+                break;
+            }
         }
         net.advance(now);
         let next = [sched.poll_timeout(), net.next_event(), Some(now + Duration::from_millis(50))]
@@ -576,5 +620,5 @@ pub fn drive(
             .unwrap_or(limit);
         now = next.max(now + Duration::from_micros(100));
     }
-    (records, now)
+    (records, finished.unwrap_or(now))
 }

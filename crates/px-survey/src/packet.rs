@@ -119,6 +119,8 @@ pub struct TcpIn {
     pub payload: Vec<u8>,
     /// The IP packet's total length (what the PMTUD test compares).
     pub ip_len: usize,
+    /// Its TTL as it arrived (the server's distance: see [`hops_from_ttl`]).
+    pub ttl: u8,
     /// The whole packet (quoted by the PMTUD test's ICMP).
     pub packet: Vec<u8>,
 }
@@ -137,8 +139,26 @@ pub enum Incoming {
         quoted_ident: u16,
         quoted_sport: Option<u16>,
     },
+    /// ICMP destination unreachable for one of our TCP segments: which
+    /// connection (the quoted destination and ports) and the code.
+    Unreachable {
+        /// Who sent it.
+        from: Ipv4Addr,
+        code: u8,
+        quoted_dst: Ipv4Addr,
+        quoted_sport: u16,
+        quoted_dport: u16,
+    },
     /// Anything else (ignored).
     Other,
+}
+
+/// Routers between us and a host whose packet arrived with `ttl`: the
+/// host's initial TTL is taken as the smallest of the usual ones (32, 64,
+/// 128, 255) that is not below what arrived.
+pub fn hops_from_ttl(ttl: u8) -> u8 {
+    let initial = [32u8, 64, 128, 255].into_iter().find(|&i| i >= ttl).unwrap_or(255);
+    initial - ttl
 }
 
 /// Parses an IPv4 packet from a raw socket; fragments (the kernel
@@ -165,19 +185,34 @@ pub fn parse(packet: &[u8]) -> Incoming {
                 flags: t.flags(),
                 payload: t.payload().to_vec(),
                 ip_len: ip.total_len(),
+                ttl: ip.ttl(),
                 packet: packet[..ip.total_len()].to_vec(),
             })
         }
         PROTO_ICMP => {
             let Ok(m) = IcmpMessage::new_checked(ip.payload()) else { return Incoming::Other };
             let q = m.quoted();
-            if m.msg_type() != icmp::V4_TIME_EXCEEDED || m.code() != 0 || q.len() < 20 || q[0] >> 4 != 4 {
+            if q.len() < 20 || q[0] >> 4 != 4 {
                 return Incoming::Other;
             }
             let ihl = (q[0] & 0x0f) as usize * 4;
+            let quoted_dst = Ipv4Addr::new(q[16], q[17], q[18], q[19]);
+            if m.msg_type() == icmp::V4_DEST_UNREACH && q[9] == PROTO_TCP {
+                let Some(p) = q.get(ihl..ihl + 4) else { return Incoming::Other };
+                return Incoming::Unreachable {
+                    from: src,
+                    code: m.code(),
+                    quoted_dst,
+                    quoted_sport: u16::from_be_bytes([p[0], p[1]]),
+                    quoted_dport: u16::from_be_bytes([p[2], p[3]]),
+                };
+            }
+            if m.msg_type() != icmp::V4_TIME_EXCEEDED || m.code() != 0 {
+                return Incoming::Other;
+            }
             Incoming::TimeExceeded {
                 from: src,
-                quoted_dst: Ipv4Addr::new(q[16], q[17], q[18], q[19]),
+                quoted_dst,
                 quoted_ident: u16::from_be_bytes([q[4], q[5]]),
                 quoted_sport: q.get(ihl..ihl + 2).map(|p| u16::from_be_bytes([p[0], p[1]])),
             }
@@ -243,6 +278,28 @@ mod tests {
         assert!(matches!(parse(&out[..n]), Incoming::TimeExceeded { quoted_sport: None, .. }), "header only");
         let n = icmp::emit_v4_error(&mut out, 1, icmp::V4_TIME_EXCEEDED, 1, [0; 4], r, C, &probe, 28);
         assert_eq!(parse(&out[..n]), Incoming::Other, "reassembly time exceeded is not a hop answer");
+    }
+
+    #[test]
+    fn unreachable_names_the_connection_and_the_code() {
+        let syn = tcp_packet(&Seg { mss: Some(1460), flags: flags::SYN, ..seg(b"") });
+        let mut out = [0u8; 200];
+        let n = icmp::emit_v4_error(&mut out, 1, icmp::V4_DEST_UNREACH, 13, [0; 4], S, C, &syn, 28);
+        assert_eq!(
+            parse(&out[..n]),
+            Incoming::Unreachable { from: S, code: 13, quoted_dst: S, quoted_sport: 61000, quoted_dport: 80 }
+        );
+        let n = icmp::emit_v4_error(&mut out, 1, icmp::V4_DEST_UNREACH, 13, [0; 4], S, C, &syn, 22);
+        assert_eq!(parse(&out[..n]), Incoming::Other, "ports cut off");
+    }
+
+    #[test]
+    fn the_distance_comes_from_the_usual_initial_ttls() {
+        assert_eq!(hops_from_ttl(61), 3);
+        assert_eq!(hops_from_ttl(64), 0);
+        assert_eq!(hops_from_ttl(117), 11);
+        assert_eq!(hops_from_ttl(250), 5);
+        assert_eq!(hops_from_ttl(30), 2);
     }
 
     #[test]

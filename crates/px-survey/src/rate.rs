@@ -36,8 +36,25 @@ impl TokenBucket {
         if self.tokens >= 1.0 { Duration::ZERO } else { Duration::from_secs_f64((1.0 - self.tokens) / self.rate) }
     }
 
-    fn take(&mut self) {
+    fn take_one(&mut self) {
         self.tokens -= 1.0;
+    }
+
+    /// A full bucket whose clock starts at `now`.
+    pub fn starting(rate: f64, burst: f64, now: Duration) -> TokenBucket {
+        TokenBucket { rate, burst, tokens: burst, last: now }
+    }
+
+    /// Time until one token is available, without taking it.
+    pub fn peek_wait(&self, now: Duration) -> Duration {
+        let tokens = (self.tokens + now.saturating_sub(self.last).as_secs_f64() * self.rate).min(self.burst);
+        if tokens >= 1.0 { Duration::ZERO } else { Duration::from_secs_f64((1.0 - tokens) / self.rate) }
+    }
+
+    /// Takes a token (the caller saw [`Self::peek_wait`] say zero).
+    pub fn take(&mut self, now: Duration) {
+        self.refill(now);
+        self.take_one();
     }
 
     fn is_full(&mut self, now: Duration) -> bool {
@@ -73,8 +90,8 @@ impl RateLimiter {
         if wait > Duration::ZERO {
             return Err(wait);
         }
-        self.global.take();
-        d.take();
+        self.global.take_one();
+        d.take_one();
         Ok(())
     }
 

@@ -82,6 +82,8 @@ impl FetchResult {
 }
 
 /// Where TTL-limited fragments stop, against TTL-limited whole packets.
+/// Only what was observed: a router that answered the whole packet and
+/// not the fragment train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stop {
@@ -90,43 +92,59 @@ pub enum Stop {
     LastHop,
     /// A router earlier on the path stops them.
     InPath,
-    /// Every router passes them: they are lost at the server (its
-    /// reassembly, its own filter).
+    /// Written by versions before issue 39 when the first fragments
+    /// reached every router; never decided now (see [`Stop::Unknown`]):
+    /// kept so that their output files still read.
     Destination,
-    /// No router answered TTL-limited packets at all.
+    /// Not observed: a router on the way never answered, or the first
+    /// fragments reach every router (then the rest may be dropped by a
+    /// filter of non-first fragments anywhere on the path, or at the
+    /// server: no probe can tell which).
     Unknown,
 }
 
 /// The hop test's result.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FragmentPath {
-    /// Routers that answered TTL-limited whole packets (the farthest one's
-    /// hop number).
+    /// Routers on the path to the server (from the TTL of its answers).
     pub routers: u8,
-    /// The farthest hop that answered TTL-limited fragments (0: none).
+    /// The farthest hop seen answering the fragment train (0: none).
     pub fragments_reach: u8,
     pub stop: Stop,
     /// The hop where fragments stop (`fragments_reach + 1`), if a router.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_hop: Option<u8>,
-    /// The addresses that answered whole packets, by hop (empty: no answer).
+    /// The addresses that answered whole packets, by hop (`*`: not asked,
+    /// or no answer).
     pub hops: Vec<String>,
+    /// Why the position is unknown, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The target whose hop test this is, when it was another target of
+    /// the same address (one test per address: the path is the address's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tested_on: Option<String>,
 }
 
 impl FragmentPath {
-    /// Decides from the farthest hop answering whole packets and the
-    /// farthest answering fragments.
-    pub fn decide(routers: u8, fragments_reach: u8, hops: Vec<String>) -> FragmentPath {
-        let (stop, stop_hop) = if routers == 0 {
-            (Stop::Unknown, None)
-        } else if fragments_reach >= routers {
-            (Stop::Destination, None)
-        } else if fragments_reach + 1 == routers {
-            (Stop::LastHop, Some(routers))
-        } else {
-            (Stop::InPath, Some(fragments_reach + 1))
+    /// Decides from the path's length and the farthest hop seen answering
+    /// the fragment train, `None` if a router on the way never answered
+    /// (then its silence says nothing).
+    pub fn decide(routers: u8, fragments_reach: Option<u8>, hops: Vec<String>) -> FragmentPath {
+        let unknown = |reach: u8, why: String| (reach, Stop::Unknown, None, Some(why));
+        let (fragments_reach, stop, stop_hop, note) = match fragments_reach {
+            _ if routers == 0 => unknown(0, "no router between us and the server".into()),
+            None => unknown(0, "a router on the path never answered".into()),
+            Some(f) if f >= routers => unknown(
+                f,
+                "the fragments reach every router; where they are lost after that (a filter of non-first \
+                 fragments, the server's reassembly) cannot be observed"
+                    .into(),
+            ),
+            Some(f) if f + 1 == routers => (f, Stop::LastHop, Some(routers), None),
+            Some(f) => (f, Stop::InPath, Some(f + 1), None),
         };
-        FragmentPath { routers, fragments_reach, stop, stop_hop, hops }
+        FragmentPath { routers, fragments_reach, stop, stop_hop, hops, note, tested_on: None }
     }
 }
 
@@ -163,9 +181,11 @@ pub enum Class {
     FilteredLastHop,
     /// No answer to fragments: a router earlier on the path stops them.
     FilteredInPath,
-    /// No answer to fragments, which reach every router: lost at the server.
+    /// Written by versions before issue 39 ("lost at the server"); never
+    /// decided now: see [`Class::FragmentsLost`].
     DroppedAtDestination,
-    /// No answer to fragments, and no router answered the hop test.
+    /// No answer to fragments, and where they stop was not observed (a
+    /// router never answered, or the first fragments reach every router).
     FragmentsLost,
 }
 
@@ -234,6 +254,13 @@ pub struct Record {
     pub pmtud_note: Option<String>,
     /// Wall time spent on the target, ms.
     pub ms: f64,
+    /// Packets the survey sent for the target (every connection, the hop
+    /// test, the PMTUD test).
+    #[serde(default)]
+    pub probes: u32,
+    /// Of them, sent after the test they belong to had decided: 0.
+    #[serde(default)]
+    pub late_probes: u32,
 }
 
 /// Why an output file cannot be resumed.
@@ -251,6 +278,8 @@ pub struct Resume {
     pub done: HashSet<String>,
     /// Addresses whose PMTUD test was done (by which target).
     pub pmtud_tested: HashMap<Ipv4Addr, String>,
+    /// Addresses whose hop test was done: its result and the target that ran it.
+    pub paths: HashMap<Ipv4Addr, (FragmentPath, String)>,
     /// Bytes of whole lines: the file is cut there before appending (a
     /// crash can leave a partial last line).
     pub valid_len: usize,
@@ -277,6 +306,10 @@ impl Resume {
             r.done.insert(rec.target.clone());
             if matches!(rec.icmp_pmtud, Pmtud::Works | Pmtud::Fails | Pmtud::Inconclusive) {
                 r.pmtud_tested.entry(rec.addr).or_insert_with(|| rec.target.clone());
+            }
+            if let Some(p) = rec.fragment_path.as_ref().filter(|p| p.tested_on.is_none() && p.stop != Stop::Destination)
+            {
+                r.paths.entry(rec.addr).or_insert_with(|| (p.clone(), rec.target.clone()));
             }
             r.records.push(rec);
         }
@@ -313,13 +346,16 @@ mod tests {
 
     #[test]
     fn the_path_decides_where_fragments_stop() {
-        assert_eq!(FragmentPath::decide(3, 2, vec![]).stop, Stop::LastHop);
-        assert_eq!(FragmentPath::decide(3, 2, vec![]).stop_hop, Some(3));
-        assert_eq!(FragmentPath::decide(3, 1, vec![]).stop, Stop::InPath);
-        assert_eq!(FragmentPath::decide(3, 1, vec![]).stop_hop, Some(2));
-        assert_eq!(FragmentPath::decide(3, 0, vec![]).stop_hop, Some(1));
-        assert_eq!(FragmentPath::decide(3, 3, vec![]).stop, Stop::Destination);
-        assert_eq!(FragmentPath::decide(0, 0, vec![]).stop, Stop::Unknown);
+        assert_eq!(FragmentPath::decide(3, Some(2), vec![]).stop, Stop::LastHop);
+        assert_eq!(FragmentPath::decide(3, Some(2), vec![]).stop_hop, Some(3));
+        assert_eq!(FragmentPath::decide(3, Some(1), vec![]).stop, Stop::InPath);
+        assert_eq!(FragmentPath::decide(3, Some(1), vec![]).stop_hop, Some(2));
+        assert_eq!(FragmentPath::decide(3, Some(0), vec![]).stop_hop, Some(1));
+        let every = FragmentPath::decide(3, Some(3), vec![]);
+        assert_eq!((every.stop, every.stop_hop, every.fragments_reach), (Stop::Unknown, None, 3), "never a position");
+        assert!(every.note.is_some());
+        assert_eq!(FragmentPath::decide(3, None, vec![]).stop, Stop::Unknown);
+        assert_eq!(FragmentPath::decide(0, Some(0), vec![]).stop, Stop::Unknown);
     }
 
     #[test]
@@ -327,13 +363,13 @@ mod tests {
         let ok = fetch(Some((200, 10, "ab")));
         let other = fetch(Some((200, 11, "ab")));
         let none = fetch(None);
-        let p = |r, f| FragmentPath::decide(r, f, vec![]);
+        let p = |r, f| FragmentPath::decide(r, Some(f), vec![]);
         assert_eq!(classify(&none, None, None), Class::Unresponsive);
         assert_eq!(classify(&ok, Some(&ok), None), Class::FragmentsOk);
         assert_eq!(classify(&ok, Some(&other), None), Class::FragmentsDiffer);
         assert_eq!(classify(&ok, Some(&none), Some(&p(3, 2))), Class::FilteredLastHop);
         assert_eq!(classify(&ok, Some(&none), Some(&p(3, 1))), Class::FilteredInPath);
-        assert_eq!(classify(&ok, Some(&none), Some(&p(3, 3))), Class::DroppedAtDestination);
+        assert_eq!(classify(&ok, Some(&none), Some(&p(3, 3))), Class::FragmentsLost);
         assert_eq!(classify(&ok, Some(&none), Some(&p(0, 0))), Class::FragmentsLost);
         assert_eq!(classify(&ok, Some(&none), None), Class::FragmentsLost);
     }
@@ -354,6 +390,8 @@ mod tests {
             icmp_pmtud: Pmtud::Works,
             pmtud_note: None,
             ms: 3.0,
+            probes: 12,
+            late_probes: 0,
         };
         let line = serde_json::to_string(&rec).unwrap();
         let text = format!("{line}\n{}", &line[..line.len() / 2]);

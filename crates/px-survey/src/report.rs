@@ -18,7 +18,8 @@ pub struct Summary {
     pub identical: usize,
     pub filtered_last_hop: usize,
     pub filtered_in_path: usize,
-    pub dropped_at_destination: usize,
+    /// No answer to fragments, where they stop not observed (and the
+    /// "lost at the server" of files written before issue 39).
     pub fragments_lost: usize,
     /// Addresses whose PMTUD test decided (works or fails).
     pub pmtud_tested: usize,
@@ -27,6 +28,17 @@ pub struct Summary {
     pub pmtud_inconclusive: usize,
     /// Targets by class name.
     pub classes: BTreeMap<String, usize>,
+    /// Packets sent per target: mean and most.
+    pub probes_per_target: ProbeCounts,
+    /// Packets sent after the test they belonged to had decided (all targets).
+    pub late_probes: u64,
+}
+
+/// Packets sent per target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct ProbeCounts {
+    pub mean: f64,
+    pub max: u32,
 }
 
 impl Summary {
@@ -44,8 +56,7 @@ impl Summary {
                 Class::FragmentsOk => s.identical += 1,
                 Class::FilteredLastHop => s.filtered_last_hop += 1,
                 Class::FilteredInPath => s.filtered_in_path += 1,
-                Class::DroppedAtDestination => s.dropped_at_destination += 1,
-                Class::FragmentsLost => s.fragments_lost += 1,
+                Class::DroppedAtDestination | Class::FragmentsLost => s.fragments_lost += 1,
                 Class::Unresponsive | Class::FragmentsDiffer => {}
             }
             match r.icmp_pmtud {
@@ -56,6 +67,12 @@ impl Summary {
             }
         }
         s.pmtud_tested = s.pmtud_works + s.pmtud_fails;
+        let probes: u64 = records.iter().map(|r| u64::from(r.probes)).sum();
+        s.probes_per_target = ProbeCounts {
+            mean: ratio(probes as usize, records.len()),
+            max: records.iter().map(|r| r.probes).max().unwrap_or(0),
+        };
+        s.late_probes = records.iter().map(|r| u64::from(r.late_probes)).sum();
         s
     }
 
@@ -85,12 +102,16 @@ impl Summary {
         row(&mut t, "  not identical / no answer", u - self.identical, u, "59 servers");
         row(&mut t, "    filtered at the last hop", self.filtered_last_hop, u, "15 servers");
         row(&mut t, "    filtered earlier on the path", self.filtered_in_path, u, "");
-        row(&mut t, "    lost at the server", self.dropped_at_destination, u, "");
-        row(&mut t, "    lost, no router answered", self.fragments_lost, u, "");
+        row(&mut t, "    lost, where not observable", self.fragments_lost, u, "");
         let _ = writeln!(t, "  ICMP PMTUD (one test per address):");
         row(&mut t, "  works", self.pmtud_works, self.pmtud_tested, "51 % (Custura et al., 2018)");
         row(&mut t, "  fails", self.pmtud_fails, self.pmtud_tested, "");
         let _ = writeln!(t, "  {:<40} {:>9}", "  inconclusive (not in the share)", self.pmtud_inconclusive);
+        let _ = writeln!(
+            t,
+            "  packets per target: {:.1} on average, {} at most; {} sent after their test decided",
+            self.probes_per_target.mean, self.probes_per_target.max, self.late_probes
+        );
         t
     }
 }
@@ -126,6 +147,8 @@ mod tests {
             icmp_pmtud: pmtud,
             pmtud_note: None,
             ms: 0.0,
+            probes: 0,
+            late_probes: 0,
         }
     }
 
@@ -139,7 +162,11 @@ mod tests {
             rec(Class::Unresponsive, Pmtud::NotTested),
             rec(Class::FragmentsDiffer, Pmtud::Inconclusive),
         ];
+        let mut rs = rs;
+        rs[0].probes = 10;
+        rs[1].probes = 2;
         let s = Summary::of(&rs);
+        assert_eq!((s.probes_per_target.mean, s.probes_per_target.max, s.late_probes), (2.0, 10, 0));
         assert_eq!((s.targets, s.responded_unfragmented, s.responded_fragmented, s.identical), (6, 5, 4, 3));
         assert_eq!((s.filtered_last_hop, s.pmtud_tested, s.pmtud_works, s.pmtud_inconclusive), (1, 3, 2, 1));
         assert!((s.frag_ok_fraction() - 0.6).abs() < 1e-12);

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use px_io::RawIpSockets;
 
 use crate::exchange::{HopConfig, TcpConfig};
-use crate::job::JobConfig;
+use crate::job::{JobConfig, Prior};
 use crate::record::{Resume, ResumeError};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::target::Target;
@@ -314,7 +314,8 @@ pub fn run(
         per_destination: opts.per_destination,
         ports: opts.ports,
     };
-    let mut sched = Scheduler::new(cfg, queue, seed, resume.pmtud_tested.clone());
+    let prior = Prior { pmtud_tested: resume.pmtud_tested.clone(), paths: resume.paths.clone() };
+    let mut sched = Scheduler::new(cfg, queue, seed, prior);
     let clock = Instant::now();
     let mut last_progress = Duration::ZERO;
     let mut buf = vec![0u8; 65536];
@@ -326,7 +327,7 @@ pub fn run(
             interrupted = sched.has_unfinished();
             // Leave no half-open connections behind: an RST for each (at
             // most one per target in progress).
-            for p in sched.abort() {
+            for p in sched.abort(now) {
                 let _ = sockets.send(&p);
             }
             break;

@@ -1,5 +1,6 @@
-//! `px gateway` without ports: `--check-config` validates a file as the
-//! gateway would at start (no root, no interface touched).
+//! `px gateway` without ports: `--print-config` validates a file as the
+//! gateway would at start, `--check-config` also that its interfaces exist
+//! here (no root, no interface touched).
 
 use std::process::{Command, Output};
 
@@ -31,7 +32,7 @@ impl Drop for TempToml {
 fn check_config_prints_the_effective_configuration() {
     let f = TempToml::new("ok", "inner = \"in0\"\nouter = \"out0\"\n[engine]\nmerge_timeout_us = 300\n");
     // Flags override the file, as when running.
-    let out = px(&["gateway", "--check-config", f.path(), "--workers", "3"]);
+    let out = px(&["gateway", "--config", f.path(), "--print-config", "--workers", "3"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(stdout.contains("inner = \"in0\"\n") && stdout.contains("workers = 3\n"), "{stdout}");
@@ -39,9 +40,9 @@ fn check_config_prints_the_effective_configuration() {
     // Defaults are printed too: what runs is what is shown.
     assert!(stdout.contains("max_flows = 65536\n") && stdout.contains("log_interval_s = 10\n"), "{stdout}");
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/gateway.toml");
-    assert!(px(&["gateway", "--check-config", example]).status.success());
+    assert!(px(&["gateway", "--config", example, "--print-config"]).status.success());
     // The capture's snap length as a flag, checked like the key.
-    let out = px(&["gateway", "--check-config", f.path(), "--capture-snaplen", "128"]);
+    let out = px(&["gateway", "--config", f.path(), "--print-config", "--capture-snaplen", "128"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("capture_snaplen = 128\n"), "{out:?}");
     let out = px(&["gateway", "--check-config", f.path(), "--capture-snaplen", "10"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
@@ -100,7 +101,7 @@ fn status_without_a_gateway_exits_3_and_says_so() {
 #[test]
 fn check_config_says_where_icmp_errors_come_from() {
     let f = TempToml::new("icmp", "inner = \"in0\"\nouter = \"out0\"\n");
-    let out = px(&["gateway", "--check-config", f.path()]);
+    let out = px(&["gateway", "--config", f.path(), "--print-config"]);
     assert!(out.status.success(), "{out:?}");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("icmp_source_v4 = \"192.0.0.8\"\n"), "{stdout}");
@@ -111,7 +112,7 @@ fn check_config_says_where_icmp_errors_come_from() {
         "icmp2",
         "inner = \"in0\"\nouter = \"out0\"\n[engine]\nicmp_source_v4 = \"0.0.0.0\"\nicmp_source_v6 = \"2001:db8::fe\"\n",
     );
-    let out = px(&["gateway", "--check-config", f.path()]);
+    let out = px(&["gateway", "--config", f.path(), "--print-config"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("WARNING: ICMPv4 errors are off"), "{stderr}");
     assert!(stderr.contains("ICMPv6 errors (\"packet too big\") come from 2001:db8::fe"), "{stderr}");
@@ -148,12 +149,14 @@ fn errors_name_the_key_or_flag_as_written() {
     let f = TempToml::new("key", "inner = \"a\"\nouter = \"b\"\n[engine]\nmerge_timeout_us = 20000\n");
     let out = px(&["gateway", "--check-config", f.path()]);
     assert!(stderr(&out).contains("`[engine] merge_timeout_us` = 20000 (allowed: 0..=10000)"), "{}", stderr(&out));
-    // A missing interface: named with its key (a warning: the file may be
-    // checked elsewhere), and a start that fails names the key too.
+    // A missing interface: named with its key, an error (issue 38 item
+    // 5: the gateway would not start), nothing printed; a start that
+    // fails names the key too.
     let f = TempToml::new("nosuch", "inner = \"nosuch0\"\nouter = \"nosuch1\"\n");
     let out = px(&["gateway", "--check-config", f.path()]);
-    assert!(out.status.success(), "{out:?}");
-    assert!(stderr(&out).contains("WARNING: `inner` = \"nosuch0\": no such interface"), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(stderr(&out).contains("`inner` = \"nosuch0\": no such interface"), "{}", stderr(&out));
     let out = px(&["gateway", "--config", f.path()]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(stderr(&out).contains("`inner` = \"nosuch0\":"), "{}", stderr(&out));
@@ -171,9 +174,144 @@ fn exit_statuses_and_units_follow_the_convention() {
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no lab is up"), "{out:?}");
     let f = TempToml::new("units", "inner = \"a\"\nouter = \"b\"\n");
-    let out = px(&["gateway", "--check-config", f.path(), "--merge-timeout", "0.3ms", "--log-interval", "1min"]);
+    let out =
+        px(&["gateway", "--config", f.path(), "--print-config", "--merge-timeout", "0.3ms", "--log-interval", "1min"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("merge_timeout_us = 300\n") && stdout.contains("log_interval_s = 60\n"), "{out:?}");
-    let out = px(&["gateway", "--check-config", f.path(), "--merge-timeout-us", "300"]);
+    let out = px(&["gateway", "--config", f.path(), "--print-config", "--merge-timeout-us", "300"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("merge_timeout_us = 300\n"), "{out:?}");
+}
+
+/// Issue 36 item 7: every key can be set from the command line with
+/// `--set KEY=VALUE`, read as the file reads it; the flags are settings of
+/// one key each; later settings win; errors name what was written.
+#[test]
+fn set_reaches_every_key_and_flags_are_settings() {
+    let print = |args: &[&str]| {
+        let mut all = vec!["gateway", "--print-config", "--inner", "a", "--outer", "b"];
+        all.extend_from_slice(args);
+        px(&all)
+    };
+    let out = print(&[
+        "--set",
+        "engine.max_flows=1000",
+        "--set",
+        "engine.caravan_ports=443,4433",
+        "--set",
+        "socket_buffer_bytes=16MiB",
+        "--set",
+        "imtu_follow.reverify_s=10min",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    for line in [
+        "max_flows = 1000\n",
+        "caravan_ports = [443, 4433]\n",
+        "socket_buffer_bytes = 16777216\n",
+        "reverify_s = 600\n",
+    ] {
+        assert!(stdout.contains(line), "{line:?} not in {stdout}");
+    }
+    // Issue 38 item 5: sizes take units; `--offload` alone is on, as in
+    // `px lab demo --offload`.
+    let out = print(&["--capture-max-bytes", "64MiB", "--offload"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("capture_max_bytes = 67108864\n") && stdout.contains("offload = \"on\"\n"), "{out:?}");
+    let out = print(&["--offload", "off"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("offload = \"off\"\n"), "{out:?}");
+    // A flag and --set on the same key: the later one.
+    let out = print(&["--workers", "2", "--set", "workers=3"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("workers = 3\n"), "{out:?}");
+    let out = print(&["--set", "workers=3", "--workers", "2"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("workers = 2\n"), "{out:?}");
+    // Errors: the flag as written, with what the key allows.
+    let err = |out: Output| (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned());
+    let (code, e) = err(print(&["--set", "engine.max_flows=0"]));
+    assert_eq!(code, Some(2));
+    assert!(e.contains("`--set engine.max_flows` = 0 (allowed: 1..=16777216)"), "{e}");
+    let (code, e) = err(print(&["--set", "max_flows=10"]));
+    assert_eq!(code, Some(2));
+    assert!(e.contains("`max_flows` is a key of the [engine] table: set `engine.max_flows`"), "{e}");
+    let (_, e) = err(print(&["--imtu", "70000"]));
+    assert!(e.contains("`--imtu`") && e.contains("1280..=65535"), "{e}");
+    let (_, e) = err(print(&["--set", "workers"]));
+    assert!(e.contains("expected KEY=VALUE"), "{e}");
+}
+
+/// Issue 38 item 5: `--print-config` alone prints every key with its
+/// default and exits 0.
+#[test]
+fn print_config_alone_prints_the_defaults() {
+    let out = px(&["gateway", "--print-config"]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("inner = \"\"\nouter = \"\"\n"), "{stdout}");
+    assert!(stdout.contains("workers = 1\n") && stdout.contains("\n[engine]\nmerge_timeout_us = 500\n"), "{stdout}");
+}
+
+/// Issue 38 item 5: `--check-config` passes a file whose interfaces exist
+/// in this network namespace (two of them, when there are two).
+#[test]
+fn check_config_passes_existing_interfaces() {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    if names.len() < 2 {
+        eprintln!("skipped: fewer than two interfaces in this network namespace ({names:?})");
+        return;
+    }
+    let f = TempToml::new("exist", &format!("inner = \"{}\"\nouter = \"{}\"\n", names[0], names[1]));
+    let out = px(&["gateway", "--check-config", f.path()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("inner = \"{}\"\n", names[0])), "{out:?}");
+}
+
+/// Issue 38 item 5: the file's values say their allowed range, take units
+/// like the command line, are located by file and line after parsing; a
+/// top-level key of a table gets a hint; absurd lifetimes are refused.
+#[test]
+fn file_values_take_units_and_errors_say_range_file_and_line() {
+    let check = |name: &str, text: &str| {
+        let f = TempToml::new(name, &format!("inner = \"a\"\nouter = \"b\"\n{text}"));
+        let out = px(&["gateway", "--config", f.path(), "--print-config"]);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            f,
+        )
+    };
+    let (code, e) = {
+        let r = check("imtu", "imtu = 70000\n");
+        (r.0, r.2)
+    };
+    assert_eq!(code, Some(2));
+    assert!(
+        e.contains("`imtu` (line 3)") && e.contains("(allowed: 0 (the inner interface's MTU) or 1280..=65535)"),
+        "{e}"
+    );
+    let (_, _, e, _) = check("interval", "log_interval_s = -1\n");
+    assert!(e.contains("`log_interval_s` (line 3): -1 is below 0 (allowed: 0..=86400)"), "{e}");
+    let (code, out, e, _) = check(
+        "units",
+        "log_interval_s = \"2min\"\ncapture_max_bytes = \"1MiB\"\n[engine]\nmerge_timeout_us = \"0.3ms\"\n",
+    );
+    assert_eq!(code, Some(0), "{e}");
+    assert!(
+        out.contains("log_interval_s = 120\n")
+            && out.contains("capture_max_bytes = 1048576\n")
+            && out.contains("merge_timeout_us = 300\n"),
+        "{out}"
+    );
+    let (_, _, e, f) = check("line", "\n[engine]\nmax_flows = 0\n");
+    assert!(
+        e.contains(&format!("config file {}, line 5: invalid configuration: `[engine] max_flows` = 0", f.path())),
+        "{e}"
+    );
+    let (_, _, e, _) = check("hint", "merge_timeout_us = 300\n");
+    assert!(e.contains("`merge_timeout_us` is a key of the [engine] table: put it under `[engine]`"), "{e}");
+    let (code, _, e, _) = check("absurd", "[engine]\npmtu_lifetime_s = 99999999999\n");
+    assert_eq!(code, Some(2));
+    assert!(e.contains("pmtu_lifetime_s` = 99999999999 (allowed: 1..=86400)"), "{e}");
 }

@@ -217,6 +217,7 @@ fn package_holds_binary_units_man_pages_completions_and_dissector() {
     let pages = ["px", "px-gateway", "px-fpmtud", "px-probe", "px-lab-demo", "px-sim-mtu-drop", "px-bench-engine"];
     let pages: Vec<String> = pages.iter().map(|p| format!("usr/share/man/man1/{p}.1.gz")).collect();
     want.extend(pages.iter().map(String::as_str));
+    want.push("usr/share/man/man5/px-gateway.toml.5.gz");
     for f in &want {
         assert!(files.contains(f), "{f} missing from the package:\n{listing}");
     }
@@ -346,4 +347,41 @@ fn the_binary_loads_no_library_but_libc_and_the_unwinder() {
             "px needs {n} ({needed:?}): a start-up cost for every `px probe`"
         );
     }
+}
+
+/// Issue 38 item 5: every page says its exit status, signals, files and
+/// related pages; the configuration file has a page; completions offer
+/// `--offload`'s values, not file names, and leave the hidden `generate`
+/// command out.
+#[test]
+fn generated_pages_and_completions_say_what_a_user_needs() {
+    let dir = Scratch::new("generate");
+    let o = run(Command::new(px()).args(["generate", "man"]).arg(dir.0.join("man1")));
+    assert!(o.status.success(), "{}", text(&o));
+    for page in ["px.1", "px-gateway.1", "px-status.1", "px-probe.1", "px-lab-border.1"] {
+        let t = std::fs::read_to_string(dir.0.join("man1").join(page)).unwrap();
+        for section in [".SH \"EXIT STATUS\"", ".SH SIGNALS", ".SH FILES", ".SH \"SEE ALSO\""] {
+            assert!(t.contains(section), "{page}: no {section}");
+        }
+    }
+    let gw = std::fs::read_to_string(dir.0.join("man1/px-gateway.1")).unwrap();
+    assert!(gw.contains("SIGHUP") && gw.contains("px\\-gateway.toml"), "{gw}");
+    let conf = std::fs::read_to_string(dir.0.join("man5/px-gateway.toml.5")).unwrap();
+    assert!(
+        conf.contains("merge_timeout_us") && conf.contains("control_socket") && conf.contains(".SH \"[engine]\""),
+        "{conf}"
+    );
+    assert!(!dir.0.join("man1/px-generate.1").exists());
+    let o = run(Command::new(px()).args(["generate", "completions"]).arg(dir.0.join("comp")));
+    assert!(o.status.success(), "{}", text(&o));
+    let bash = std::fs::read_to_string(dir.0.join("comp/px.bash")).unwrap();
+    let fish = std::fs::read_to_string(dir.0.join("comp/px.fish")).unwrap();
+    assert!(!fish.contains("-a \"generate\""), "fish completes the hidden command");
+    assert!(!bash.contains("px,generate)") && !bash.contains("subcmd__generate"), "bash completes the hidden command");
+    let offload = bash.split("--offload)").nth(1).unwrap_or_default();
+    assert!(
+        offload.trim_start().starts_with("COMPREPLY=($(compgen -W \"off on\""),
+        "{}",
+        &offload[..offload.len().min(200)]
+    );
 }

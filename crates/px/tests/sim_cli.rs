@@ -132,7 +132,7 @@ fn out_of_range_parameters_are_refused_with_the_flag_named() {
         (vec!["sim", "mtu-drop", "--mtu-after", "1600"], "--mtu-after"),
         (vec!["sim", "mtu-drop", "--max-packet", "1500", "--mtu-before", "1400"], "--max-packet"),
         (vec!["sim", "mtu-drop", "--loss", "0.7"], "--loss"),
-        (vec!["sim", "mtu-drop", "--bandwidth-mbps", "nan"], "--bandwidth-mbps"),
+        (vec!["sim", "mtu-drop", "--bandwidth-mbps", "nan"], "--bandwidth"),
         (vec!["sim", "mtu-drop", "--variants", "5v"], "--variants"),
         (vec!["sim", "pmtud-compare", "--paths", "0"], "--paths"),
         (vec!["sim", "pmtud-compare", "--min-hops", "9", "--max-hops", "3"], "--min-hops"),
@@ -187,4 +187,25 @@ fn plots_use_log_axes_and_dashes_where_a_reader_needs_them() {
     for dash in ["none", "8 4", "2 3", "10 3 2 3"] {
         assert!(text.contains(&format!("stroke-dasharray=\"{dash}\"")), "no line dashed {dash}");
     }
+}
+
+/// Issue 38 item 5: rate flags are named alike (`--bandwidth`) and take
+/// units; the old names keep their bare unit (Mb/s for mtu-drop, Gb/s for
+/// mtu-benefit).
+#[test]
+fn rates_take_units_under_one_name() {
+    let table = |args: &[&str]| {
+        let out = px(args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_string()
+    };
+    let base = ["sim", "mtu-drop", "--file-bytes", "20000", "--variants", "classic"];
+    let with = |extra: &[&'static str]| [&base[..], extra].concat();
+    let old = table(&with(&["--bandwidth-mbps", "2"]));
+    assert!(old.contains("over 2 Mb/s"), "{old}");
+    assert_eq!(table(&with(&["--bandwidth", "2Mbps"])), old);
+    assert_eq!(table(&with(&["--bandwidth", "2000kbps"])), old);
+    let out = px(&["sim", "mtu-benefit", "--bandwidth", "5 furlongs"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown unit"), "{out:?}");
 }

@@ -347,6 +347,7 @@ impl crate::exp::Report for BorderResult {
                         e.failover_ms,
                         self.machine.line()
                     )),
+                    x_log: false,
                 }
                 .to_svg(),
             );

@@ -22,6 +22,7 @@
 //!
 //! The CLI parses the arguments and prints [`DemoResult`].
 
+mod table;
 mod up;
 
 use std::path::PathBuf;

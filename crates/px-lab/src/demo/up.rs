@@ -21,8 +21,8 @@ pub fn state_file() -> PathBuf {
 /// namespace's own loopback).
 pub const UP_METRICS: &str = "127.0.0.1:9464";
 
-/// What `px lab up` left running.
-#[derive(Debug, Clone)]
+/// What `px lab up` left running (`px lab up --json` prints it).
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpReport {
     /// [`px_netns::Topology::describe`] of the lab.
     pub description: String,

@@ -31,6 +31,7 @@
 //! the signal cleanup). The CLI parses the flags and prints
 //! [`GatewayBenchResult::json`] or [`GatewayBenchResult::table`].
 
+mod error;
 mod replay;
 
 use std::fmt::Write as _;
@@ -42,6 +43,7 @@ use px_bench::{Direction, TraceConfig};
 use serde::Serialize;
 use serde_json::json;
 
+pub use error::GatewayBenchError;
 use px_netns::cpu::{self, CpuTimes, CpuUse, REST_CPU, steer_rx};
 use px_netns::gateway::GatewayProcess;
 use px_netns::line::{BNET_DEV, EMTU, GW_INNER, GW_OUTER, IMTU, LEGACY_DEV};
@@ -76,33 +78,6 @@ pub struct GatewayBenchOptions {
     /// Run a round of `px gateway --offload on` too (the kernel fast
     /// path), after the user-space one.
     pub offload: bool,
-}
-
-/// Why `px bench gateway` could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum GatewayBenchError {
-    /// Namespaces and packet sockets need root.
-    #[error("px bench gateway needs root (network namespaces, AF_PACKET)")]
-    NotRoot,
-    /// The line, its addresses or a command inside a namespace failed.
-    #[error(transparent)]
-    Lab(#[from] LabError),
-    /// Installing the signal cleanup, or the router's neighbour file, failed.
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    /// RPS steering or reading the router's MAC addresses failed.
-    #[error("{0}")]
-    Setup(String),
-    /// A packet socket of the generator or the sinks could not be opened or
-    /// could not send.
-    #[error("{0}")]
-    Socket(String),
-    /// `px gateway` did not start, or did not stop cleanly.
-    #[error(transparent)]
-    Gateway(#[from] px_netns::gateway::GatewayError),
-    /// The sink thread panicked.
-    #[error("sink thread panicked")]
-    SinkPanicked,
 }
 
 /// One round's figures (the `gateway` and `router` objects of the JSON).

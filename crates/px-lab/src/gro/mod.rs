@@ -16,10 +16,9 @@ use px_netns::netns::Offloads;
 use px_netns::topology::Topology;
 
 use crate::exp::iperf::Iperf;
-use px_netns::Machine;
 use px_netns::cpu::{self, CpuTimes, REST_CPU};
 
-use crate::exp::{Conditions, Paper, Report, ratio};
+use crate::exp::{Conditions, ConditionsBuilder, Paper, Placement, Report, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -28,24 +27,25 @@ pub const PAPER: Paper = Paper {
               7 % at 9000",
 };
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run: the flags of `px lab gro` (their defaults are [`Default`]'s).
+#[derive(Debug, Clone, clap::Args)]
 pub struct GroOptions {
-    /// Seconds per run (16 runs).
+    /// Time per run (16 runs by default), e.g. 5s (1s..=600s; a bare number
+    /// is seconds; old name --seconds).
+    #[arg(long = "duration", alias = "seconds", value_name = "DURATION", default_value = "5s", value_parser = px_units::secs_in(1, 600))]
     pub seconds: u64,
-    /// Flow counts.
+    /// Concurrent flow counts, comma-separated (each 1..=128).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", value_parser = clap::value_parser!(u64).range(1..=128))]
     pub flows: Vec<u64>,
-    /// MTUs.
+    /// MTUs, comma-separated (each 1280..=65000).
+    #[arg(long, value_delimiter = ',', default_value = "1500,9000", value_parser = clap::value_parser!(u32).range(1280..=65000))]
     pub mtus: Vec<u32>,
-    /// Congestion control (`iperf3 -C`).
+    /// TCP congestion control of the hosts, set per socket (see `px lab wan --help` on why cubic).
+    #[arg(long, default_value = "cubic")]
     pub cc: String,
 }
 
-impl Default for GroOptions {
-    fn default() -> GroOptions {
-        GroOptions { seconds: 5, flows: vec![1, 2, 4, 8], mtus: vec![1500, 9000], cc: "cubic".into() }
-    }
-}
+crate::exp::defaults_from_flags!(GroOptions);
 
 /// One MTU and GRO setting over all flow counts.
 #[derive(Debug, Clone, Serialize)]
@@ -89,7 +89,7 @@ const RCV: &str = "px-gr0";
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, crate::RunError> {
     px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
-    let machine = Machine::current();
+    let mut conditions = ConditionsBuilder::start(&o.cc, OFFLOADS);
     let e = |e: px_netns::LabError| e.to_string();
     say("px lab gro: building sender — receiver in fresh namespaces…");
     let mut topo = Topology::new().map_err(e)?;
@@ -105,7 +105,6 @@ pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, crate::RunEr
     cpu::steer_rx(r, RCV, rx)?;
     cpu::steer_rx(s, SND, REST_CPU)?;
     let mut series = Vec::new();
-    let mut cc = (String::new(), String::new());
     let mut port = 5401;
     for &mtu in &o.mtus {
         s.set_mtu(SND, mtu).map_err(e)?;
@@ -141,7 +140,7 @@ pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, crate::RunEr
                 ser.gbps.push(run.gbps);
                 ser.rx_core_busy.push(u.busy());
                 ser.rx_core_s_per_gb.push(ratio(u.host_seconds(run.server_cpu_s), run.gbps * o.seconds as f64 / 8.0));
-                cc = run.congestion;
+                conditions.saw(&run.congestion);
             }
             let at = |k: u64| o.flows.iter().position(|&f| f == k).map(|i| ser.gbps[i]);
             ser.drop_at_4_flows = at(1).zip(at(4)).map(|(one, four)| 1.0 - ratio(four, one));
@@ -153,16 +152,12 @@ pub fn run(o: &GroOptions, say: &dyn Fn(&str)) -> Result<GroResult, crate::RunEr
         flows: o.flows.clone(),
         series,
         seconds: o.seconds,
-        conditions: Conditions::new(
-            machine,
-            &cc,
-            &o.cc,
-            OFFLOADS,
-            format!(
-                "receiver (RPS + iperf3 server) on CPU {rx}, sender on CPU {REST_CPU}; with GRO on, the veth's NAPI (GRO \
-             itself) runs on the sending CPU"
-            ),
-        ),
+        conditions: conditions.finish(Placement::Confined {
+            part: "receiver (RPS + iperf3 server)",
+            cpu: rx,
+            rest: "sender",
+            gro_caveat: true,
+        }),
         paper: PAPER,
     })
 }

@@ -19,10 +19,10 @@ use px_netns::line::{Addressing, Line, LineSpec};
 use px_netns::netns::Offloads;
 
 use crate::exp::iperf::Iperf;
+use px_netns::TempFile;
 use px_netns::cpu::{self, CpuTimes, REST_CPU};
-use px_netns::{Machine, TempFile};
 
-use crate::exp::{Conditions, Paper, Report, ratio};
+use crate::exp::{Conditions, ConditionsBuilder, Paper, Placement, Report, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -30,26 +30,29 @@ pub const PAPER: Paper = Paper {
     reports: "a 5G UPF on one core: throughput grows almost linearly with the MTU, 5.6× (208 Gbps) at 9 KB over 1500 B",
 };
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run: the flags of `px lab middlebox` (their defaults are
+/// [`Default`]'s).
+#[derive(Debug, Clone, clap::Args)]
 pub struct MiddleboxOptions {
-    /// Seconds per MTU.
+    /// Time per MTU, e.g. 10s (1s..=600s; a bare number is seconds; old
+    /// name --seconds).
+    #[arg(long = "duration", alias = "seconds", value_name = "DURATION", default_value = "10s", value_parser = px_units::secs_in(1, 600))]
     pub seconds: u64,
-    /// MTUs.
+    /// MTUs of both links, comma-separated (each 1280..=65000).
+    #[arg(long, value_delimiter = ',', default_value = "1500,3000,6000,9000", value_parser = clap::value_parser!(u32).range(1280..=65000))]
     pub mtus: Vec<u32>,
-    /// nftables rules in the forward chain.
+    /// nftables rules in the middle box's forward chain.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(0..=20000))]
     pub rules: u32,
     /// TCP flows.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=128))]
     pub flows: u64,
-    /// Congestion control (`iperf3 -C`).
+    /// TCP congestion control of the hosts, set per socket (see `px lab wan --help` on why cubic).
+    #[arg(long, default_value = "cubic")]
     pub cc: String,
 }
 
-impl Default for MiddleboxOptions {
-    fn default() -> MiddleboxOptions {
-        MiddleboxOptions { seconds: 10, mtus: vec![1500, 3000, 6000, 9000], rules: 300, flows: 4, cc: "cubic".into() }
-    }
-}
+crate::exp::defaults_from_flags!(MiddleboxOptions);
 
 /// One MTU.
 #[derive(Debug, Clone, Serialize)]
@@ -107,7 +110,7 @@ fn ruleset(rules: u32) -> String {
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, crate::RunError> {
     px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
-    let machine = Machine::current();
+    let mut conditions = ConditionsBuilder::start(&o.cc, OFFLOADS);
     let e = |e: px_netns::LabError| e.to_string();
     say(&format!("px lab middlebox: building sender — router with {} nftables rules — receiver…", o.rules));
     let spec = LineSpec {
@@ -129,7 +132,6 @@ pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, 
     let rules = TempFile::write("px-lab-middlebox", "nft", &ruleset(o.rules))?;
     line.middle_ns().exec("nft", &["-f", &rules.0.to_string_lossy()]).map_err(e)?;
     let mut points: Vec<MiddleboxPoint> = Vec::new();
-    let mut cc = (String::new(), String::new());
     for (i, &mtu) in o.mtus.iter().enumerate() {
         for (ns, d) in
             [(line.left_ns(), l_dev), (line.middle_ns(), ml_dev), (line.middle_ns(), mr_dev), (line.right_ns(), r_dev)]
@@ -152,7 +154,7 @@ pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, 
         }
         .run()?;
         let u = t0.since(mb);
-        cc = run.congestion;
+        conditions.saw(&run.congestion);
         let first = points.first().map_or(run.gbps, |p| p.gbps);
         points.push(MiddleboxPoint {
             mtu,
@@ -169,16 +171,12 @@ pub fn run(o: &MiddleboxOptions, say: &dyn Fn(&str)) -> Result<MiddleboxResult, 
         rules: o.rules,
         flows: o.flows,
         seconds: o.seconds,
-        conditions: Conditions::new(
-            machine,
-            &cc,
-            &o.cc,
-            OFFLOADS,
-            format!(
-                "middle box (RPS of both its receive queues: forwarding + nftables in softirq) on CPU {mb}; sender and \
-             receiver on CPU {REST_CPU}"
-            ),
-        ),
+        conditions: conditions.finish(Placement::Confined {
+            part: "middle box (RPS of both its receive queues: forwarding + nftables in softirq)",
+            cpu: mb,
+            rest: "sender and receiver",
+            gro_caveat: false,
+        }),
         paper: PAPER,
     })
 }

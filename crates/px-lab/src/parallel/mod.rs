@@ -45,24 +45,26 @@ pub const PAPER: Paper = Paper {
 /// The paper's Table 1: (sessions, 1 conn. 9000 %, 6 conn. 1500 %).
 pub const PAPER_TABLE: [(u64, f64, f64); 3] = [(1, 20.20, 19.52), (10, 22.12, 34.53), (100, 34.72, 100.0)];
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run: the flags of `px lab parallel` (their defaults are
+/// [`Default`]'s).
+#[derive(Debug, Clone, clap::Args)]
 pub struct ParallelOptions {
-    /// Session counts (the paper's 1, 10, 100 scaled to a 2-core machine).
+    /// Concurrent download sessions, comma-separated (each 1..=256; the
+    /// paper's 1, 10, 100 scaled to a 2-core machine).
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16", value_parser = clap::value_parser!(u64).range(1..=256))]
     pub sessions: Vec<u64>,
-    /// Size of the file every session downloads (MB).
+    /// Size of the file each session downloads (MB).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub file_mb: u64,
-    /// Parallel connections of a parallel session.
+    /// Connections of a parallel session (axel -n).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(2..=32))]
     pub connections: u64,
-    /// Congestion control of the server's connections.
+    /// TCP congestion control of the hosts, set per socket (see `px lab wan --help` on why cubic).
+    #[arg(long, default_value = "cubic")]
     pub cc: String,
 }
 
-impl Default for ParallelOptions {
-    fn default() -> ParallelOptions {
-        ParallelOptions { sessions: vec![1, 4, 16], file_mb: 64, connections: 6, cc: "cubic".into() }
-    }
-}
+crate::exp::defaults_from_flags!(ParallelOptions);
 
 /// One configuration at one session count.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -44,10 +44,10 @@ use px_netns::line::{Addressing, Line, LineSpec};
 use px_netns::netns::{LabChild, Netns, Offloads};
 
 use crate::exp::iperf::Iperf;
+use px_netns::TempFile;
 use px_netns::cpu::{self, CpuTimes, REST_CPU};
-use px_netns::{Machine, TempFile};
 
-use crate::exp::{Conditions, Paper, Report, ratio};
+use crate::exp::{Conditions, ConditionsBuilder, Paper, Placement, Report, ratio};
 use udp_gro::UdpGroSummary;
 
 /// What the paper reports.
@@ -59,25 +59,35 @@ pub const PAPER_TCP: Paper = Paper {
 pub const PAPER_UDP: Paper =
     Paper { figure: "§5.2", reports: "PX-caravan with UDP_GRO: 2.4× the 1500-byte baseline's throughput" };
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run: the flags of `px lab receiver`, whose defaults are
+/// [`ReceiverOptions::new`]'s.
+#[derive(Debug, Clone, clap::Args)]
 pub struct ReceiverOptions {
     /// The `px` binary (`px gateway`, `px caravan send|recv`).
+    #[arg(skip)]
     pub exe: PathBuf,
-    /// Seconds per TCP run.
+    /// Time per TCP run (four runs), e.g. 10s (1s..=600s; a bare number is
+    /// seconds; old name --seconds).
+    #[arg(long = "duration", alias = "seconds", value_name = "DURATION", default_value = "10s", value_parser = px_units::secs_in(1, 600))]
     pub seconds: u64,
     /// TCP flows.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=128))]
     pub flows: u64,
-    /// Seconds per UDP run; 0 skips UDP.
+    /// Time per UDP run (two runs), e.g. 5s; 0 skips UDP (0s..=600s; a bare
+    /// number is seconds; old name --udp-seconds).
+    #[arg(long = "udp-duration", alias = "udp-seconds", value_name = "DURATION", default_value = "5s", value_parser = px_units::secs_in(0, 600))]
     pub udp_seconds: u64,
-    /// Congestion control of both hosts.
+    /// TCP congestion control of the hosts, set per socket (cubic is Linux's
+    /// usual default; this machine's namespaces default to bbr, which does
+    /// not back off on random loss and so hides the MSS effect of `wan`).
+    #[arg(long, default_value = "cubic")]
     pub cc: String,
 }
 
 impl ReceiverOptions {
     /// The defaults of the command line: 10 s per run, 100 flows, 5 s UDP, cubic.
     pub fn new(exe: PathBuf) -> ReceiverOptions {
-        ReceiverOptions { exe, seconds: 10, flows: 100, udp_seconds: 5, cc: "cubic".into() }
+        ReceiverOptions { exe, ..crate::exp::flag_defaults() }
     }
 }
 
@@ -296,7 +306,7 @@ fn udp_gro_run(line: &Line, o: &ReceiverOptions, to: &str) -> Result<UdpGroSumma
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, crate::RunError> {
     px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
-    let machine = Machine::current();
+    let mut conditions = ConditionsBuilder::start(&o.cc, OFFLOADS);
     say("px lab receiver: building legacy (1500) — middle box — bnet (9000) in fresh namespaces…");
     let line = Line::build(LineSpec::gateway_lab()).map_err(|e| e.to_string())?;
     let r_dev = line.spec.devs[3];
@@ -372,16 +382,15 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, cr
         flows: o.flows,
         seconds: o.seconds,
         udp_seconds: o.udp_seconds,
-        conditions: Conditions::new(
-            machine,
-            &runs[0][0].cc,
-            &o.cc,
-            OFFLOADS,
-            format!(
-                "receiver (RPS of its rx queue + the application) on CPU {rx}; sender, middle box and their rx queues on \
-             CPU {REST_CPU}; with GRO on, the veth's NAPI (GRO itself) runs on the sending CPU"
-            ),
-        ),
+        conditions: {
+            conditions.saw(&runs[0][0].cc);
+            conditions.finish(Placement::Confined {
+                part: "receiver (RPS of its rx queue + the application)",
+                cpu: rx,
+                rest: "sender, middle box and their rx queues",
+                gro_caveat: true,
+            })
+        },
         paper: [PAPER_TCP, PAPER_UDP],
     })
 }

@@ -26,16 +26,20 @@ use px_netns::line::{Addressing, Line};
 /// Request size (bytes): the first 4 carry the answer's size.
 pub const REQUEST: usize = 64;
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run: the flags of `px lab rr`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct RrOptions {
     /// The `px` binary (run as `px gateway` in the gateway namespace).
+    #[arg(skip)]
     pub exe: PathBuf,
-    /// Answer sizes in bytes.
+    /// Answer sizes in bytes, comma-separated (each 1..=16777216); requests are 64 bytes.
+    #[arg(long, value_delimiter = ',', default_value = "1024,16384,65536", value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=16 << 20), |v| v as usize))]
     pub sizes: Vec<usize>,
-    /// Transactions per size and per middle box (after a few warm-up ones).
+    /// Transactions per size and per middle box, one at a time (after a few warm-up ones).
+    #[arg(long, default_value_t = 5000, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(10..=1_000_000), |v| v as usize))]
     pub transactions: usize,
-    /// Extra arguments for `px gateway`.
+    /// Extra arguments for `px gateway` (repeatable), e.g. `--gateway-arg=--psh=flush`.
+    #[arg(long = "gateway-arg", allow_hyphen_values = true)]
     pub gateway_args: Vec<String>,
 }
 
@@ -188,6 +192,53 @@ pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, crate::RunErro
         gateway_yield: exit.stats["yield"].as_f64(),
         gateway_flushes,
     })
+}
+
+impl RrResult {
+    /// `px lab rr --json`: one object, the sizes keyed by answer size.
+    pub fn json(&self, transactions: usize) -> serde_json::Value {
+        let sizes: serde_json::Map<String, serde_json::Value> = self
+            .sizes
+            .iter()
+            .map(|s| (s.response_bytes.to_string(), serde_json::to_value(s).unwrap_or_default()))
+            .collect();
+        serde_json::json!({
+            "sizes": sizes, "request_bytes": self.request_bytes, "offloads": self.offloads,
+            "gateway_yield": self.gateway_yield, "gateway_flushes": crate::exp::flushes_json(&self.gateway_flushes),
+            "transactions": transactions,
+        })
+    }
+
+    /// The table `px lab rr` prints.
+    pub fn table(&self, transactions: usize) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "px lab rr — {} B requests, one transaction at a time, {transactions} per size; offloads: {}\n",
+            self.request_bytes, self.offloads
+        );
+        let _ = writeln!(
+            out,
+            "  {:>9}  {:>14}  {:>14}  {:>14}  {:>14}  target",
+            "answer", "gw p50 µs", "gw p99 µs", "router p50 µs", "router p99 µs"
+        );
+        for s in &self.sizes {
+            let _ = writeln!(
+                out,
+                "  {:>9}  {:>14.1}  {:>14.1}  {:>14.1}  {:>14.1}  {}",
+                s.response_bytes,
+                s.gateway_p50_us,
+                s.gateway_p99_us,
+                s.router_p50_us,
+                s.router_p99_us,
+                if s.within_target { "met" } else { "NOT met" }
+            );
+        }
+        let _ = writeln!(out, "\n  target: gateway p99 within max(50 µs, 10 %) of the router's p99");
+        let _ = writeln!(out, "  gateway early flushes: {}", crate::exp::flushes_text(&self.gateway_flushes));
+        out
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,14 @@
 //! and servers run on one CPU (the last), so that no round trip pays a
 //! cross-core wakeup; `px gateway` is a process of
 //! its own, wherever the scheduler puts it.
+//!
+//! A veth has no serialisation delay. With link rates
+//! ([`RttOptions::link_rates`]) every egress of every path is shaped to the
+//! rate with a one-frame burst ([`px_netns::shape`]), and the direct paths
+//! go through a switch (a Linux bridge in a namespace of its own), so that
+//! a message crosses two store-and-forward hops each way as on the study's
+//! gigabit switch; the paths are measured at each rate in turn. The table
+//! and the plot are in `table.rs`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -25,27 +33,49 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+mod table;
+
+pub use table::{svg, table};
+
 use crate::RunError;
 use crate::demo::LEGACY_ADDR;
 use px_netns::TempFile;
 use px_netns::gateway::GatewayProcess;
 use px_netns::line::{Addressing, ROUTER_LEFT_V4};
-use px_netns::{Netns, Offloads, Veth};
+use px_netns::{LinkRate, Netns, Offloads, Veth};
 
 /// What to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct RttOptions {
     /// The `px` binary (run as `px gateway`).
+    #[arg(skip)]
     pub exe: PathBuf,
-    /// Message sizes in bytes (payload of one `send`).
+    /// Message sizes in bytes (payload of one `send`), comma-separated
+    /// (each 4..=1048576); UDP skips those above 65507.
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_SIZES, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(4..=1 << 20), |v| v as usize))]
     pub sizes: Vec<usize>,
     /// Round trips per cell (path × protocol × size) at most …
+    #[arg(long, default_value_t = 200, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(10..=100_000), |v| v as usize))]
     pub reps: usize,
-    /// … and for at most this long (a cell where Nagle's algorithm meets
-    /// delayed ACKs takes 40 ms a round trip).
+    /// … and for at most this long, e.g. 1s (a cell where Nagle's algorithm
+    /// meets delayed ACKs takes 40 ms a round trip).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = px_units::duration)]
     pub budget: Duration,
-    /// Also the paths through px gateway and a Linux router.
+    /// Also the paths through px gateway and a Linux router (`--no-gateway`:
+    /// only the two direct links).
+    #[arg(long = "no-gateway", action = clap::ArgAction::SetFalse)]
     pub gateway: bool,
+    /// Link rates to measure at, in turn, comma-separated (`none`: the
+    /// unshaped veth), e.g. `none,1gbit,10gbit`: every egress of every path
+    /// shaped to the rate with a one-frame burst (tbf), the direct hosts
+    /// through a switch.
+    #[arg(long = "link-rate", value_name = "RATE", value_delimiter = ',', value_parser = parse_link_rate)]
+    pub link_rates: Vec<Option<LinkRate>>,
+}
+
+/// `--link-rate`'s values (`none`, or tc's units).
+fn parse_link_rate(s: &str) -> Result<Option<LinkRate>, String> {
+    LinkRate::parse(s).map_err(|e| e.to_string())
 }
 
 /// The sizes of the default run: around one 1500 frame, one 9000 frame,
@@ -56,6 +86,8 @@ pub const DEFAULT_SIZES: [usize; 16] =
 /// One cell.
 #[derive(Debug, Clone, Serialize)]
 pub struct RttRow {
+    /// The link rate of every hop, bits per second (`null`: unshaped veth).
+    pub link_rate_bps: Option<u64>,
     /// `1500`, `9000`, `gateway` (9000 → px gateway → 1500), `router`.
     pub path: &'static str,
     /// `tcp` (Nagle on), `tcp_nodelay`, `udp`.
@@ -69,21 +101,39 @@ pub struct RttRow {
     pub p90_us: f64,
 }
 
+/// p50(9000) / p50(1500) of one protocol at one link rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ratio {
+    pub link_rate_bps: Option<u64>,
+    pub proto: String,
+    /// Median over sizes above one 1500-byte frame.
+    pub median: f64,
+    /// At 11000 B (the study's example: 1.85 for UDP), if measured.
+    pub at_11000: Option<f64>,
+}
+
 /// Everything `px lab rtt` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct RttResult {
     pub rows: Vec<RttRow>,
     pub offloads: &'static str,
+    /// How the links were shaped.
+    pub shaping: &'static str,
     /// Per protocol: median over sizes of p50(9000) / p50(1500), for sizes
-    /// above one 1500-byte frame (the study: 1.85 for UDP at 11000 B).
+    /// above one 1500-byte frame (the study: 1.85 for UDP at 11000 B), at
+    /// the first link rate of the run.
     pub ratio_9000_over_1500: Vec<(String, f64)>,
+    /// The same per link rate and protocol, with the ratio at 11000 B.
+    pub ratios: Vec<Ratio>,
     /// px gateway's final counters (`counters` of its stats file), when
     /// the gateway path ran: where its drops went.
     pub gateway_counters: serde_json::Value,
 }
 
 const OFFLOADS: &str = "tso/gso off on every sender, gro on every receiver (veth); client and servers on one CPU";
-const PROTOS: [&str; 3] = ["tcp", "tcp_nodelay", "udp"];
+const SHAPING: &str = "with a link rate: tbf on every egress of every path (rate, burst of one frame); the direct paths \
+                       through a Linux bridge (two store-and-forward hops each way)";
+pub(crate) const PROTOS: [&str; 3] = ["tcp", "tcp_nodelay", "udp"];
 const MAX_UDP: usize = 65507;
 
 /// p10, p50, p90 of a sample (sorted in place).
@@ -195,6 +245,8 @@ fn echo_tcp(mut s: TcpStream, nodelay: bool, stop: &AtomicBool) -> std::io::Resu
 /// in the namespace it was made in, whichever thread uses it) and servers.
 struct PathConn {
     path: &'static str,
+    /// The link rate it is shaped to now.
+    rate: Option<LinkRate>,
     tcp: TcpStream,
     tcp_nodelay: TcpStream,
     udp: UdpSocket,
@@ -218,6 +270,7 @@ fn connect(path: &'static str, client: &Netns, server: &Netns, ip: &str) -> Resu
         udp.set_read_timeout(Some(Duration::from_millis(200))).map_err(|e| e.to_string())?;
         Ok(PathConn {
             path,
+            rate: None,
             tcp: tcp(PORT_TCP, false)?,
             tcp_nodelay: tcp(PORT_TCP_NODELAY, true)?,
             udp,
@@ -275,51 +328,132 @@ fn cell(c: &mut PathConn, proto: &'static str, size: usize, o: &RttOptions) -> R
         }
     }
     let (p10_us, p50_us, p90_us) = spread(&mut samples);
-    Ok(RttRow { path: c.path, proto, size, samples: samples.len(), lost, p10_us, p50_us, p90_us })
+    Ok(RttRow {
+        link_rate_bps: c.rate.map(|r| r.0),
+        path: c.path,
+        proto,
+        size,
+        samples: samples.len(),
+        lost,
+        p10_us,
+        p50_us,
+        p90_us,
+    })
 }
 
-/// Two hosts on one link of `mtu`.
-fn direct(mtu: u32) -> Result<(Netns, Netns), RunError> {
-    let c = Netns::new("rttc")?;
-    let s = Netns::new("rtts")?;
-    Veth::create(&c, "c0", &s, "s0", mtu)?;
-    c.add_addr("c0", "198.51.100.1/24")?;
-    s.add_addr("s0", "198.51.100.2/24")?;
-    let o = Offloads::WIRE_SENDER.with(Offloads::GRO_RECEIVER);
-    c.set_offloads("c0", o)?;
-    s.set_offloads("s0", o)?;
-    Ok((c, s))
+/// A direct path: two hosts on one link of `mtu`, or through a switch
+/// (a bridge in a namespace of its own, `sw`).
+struct Direct {
+    c: Netns,
+    s: Netns,
+    sw: Option<Netns>,
+    mtu: u32,
 }
 
-/// Median over sizes above one 1500 frame of p50(9000)/p50(1500), per protocol.
-pub fn ratios(rows: &[RttRow]) -> Vec<(String, f64)> {
-    PROTOS
-        .iter()
-        .filter_map(|&proto| {
+impl Direct {
+    fn build(mtu: u32, switch: bool) -> Result<Direct, RunError> {
+        let c = Netns::new("rttc")?;
+        let s = Netns::new("rtts")?;
+        let o = Offloads::WIRE_SENDER.with(Offloads::GRO_RECEIVER);
+        let sw = if switch {
+            let sw = Netns::new("rttsw")?;
+            Veth::create(&c, "c0", &sw, "p0", mtu)?;
+            Veth::create(&sw, "p1", &s, "s0", mtu)?;
+            sw.ip(&["link", "add", "br0", "type", "bridge"])?;
+            sw.ip(&["link", "set", "br0", "mtu", &mtu.to_string()])?;
+            // A switch forwards frame by frame: no GRO on its ports.
+            let port = Offloads::WIRE_SENDER.with(Offloads { gro: Some(false), ..Offloads::default() });
+            for p in ["p0", "p1"] {
+                sw.ip(&["link", "set", p, "master", "br0"])?;
+                sw.set_offloads(p, port)?;
+            }
+            sw.link_up("br0")?;
+            Some(sw)
+        } else {
+            Veth::create(&c, "c0", &s, "s0", mtu)?;
+            None
+        };
+        c.add_addr("c0", "198.51.100.1/24")?;
+        s.add_addr("s0", "198.51.100.2/24")?;
+        c.set_offloads("c0", o)?;
+        s.set_offloads("s0", o)?;
+        Ok(Direct { c, s, sw, mtu })
+    }
+
+    /// Every egress of the path: (namespace, device, its link's MTU).
+    fn egresses(&self) -> Vec<(&Netns, &'static str, u32)> {
+        let mut v = vec![(&self.c, "c0", self.mtu), (&self.s, "s0", self.mtu)];
+        if let Some(sw) = &self.sw {
+            v.extend([(sw, "p0", self.mtu), (sw, "p1", self.mtu)]);
+        }
+        v
+    }
+}
+
+/// Shapes (or, with `None`, unshapes) every egress in `egresses`.
+fn shape_all(egresses: &[(&Netns, &str, u32)], rate: Option<LinkRate>) -> Result<(), RunError> {
+    for (ns, dev, mtu) in egresses {
+        match rate {
+            Some(r) => ns.shape(dev, r, *mtu)?,
+            None => ns.unshape(dev)?,
+        }
+    }
+    Ok(())
+}
+
+/// p50(9000)/p50(1500) per link rate and protocol: the median over sizes
+/// above one 1500 frame, and the ratio at 11000 B.
+pub fn ratios(rows: &[RttRow]) -> Vec<Ratio> {
+    let mut rates: Vec<Option<u64>> = Vec::new();
+    for r in rows {
+        if !rates.contains(&r.link_rate_bps) {
+            rates.push(r.link_rate_bps);
+        }
+    }
+    let mut out = Vec::new();
+    for rate in rates {
+        for &proto in &PROTOS {
             let p50 = |path: &str, size: usize| {
-                rows.iter().find(|r| r.path == path && r.proto == proto && r.size == size).map(|r| r.p50_us)
+                rows.iter()
+                    .find(|r| r.link_rate_bps == rate && r.path == path && r.proto == proto && r.size == size)
+                    .map(|r| r.p50_us)
             };
             let mut v: Vec<f64> = rows
                 .iter()
-                .filter(|r| r.path == "1500" && r.proto == proto && r.size > 1472)
+                .filter(|r| r.link_rate_bps == rate && r.path == "1500" && r.proto == proto && r.size > 1472)
                 .filter_map(|r| Some(p50("9000", r.size)? / r.p50_us))
                 .filter(|x| x.is_finite())
                 .collect();
-            (!v.is_empty()).then(|| (proto.to_string(), spread(&mut v).1))
-        })
-        .collect()
+            if v.is_empty() {
+                continue;
+            }
+            let at_11000 = p50("9000", 11000).zip(p50("1500", 11000)).map(|(a, b)| a / b).filter(|x| x.is_finite());
+            out.push(Ratio { link_rate_bps: rate, proto: proto.to_string(), median: spread(&mut v).1, at_11000 });
+        }
+    }
+    out
 }
 
-/// Builds every path, then measures them interleaved: for each protocol
-/// and size, each path in turn (starting with a different one each time),
-/// so that a drift of the machine (other builds, CPU frequency) spreads
-/// over all paths instead of biasing the one measured first.
+/// Builds every path, then, at each link rate in turn, measures them
+/// interleaved: for each protocol and size, each path in turn (starting
+/// with a different one each time), so that a drift of the machine (other
+/// builds, CPU frequency) spreads over all paths instead of biasing the one
+/// measured first.
 pub fn run(o: &RttOptions, say: &dyn Fn(&str)) -> Result<RttResult, RunError> {
     px_netns::install_signal_cleanup().map_err(px_netns::LabError::Signal)?;
-    say("px lab rtt: two hosts on a link at MTU 1500, two at 9000…");
-    let (c15, s15) = direct(1500)?;
-    let (c90, s90) = direct(9000)?;
-    let mut conns = vec![connect("1500", &c15, &s15, "198.51.100.2")?, connect("9000", &c90, &s90, "198.51.100.2")?];
+    let rates = if o.link_rates.is_empty() { vec![None] } else { o.link_rates.clone() };
+    let switch = rates.iter().any(Option::is_some);
+    say(if switch {
+        "px lab rtt: two hosts through a switch at MTU 1500, two at 9000…"
+    } else {
+        "px lab rtt: two hosts on a link at MTU 1500, two at 9000…"
+    });
+    let d15 = Direct::build(1500, switch)?;
+    let d90 = Direct::build(9000, switch)?;
+    let mut conns =
+        vec![connect("1500", &d15.c, &d15.s, "198.51.100.2")?, connect("9000", &d90.c, &d90.s, "198.51.100.2")?];
+    let mut egresses: Vec<(&Netns, &str, u32)> = d15.egresses();
+    egresses.extend(d90.egresses());
     let mut lines = Vec::new();
     let mut gateway = None;
     let mut gateway_config = None;
@@ -348,7 +482,55 @@ pub fn run(o: &RttOptions, say: &dyn Fn(&str)) -> Result<RttResult, RunError> {
         lines.push(gw_line);
         lines.push(router_line);
     }
-    say("px lab rtt: measuring tcp, tcp_nodelay, udp, the paths interleaved…");
+    for l in &lines {
+        let [ld, mld, mrd, rd] = l.spec.devs;
+        let [lm, rm] = l.spec.mtus;
+        egresses.extend([
+            (l.left_ns(), ld, lm),
+            (l.middle_ns(), mld, lm),
+            (l.middle_ns(), mrd, rm),
+            (l.right_ns(), rd, rm),
+        ]);
+    }
+    let mut rows = Vec::new();
+    for rate in rates {
+        say(&match rate {
+            Some(r) => format!("px lab rtt: every hop at {r}; measuring tcp, tcp_nodelay, udp, the paths interleaved…"),
+            None => "px lab rtt: unshaped; measuring tcp, tcp_nodelay, udp, the paths interleaved…".to_string(),
+        });
+        shape_all(&egresses, rate)?;
+        for c in &mut conns {
+            c.rate = rate;
+        }
+        rows.extend(measure(&mut conns, o)?);
+    }
+    drop(egresses);
+    drop(conns);
+    let mut gateway_counters = serde_json::Value::Null;
+    if let Some(gw) = gateway {
+        let exit = gw.stop()?;
+        if !exit.status.success() {
+            return Err(format!("px gateway exited with {}; its log:\n{}", exit.status, exit.log).into());
+        }
+        gateway_counters = exit.stats["counters"].clone();
+    }
+    drop(gateway_config);
+    drop(lines);
+    drop((d15, d90));
+    let order = |p: &str| ["1500", "9000", "gateway", "router"].iter().position(|x| *x == p);
+    let rate_order = |r: Option<u64>| r.unwrap_or(0);
+    rows.sort_by_key(|r| {
+        (rate_order(r.link_rate_bps), PROTOS.iter().position(|x| *x == r.proto), order(r.path), r.size)
+    });
+    let ratios = ratios(&rows);
+    let first = rows.first().map(|r| r.link_rate_bps);
+    let ratio_9000_over_1500 =
+        ratios.iter().filter(|x| Some(x.link_rate_bps) == first).map(|x| (x.proto.clone(), x.median)).collect();
+    Ok(RttResult { rows, offloads: OFFLOADS, shaping: SHAPING, ratio_9000_over_1500, ratios, gateway_counters })
+}
+
+/// Every cell of every path at the current link rate, on the measuring CPU.
+fn measure(conns: &mut [PathConn], o: &RttOptions) -> Result<Vec<RttRow>, RunError> {
     let rows: Result<Vec<RttRow>, String> = std::thread::scope(|sc| {
         sc.spawn(|| {
             pin();
@@ -372,66 +554,7 @@ pub fn run(o: &RttOptions, say: &dyn Fn(&str)) -> Result<RttResult, RunError> {
         .join()
         .map_err(|_| "the measuring thread panicked".to_string())?
     });
-    let mut rows = rows?;
-    drop(conns);
-    let mut gateway_counters = serde_json::Value::Null;
-    if let Some(gw) = gateway {
-        let exit = gw.stop()?;
-        if !exit.status.success() {
-            return Err(format!("px gateway exited with {}; its log:\n{}", exit.status, exit.log).into());
-        }
-        gateway_counters = exit.stats["counters"].clone();
-    }
-    drop(gateway_config);
-    drop(lines);
-    let order = |p: &str| ["1500", "9000", "gateway", "router"].iter().position(|x| *x == p);
-    rows.sort_by_key(|r| (PROTOS.iter().position(|x| *x == r.proto), order(r.path), r.size));
-    let ratio_9000_over_1500 = ratios(&rows);
-    Ok(RttResult { rows, offloads: OFFLOADS, ratio_9000_over_1500, gateway_counters })
-}
-
-/// The SVG: one chart per protocol, p50 RTT against message size, a line per path.
-pub fn svg(r: &RttResult) -> String {
-    use px_sim::svg::{LineChart, Series, stack};
-    let mut paths: Vec<&str> = Vec::new();
-    for row in &r.rows {
-        if !paths.contains(&row.path) {
-            paths.push(row.path);
-        }
-    }
-    let charts: Vec<String> = PROTOS
-        .iter()
-        .map(|&proto| {
-            let series = paths
-                .iter()
-                .map(|&path| Series {
-                    name: match path {
-                        "1500" | "9000" => format!("MTU {path}"),
-                        p => format!("9000 → {p} → 1500"),
-                    },
-                    points: r
-                        .rows
-                        .iter()
-                        .filter(|x| x.path == path && x.proto == proto)
-                        .map(|x| (x.size as f64, x.p50_us))
-                        .collect(),
-                })
-                .collect();
-            LineChart {
-                title: format!("{proto}: round-trip time (p50) against message size"),
-                x_label: "message size (bytes, one send)".into(),
-                y_label: "RTT p50 (µs)".into(),
-                series,
-                y_max: None,
-                markers: vec![(1472.0, "1500".into()), (8972.0, "9000".into())],
-                note: Some(
-                    "px lab rtt (veth, TSO/GSO off); dashed: largest one-frame message at MTU 1500, 9000".into(),
-                ),
-            }
-            .to_svg()
-        })
-        .collect();
-    stack(&charts)
+    Ok(rows?)
 }
 
 #[cfg(test)]
@@ -445,35 +568,40 @@ mod tests {
         assert!(spread(&mut []).1.is_nan());
     }
 
+    fn row(rate: Option<u64>, path: &'static str, size: usize, p50_us: f64) -> RttRow {
+        RttRow { link_rate_bps: rate, path, proto: "udp", size, samples: 1, lost: 0, p10_us: 0.0, p50_us, p90_us: 0.0 }
+    }
+
     #[test]
-    fn ratios_are_medians_above_one_frame() {
-        let row = |path, size, p50_us| RttRow {
-            path,
-            proto: "udp",
-            size,
-            samples: 1,
-            lost: 0,
-            p10_us: 0.0,
-            p50_us,
-            p90_us: 0.0,
-        };
+    fn ratios_are_medians_above_one_frame_per_rate() {
+        let g = Some(1_000_000_000);
         let rows = vec![
-            row("1500", 1000, 10.0),
-            row("9000", 1000, 100.0),
-            row("1500", 2000, 10.0),
-            row("9000", 2000, 20.0),
-            row("1500", 4000, 10.0),
-            row("9000", 4000, 5.0),
-            row("1500", 8000, 10.0),
-            row("9000", 8000, 30.0),
+            row(None, "1500", 1000, 10.0),
+            row(None, "9000", 1000, 100.0),
+            row(None, "1500", 2000, 10.0),
+            row(None, "9000", 2000, 20.0),
+            row(None, "1500", 4000, 10.0),
+            row(None, "9000", 4000, 5.0),
+            row(None, "1500", 8000, 10.0),
+            row(None, "9000", 8000, 30.0),
+            row(g, "1500", 11000, 100.0),
+            row(g, "9000", 11000, 180.0),
         ];
-        assert_eq!(ratios(&rows), vec![("udp".to_string(), 2.0)]);
-        let r = RttResult {
+        let r = ratios(&rows);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!((r[0].link_rate_bps, r[0].median, r[0].at_11000), (None, 2.0, None));
+        assert_eq!((r[1].link_rate_bps, r[1].median, r[1].at_11000), (g, 1.8, Some(1.8)));
+        let res = RttResult {
             rows,
             offloads: OFFLOADS,
+            shaping: SHAPING,
             ratio_9000_over_1500: vec![],
+            ratios: r,
             gateway_counters: serde_json::Value::Null,
         };
-        assert!(svg(&r).starts_with("<svg"));
+        let plot = svg(&res);
+        assert!(plot.starts_with("<svg") && plot.contains("MTU 9000, 1 Gb/s") && plot.contains("(log scale)"));
+        let t = table(&res);
+        assert!(t.contains("every hop at 1 Gb/s") && t.contains("unshaped veth") && t.contains("[1.80]"), "{t}");
     }
 }

@@ -28,9 +28,8 @@ use px_netns::impair::ImpairSpec;
 use px_netns::line::{Addressing, IMTU, LEFT_V4, Line, LineImpairment, LineSpec};
 
 use crate::exp::iperf::{Iperf, IperfRun};
-use px_netns::Machine;
 
-use crate::exp::{Conditions, Paper, Report, ratio};
+use crate::exp::{Conditions, ConditionsBuilder, Paper, Placement, Report, ratio};
 
 /// What the paper reports.
 pub const PAPER: Paper = Paper {
@@ -138,7 +137,7 @@ fn flow(line: &Line, o: &WanOptions, to: &str, port: u16) -> Result<IperfRun, St
 /// Runs the experiment; `say` gets a line of progress at each step.
 pub fn run(o: &WanOptions, say: &dyn Fn(&str)) -> Result<WanResult, crate::RunError> {
     px_netns::install_signal_cleanup().map_err(|e| e.to_string())?;
-    let machine = Machine::current();
+    let mut conditions = ConditionsBuilder::start(&o.cc, OFFLOADS);
     let path = format!("{} ms each way, {} % loss", o.delay_ms, o.loss * 100.0);
     say(&format!("px lab wan: building bnet (9000) — middle box — [{path}] — legacy (1500)…"));
     let line = Line::build(spec(o, px_netns::line::LineSpec::gateway_lab().mtus)).map_err(|e| e.to_string())?;
@@ -170,13 +169,11 @@ pub fn run(o: &WanOptions, say: &dyn Fn(&str)) -> Result<WanResult, crate::RunEr
         loss: o.loss,
         delay_ms: o.delay_ms,
         runs: [(&router).into(), (&gateway).into(), (&jumbo).into()],
-        conditions: Conditions::new(
-            machine,
-            &router.congestion,
-            &o.cc,
-            OFFLOADS,
-            "not confined: one flow, limited by the path (sender b-network host, receiver legacy host)".into(),
-        ),
+        conditions: {
+            conditions.saw(&router.congestion);
+            conditions
+                .finish(Placement::Free("one flow, limited by the path (sender b-network host, receiver legacy host)"))
+        },
         paper: PAPER,
     })
 }

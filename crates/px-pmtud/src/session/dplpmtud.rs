@@ -220,10 +220,6 @@ impl Session for DplpmtudSession {
     fn outcome(&self) -> Option<&Measurement> {
         self.done.as_ref()
     }
-
-    fn reads_icmp(&self) -> bool {
-        true
-    }
 }
 
 #[cfg(test)]

@@ -186,10 +186,6 @@ impl Session for IcmpSession {
     fn outcome(&self) -> Option<&Measurement> {
         self.done.as_ref()
     }
-
-    fn reads_icmp(&self) -> bool {
-        true
-    }
 }
 
 #[cfg(test)]

@@ -263,8 +263,11 @@ pub trait Session {
     /// The result, once the measurement has ended.
     fn outcome(&self) -> Option<&Measurement>;
     /// Whether the session wants ICMP "too big" messages now (the driver
-    /// enables reading them, e.g. `IP_RECVERR`, when this turns true).
-    fn reads_icmp(&self) -> bool;
+    /// enables reading them, e.g. `IP_RECVERR`, when this turns true):
+    /// every method but F-PMTUD's own fragment report reads them.
+    fn reads_icmp(&self) -> bool {
+        true
+    }
     /// Whether the method handed over to another (F-PMTUD to DPLPMTUD).
     fn fell_back(&self) -> bool {
         false

@@ -598,10 +598,6 @@ impl Session for ParallelSession {
     fn outcome(&self) -> Option<&Measurement> {
         self.done.as_ref()
     }
-
-    fn reads_icmp(&self) -> bool {
-        true
-    }
 }
 
 #[cfg(test)]

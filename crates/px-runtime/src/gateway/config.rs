@@ -34,6 +34,7 @@ pub struct GatewayConfig {
     /// Address of the Prometheus metrics endpoint (e.g. "127.0.0.1:9464").
     pub metrics: Option<SocketAddr>,
     /// Seconds between one-line summaries in the log; 0 turns them off.
+    #[serde(with = "px_gateway::units::secs")]
     pub log_interval_s: u64,
     /// Frames per receive/send batch.
     pub batch: usize,
@@ -64,15 +65,18 @@ pub struct GatewayConfig {
     /// running waits here; a full buffer drops frames, counted in
     /// `px_gateway_socket_drops_total`. The 8 MiB default holds about
     /// 3 500 frames of 1500 bytes.
+    #[serde(with = "px_gateway::units::bytes_usize")]
     pub socket_buffer_bytes: usize,
     /// Write what the ports receive and send to this pcapng file (see
     /// [`capture`](super::capture)); absent: no capture.
     pub capture: Option<PathBuf>,
     /// Largest size of one capture file; then it rotates (FILE.1, ...).
+    #[serde(with = "px_gateway::units::bytes")]
     pub capture_max_bytes: u64,
     /// Capture files kept, the current one included.
     pub capture_files: u32,
     /// Bytes captured of each frame.
+    #[serde(with = "px_gateway::units::bytes")]
     pub capture_snaplen: u32,
     /// The control socket `px status` asks (see
     /// [`control`](super::control)); absent: `gateway-net<namespace>-<outer>-<inner>.sock`
@@ -86,7 +90,7 @@ pub struct GatewayConfig {
     /// use them (the `[imtu_follow]` table, issue 30; none: every outside
     /// destination is translated).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub imtu_follow: Option<super::imtu::ImtuFollowConfig>,
+    pub imtu_follow: Option<ImtuFollowConfig>,
 }
 
 impl Default for GatewayConfig {
@@ -113,6 +117,64 @@ impl Default for GatewayConfig {
             engine: px_gateway::Config::default(),
             imtu_follow: None,
         }
+    }
+}
+
+/// The `[imtu_follow]` table of the gateway's configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImtuFollowConfig {
+    /// Kernel routing table the routing daemon writes the advertised
+    /// iMTUs to (routes with an `mtu` metric).
+    pub table: u32,
+    /// UDP port of the neighbours' `px fpmtud` responders.
+    pub responder_port: u16,
+    /// The responder's address: the prefix's first address plus this.
+    pub responder_host: u32,
+    /// Seconds between two measurements of a verified prefix.
+    #[serde(with = "px_gateway::units::secs")]
+    pub reverify_s: u64,
+    /// Most prefixes held.
+    pub max_prefixes: usize,
+    /// Bound on one measurement, milliseconds.
+    #[serde(with = "px_gateway::units::millis")]
+    pub probe_timeout_ms: u64,
+    /// The kernel routing table the gateway host forwards by (254: main),
+    /// whose more-specific routes carve exclusions out of verified
+    /// prefixes.
+    pub forwarding_table: u32,
+}
+
+impl Default for ImtuFollowConfig {
+    fn default() -> Self {
+        ImtuFollowConfig {
+            table: 30,
+            responder_port: 9999,
+            responder_host: 1,
+            reverify_s: 300,
+            max_prefixes: 4096,
+            probe_timeout_ms: 2000,
+            forwarding_table: 254,
+        }
+    }
+}
+
+impl ImtuFollowConfig {
+    /// Checks the ranges, naming the field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        // 253..=255 are the kernel's default, main and local tables: their
+        // routes' MTUs are not advertisements.
+        if self.table == 0 || (253..=255).contains(&self.table) {
+            return Err(invalid("imtu_follow.table", self.table));
+        }
+        in_range("imtu_follow.responder_port", self.responder_port)?;
+        in_range("imtu_follow.reverify_s", self.reverify_s)?;
+        in_range("imtu_follow.max_prefixes", self.max_prefixes as u64)?;
+        in_range("imtu_follow.probe_timeout_ms", self.probe_timeout_ms)?;
+        if self.forwarding_table == 0 || self.forwarding_table == self.table {
+            return Err(invalid("imtu_follow.forwarding_table", self.forwarding_table));
+        }
+        Ok(())
     }
 }
 
@@ -169,6 +231,117 @@ impl std::fmt::Display for FastPathMode {
     }
 }
 
+/// What each key allows, in the key's own unit, as every error says it:
+/// [`GatewayConfig::validate`] checks the `a..=b` ranges from this table
+/// (so a message cannot drift from the check), and a value the type cannot
+/// even hold (`imtu = 70000`, `log_interval_s = -1`) is refused with the
+/// same text. The `engine.` ranges are the engine's own checks
+/// ([`px_gateway::Config::validate`]) in the file's units; a test holds
+/// the two together.
+pub const ALLOWED: &[(&str, &str)] = &[
+    ("inner", "an interface name of 1..=15 bytes"),
+    ("outer", "an interface name of 1..=15 bytes"),
+    ("imtu", "0 (the inner interface's MTU) or 1280..=65535"),
+    ("emtu", "0 (the outer interface's MTU) or 576..=65535, at most imtu"),
+    ("workers", "1..=64"),
+    ("batch", "1..=1024"),
+    ("socket_buffer_bytes", "65536..=1073741824"),
+    ("log_interval_s", "0..=86400"),
+    ("capture_max_bytes", "65536..=1099511627776"),
+    ("capture_files", "1..=1000"),
+    ("capture_snaplen", "64..=262144"),
+    ("engine.merge_timeout_us", "0..=10000"),
+    ("engine.max_flows", "1..=16777216"),
+    ("engine.max_held_bytes", "65536..=17179869184"),
+    ("engine.flow_idle_timeout_s", "1..=86400"),
+    ("engine.bulk_after", "0..=64"),
+    ("engine.pmtu_cache_size", "1..=1048576"),
+    ("engine.pmtu_lifetime_s", "1..=86400"),
+    ("engine.icmp_rate_per_sec", "0..=1000000"),
+    ("engine.offload_after", "0..=4294967295"),
+    ("engine.caravan_dscp", "1..=63"),
+    ("imtu_follow.table", "1..=252 or 256..=4294967295"),
+    ("imtu_follow.responder_port", "1..=65535"),
+    ("imtu_follow.responder_host", "0..=4294967295"),
+    ("imtu_follow.reverify_s", "10..=86400"),
+    ("imtu_follow.max_prefixes", "1..=1000000"),
+    ("imtu_follow.probe_timeout_ms", "100..=30000"),
+    ("imtu_follow.forwarding_table", "1..=4294967295, not imtu_follow.table"),
+];
+
+/// What `key` (dotted: `engine.max_flows`) allows, from [`ALLOWED`].
+pub fn allowed(key: &str) -> Option<&'static str> {
+    ALLOWED.iter().find(|(k, _)| *k == key).map(|(_, a)| *a)
+}
+
+/// The error for `key` = `value`, with what [`ALLOWED`] says of it.
+fn invalid(key: &'static str, value: impl ToString) -> ConfigError {
+    ConfigError::Invalid {
+        field: key,
+        value: value.to_string(),
+        allowed: allowed(key).unwrap_or("(see the documentation)"),
+    }
+}
+
+/// Checks `value` against the `a..=b` range [`ALLOWED`] gives `key`.
+fn in_range(key: &'static str, value: impl Into<u64>) -> Result<(), ConfigError> {
+    let value = value.into();
+    let range = allowed(key).and_then(|a| {
+        let (lo, hi) = a.split_once("..=")?;
+        Some(lo.parse::<u64>().ok()?..=hi.parse::<u64>().ok()?)
+    });
+    match range {
+        Some(r) if r.contains(&value) => Ok(()),
+        _ => Err(invalid(key, value)),
+    }
+}
+
+/// The keys of one table of the file, from the struct that reads it
+/// (`""`: the top level). A section added to [`GatewayConfig`] is added
+/// here too (a test fails until it is): errors use this to say where a
+/// misplaced key belongs, and the test of `examples/gateway.toml` to see
+/// that every key is there.
+pub fn section_keys(section: &str) -> &'static [&'static str] {
+    match section {
+        "" => struct_fields::<GatewayConfig>(),
+        "engine" => struct_fields::<px_gateway::Config>(),
+        "imtu_follow" => struct_fields::<ImtuFollowConfig>(),
+        _ => &[],
+    }
+}
+
+/// The tables of the file besides the top level.
+pub const SECTIONS: &[&str] = &["engine", "imtu_follow"];
+
+/// The field names serde reads for `T` (with their `rename`s): a
+/// deserializer that only asks.
+fn struct_fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    use serde::de::{Error, Visitor, value::Error as E};
+    struct Ask<'a>(&'a mut &'static [&'static str]);
+    impl<'de> serde::Deserializer<'de> for Ask<'_> {
+        type Error = E;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, E> {
+            Err(E::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, E> {
+            *self.0 = fields;
+            Err(E::custom("asked"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+            unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Ask(&mut fields));
+    fields
+}
+
 /// A configuration the gateway refuses.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -183,9 +356,22 @@ pub enum ConfigError {
     /// ([`GatewayConfig::from_toml`]).
     #[error("{0}")]
     Toml(String),
-    /// A value outside what the gateway allows.
-    #[error("invalid configuration: `{field}` = {value} (allowed: {allowed})")]
+    /// A value outside what the gateway allows (`field`: the key, dotted
+    /// for a table's: `engine.max_flows`).
+    #[error("invalid configuration: `{}` = {value} (allowed: {allowed})", written(field))]
     Invalid { field: &'static str, value: String, allowed: &'static str },
+    /// An error about a key the file sets, found after the file was read
+    /// (a range, the engine's checks): the file and the key's line.
+    #[error("config file {path}, line {line}: {source}")]
+    InFile { path: String, line: usize, source: Box<ConfigError> },
+    /// A value given on the command line (`--workers 0`, `--set
+    /// workers=0`), named as the user wrote it, in the key's unit.
+    #[error("invalid configuration: `{flag}` = {value} (allowed: {allowed})")]
+    Flag { flag: String, value: String, allowed: String },
+    /// A command-line value its key cannot take at all (a word for a
+    /// number, an unknown key).
+    #[error("`{flag}`: {detail}")]
+    FlagValue { flag: String, detail: String },
     /// The engine's own checks refused its part.
     #[error(transparent)]
     Engine(#[from] px_gateway::ConfigError),
@@ -236,7 +422,12 @@ impl GatewayConfig {
     pub fn from_file(path: &Path) -> Result<GatewayConfig, ConfigError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: p.clone(), source })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: p, detail: toml_error(&text, &e) })
+        Self::from_text(&p, &text)
+    }
+
+    /// Reads the TOML text of the file at `path` (named in errors).
+    pub fn from_text(path: &str, text: &str) -> Result<GatewayConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.to_string(), detail: toml_error(text, &e) })
     }
 
     /// Reads TOML text.
@@ -246,37 +437,27 @@ impl GatewayConfig {
 
     /// Checks what the engine does not check itself.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |field, value: String, allowed| Err(ConfigError::Invalid { field, value, allowed });
-        if self.inner.is_empty() || self.inner.len() > 15 {
-            return invalid("inner", format!("{:?}", self.inner), "an interface name of 1..=15 bytes");
+        let name = |n: &str| n.is_empty() || n.len() > 15;
+        if name(&self.inner) {
+            return Err(invalid("inner", format!("{:?}", self.inner)));
         }
-        if self.outer.is_empty() || self.outer.len() > 15 {
-            return invalid("outer", format!("{:?}", self.outer), "an interface name of 1..=15 bytes");
+        if name(&self.outer) {
+            return Err(invalid("outer", format!("{:?}", self.outer)));
         }
         if self.inner == self.outer {
-            return invalid("outer", format!("{:?}", self.outer), "an interface other than `inner`");
+            return Err(ConfigError::Invalid {
+                field: "outer",
+                value: format!("{:?}", self.outer),
+                allowed: "an interface other than `inner`",
+            });
         }
-        if !(1..=64).contains(&self.workers) {
-            return invalid("workers", self.workers.to_string(), "1..=64");
-        }
-        if !(1..=1024).contains(&self.batch) {
-            return invalid("batch", self.batch.to_string(), "1..=1024");
-        }
-        if !(65_536..=1 << 30).contains(&self.socket_buffer_bytes) {
-            return invalid("socket_buffer_bytes", self.socket_buffer_bytes.to_string(), "65536..=1073741824");
-        }
-        if self.log_interval_s > 86_400 {
-            return invalid("log_interval_s", self.log_interval_s.to_string(), "0..=86400");
-        }
-        if !(65_536..=1 << 40).contains(&self.capture_max_bytes) {
-            return invalid("capture_max_bytes", self.capture_max_bytes.to_string(), "65536..=1099511627776");
-        }
-        if !(1..=1000).contains(&self.capture_files) {
-            return invalid("capture_files", self.capture_files.to_string(), "1..=1000");
-        }
-        if !(64..=262_144).contains(&self.capture_snaplen) {
-            return invalid("capture_snaplen", self.capture_snaplen.to_string(), "64..=262144");
-        }
+        in_range("workers", self.workers as u64)?;
+        in_range("batch", self.batch as u64)?;
+        in_range("socket_buffer_bytes", self.socket_buffer_bytes as u64)?;
+        in_range("log_interval_s", self.log_interval_s)?;
+        in_range("capture_max_bytes", self.capture_max_bytes)?;
+        in_range("capture_files", self.capture_files)?;
+        in_range("capture_snaplen", self.capture_snaplen)?;
         if let Some(f) = &self.imtu_follow {
             f.validate()?;
         }
@@ -419,36 +600,34 @@ impl GatewayConfig {
     /// engine's field name and a `Duration`.
     pub fn as_written(&self, e: px_gateway::ConfigError) -> ConfigError {
         let c = &self.engine;
-        let (field, value, allowed): (&'static str, String, &'static str) = match e.field {
-            "merge_timeout" => ("[engine] merge_timeout_us", c.merge_timeout.as_micros().to_string(), "0..=10000"),
-            "flow_idle_timeout" => {
-                ("[engine] flow_idle_timeout_s", c.flow_idle_timeout.as_secs().to_string(), "1 or more")
-            }
-            "max_flows" => ("[engine] max_flows", e.value, e.allowed),
-            "max_held_bytes" => ("[engine] max_held_bytes", e.value, e.allowed),
-            "bulk_after" => ("[engine] bulk_after", e.value, e.allowed),
-            "pmtu_cache_size" => ("[engine] pmtu_cache_size", e.value, e.allowed),
-            "icmp_rate_per_sec" => ("[engine] icmp_rate_per_sec", e.value, e.allowed),
-            "caravan_dscp" => ("[engine] caravan_dscp", e.value, e.allowed),
-            // The MTUs: the top-level keys (or the ports' own MTUs).
-            _ => return ConfigError::Engine(e),
+        let (key, value) = match e.field {
+            "merge_timeout" => ("engine.merge_timeout_us", c.merge_timeout.as_micros().to_string()),
+            "flow_idle_timeout" => ("engine.flow_idle_timeout_s", c.flow_idle_timeout.as_secs().to_string()),
+            "pmtu_lifetime" => ("engine.pmtu_lifetime_s", c.pmtu_lifetime.as_secs().to_string()),
+            field => match ALLOWED.iter().find(|(k, _)| k.strip_prefix("engine.") == Some(field)) {
+                Some((k, _)) => (*k, e.value),
+                // The MTUs: the top-level keys (or the ports' own MTUs).
+                None => return ConfigError::Engine(e),
+            },
         };
-        ConfigError::Invalid { field, value, allowed }
+        invalid(key, value)
+    }
+}
+
+/// A key as the file writes it: `[engine] max_flows` for `engine.max_flows`.
+pub fn written(key: &str) -> String {
+    match key.split_once('.') {
+        Some((section, k)) => format!("[{section}] {k}"),
+        None => key.to_string(),
     }
 }
 
 /// A TOML error told as the key the user wrote: the key and section at
-/// the error's position in `text`, and Rust's type names replaced by
-/// what to write.
+/// the error's position in `text`, Rust's type names replaced by what to
+/// write, the key's allowed values, and for a key in the wrong table,
+/// the table it belongs to.
 fn toml_error(text: &str, e: &toml::de::Error) -> String {
-    let what = e
-        .message()
-        .replace("expected usize", "expected a whole number")
-        .replace("expected u64", "expected a whole number")
-        .replace("expected u32", "expected a whole number")
-        .replace("expected u16", "expected a whole number")
-        .replace("expected u8", "expected a whole number")
-        .replace("expected a boolean", "expected true or false");
+    let what = plain(e.message());
     let Some(span) = e.span() else { return what };
     let before = &text[..span.start.min(text.len())];
     let line_no = before.matches('\n').count() + 1;
@@ -457,15 +636,63 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
         .lines()
         .rev()
         .map(str::trim)
-        .find(|l| l.starts_with('[') && l.ends_with(']'))
-        .map(|l| format!("{l} "))
+        .find_map(|l| l.strip_prefix('[').and_then(|l| l.strip_suffix(']')))
         .unwrap_or_default();
     match line.split_once('=') {
         Some((key, _)) if !line.trim_start().starts_with('[') => {
-            format!("`{section}{}` (line {line_no}): {what}", key.trim())
+            let key = key.trim();
+            let dotted = if section.is_empty() { key.to_string() } else { format!("{section}.{key}") };
+            format!("`{}` (line {line_no}): {}", written(&dotted), explain(&dotted, what, false))
         }
         _ => format!("line {line_no}: {what}"),
     }
+}
+
+/// A deserializer's message about `key` (dotted) made plain: what to
+/// write instead of a Rust type, what the key allows, where a key of
+/// another table belongs (`cli`: said as `--set` takes the key).
+pub(crate) fn explain(key: &str, what: String, cli: bool) -> String {
+    let (section, name) = key.rsplit_once('.').unwrap_or(("", key));
+    if what.starts_with("unknown field") {
+        let home = std::iter::once("")
+            .chain(SECTIONS.iter().copied())
+            .find(|s| *s != section && section_keys(s).contains(&name));
+        return match (home, cli) {
+            (Some(""), false) => format!("{what}; `{name}` is a top-level key: put it before the first [table]"),
+            (Some(s), false) => format!("{what}; `{name}` is a key of the [{s}] table: put it under `[{s}]`"),
+            (Some(""), true) => format!("{what}; `{name}` is a top-level key: set `{name}`"),
+            (Some(s), true) => format!("{what}; `{name}` is a key of the [{s}] table: set `{s}.{name}`"),
+            (None, _) => what,
+        };
+    }
+    match allowed(key) {
+        Some(a) => format!("{what} (allowed: {a})"),
+        None => what,
+    }
+}
+
+/// A serde message with Rust's type names replaced by what to write.
+pub(crate) fn plain(message: &str) -> String {
+    let mut what = message.trim_end().to_string();
+    for t in ["usize", "u64", "u32", "u16", "u8", "i64", "i32"] {
+        what = what.replace(&format!("expected {t}"), "expected a whole number");
+    }
+    what.replace("expected a boolean", "expected true or false")
+}
+
+/// The line of `text` that sets `key` (dotted: `engine.max_flows`), if any.
+pub fn key_line(text: &str, key: &str) -> Option<usize> {
+    let (section, name) = key.rsplit_once('.').unwrap_or(("", key));
+    let mut current = "";
+    for (n, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if let Some(s) = l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = s.trim();
+        } else if current == section && l.split_once('=').is_some_and(|(k, _)| k.trim() == name) {
+            return Some(n + 1);
+        }
+    }
+    None
 }
 
 #[cfg(test)]

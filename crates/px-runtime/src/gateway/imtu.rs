@@ -45,78 +45,8 @@ use std::time::{Duration, Instant};
 use px_gateway::Prefix;
 use px_gateway::imtu::{Evidence, ImtuTable, SharedImtu, Trust, verdict};
 use px_io::route_table::MtuRoute;
-use serde::{Deserialize, Serialize};
 
-use super::config::ConfigError;
-
-/// The `[imtu_follow]` table of the gateway's configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ImtuFollowConfig {
-    /// Kernel routing table the routing daemon writes the advertised
-    /// iMTUs to (routes with an `mtu` metric).
-    pub table: u32,
-    /// UDP port of the neighbours' `px fpmtud` responders.
-    pub responder_port: u16,
-    /// The responder's address: the prefix's first address plus this.
-    pub responder_host: u32,
-    /// Seconds between two measurements of a verified prefix.
-    pub reverify_s: u64,
-    /// Most prefixes held.
-    pub max_prefixes: usize,
-    /// Bound on one measurement, milliseconds.
-    pub probe_timeout_ms: u64,
-    /// The kernel routing table the gateway host forwards by (254: main),
-    /// whose more-specific routes carve exclusions out of verified
-    /// prefixes.
-    pub forwarding_table: u32,
-}
-
-impl Default for ImtuFollowConfig {
-    fn default() -> Self {
-        ImtuFollowConfig {
-            table: 30,
-            responder_port: 9999,
-            responder_host: 1,
-            reverify_s: 300,
-            max_prefixes: 4096,
-            probe_timeout_ms: 2000,
-            forwarding_table: 254,
-        }
-    }
-}
-
-impl ImtuFollowConfig {
-    /// Checks the ranges, naming the field.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |field, value: String, allowed| Err(ConfigError::Invalid { field, value, allowed });
-        // 253..=255 are the kernel's default, main and local tables: their
-        // routes' MTUs are not advertisements.
-        if self.table == 0 || (253..=255).contains(&self.table) {
-            return invalid("imtu_follow.table", self.table.to_string(), "1..=252 or 256..=4294967295");
-        }
-        if self.responder_port == 0 {
-            return invalid("imtu_follow.responder_port", "0".into(), "1..=65535");
-        }
-        if !(10..=86_400).contains(&self.reverify_s) {
-            return invalid("imtu_follow.reverify_s", self.reverify_s.to_string(), "10..=86400");
-        }
-        if !(1..=1_000_000).contains(&self.max_prefixes) {
-            return invalid("imtu_follow.max_prefixes", self.max_prefixes.to_string(), "1..=1000000");
-        }
-        if !(100..=30_000).contains(&self.probe_timeout_ms) {
-            return invalid("imtu_follow.probe_timeout_ms", self.probe_timeout_ms.to_string(), "100..=30000");
-        }
-        if self.forwarding_table == 0 || self.forwarding_table == self.table {
-            return invalid(
-                "imtu_follow.forwarding_table",
-                self.forwarding_table.to_string(),
-                "1..=4294967295, not imtu_follow.table",
-            );
-        }
-        Ok(())
-    }
-}
+use super::config::ImtuFollowConfig;
 
 /// What the follower knows of one advertised prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

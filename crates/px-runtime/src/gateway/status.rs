@@ -267,6 +267,28 @@ impl Status {
     /// The text `px status` prints.
     pub fn render(&self) -> String {
         let mut o = String::new();
+        self.render_settings(&mut o);
+        self.render_ports(&mut o);
+        self.render_engine(&mut o);
+        self.render_flows(&mut o);
+        self.render_path_mtus(&mut o);
+        let _ = writeln!(
+            o,
+            "\nkernel fast path: {}",
+            if self.offload.active {
+                format!(
+                    "on; {} flow(s) in the kernel now, {} installs and {} hand-backs since start",
+                    self.offload.flows, self.offload.installed, self.offload.returned
+                )
+            } else {
+                "off (offload = \"off\": every packet crosses user space)".to_string()
+            }
+        );
+        o
+    }
+
+    /// Who runs, since when, and with what settings.
+    fn render_settings(&self, o: &mut String) {
         let c = &self.config;
         let up = self.uptime_s as u64;
         let _ = writeln!(
@@ -304,9 +326,14 @@ impl Status {
                 self.engine.icmp_no_source
             );
         }
+    }
+
+    /// Each port's wire counts and rates.
+    fn render_ports(&self, o: &mut String) {
         let _ = writeln!(
             o,
-            "\nports (wire frames, as ip -s link counts them; rates over the last {:.1} s)",
+            "\nports (wire frames, as ip -s link counts them; rates over the last {:.1} s; super rx / tx: frames through\n\
+             the gateway's sockets, a GRO or GSO super-packet counting once)",
             self.interval_s
         );
         let _ = writeln!(
@@ -321,7 +348,7 @@ impl Status {
             "tx packets",
             "tx pps",
             "tx bit/s",
-            "super-packets"
+            "super rx / tx"
         );
         for p in &self.ports {
             let _ = writeln!(
@@ -340,6 +367,10 @@ impl Status {
                 p.super_packets.tx_packets
             );
         }
+    }
+
+    /// What the engines did, and what was dropped.
+    fn render_engine(&self, o: &mut String) {
         let e = &self.engine;
         let _ = writeln!(
             o,
@@ -365,21 +396,29 @@ impl Status {
             e.send_errors,
             e.rx_errors
         );
-        let _ = writeln!(o, "\nlargest flows (TCP payload bytes; in = from the outer port)");
+    }
+
+    /// The largest flows, one line each.
+    fn render_flows(&self, o: &mut String) {
+        let _ = writeln!(
+            o,
+            "\nlargest flows (TCP payload bytes; in = from the outer port toward the inner host, out = the other way;\n\
+             max seg: the largest segment seen; MSS inner/outer: what the inner and the outer host advertised)"
+        );
         if self.flows.is_empty() {
             let _ = writeln!(o, "  none");
         } else {
             let _ = writeln!(
                 o,
-                "  {:<41} {:<41} {:<11} {:>12} {:>12} {:>9} {:>9} {:>11} {:<8} {:>8} {:>7} offloaded",
+                "  {:<41} {:<41} {:<11} {:>12} {:>12} {:>10} {:>11} {:>15} {:<8} {:>8} {:>7} offloaded",
                 "outer",
                 "inner",
                 "state",
                 "bytes in",
                 "bytes out",
-                "seg in",
-                "seg out",
-                "MSS in/out",
+                "max seg in",
+                "max seg out",
+                "MSS inner/outer",
                 "merging",
                 "held B",
                 "idle ms",
@@ -389,7 +428,7 @@ impl Status {
                 let v = &f.flow;
                 let _ = writeln!(
                     o,
-                    "  {:<41} {:<41} {:<11} {:>12} {:>12} {:>9} {:>9} {:>11} {:<8} {:>8} {:>7} {}",
+                    "  {:<41} {:<41} {:<11} {:>12} {:>12} {:>10} {:>11} {:>15} {:<8} {:>8} {:>7} {}",
                     v.outer.to_string(),
                     v.inner.to_string(),
                     v.state,
@@ -408,6 +447,9 @@ impl Status {
                 );
             }
         }
+    }
+
+    fn render_path_mtus(&self, o: &mut String) {
         let _ = writeln!(o, "\npath MTUs learned");
         if self.path_mtus.is_empty() {
             let _ = writeln!(o, "  none");
@@ -419,19 +461,6 @@ impl Status {
                 p.toward, p.destination, p.mtu, p.expires_in_s
             );
         }
-        let _ = writeln!(
-            o,
-            "\nkernel fast path: {}",
-            if self.offload.active {
-                format!(
-                    "on; {} flow(s) in the kernel now, {} installs and {} hand-backs since start",
-                    self.offload.flows, self.offload.installed, self.offload.returned
-                )
-            } else {
-                "off (offload = \"off\": every packet crosses user space)".to_string()
-            }
-        );
-        o
     }
 }
 
@@ -513,6 +542,16 @@ mod tests {
         assert!(text.contains("  outer  px-gwo"), "{text}");
         assert!(text.contains("toward outer  203.0.113.9"), "{text}");
         assert!(text.contains("kernel fast path: off"), "{text}");
+        // Issue 38 item 5: every column says what it counts.
+        for label in [
+            "super rx / tx",
+            "a GRO or GSO super-packet counting once",
+            "max seg in",
+            "MSS inner/outer",
+            "what the inner and the outer host advertised",
+        ] {
+            assert!(text.contains(label), "{label:?} not in {text}");
+        }
         assert!(text.contains("198.51.100.1:2"), "{text}");
         // The JSON is the same model.
         let back: Status = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();

@@ -336,6 +336,49 @@ pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, Prob
     }
 }
 
+/// `px probe --json`: one object.
+pub fn report_json(target: SocketAddr, m: &Measurement, max_size: Option<u16>) -> serde_json::Value {
+    serde_json::json!({
+        "target": target.to_string(),
+        "method": m.method,
+        "pmtu": m.pmtu,
+        "exact": m.exact,
+        "pmtu_low": m.pmtu,
+        "pmtu_high": m.pmtu_high,
+        "round_trips": m.round_trips,
+        "probes": m.probes,
+        "seconds": m.elapsed.as_secs_f64(),
+        "link_mtu": m.link_mtu,
+        "max_size": max_size,
+        "note": m.note,
+        "authenticated": m.authenticated,
+    })
+}
+
+/// What `px probe` prints.
+pub fn report_text(target: SocketAddr, m: &Measurement, max_size: Option<u16>) -> String {
+    let head = match m.pmtu {
+        Some(p) if m.exact => format!("path MTU {p} to {target}\n"),
+        Some(p) if max_size.is_some_and(|c| p >= c) => {
+            format!("path MTU at least {p} to {target} (--max-size {p}: larger sizes were not tried)\n")
+        }
+        Some(p) => match m.pmtu_high {
+            Some(h) if h > p => format!("path MTU between {p} and {h} to {target} (not exact)\n"),
+            _ => format!("path MTU at least {p} to {target} (not exact)\n"),
+        },
+        None => format!("no answer from {target}\n"),
+    };
+    format!(
+        "{head}  method       {}\n  round trips  {}\n  probes       {}\n  elapsed      {:.3} ms\n  link MTU     {}\n  note         {}\n",
+        m.method,
+        m.round_trips,
+        m.probes,
+        m.elapsed.as_secs_f64() * 1e3,
+        m.link_mtu,
+        m.note
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::responder::{Daemon, DaemonConfig};
@@ -445,5 +488,38 @@ mod tests {
             assert_eq!((m.pmtu, m.note.as_str()), (None, REFUSED), "{m:?}");
             assert!(m.elapsed < Duration::from_millis(500), "{m:?}");
         }
+    }
+
+    #[test]
+    fn text_and_json_show_the_answer() {
+        let m = Measurement {
+            method: "fpmtud".into(),
+            pmtu: Some(1400),
+            exact: true,
+            pmtu_high: Some(1400),
+            round_trips: 2,
+            probes: 9,
+            elapsed: Duration::from_micros(1500),
+            link_mtu: 9000,
+            note: "x".into(),
+            authenticated: true,
+        };
+        let t: SocketAddr = "198.51.100.50:9999".parse().unwrap();
+        let text = report_text(t, &m, None);
+        assert!(text.starts_with("path MTU 1400 to 198.51.100.50:9999\n"), "{text}");
+        assert!(text.contains("1.500 ms"), "{text}");
+        let j = report_json(t, &m, None);
+        assert_eq!(j["pmtu"], 1400);
+        assert_eq!(j["probes"], 9);
+        assert_eq!((j["pmtu_low"].as_u64(), j["pmtu_high"].as_u64()), (Some(1400), Some(1400)));
+        let range = Measurement { pmtu: Some(1398), exact: false, pmtu_high: Some(1399), ..m.clone() };
+        assert!(
+            report_text(t, &range, None).starts_with("path MTU between 1398 and 1399"),
+            "{}",
+            report_text(t, &range, None)
+        );
+        let none = Measurement { pmtu: None, exact: false, pmtu_high: None, ..m };
+        assert!(report_text(t, &none, None).starts_with("no answer"));
+        assert!(report_json(t, &none, None)["pmtu"].is_null());
     }
 }

@@ -30,6 +30,26 @@ pub use pmtud_compare::{
 
 use thiserror::Error;
 
+/// `--bandwidth` of `mtu-drop`: a rate, a bare number in Mb/s.
+fn rate_bps_u64_mbps(s: &str) -> Result<u64, String> {
+    rate_u64(px_units::rate_mbps_bare(s)?, s)
+}
+
+/// `--bandwidth` of `mtu-benefit`: a rate, a bare number in Gb/s.
+fn rate_bps_u64_gbps(s: &str) -> Result<u64, String> {
+    rate_u64(px_units::rate_gbps_bare(s)?, s)
+}
+
+fn rate_u64(bps: f64, s: &str) -> Result<u64, String> {
+    if bps.is_finite() && bps <= 1e15 { Ok((bps + 0.5) as u64) } else { Err(format!("`{s}`: out of range")) }
+}
+
+/// `--queue-bytes`: a size (`64KiB`), 1500..=1000000000 bytes.
+fn queue_size(s: &str) -> Result<u64, String> {
+    let b = px_units::size(s)?;
+    if (1500..=1_000_000_000).contains(&b) { Ok(b) } else { Err(format!("`{s}`: allowed 1500..=1000000000 bytes")) }
+}
+
 /// Progress callback of the `*_with_progress` runners: called with (units
 /// done, units in all) after each unit of work (a path, a run, a variant).
 /// It sees no results, so it cannot change them.

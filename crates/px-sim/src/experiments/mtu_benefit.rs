@@ -21,21 +21,32 @@ use crate::time::SimTime;
 use crate::transport::{FixedPmtu, RoundSample, TransportConfig, run_transfer};
 
 /// Parameters of [`mtu_benefit`].
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, clap::Args)]
 pub struct MtuBenefitParams {
-    /// One-way propagation delay of the WAN link, ms (paper: 10).
+    /// One-way propagation delay of the WAN link, e.g. 10ms (the paper's;
+    /// 0..=10000 ms; a bare number is milliseconds, old name --delay-ms).
+    #[arg(long = "delay", alias = "delay-ms", value_name = "DURATION", default_value = "10ms", value_parser = px_units::millis_f64)]
     pub one_way_delay_ms: f64,
-    /// Random loss rate of the WAN link in each direction (paper: 0.0001).
+    /// Random loss of the WAN link, each direction: a fraction (0.0001, the
+    /// paper's) or a percentage (0.01%); 0 <= loss < 0.5.
+    #[arg(long, value_name = "LOSS", default_value = "0.0001", value_parser = px_units::loss_fraction)]
     pub loss: f64,
-    /// WAN bandwidth, bits per second.
+    /// WAN rate, e.g. 10Gbps (1Mbps..=400Gbps; a bare number is Gb/s, as
+    /// the old name --bandwidth-gbps took).
+    #[arg(long = "bandwidth", alias = "bandwidth-gbps", value_name = "RATE", default_value = "10Gbps", value_parser = super::rate_bps_u64_gbps)]
     pub bandwidth_bps: u64,
-    /// Length of each run in simulated seconds (paper: iPerf for a minute).
+    /// Length of each run, e.g. 60s (the paper: iPerf for a minute;
+    /// 0.1..=3600 s; a bare number is seconds, old name --duration-s).
+    #[arg(long = "duration", alias = "duration-s", value_name = "DURATION", default_value = "60s", value_parser = px_units::secs_f64)]
     pub duration_s: f64,
-    /// MSS values to compare (IP MTU = MSS + 52).
+    /// MSS values to compare, comma-separated (each 536..=65000; IP MTU = MSS + 52).
+    #[arg(long, value_delimiter = ',', default_value = "1448,8948", value_parser = clap::value_parser!(u32).range(536..=65_000))]
     pub mss: Vec<u32>,
-    /// Runs per MSS, with seeds `seed..seed + runs`.
+    /// Runs per MSS, with seeds seed, seed+1, ...
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: u32,
-    /// First seed.
+    /// First seed (same seed, same output).
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
 
@@ -125,20 +136,22 @@ pub fn mtu_benefit_with_progress(
     p: &MtuBenefitParams,
     progress: Progress<'_>,
 ) -> Result<MtuBenefitResult, ExperimentError> {
-    if p.mss.is_empty() {
-        return Err(ExperimentError::InvalidParam("mss: at least one value"));
+    // Each range said with its flag (the fields are `px sim
+    // mtu-benefit`'s flags).
+    if p.mss.is_empty() || p.mss.iter().any(|&m| !(536..=65_000).contains(&m)) {
+        return Err(ExperimentError::InvalidParam("--mss: at least one value, each in 536..=65000"));
     }
-    if p.mss.iter().any(|&m| !(536..=65_000).contains(&m)) {
-        return Err(ExperimentError::InvalidParam("mss: each in 536..=65000"));
+    if !(p.duration_s >= 0.1 && p.duration_s <= 3600.0) {
+        return Err(ExperimentError::InvalidParam("--duration in 0.1s..=3600s"));
     }
-    if !(p.duration_s > 0.0 && p.duration_s <= 3600.0) {
-        return Err(ExperimentError::InvalidParam("duration_s: in (0, 3600]"));
+    if !(0.0..0.5).contains(&p.loss) {
+        return Err(ExperimentError::InvalidParam("--loss in [0, 0.5)"));
     }
-    if !(0.0..1.0).contains(&p.loss) {
-        return Err(ExperimentError::InvalidParam("loss: in [0, 1)"));
+    if p.runs == 0 || !(1_000_000..=400_000_000_000).contains(&p.bandwidth_bps) {
+        return Err(ExperimentError::InvalidParam("--runs > 0, --bandwidth in 1Mbps..=400Gbps"));
     }
-    if p.runs == 0 || p.bandwidth_bps == 0 || !p.one_way_delay_ms.is_finite() || p.one_way_delay_ms < 0.0 {
-        return Err(ExperimentError::InvalidParam("runs, bandwidth_bps > 0, one_way_delay_ms >= 0"));
+    if !(0.0..=10_000.0).contains(&p.one_way_delay_ms) {
+        return Err(ExperimentError::InvalidParam("--delay in 0..=10000ms"));
     }
     let deadline = SimTime::from_secs_f64(p.duration_s);
     let mut runs = Vec::with_capacity(p.mss.len());
@@ -245,6 +258,7 @@ pub fn mtu_benefit_svg(r: &MtuBenefitResult) -> String {
             r.growth_ratio,
             if y_max.is_some() { format!("; slow-start peak {peak:.0} kB clipped") } else { String::new() }
         )),
+        x_log: false,
     }
     .to_svg()
 }

@@ -68,15 +68,18 @@ pub const BLOG_TABLE: [(&str, f64, u64); 4] =
     [("Classic", 11.3, 79), ("Once 4V", 10.7, 50), ("Once MaxRTT", 11.5, 48), ("Once 3V", 10.5, 48)];
 
 /// Which RTT estimator drives the timers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 pub enum RttVariant {
     /// RFC 9002 §5, every sample.
     Classic,
     /// Once per RTT, PTO with 4 × rttvar.
+    #[value(name = "4v")]
     Once4V,
     /// Once per RTT, PTO from the epoch's maximum RTT.
+    #[value(name = "maxrtt")]
     OnceMaxRtt,
     /// Once per RTT, PTO with 3 × rttvar.
+    #[value(name = "3v")]
     Once3V,
 }
 
@@ -116,7 +119,7 @@ impl RttVariant {
 }
 
 /// DPLPMTUD search strategy (see `px_pmtud::search`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 pub enum SearchKind {
     /// lsquic: the maximum first, then bisection to 99 %.
     Lsquic,
@@ -133,47 +136,77 @@ impl SearchKind {
     }
 }
 
-/// Parameters of [`mtu_drop`].
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Parameters of [`mtu_drop`], and the flags of `px sim mtu-drop` (each
+/// field's default is the blog's setting; durations, rates and losses take
+/// `px_units`' units).
+#[derive(Clone, Debug, PartialEq, Serialize, clap::Args)]
 pub struct MtuDropParams {
     /// Bytes to download (blog: 1 MB).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1000..=1_000_000_000))]
     pub file_bytes: u64,
-    /// Bottleneck rate (blog: 1 Mb/s).
+    /// Bottleneck rate, e.g. 1Mbps (blog: 1 Mb/s; 10kbps..=100Gbps; a bare
+    /// number is Mb/s, as the old name --bandwidth-mbps took).
+    #[arg(long = "bandwidth", alias = "bandwidth-mbps", value_name = "RATE", default_value = "1Mbps", value_parser = super::rate_bps_u64_mbps)]
     pub bandwidth_bps: u64,
-    /// One-way delay of the bottleneck (blog: 100 ms).
+    /// One-way delay of the bottleneck, e.g. 100ms (blog; 0..=10000 ms; a
+    /// bare number is milliseconds, old name --delay-ms).
+    #[arg(long = "delay", alias = "delay-ms", value_name = "DURATION", default_value = "100ms", value_parser = px_units::millis_f64)]
     pub one_way_delay_ms: f64,
-    /// Bottleneck drop-tail buffer, bytes (`None`: unlimited, as the
-    /// blog's simulated link is taken to be; then the only losses are
-    /// those the MTU drop causes).
+    /// Bottleneck drop-tail buffer, bytes (absent: unlimited, as the blog's
+    /// simulated link is taken to be; then the only losses are those the
+    /// MTU drop causes).
+    #[arg(long, value_name = "SIZE", value_parser = super::queue_size)]
     pub queue_bytes: Option<u64>,
     /// Path MTU before the drop (blog: 1500).
+    #[arg(long, value_name = "BYTES", default_value_t = 1500, value_parser = clap::value_parser!(u32).range(1280..=9216))]
     pub mtu_before: u32,
-    /// Path MTU after the drop (blog: 1394).
+    /// Path MTU after the drop (blog: 1394; at least 1200, at most --mtu-before).
+    #[arg(long, value_name = "BYTES", default_value_t = 1394, value_parser = clap::value_parser!(u32).range(1200..=9216))]
     pub mtu_after: u32,
     /// Largest datagram the sender may use, IP bytes (DPLPMTUD's
-    /// MAX_PLPMTU; blog: "a packet size of 1,440 bytes", a QUIC packet,
-    /// which is 1468 bytes of IPv4).
-    pub max_packet_bytes: u32,
-    /// When the MTU drops, seconds (blog: after 1 s).
+    /// MAX_PLPMTU; absent: the blog's "packet size of 1,440 bytes", a QUIC
+    /// packet, which is 1468 bytes of IPv4, or --mtu-before if smaller).
+    #[arg(long = "max-packet", value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1200..=9216))]
+    pub max_packet_bytes: Option<u32>,
+    /// When the MTU drops, e.g. 1s (blog; picoquic and bbr senders: after
+    /// the handshake, as in picoquic's test; newreno: from time zero; a
+    /// bare number is seconds, old name --drop-at-s).
+    #[arg(long = "drop-at", alias = "drop-at-s", value_name = "DURATION", default_value = "1s", value_parser = px_units::secs_f64)]
     pub drop_at_s: f64,
-    /// DPLPMTUD search strategy.
+    /// DPLPMTUD search (newreno sender only; picoquic and bbr probe as picoquic does).
+    #[arg(long, value_enum, default_value_t = SearchKind::Lsquic)]
     pub search: SearchKind,
-    /// Floor of DPLPMTUD's PROBE_TIMER, ms. RFC 8899 says at least 1000;
-    /// the default 0 lets the estimator's PTO alone set it, as QUIC stacks
-    /// such as picoquic do, so the estimator's effect is visible.
+    /// Floor of DPLPMTUD's PROBE_TIMER, e.g. 1s. RFC 8899 says at least
+    /// 1000 ms; the default 0 lets the estimator's PTO alone set it, as QUIC
+    /// stacks such as picoquic do, so the estimator's effect is visible (a
+    /// bare number is milliseconds, old name --probe-timer-floor-ms).
+    #[arg(long = "probe-timer-floor", alias = "probe-timer-floor-ms", value_name = "DURATION", default_value = "0ms", value_parser = px_units::millis_u64)]
     pub min_probe_timer_ms: u64,
-    /// Variants to run, in order.
+    /// RTT estimators to compare, in order, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "classic,4v,maxrtt,3v")]
     pub variants: Vec<RttVariant>,
-    /// Seed (the default path has no random loss; the seed matters only if
-    /// `loss` is set).
+    /// Seed of every random draw (same seed, same output; the default path
+    /// has no random loss, so it matters only with --loss).
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Random loss on the bottleneck, each direction.
+    /// Random loss on the bottleneck, each direction: a fraction (0.0001)
+    /// or a percentage (0.01%); 0 <= loss < 0.5.
+    #[arg(long, value_name = "LOSS", default_value = "0", value_parser = px_units::loss_fraction)]
     pub loss: f64,
-    /// Give up after this many simulated seconds.
+    /// Give up after this much simulated time, e.g. 300s (1..=36000 s; a
+    /// bare number is seconds, old name --deadline-s).
+    #[arg(long = "deadline", alias = "deadline-s", value_name = "DURATION", default_value = "300s", value_parser = px_units::secs_f64)]
     pub deadline_s: f64,
-    /// The sender: RFC 9002 NewReno (default), the picoquic model with
-    /// CUBIC, or the picoquic model with BBR.
+    /// The sender to simulate.
+    #[arg(long, value_enum, default_value_t = SenderModel::Rfc9002NewReno)]
     pub sender: SenderModel,
+}
+
+impl MtuDropParams {
+    /// The largest datagram the sender uses (see [`MtuDropParams::max_packet_bytes`]).
+    pub fn max_packet(&self) -> u32 {
+        self.max_packet_bytes.unwrap_or(1468.min(self.mtu_before))
+    }
 }
 
 impl Default for MtuDropParams {
@@ -185,7 +218,7 @@ impl Default for MtuDropParams {
             queue_bytes: None,
             mtu_before: 1500,
             mtu_after: 1394,
-            max_packet_bytes: 1468,
+            max_packet_bytes: None,
             drop_at_s: 1.0,
             search: SearchKind::Lsquic,
             min_probe_timer_ms: 0,
@@ -321,30 +354,36 @@ fn path(p: &MtuDropParams) -> PathConfig {
     }
 }
 
+/// The ranges, each said with its flag (the fields are `px sim
+/// mtu-drop`'s flags).
 fn validate(p: &MtuDropParams) -> Result<(), ExperimentError> {
-    if p.file_bytes == 0 || p.bandwidth_bps == 0 {
-        return Err(ExperimentError::InvalidParam("file_bytes, bandwidth_bps > 0"));
+    let bad = |what| Err(ExperimentError::InvalidParam(what));
+    if p.file_bytes == 0 || !(10_000..=100_000_000_000).contains(&p.bandwidth_bps) {
+        return bad("--file-bytes > 0, --bandwidth in 10kbps..=100Gbps");
     }
     if !(1280..=9216).contains(&p.mtu_before) || !(1200..=p.mtu_before).contains(&p.mtu_after) {
-        return Err(ExperimentError::InvalidParam("mtu_before in 1280..=9216, mtu_after in 1200..=mtu_before"));
+        return bad("--mtu-before in 1280..=9216, --mtu-after in 1200..=--mtu-before (the path MTU must drop)");
     }
-    if !(1200..=p.mtu_before).contains(&p.max_packet_bytes) {
-        return Err(ExperimentError::InvalidParam("max_packet_bytes in 1200..=mtu_before"));
+    if !(1200..=p.mtu_before).contains(&p.max_packet()) {
+        return bad("--max-packet in 1200..=--mtu-before");
     }
-    if !(p.drop_at_s >= 0.0 && p.deadline_s > p.drop_at_s && p.deadline_s <= 36_000.0) {
-        return Err(ExperimentError::InvalidParam("0 <= drop_at_s < deadline_s <= 36000"));
+    if !(p.deadline_s >= 1.0 && p.deadline_s <= 36_000.0) {
+        return bad("--deadline in 1s..=36000s");
     }
-    if !p.one_way_delay_ms.is_finite() || p.one_way_delay_ms < 0.0 || !(0.0..1.0).contains(&p.loss) {
-        return Err(ExperimentError::InvalidParam("one_way_delay_ms >= 0, loss in [0, 1)"));
+    if !(p.drop_at_s >= 0.0 && p.deadline_s > p.drop_at_s) {
+        return bad("0 <= --drop-at < --deadline");
+    }
+    if !(0.0..=10_000.0).contains(&p.one_way_delay_ms) || !(0.0..0.5).contains(&p.loss) {
+        return bad("--delay in 0..=10000ms, --loss in [0, 0.5)");
     }
     if p.variants.is_empty() {
-        return Err(ExperimentError::InvalidParam("variants: at least one"));
+        return bad("--variants: name at least one of classic, 4v, maxrtt, 3v");
     }
     Ok(())
 }
 
 fn run_variant(p: &MtuDropParams, variant: RttVariant, base: Instant) -> Result<MtuDropRow, ExperimentError> {
-    let mut cfg = DplpmtudConfig::new(u16::try_from(p.max_packet_bytes).unwrap_or(u16::MAX));
+    let mut cfg = DplpmtudConfig::new(u16::try_from(p.max_packet()).unwrap_or(u16::MAX));
     cfg.strategy = p.search.strategy();
     cfg.min_probe_timer = Duration::from_millis(p.min_probe_timer_ms);
     let mut tcfg = TransportConfig::quic_like(p.file_bytes);
@@ -355,7 +394,7 @@ fn run_variant(p: &MtuDropParams, variant: RttVariant, base: Instant) -> Result<
         // picoquic's own discovery and black-hole reaction; the peer's
         // max_packet_size is the largest packet, as a QUIC packet.
         SenderModel::Picoquic | SenderModel::Bbr => {
-            Box::new(PicoquicPmtu::new(p.max_packet_bytes - UDP_IPV4_OVERHEAD, UDP_IPV4_OVERHEAD))
+            Box::new(PicoquicPmtu::new(p.max_packet() - UDP_IPV4_OVERHEAD, UDP_IPV4_OVERHEAD))
         }
         SenderModel::Rfc9002NewReno => {
             Box::new(DplpmtudController::new(cfg, base).map_err(|_| ExperimentError::InvalidParam("DPLPMTUD config"))?)
@@ -528,6 +567,7 @@ pub fn mtu_drop_svg(r: &MtuDropResult) -> String {
         y_max: None,
         markers: drop.clone(),
         note: Some("latest sample of the first variant's run (the same path in every run until the drop)".into()),
+        x_log: false,
     };
     let pto = LineChart {
         title: "PTO in force: the timer that must expire before the drop is noticed".into(),
@@ -547,6 +587,7 @@ pub fn mtu_drop_svg(r: &MtuDropResult) -> String {
             "PTO = srtt + 4 rttvar (Classic, 4V) / 3 rttvar (3V), or max RTT + rttvar (MaxRTT), + 25 ms max_ack_delay"
                 .into(),
         ),
+        x_log: false,
     };
     svg::stack(&[completion.to_svg(), losses.to_svg(), srtt.to_svg(), pto.to_svg()])
 }

@@ -35,7 +35,7 @@ pub const MTU_WEIGHTS: [(u32, u32); 8] =
     [(1500, 600), (9000, 150), (1492, 60), (1480, 40), (1460, 40), (1400, 40), (1380, 40), (1280, 30)];
 
 /// A PMTUD method.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
 pub enum Method {
     /// `px probe`'s `auto`: parallel DF-set probes of several sizes per
     /// round trip, with F-PMTUD's DF-clear probe (its fragment report) as a
@@ -43,10 +43,13 @@ pub enum Method {
     Fpmtud,
     /// RFC 8899 DPLPMTUD as `px probe --method dplpmtud` (validated PTBs
     /// used as hints), lsquic's search (maximum first, bisect to 99 %).
+    #[value(name = "lsquic")]
     DplpmtudLsquic,
     /// RFC 8899 DPLPMTUD, bisection to the byte.
+    #[value(name = "bisection")]
     DplpmtudBisection,
     /// Classic ICMP-based PMTUD (RFC 1191), as `px probe --method icmp`.
+    #[value(name = "icmp")]
     IcmpPmtud,
 }
 
@@ -67,43 +70,67 @@ impl Method {
 }
 
 /// Parameters of [`pmtud_compare`].
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, clap::Args)]
 pub struct PmtudCompareParams {
     /// Random paths to draw.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub paths: u32,
-    /// Seed of the path draw and of every simulation.
+    /// Seed of the path draw and of every simulation (same seed, same output).
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Fewest links on a path (at least 2: one router).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(2..=64))]
     pub min_hops: u32,
     /// Most links on a path.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=64))]
     pub max_hops: u32,
-    /// Smallest round-trip propagation delay, ms.
+    /// Smallest round-trip propagation delay, e.g. 5ms (a bare number is
+    /// milliseconds, old name --min-rtt-ms).
+    #[arg(long = "min-rtt", alias = "min-rtt-ms", value_name = "DURATION", default_value = "5ms", value_parser = px_units::millis_f64)]
     pub min_rtt_ms: f64,
-    /// Largest round-trip propagation delay, ms.
+    /// Largest round-trip propagation delay, e.g. 300ms (at most 10 s; a
+    /// bare number is milliseconds, old name --max-rtt-ms).
+    #[arg(long = "max-rtt", alias = "max-rtt-ms", value_name = "DURATION", default_value = "300ms", value_parser = px_units::millis_f64)]
     pub max_rtt_ms: f64,
-    /// Share of paths with random loss.
+    /// Share of paths with random loss (0..=1).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.3)]
     pub lossy_share: f64,
-    /// Largest end-to-end loss rate of a lossy path (each direction).
+    /// Largest end-to-end loss rate of a lossy path, each direction: a
+    /// fraction (0.02) or a percentage (2%); 0 <= loss < 0.5.
+    #[arg(long, value_name = "LOSS", default_value = "0.02", value_parser = px_units::loss_fraction)]
     pub max_loss: f64,
-    /// Share of paths on which no router sends ICMP "fragmentation needed".
+    /// Share of paths on which no router sends ICMP "fragmentation needed" (0..=1).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.2)]
     pub black_hole_share: f64,
-    /// Share of paths whose last router drops IP fragments.
+    /// Share of paths whose last router drops IP fragments (0..=1).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.05)]
     pub fragment_filter_share: f64,
-    /// Share of probers on a 9000-byte local link (the rest: 1500).
+    /// Share of probers on a 9000-byte local link, the rest on 1500 (0..=1).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.3)]
     pub jumbo_local_share: f64,
-    /// Share of IPv6 paths.
+    /// Share of IPv6 paths (0..=1).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.2)]
     pub ipv6_share: f64,
-    /// Floor of DPLPMTUD's PROBE_TIMER, ms (RFC 8899: at least 1000).
+    /// Floor of DPLPMTUD's PROBE_TIMER, e.g. 1s (RFC 8899: at least 1000
+    /// ms; a bare number is milliseconds, old name --probe-timer-floor-ms).
+    #[arg(long = "probe-timer-floor", alias = "probe-timer-floor-ms", value_name = "DURATION", default_value = "1000ms", value_parser = px_units::millis_u64)]
     pub dplpmtud_min_probe_timer_ms: u64,
-    /// Classic PMTUD: wait per probe before retrying, ms.
+    /// Classic PMTUD: wait per probe before retrying, e.g. 1s (a bare
+    /// number is milliseconds, old name --icmp-timeout-ms).
+    #[arg(long = "icmp-timeout", alias = "icmp-timeout-ms", value_name = "DURATION", default_value = "1000ms", value_parser = px_units::millis_u64)]
     pub icmp_timeout_ms: u64,
     /// Classic PMTUD: tries per size.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub icmp_retries: u32,
-    /// Methods to run.
+    /// Methods to compare, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "fpmtud,lsquic,bisection,icmp")]
     pub methods: Vec<Method>,
-    /// Give a method up after this many simulated seconds on one path.
+    /// Give a method up after this much simulated time on one path, e.g.
+    /// 300s (1..=36000 s; a bare number is seconds, old name --deadline-s).
+    #[arg(long = "deadline", alias = "deadline-s", value_name = "DURATION", default_value = "300s", value_parser = px_units::secs_f64)]
     pub deadline_s: f64,
     /// Keep every path's outcome in the result.
+    #[arg(skip)]
     pub keep_paths: bool,
 }
 
@@ -409,26 +436,31 @@ fn run_method(
     Ok(MethodOutcome { method, pmtu, seconds, probes, bytes, fell_back })
 }
 
+/// The ranges, each said with its flag (the fields are `px sim
+/// pmtud-compare`'s flags).
 fn validate(p: &PmtudCompareParams) -> Result<(), ExperimentError> {
     let share = |v: f64| (0.0..=1.0).contains(&v);
+    let bad = |what| Err(ExperimentError::InvalidParam(what));
     if p.paths == 0 || p.paths > 1_000_000 {
-        return Err(ExperimentError::InvalidParam("paths in 1..=1000000"));
+        return bad("--paths in 1..=1000000");
     }
     if p.min_hops < 2 || p.max_hops < p.min_hops || p.max_hops > 64 {
-        return Err(ExperimentError::InvalidParam("2 <= min_hops <= max_hops <= 64"));
+        return bad("2 <= --min-hops <= --max-hops <= 64");
     }
     if !(p.min_rtt_ms >= 0.0 && p.max_rtt_ms >= p.min_rtt_ms && p.max_rtt_ms <= 10_000.0) {
-        return Err(ExperimentError::InvalidParam("0 <= min_rtt_ms <= max_rtt_ms <= 10000"));
+        return bad("0 <= --min-rtt <= --max-rtt <= 10000ms");
     }
     if ![p.lossy_share, p.black_hole_share, p.fragment_filter_share, p.jumbo_local_share, p.ipv6_share]
         .into_iter()
         .all(share)
         || !(0.0..0.5).contains(&p.max_loss)
     {
-        return Err(ExperimentError::InvalidParam("shares in [0, 1], max_loss in [0, 0.5)"));
+        return bad(
+            "--lossy-share, --black-hole-share, --fragment-filter-share, --jumbo-local-share, --ipv6-share in [0, 1], --max-loss in [0, 0.5)",
+        );
     }
-    if p.methods.is_empty() || !(p.deadline_s > 0.0 && p.deadline_s <= 36_000.0) {
-        return Err(ExperimentError::InvalidParam("methods non-empty, deadline_s in (0, 36000]"));
+    if p.methods.is_empty() || !(p.deadline_s >= 1.0 && p.deadline_s <= 36_000.0) {
+        return bad("--methods: at least one; --deadline in 1s..=36000s");
     }
     Ok(())
 }

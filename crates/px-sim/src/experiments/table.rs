@@ -57,7 +57,7 @@ impl MtuDropResult {
             p.mtu_before,
             p.mtu_after,
             p.drop_at_s,
-            p.max_packet_bytes,
+            p.max_packet(),
             p.seed
         );
         out!(buf);

@@ -13,11 +13,12 @@ use super::newreno::NewReno;
 use crate::time::SimTime;
 
 /// Which sender the transport models.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
 pub enum SenderModel {
     /// RFC 9002 as written: NewReno, slow start until the first loss, no
     /// pacing, losses only by packet or time threshold after an ACK, PTO.
     #[default]
+    #[value(name = "newreno")]
     Rfc9002NewReno,
     /// The sender of picoquic's MTU-drop test: picoquic's CUBIC with its
     /// delay-based slow-start exit, its pacing, its RACK and timer loss

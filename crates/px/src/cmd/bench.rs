@@ -77,7 +77,7 @@ pub struct EngineArgs {
     small_share: f64,
     /// Merge timeout, e.g. 500us (default: the engine's default; a bare
     /// number is microseconds; old name --merge-timeout-us).
-    #[arg(long = "merge-timeout", alias = "merge-timeout-us", value_parser = super::units::micros_u64)]
+    #[arg(long = "merge-timeout", alias = "merge-timeout-us", value_parser = px_units::micros_u64)]
     merge_timeout_us: Option<u64>,
     /// What PSH does to held data: adaptive (default: per flow, docs/merge.md),
     /// flush (at once, the first round's rule) or hold (PSH always rides).

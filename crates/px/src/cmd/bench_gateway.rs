@@ -16,7 +16,7 @@ pub struct GatewayBenchArgs {
     workers: u32,
     /// How long each round replays the trace (looping over it), e.g. 10s
     /// (a bare number is seconds; old name --seconds).
-    #[arg(long = "duration", alias = "seconds", default_value = "10s", value_parser = super::units::secs_f64)]
+    #[arg(long = "duration", alias = "seconds", default_value = "10s", value_parser = px_units::secs_f64)]
     seconds: f64,
     /// Bulk flows in the trace.
     #[arg(long, default_value_t = 800, value_parser = clap::value_parser!(u32).range(1..=100_000))]

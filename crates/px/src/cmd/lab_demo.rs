@@ -7,13 +7,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use px_lab::demo::{self, BNET_ADDR_GW, DemoOptions, DemoResult, EMTU, IMTU, LEGACY_ADDR, UP_METRICS};
+use px_lab::demo::{self, DemoOptions};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Bulk TCP per direction and per middle box, e.g. 5s (1s..=60s; a
     /// bare number is seconds; old name --seconds).
-    #[arg(long = "duration", alias = "seconds", default_value = "5s", value_parser = secs_in(1, 60))]
+    #[arg(long = "duration", alias = "seconds", default_value = "5s", value_parser = px_units::secs_in(1, 60))]
     seconds: u64,
     /// Rounds, each running the gateway and then the router, so that both
     /// see the same drift of a shared machine; figures are the mean.
@@ -28,10 +28,11 @@ pub struct DemoArgs {
     /// Extra arguments for `px gateway` (repeatable), e.g. `--gateway-arg=--rx-ring`.
     #[arg(long = "gateway-arg", allow_hyphen_values = true)]
     gateway_args: Vec<String>,
-    /// Run the gateway with the kernel fast path (`px gateway --offload
-    /// on`): established bulk flows move to a TC program on its ports.
-    #[arg(long)]
-    offload: bool,
+    /// The gateway's kernel fast path, as `px gateway --offload`: on,
+    /// established bulk flows move to a TC program on its ports (the flag
+    /// alone is `on`).
+    #[arg(long, value_name = "off|on", value_parser = ["off", "on"], num_args = 0..=1, default_missing_value = "on", default_value = "off")]
+    offload: String,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -43,18 +44,14 @@ pub struct UpArgs {
     /// command that starts it by hand (with the configuration file written).
     #[arg(long)]
     no_gateway: bool,
+    /// Print one JSON object (namespaces, configuration file, the
+    /// gateway's PID and log, the responders) instead of the text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct DownArgs {}
-
-/// Whole seconds within `lo..=hi` (see [`super::units`]).
-pub(crate) fn secs_in(lo: u64, hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
-    move |s: &str| {
-        let v = super::units::secs_u64(s)?;
-        if (lo..=hi).contains(&v) { Ok(v) } else { Err(format!("`{s}`: allowed {lo}s..={hi}s")) }
-    }
-}
 
 fn px_exe() -> Result<std::path::PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
@@ -70,7 +67,7 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode, String> {
         flows: a.flows,
         workers: a.workers,
         gateway_args: a.gateway_args,
-        offload: a.offload,
+        offload: a.offload == "on",
     };
     let json = a.json;
     let res = demo::run(&opts, &|s| {
@@ -80,118 +77,22 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode, String> {
     })?;
     if a.json {
         let mut v = serde_json::to_value(&res).map_err(|e| e.to_string())?;
-        v["gateway_flushes"] = super::named_flushes(&res.gateway_flushes).into();
+        v["gateway_flushes"] = px_lab::exp::flushes_json(&res.gateway_flushes);
         println!("{v}");
     } else {
-        print_table(&res);
+        print!("{}", res.table());
         eprintln!("px lab demo: done in {:.0} s; namespaces removed.", t0.elapsed().as_secs_f64());
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(r: &DemoResult) {
-    let opt = |v: Option<u32>| v.map_or("-".to_string(), |m| m.to_string());
-    println!(
-        "\nlegacy host (MTU {EMTU}) — middle box — b-network host (MTU {IMTU}); {} flow(s), {} s per run",
-        r.flows, r.seconds_per_run
-    );
-    println!("offloads: {}", r.offloads);
-    if r.fast_path {
-        println!(
-            "kernel fast path: on; it carried {:.1} % of the TCP payload through the gateway (CPU per GB against Linux forwarding: px bench gateway --offload)",
-            r.kernel_share * 100.0
-        );
-    }
-    println!();
-    println!("{:<44} {:>14} {:>14}", "", "inbound", "outbound");
-    println!("{:<44} {:>14} {:>14}", "", "legacy→bnet", "bnet→legacy");
-    let row = |label: &str, a: String, b: String| println!("{label:<44} {a:>14} {b:>14}");
-    let (i, o) = (&r.inbound, &r.outbound);
-    row("throughput via px gateway (Gbps)", format!("{:.2}", i.gateway_gbps), format!("{:.2}", o.gateway_gbps));
-    row("throughput via Linux router (Gbps)", format!("{:.2}", i.router_gbps), format!("{:.2}", o.router_gbps));
-    row("gateway / router (mean of rounds)", format!("{:.2}", i.ratio), format!("{:.2}", o.ratio));
-    let each = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ");
-    row("  ... each round", each(&i.round_ratios), each(&o.round_ratios));
-    row(
-        "  ... with frame observers on (their cost)",
-        format!("{:.2}/{:.2}", i.gateway_gbps_observed, i.router_gbps_observed),
-        format!("{:.2}/{:.2}", o.gateway_gbps_observed, o.router_gbps_observed),
-    );
-    row(
-        "b-network host CPU s/GB via gateway",
-        format!("{:.3}", i.bnet_cpu_s_per_gb_gateway),
-        format!("{:.3}", o.bnet_cpu_s_per_gb_gateway),
-    );
-    row(
-        "b-network host CPU s/GB via router",
-        format!("{:.3}", i.bnet_cpu_s_per_gb_router),
-        format!("{:.3}", o.bnet_cpu_s_per_gb_router),
-    );
-    row("  ... gateway / router", format!("{:.2}", i.bnet_cpu_ratio), format!("{:.2}", o.bnet_cpu_ratio));
-    row(
-        "  ... CPU pass Gbps gateway/router",
-        format!("{:.2}/{:.2}", i.cpu_pass_gbps[0], i.cpu_pass_gbps[1]),
-        format!("{:.2}/{:.2}", o.cpu_pass_gbps[0], o.cpu_pass_gbps[1]),
-    );
-    row("largest IP packet on inner link (observer)", i.max_frame_inner.to_string(), o.max_frame_inner.to_string());
-    row("largest IP packet on outer link (observer)", i.max_frame_outer.to_string(), o.max_frame_outer.to_string());
-    row("  ... inner link via router", i.router_max_frame_inner.to_string(), o.router_max_frame_inner.to_string());
-    row(
-        "b-network host socket mss / rcvmss",
-        format!("{}/{}", opt(i.mss_seen), opt(i.rcvmss_seen)),
-        format!("{}/{}", opt(o.mss_seen), opt(o.rcvmss_seen)),
-    );
-    row("  ... via router", opt(i.router_mss_seen), opt(o.router_mss_seen));
-    row(
-        "conversion yield (gateway counter, whole run)",
-        i.r#yield.map_or("-".into(), |y| format!("{y:.3}")),
-        "".into(),
-    );
-    row(
-        "retransmits via gateway / router",
-        format!("{}/{}", i.gateway_retransmits, i.router_retransmits),
-        format!("{}/{}", o.gateway_retransmits, o.router_retransmits),
-    );
-    println!("{:<44} {:>14.2}", "gateway CPU (cores, whole run)", r.gateway_cpu_cores);
-    println!("{:<44} {}", "gateway early flushes (all rounds)", super::early_flushes_text(&r.gateway_flushes));
-    println!("\nthroughput: no observer on the path (mean of rounds); frame sizes: a separate observed pass;");
-    println!("b-network host CPU: {}", r.bnet_cpu_accounting);
-}
-
 pub fn up(a: UpArgs) -> Result<ExitCode, String> {
     let r = demo::up(&px_exe()?, a.no_gateway)?;
-    let names = &r.namespaces;
-    let (legacy, gw, bnet) = (&names[0], &r.gateway_ns, &names[2]);
-    println!("{}", r.description);
-    println!(
-        "legacy host {LEGACY_ADDR} / {} (MTU {EMTU}) <-> b-network host {BNET_ADDR_GW} / {} (MTU {IMTU}), one subnet through the gateway.",
-        px_lab::line::LEFT_V6,
-        px_lab::line::RIGHT_V6
-    );
-    println!("namespaces: legacy {legacy}, gateway {gw}, b-network {bnet}");
-    println!("gateway configuration: {}", r.config.display());
-    let command = r.gateway_command.join(" ");
-    match &r.gateway {
-        Some((pid, log)) => {
-            println!("px gateway running in {gw} (PID {pid}), log: {}", log.display());
-            println!("  started as: {command}");
-        }
-        None => println!("px gateway not started (--no-gateway); start it by hand with:\n  {command}"),
+    if a.json {
+        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+    } else {
+        print!("{}", r.text());
     }
-    for (ns, pid) in &r.responders {
-        println!(
-            "F-PMTUD responder (px fpmtud) in {ns} (PID {pid}), UDP port {}",
-            px_pmtud::fpmtud::wire::DEFAULT_PORT
-        );
-    }
-    println!("\ntry:");
-    println!("  ip netns exec {gw} px status                  # ports, counters and rates, flows, path MTUs");
-    println!("  ip netns exec {gw} curl -s http://{UP_METRICS}/metrics");
-    println!("  ip netns exec {bnet} iperf3 -s &   ip netns exec {legacy} iperf3 -c {BNET_ADDR_GW}");
-    println!("  ip netns exec {bnet} px probe {LEGACY_ADDR} --method icmp   # path MTU from inside: 1500");
-    println!("  ip netns exec {bnet} px probe {LEGACY_ADDR}                 # the same by F-PMTUD");
-    println!("  edit {} then: kill -HUP <gateway PID>   # reload", r.config.display());
-    println!("then: px lab down");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -205,4 +106,24 @@ pub fn down(_: DownArgs) -> Result<ExitCode, String> {
         println!("removed {n}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: super::DemoArgs,
+    }
+
+    /// Issue 38 item 5: `--offload` as `px gateway` takes it.
+    #[test]
+    fn offload_alone_is_on_as_in_px_gateway() {
+        assert_eq!(T::parse_from(["t", "--offload"]).a.offload, "on");
+        assert_eq!(T::parse_from(["t", "--offload", "off", "--json"]).a.offload, "off");
+        assert_eq!(T::parse_from(["t"]).a.offload, "off");
+        assert!(T::try_parse_from(["t", "--offload", "yes"]).is_err());
+    }
 }

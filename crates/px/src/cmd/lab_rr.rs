@@ -11,15 +11,8 @@ use px_lab::rr::{RrOptions, run};
 
 #[derive(Debug, Args)]
 pub struct RrArgs {
-    /// Answer sizes in bytes (comma-separated); requests are 64 bytes.
-    #[arg(long, value_delimiter = ',', default_value = "1024,16384,65536")]
-    sizes: Vec<usize>,
-    /// Transactions per size and per middle box, one at a time.
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
-    transactions: u64,
-    /// Extra arguments for `px gateway` (repeatable), e.g. `--gateway-arg=--psh=flush`.
-    #[arg(long = "gateway-arg", allow_hyphen_values = true)]
-    gateway_args: Vec<String>,
+    #[command(flatten)]
+    o: RrOptions,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -29,50 +22,17 @@ pub fn rr(a: RrArgs) -> Result<ExitCode, String> {
     if !require_root_or_skip("px lab rr") {
         return Err("px lab rr needs root and network namespaces".into());
     }
-    if a.sizes.is_empty() || a.sizes.iter().any(|s| !(1..=16 << 20).contains(s)) {
-        return Err("--sizes: each between 1 and 16777216 bytes".into());
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))?;
-    let opts = RrOptions { exe, sizes: a.sizes, transactions: a.transactions as usize, gateway_args: a.gateway_args };
+    let opts = RrOptions { exe: super::lab_exp::px_exe()?, ..a.o };
     let json = a.json;
     let r = run(&opts, &|line| {
         if !json {
             eprintln!("{line}");
         }
     })?;
-    let flushes = super::named_flushes(&r.gateway_flushes);
     if json {
-        let mut obj = serde_json::Map::new();
-        for s in &r.sizes {
-            obj.insert(s.response_bytes.to_string(), serde_json::to_value(s).map_err(|e| e.to_string())?);
-        }
-        let out = serde_json::json!({
-            "sizes": obj, "request_bytes": r.request_bytes, "offloads": r.offloads,
-            "gateway_yield": r.gateway_yield, "gateway_flushes": flushes, "transactions": opts.transactions,
-        });
-        println!("{out}");
-        return Ok(ExitCode::SUCCESS);
+        println!("{}", r.json(opts.transactions));
+    } else {
+        print!("{}", r.table(opts.transactions));
     }
-    println!(
-        "px lab rr — {} B requests, one transaction at a time, {} per size; offloads: {}\n",
-        r.request_bytes, opts.transactions, r.offloads
-    );
-    println!(
-        "  {:>9}  {:>14}  {:>14}  {:>14}  {:>14}  target",
-        "answer", "gw p50 µs", "gw p99 µs", "router p50 µs", "router p99 µs"
-    );
-    for s in &r.sizes {
-        println!(
-            "  {:>9}  {:>14.1}  {:>14.1}  {:>14.1}  {:>14.1}  {}",
-            s.response_bytes,
-            s.gateway_p50_us,
-            s.gateway_p99_us,
-            s.router_p50_us,
-            s.router_p99_us,
-            if s.within_target { "met" } else { "NOT met" }
-        );
-    }
-    println!("\n  target: gateway p99 within max(50 µs, 10 %) of the router's p99");
-    println!("  gateway early flushes: {}", super::early_flushes_text(&r.gateway_flushes));
     Ok(ExitCode::SUCCESS)
 }

@@ -7,30 +7,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Args;
 use px_lab::require_root_or_skip;
-use px_lab::rtt::{DEFAULT_SIZES, RttOptions, RttResult, run, svg};
-
-use crate::cmd::probe::parse_duration;
+use px_lab::rtt::{RttOptions, run, svg, table};
 
 #[derive(Debug, Args)]
 pub struct RttArgs {
-    /// Message sizes in bytes (comma-separated); UDP skips those above 65507.
-    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_SIZES)]
-    sizes: Vec<usize>,
-    /// Round trips per path, protocol and size …
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(10..=100_000))]
-    reps: u64,
-    /// … or as many as fit in this time (at least 10).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    budget: Duration,
-    /// Only the two direct links (no px gateway, no router).
-    #[arg(long)]
-    no_gateway: bool,
+    #[command(flatten)]
+    o: RttOptions,
     /// Write the plot here.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
     /// Print one JSON object instead of the tables.
     #[arg(long)]
@@ -41,11 +28,7 @@ pub fn rtt(a: RttArgs) -> Result<ExitCode, String> {
     if !require_root_or_skip("px lab rtt") {
         return Err("px lab rtt needs root and network namespaces".into());
     }
-    if a.sizes.is_empty() || a.sizes.iter().any(|s| !(4..=1 << 20).contains(s)) {
-        return Err("--sizes: each between 4 and 1048576 bytes".into());
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))?;
-    let o = RttOptions { exe, sizes: a.sizes, reps: a.reps as usize, budget: a.budget, gateway: !a.no_gateway };
+    let o = RttOptions { exe: super::lab_exp::px_exe()?, ..a.o };
     let json = a.json;
     let r = run(&o, &|line| {
         if !json {
@@ -61,59 +44,4 @@ pub fn rtt(a: RttArgs) -> Result<ExitCode, String> {
         print!("{}", table(&r));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn table(r: &RttResult) -> String {
-    use std::fmt::Write;
-    let mut t = String::new();
-    let mut paths: Vec<&str> = Vec::new();
-    for row in &r.rows {
-        if !paths.contains(&row.path) {
-            paths.push(row.path);
-        }
-    }
-    let _ = writeln!(t, "px lab rtt — one send of SIZE bytes, a 4-byte answer; µs, p50 (p10–p90); {}\n", r.offloads);
-    for proto in ["tcp", "tcp_nodelay", "udp"] {
-        let _ = write!(t, "  {proto:<12} {:>7}", "size");
-        for p in &paths {
-            let _ = write!(t, "  {:>24}", format!("path {p}"));
-        }
-        t.push('\n');
-        let mut sizes: Vec<usize> = r.rows.iter().filter(|x| x.proto == proto).map(|x| x.size).collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        for s in sizes {
-            let _ = write!(t, "  {:<12} {s:>7}", "");
-            for p in &paths {
-                let cell = r.rows.iter().find(|x| x.path == *p && x.proto == proto && x.size == s).map_or_else(
-                    || "-".to_string(),
-                    |x| {
-                        if x.samples == 0 {
-                            return format!("all {} lost", x.lost);
-                        }
-                        let lost = if x.lost > 0 { format!(" {} lost", x.lost) } else { String::new() };
-                        format!("{:.0} ({:.0}–{:.0}){lost}", x.p50_us, x.p10_us, x.p90_us)
-                    },
-                );
-                let _ = write!(t, "  {cell:>24}");
-            }
-            t.push('\n');
-        }
-        t.push('\n');
-    }
-    let _ = writeln!(t, "  p50(9000) / p50(1500), median over sizes above one 1500 frame:");
-    for (proto, x) in &r.ratio_9000_over_1500 {
-        let _ = writeln!(
-            t,
-            "    {proto:<12} {x:.2}  ({})",
-            if *x > 1.0 { "1500 faster, as the study found" } else { "9000 faster, unlike the study" }
-        );
-    }
-    let _ = writeln!(
-        t,
-        "\n  The study (Egan; two 700 MHz PCs, gigabit fibre): 1500 had the lower RTT for TCP and UDP,\n  \
-         e.g. UDP at 11000 B: 0.1782 ms at 9000 against 0.0962 ms at 1500 (ratio 1.85), explained there by\n  \
-         the receiver's buffers and timers. See docs/rtt-study.md for what this machine shows and why."
-    );
-    t
 }

@@ -2,14 +2,27 @@
 //! [`px_lab::survey`] (ground truth known), with the paper's table beside
 //! its figures. Prints the table, or JSON with `targets`,
 //! `exact_classification`, `frag_ok_fraction`, `icmp_pmtud_ok_fraction`,
-//! `last_hop_filters`, `targets_per_second`.
+//! `last_hop_filters`, `probes_per_target`, `late_probes`,
+//! `targets_per_second` (routers at Linux's ICMP rate limits) and
+//! `targets_per_second_unlimited_routers`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use px_lab::require_root_or_skip;
-use px_lab::survey::{SurveyLabOptions, run};
+use px_lab::survey::{RouterLimits, SurveyLabOptions, run};
+
+/// `--router-rate-limits`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Limits {
+    /// Linux's defaults: one ICMP "time exceeded" a second after a burst of six.
+    Linux,
+    /// None: the routers answer every expiry.
+    Off,
+    /// Linux's defaults, then a second pass without (both checked).
+    Both,
+}
 
 #[derive(Debug, Args)]
 pub struct LabSurveyArgs {
@@ -29,6 +42,13 @@ pub struct LabSurveyArgs {
     /// resume it: checks that Ctrl-C leaves a valid, resumable output.
     #[arg(long, value_parser = crate::cmd::probe::parse_duration)]
     interrupt_after: Option<std::time::Duration>,
+    /// The routers' ICMP rate limits.
+    #[arg(long, value_enum, default_value = "both")]
+    router_rate_limits: Limits,
+    /// Run `px survey` with the fast settings of earlier rounds (short
+    /// timers, high rates) instead of its defaults.
+    #[arg(long)]
+    fast: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -46,6 +66,12 @@ pub fn survey(a: LabSurveyArgs) -> Result<ExitCode, String> {
         loss_percent: a.loss,
         output: a.output,
         interrupt_after: a.interrupt_after,
+        router_limits: match a.router_rate_limits {
+            Limits::Linux => RouterLimits::Linux,
+            Limits::Off => RouterLimits::Off,
+            Limits::Both => RouterLimits::Both,
+        },
+        fast: a.fast,
     };
     let json = a.json;
     let r = run(&opts, &|line| {
@@ -59,6 +85,14 @@ pub fn survey(a: LabSurveyArgs) -> Result<ExitCode, String> {
         println!(
             "px lab survey — {} targets on {} addresses, {:.1} s ({:.1} targets/s), {} % loss on the lossy paths\n",
             r.targets, r.addresses, r.seconds, r.targets_per_second, r.loss_percent
+        );
+        println!("  px survey: {}; routers' ICMP rate limits: {}", r.survey_settings, r.router_rate_limits);
+        if let Some(u) = r.targets_per_second_unlimited_routers {
+            println!("  without router rate limits: {u:.1} targets/s");
+        }
+        println!(
+            "  packets per target: {:.1} on average, {} at most; {} sent after their test decided",
+            r.probes_per_target.mean, r.probes_per_target.max, r.late_probes
         );
         println!("  ground truth: {}", r.truth.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
         println!(

@@ -85,24 +85,8 @@ pub struct ProbeArgs {
 }
 
 /// Parses `1.5s`, `250ms`, `20us`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}`: expected a duration such as 5s or 250ms"))?;
-    let secs = match unit {
-        "s" => v,
-        "ms" => v / 1e3,
-        "us" | "µs" => v / 1e6,
-        "m" | "min" => v * 60.0,
-        _ => return Err(format!("`{s}`: unknown unit `{unit}` (s, ms, us, min)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}`: out of range"))
-}
+pub use px_units::duration as parse_duration;
 
-/// A duration that is more than 0 (a bound of 0 would "time out" at once).
 fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d.is_zero() { Err(format!("`{s}`: must be more than 0")) } else { Ok(d) }
@@ -130,9 +114,9 @@ pub fn run(a: ProbeArgs) -> Result<ExitCode, String> {
     match measure(&a) {
         Ok((target, m)) => {
             if a.json {
-                println!("{}", to_json(target, &m, a.max_size));
+                println!("{}", probe::report_json(target, &m, a.max_size));
             } else {
-                print!("{}", to_text(target, &m, a.max_size));
+                print!("{}", probe::report_text(target, &m, a.max_size));
             }
             Ok(if m.pmtu.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NO_ANSWER) })
         }
@@ -182,47 +166,6 @@ fn measure(a: &ProbeArgs) -> Result<(SocketAddr, Measurement), String> {
     Ok((target, m))
 }
 
-fn to_json(target: SocketAddr, m: &Measurement, max_size: Option<u16>) -> serde_json::Value {
-    serde_json::json!({
-        "target": target.to_string(),
-        "method": m.method,
-        "pmtu": m.pmtu,
-        "exact": m.exact,
-        "pmtu_low": m.pmtu,
-        "pmtu_high": m.pmtu_high,
-        "round_trips": m.round_trips,
-        "probes": m.probes,
-        "seconds": m.elapsed.as_secs_f64(),
-        "link_mtu": m.link_mtu,
-        "max_size": max_size,
-        "note": m.note,
-        "authenticated": m.authenticated,
-    })
-}
-
-fn to_text(target: SocketAddr, m: &Measurement, max_size: Option<u16>) -> String {
-    let head = match m.pmtu {
-        Some(p) if m.exact => format!("path MTU {p} to {target}\n"),
-        Some(p) if max_size.is_some_and(|c| p >= c) => {
-            format!("path MTU at least {p} to {target} (--max-size {p}: larger sizes were not tried)\n")
-        }
-        Some(p) => match m.pmtu_high {
-            Some(h) if h > p => format!("path MTU between {p} and {h} to {target} (not exact)\n"),
-            _ => format!("path MTU at least {p} to {target} (not exact)\n"),
-        },
-        None => format!("no answer from {target}\n"),
-    };
-    format!(
-        "{head}  method       {}\n  round trips  {}\n  probes       {}\n  elapsed      {:.3} ms\n  link MTU     {}\n  note         {}\n",
-        m.method,
-        m.round_trips,
-        m.probes,
-        m.elapsed.as_secs_f64() * 1e3,
-        m.link_mtu,
-        m.note
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,34 +180,5 @@ mod tests {
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("").is_err());
-    }
-
-    #[test]
-    fn text_and_json_show_the_answer() {
-        let m = Measurement {
-            method: "fpmtud".into(),
-            pmtu: Some(1400),
-            exact: true,
-            pmtu_high: Some(1400),
-            round_trips: 2,
-            probes: 9,
-            elapsed: Duration::from_micros(1500),
-            link_mtu: 9000,
-            note: "x".into(),
-            authenticated: true,
-        };
-        let t: SocketAddr = "198.51.100.50:9999".parse().unwrap();
-        let text = to_text(t, &m, None);
-        assert!(text.starts_with("path MTU 1400 to 198.51.100.50:9999\n"), "{text}");
-        assert!(text.contains("1.500 ms"), "{text}");
-        let j = to_json(t, &m, None);
-        assert_eq!(j["pmtu"], 1400);
-        assert_eq!(j["probes"], 9);
-        assert_eq!((j["pmtu_low"].as_u64(), j["pmtu_high"].as_u64()), (Some(1400), Some(1400)));
-        let range = Measurement { pmtu: Some(1398), exact: false, pmtu_high: Some(1399), ..m.clone() };
-        assert!(to_text(t, &range, None).starts_with("path MTU between 1398 and 1399"), "{}", to_text(t, &range, None));
-        let none = Measurement { pmtu: None, exact: false, pmtu_high: None, ..m };
-        assert!(to_text(t, &none, None).starts_with("no answer"));
-        assert!(to_json(t, &none, None)["pmtu"].is_null());
     }
 }

@@ -57,24 +57,30 @@ struct RunArgs {
     /// Packets per second toward one address (bursts of 20).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     per_destination_rate: u32,
-    /// Give up on a connection after this long.
+    /// Give up on a connection when nothing new of ours has left for this
+    /// long (time in the rate limiter's queue does not count; at most 4×
+    /// this after its first SYN left).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     timeout: Duration,
     /// First retransmission timeout of our TCP (SYN, request), doubled on each.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     rto: Duration,
-    /// New connections after one that timed out (unfragmented and fragmented fetch).
+    /// New connections after one that timed out (unfragmented and fragmented
+    /// fetch); a refusal (RST, ICMP administratively prohibited) is not retried.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=10))]
     retries: u32,
     /// IP fragments the request is cut into.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(2..=8))]
     fragments: u16,
-    /// Hop test: TTLs up to this.
+    /// Hop test: the most routers tested (the path's length comes from the
+    /// server's own answers; nothing is sent past the last router).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u8).range(1..=64))]
     max_hops: u8,
-    /// Hop test: rounds (unanswered probes are sent again) and the wait of each.
+    /// Hop test: tries of each probe (the fragment train, the whole packet)
+    /// at one TTL; routers rate-limit their ICMP, so silence is asked again.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10))]
     hop_rounds: u32,
+    /// Hop test: how long a round waits for answers after its last probe left.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     hop_wait: Duration,
     /// MTU announced by the PMTUD test's "fragmentation needed".

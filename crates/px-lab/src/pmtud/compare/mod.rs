@@ -46,18 +46,25 @@ use px_netns::netns::LabChild;
 /// The tools, in column order.
 pub const TOOLS: [&str; 6] = ["px_auto", "px_fpmtud", "px_dplpmtud", "px_icmp", "tracepath", "scamper"];
 
-/// How to run the comparison.
-#[derive(Debug, Clone)]
+/// How to run the comparison: the flags of `px lab pmtud`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct CompareOptions {
     /// The `px` binary (`px fpmtud` responder, `px probe`).
+    #[arg(skip)]
     pub exe: PathBuf,
-    /// Only the paths whose name contains this text.
+    /// Only the topologies whose name contains this text.
+    #[arg(long, value_name = "TEXT")]
     pub only: Option<String>,
-    /// Bound on each tracepath run.
+    /// Bound on each tracepath run, e.g. 10s.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = px_units::duration)]
     pub tracepath_timeout: Duration,
-    /// Bound on each scamper run.
+    /// Bound on each scamper run, e.g. 60s.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = px_units::duration)]
     pub scamper_timeout: Duration,
-    /// Runs of each tool on each path (at least 1; see the module notes).
+    /// Runs of each tool on each path, reported by the median wall time (a
+    /// run without an answer is not repeated; differing answers are
+    /// reported as inexact).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
     pub repeat: u32,
 }
 

@@ -1,0 +1,184 @@
+//! A gateway that runs: what the start phase ([`super::start`]) set up, the
+//! supervising loop (stop, reload, periodic summary, the iMTU follower's
+//! lines) and the ordered teardown, by [`Running::stop`] or, on any other
+//! way out (an error half-way through the start), on drop.
+//!
+//! Teardown order: the workers first (each flushes what its engine holds
+//! and sends it), then the datapath (the kernel fast path goes and the
+//! ports go back as they were: nothing below may delay them), then the
+//! threads that only read (metrics, iMTU follower, control socket), then
+//! the capture writer (it writes what the workers queued), and the port
+//! locks last.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::capture::CaptureSpec;
+use super::datapath::af_packet::AfPacket;
+use super::metrics::{self, Shared, WorkerSnapshot};
+use super::status::ConfigStatus;
+use super::worker::LiveConfig;
+use super::{Control, GatewayConfig, PortLock, reload, status_config};
+
+/// How often the supervisor looks at the stop flag: short, so that a
+/// SIGTERM reaches the workers well within a merge timeout and finds held
+/// data still held.
+const SUPERVISE_EVERY: Duration = Duration::from_millis(5);
+
+/// The datapath's part of a running gateway (set up at start, taken down
+/// after the workers).
+pub(super) enum Datapath {
+    AfPacket(AfPacket),
+}
+
+impl Datapath {
+    /// Whether the kernel fast path is attached (why not, otherwise).
+    pub(super) fn fast_path(&self) -> Result<(), &str> {
+        match self {
+            Datapath::AfPacket(a) => a.fast_path().map(|_| ()),
+        }
+    }
+
+    /// Takes it down; returns the kernel fast path's final counts.
+    fn stop(self, log: &mut dyn FnMut(&str)) -> Option<[u64; crate::fast_path::REASONS.len()]> {
+        match self {
+            Datapath::AfPacket(a) => a.stop(log),
+        }
+    }
+}
+
+/// Everything a running gateway owns, in teardown order (see the module
+/// docs); built field by field by the start phase.
+pub(super) struct Running {
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) workers: Vec<JoinHandle<()>>,
+    pub(super) datapath: Option<Datapath>,
+    pub(super) metrics: Option<JoinHandle<()>>,
+    pub(super) follower: Option<JoinHandle<()>>,
+    pub(super) control: Option<JoinHandle<()>>,
+    pub(super) capture: Option<(CaptureSpec, JoinHandle<()>)>,
+    /// Lines of the iMTU follower, for the log.
+    pub(super) imtu_lines: Option<Receiver<String>>,
+    pub(super) shared: Shared,
+    /// The engine configuration the workers take at their next loop.
+    pub(super) live: Arc<LiveConfig>,
+    /// The configuration's part of `px status`.
+    pub(super) live_status: Arc<Mutex<ConfigStatus>>,
+    /// The configuration running now (a reload replaces it).
+    pub(super) config: GatewayConfig,
+    pub(super) engine: px_gateway::Config,
+    /// Held until the very end (dropped after everything above).
+    pub(super) locks: Vec<PortLock>,
+    /// Teardown done (by [`Running::stop`]; drop then has nothing to do).
+    done: bool,
+}
+
+impl Running {
+    /// Nothing set up yet.
+    pub(super) fn new(cfg: &GatewayConfig, stop: Arc<AtomicBool>) -> Running {
+        let engine = px_gateway::Config::default();
+        Running {
+            stop,
+            workers: Vec::new(),
+            datapath: None,
+            metrics: None,
+            follower: None,
+            control: None,
+            capture: None,
+            imtu_lines: None,
+            shared: Shared::new(cfg.workers),
+            live: Arc::new(LiveConfig::new(engine.clone())),
+            live_status: Arc::new(Mutex::new(status_config(cfg, &engine))),
+            config: cfg.clone(),
+            engine,
+            locks: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// Runs until the stop flag is set: reloads when asked, logs the
+    /// periodic summary and the iMTU follower's lines.
+    pub(super) fn supervise(&mut self, ctl: &mut Control<'_>, log: &mut dyn FnMut(&str)) {
+        let (mut last_log, mut last_total) = (Instant::now(), WorkerSnapshot::default());
+        while !self.stop.load(Ordering::Relaxed) {
+            if let Some(lines) = &self.imtu_lines {
+                while let Ok(line) = lines.try_recv() {
+                    log(&line);
+                }
+            }
+            std::thread::sleep(SUPERVISE_EVERY);
+            if ctl.reload.swap(false, Ordering::Relaxed) {
+                self.reload(ctl, log);
+            }
+            let interval = self.config.log_interval_s;
+            if interval > 0 && last_log.elapsed() >= Duration::from_secs(interval) {
+                let total = self.shared.total();
+                let line = metrics::Summary::new(&total, Some((&last_total, last_log.elapsed())));
+                match ctl.summary.as_mut() {
+                    Some(f) => f(&line),
+                    None => log(&line.to_string()),
+                }
+                last_log = Instant::now();
+                last_total = total;
+            }
+        }
+    }
+
+    fn reload(&mut self, ctl: &mut Control<'_>, log: &mut dyn FnMut(&str)) {
+        let attached = self.datapath.as_ref().map_or(Err("not started"), Datapath::fast_path);
+        let result = reload(ctl, &mut self.config, &mut self.engine, &self.live, attached, log);
+        self.shared.process.reloads[result as usize].fetch_add(1, Ordering::Relaxed);
+        *self.live_status.lock().unwrap_or_else(|p| p.into_inner()) = status_config(&self.config, &self.engine);
+    }
+
+    /// Stops the workers (each flushes what its engine holds), takes the
+    /// rest down in order and returns the final counters of all workers.
+    pub(super) fn stop(mut self, log: &mut dyn FnMut(&str)) -> WorkerSnapshot {
+        let total = self.teardown(log);
+        log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total, None)));
+        total
+    }
+
+    fn teardown(&mut self, log: &mut dyn FnMut(&str)) -> WorkerSnapshot {
+        self.done = true;
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+        // The workers took every flow back: the program goes, its counts
+        // kept; the ports go back as they were.
+        let kernel_reasons = self.datapath.take().and_then(|d| d.stop(log));
+        // The metrics thread ends within its poll interval and never waits
+        // for a client, whose threads end on their own deadlines; the
+        // follower within one measurement (`imtu_follow.probe_timeout_ms`).
+        for h in [self.metrics.take(), self.follower.take(), self.control.take()].into_iter().flatten() {
+            let _ = h.join();
+        }
+        // The workers' taps are gone: the writer writes what is queued and ends.
+        if let Some((spec, h)) = self.capture.take() {
+            let _ = h.join();
+            let s = self.shared.scrape();
+            log(&format!(
+                "px gateway: capture: {} packets written to {}, {} records dropped (queue full), {} write errors",
+                s.capture_written,
+                spec.path.display(),
+                s.total.capture_dropped,
+                s.capture_write_errors
+            ));
+        }
+        let mut total = self.shared.total();
+        total.kernel_reasons = kernel_reasons;
+        total
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.done {
+            self.teardown(&mut |_| {});
+        }
+    }
+}
