@@ -13,7 +13,7 @@
 //!
 //! The protocol is one request line (`status`), one JSON answer, then the
 //! gateway closes. Bounded like the metrics endpoint: each client on a
-//! short-lived thread of its own, at most [`MAX_CLIENTS`] at a time (one
+//! short-lived thread of its own, at most 4 at a time (`MAX_CLIENTS`; one
 //! more is answered "busy" at once), 256 bytes of request, 1 s to send it
 //! and 2 s for the answer to leave, and an accepting thread that ends
 //! within 50 ms of the stop flag without waiting for a client.
