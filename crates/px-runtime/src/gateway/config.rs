@@ -55,6 +55,14 @@ pub struct GatewayConfig {
     /// the ring 6.4–7.2, although px-io measured less CPU per frame with the
     /// ring; see the README.
     pub rx_ring: bool,
+    /// After the ports last had frames, a worker keeps looking at its
+    /// sockets without sleeping for this long before it sleeps in `poll`
+    /// (AF_PACKET only: DPDK polls always). A sleeping worker pays a
+    /// thread wake-up on each frame that ends a quiet spell, about 50 µs
+    /// on a VM (`px lab rr`, docs/io.md); spinning costs CPU while
+    /// traffic comes and nothing once it has stopped this long. 0: off.
+    #[serde(with = "px_gateway::units::duration_us")]
+    pub busy_poll_us: std::time::Duration,
     /// Put the ports in promiscuous mode (a bump in the wire sees frames
     /// addressed to the hosts behind it).
     pub promiscuous: bool,
@@ -107,6 +115,7 @@ impl Default for GatewayConfig {
             offload: FastPathMode::Off,
             gro_gso: true,
             rx_ring: false,
+            busy_poll_us: std::time::Duration::ZERO,
             promiscuous: true,
             socket_buffer_bytes: 8 << 20,
             capture: None,
@@ -237,6 +246,7 @@ pub const ALLOWED: &[(&str, &str)] = &[
     ("workers", "1..=64"),
     ("batch", "1..=1024"),
     ("socket_buffer_bytes", "65536..=1073741824"),
+    ("busy_poll_us", "0..=10000"),
     ("log_interval_s", "0..=86400"),
     ("capture_max_bytes", "65536..=1099511627776"),
     ("capture_files", "1..=1000"),
@@ -444,6 +454,7 @@ impl GatewayConfig {
         in_range("workers", self.workers as u64)?;
         in_range("batch", self.batch as u64)?;
         in_range("socket_buffer_bytes", self.socket_buffer_bytes as u64)?;
+        in_range("busy_poll_us", self.busy_poll_us.as_micros() as u64)?;
         in_range("log_interval_s", self.log_interval_s)?;
         in_range("capture_max_bytes", self.capture_max_bytes)?;
         in_range("capture_files", self.capture_files)?;
