@@ -949,6 +949,18 @@ mod tests {
     }
 
     #[test]
+    fn busy_poll_takes_a_duration_up_to_10_ms() {
+        let read = |v: &str| GatewayConfig::from_toml(&format!("inner = \"a\"\nouter = \"b\"\nbusy_poll_us = {v}\n"));
+        assert_eq!(GatewayConfig::default().busy_poll_us, std::time::Duration::ZERO, "off by default");
+        assert_eq!(read("50").unwrap().busy_poll_us, std::time::Duration::from_micros(50));
+        let c = read("\"10ms\"").unwrap();
+        assert_eq!(c.busy_poll_us, std::time::Duration::from_millis(10));
+        c.validate().unwrap();
+        let e = read("\"11ms\"").unwrap().validate().unwrap_err().to_string();
+        assert!(e.contains("`busy_poll_us`") && e.contains("0..=10000"), "{e}");
+    }
+
+    #[test]
     fn printed_config_reads_back_the_same() {
         let text = include_str!("../../../../examples/gateway.toml");
         let c = GatewayConfig::from_toml(text).unwrap();
