@@ -159,6 +159,7 @@ pub fn down() -> Result<Vec<String>, crate::RunError> {
     let mut removed = Vec::new();
     for n in v["namespaces"].as_array().into_iter().flatten().filter_map(|n| n.as_str()) {
         if n.starts_with("px-") {
+            px_netns::runfiles::remove_files_of_namespace(n);
             let _ = Command::new("ip").args(["netns", "del", n]).status();
             removed.push(n.to_owned());
         }
