@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::datapath::keys::{DatapathKind, DpdkConfig};
+
 /// The source of the ICMPv4 errors the gateway sends when the
 /// configuration names none: RFC 7600's IPv4 "dummy address", meant for a
 /// node with no IPv4 address of its own to source ICMP errors from (Linux
@@ -21,10 +23,17 @@ pub const DEFAULT_ICMP_SOURCE_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 0, 8);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewayConfig {
-    /// Interface toward the b-network (large MTU).
+    /// Interface toward the b-network (large MTU). With the DPDK datapath
+    /// and a `[dpdk]` table, a name for the port in logs and `px status`
+    /// (default: the device's name, `[dpdk] inner` up to its first comma).
     pub inner: String,
-    /// Interface toward the legacy network.
+    /// Interface toward the legacy network (with DPDK: a name, as `inner`).
     pub outer: String,
+    /// What carries the frames: `"af_packet"` (Linux interfaces through
+    /// packet sockets) or `"dpdk"` (DPDK ports: the `[dpdk]` table's
+    /// devices, or without one DPDK's AF_PACKET driver on `inner` and
+    /// `outer`).
+    pub datapath: DatapathKind,
     /// Inner MTU; 0 means "the inner interface's MTU".
     pub imtu: u16,
     /// Outer MTU; 0 means "the outer interface's MTU".
@@ -91,6 +100,10 @@ pub struct GatewayConfig {
     /// destination is translated).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub imtu_follow: Option<ImtuFollowConfig>,
+    /// The DPDK datapath's ports and settings (the `[dpdk]` table; used
+    /// with `datapath = "dpdk"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dpdk: Option<DpdkConfig>,
 }
 
 impl Default for GatewayConfig {
@@ -98,6 +111,7 @@ impl Default for GatewayConfig {
         GatewayConfig {
             inner: String::new(),
             outer: String::new(),
+            datapath: DatapathKind::AfPacket,
             imtu: 0,
             emtu: 0,
             workers: 1,
@@ -116,6 +130,7 @@ impl Default for GatewayConfig {
             control_socket: None,
             engine: px_gateway::Config::default(),
             imtu_follow: None,
+            dpdk: None,
         }
     }
 }
@@ -257,6 +272,13 @@ pub const ALLOWED: &[(&str, &str)] = &[
     ("imtu_follow.reverify_s", "10..=86400"),
     ("imtu_follow.max_prefixes", "1..=1000000"),
     ("imtu_follow.probe_timeout_ms", "100..=30000"),
+    ("datapath", "\"af_packet\" or \"dpdk\""),
+    ("dpdk.inner", "a DPDK device: a PCI address, or a virtual device and its arguments (net_memif0,socket=...)"),
+    ("dpdk.outer", "a DPDK device other than `[dpdk] inner`"),
+    ("dpdk.cores", "one CPU per worker, or none"),
+    ("dpdk.rx_descriptors", "64..=16384"),
+    ("dpdk.tx_descriptors", "64..=16384"),
+    ("dpdk.mbufs", "0 (sized from the queues) or 1024..=16777216"),
 ];
 
 /// What `key` (dotted: `engine.max_flows`) allows, from [`ALLOWED`].
@@ -296,12 +318,13 @@ pub fn section_keys(section: &str) -> &'static [&'static str] {
         "" => struct_fields::<GatewayConfig>(),
         "engine" => struct_fields::<px_gateway::Config>(),
         "imtu_follow" => struct_fields::<ImtuFollowConfig>(),
+        "dpdk" => struct_fields::<DpdkConfig>(),
         _ => &[],
     }
 }
 
 /// The tables of the file besides the top level.
-pub const SECTIONS: &[&str] = &["engine", "imtu_follow"];
+pub const SECTIONS: &[&str] = &["engine", "imtu_follow", "dpdk"];
 
 /// The field names serde reads for `T` (with their `rename`s): a
 /// deserializer that only asks.
@@ -425,21 +448,24 @@ impl GatewayConfig {
         toml::from_str(text).map_err(|e| ConfigError::Toml(toml_error(text, &e)))
     }
 
+    /// With the DPDK datapath and a `[dpdk]` table, ports not named at the
+    /// top level take their devices' names (`net_memif0`, a PCI address).
+    pub fn with_port_names(mut self) -> GatewayConfig {
+        if let (DatapathKind::Dpdk, Some(d)) = (self.datapath, &self.dpdk) {
+            for (name, spec) in [(&mut self.inner, &d.inner), (&mut self.outer, &d.outer)] {
+                if name.is_empty() {
+                    *name = super::datapath::keys::device(spec).name.to_string();
+                }
+            }
+        }
+        self
+    }
+
     /// Checks what the engine does not check itself.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let name = |n: &str| n.is_empty() || n.len() > 15;
-        if name(&self.inner) {
-            return Err(invalid("inner", format!("{:?}", self.inner)));
-        }
-        if name(&self.outer) {
-            return Err(invalid("outer", format!("{:?}", self.outer)));
-        }
-        if self.inner == self.outer {
-            return Err(ConfigError::Invalid {
-                field: "outer",
-                value: format!("{:?}", self.outer),
-                allowed: "an interface other than `inner`",
-            });
+        self.validate_names()?;
+        if self.datapath == DatapathKind::Dpdk {
+            self.validate_dpdk()?;
         }
         in_range("workers", self.workers as u64)?;
         in_range("batch", self.batch as u64)?;
@@ -450,6 +476,58 @@ impl GatewayConfig {
         in_range("capture_snaplen", self.capture_snaplen)?;
         if let Some(f) = &self.imtu_follow {
             f.validate()?;
+        }
+        Ok(())
+    }
+
+    /// The two ports' names: interfaces (AF_PACKET, and DPDK without a
+    /// `[dpdk]` table, which runs on them), or names of DPDK devices.
+    fn validate_names(&self) -> Result<(), ConfigError> {
+        let devices = self.datapath == DatapathKind::Dpdk && self.dpdk.is_some();
+        for (key, name) in [("inner", &self.inner), ("outer", &self.outer)] {
+            let plain = name.bytes().all(|b| b.is_ascii_alphanumeric() || b".:_-".contains(&b));
+            if devices && (name.is_empty() || name.len() > 32 || !plain) {
+                let allowed = "a name of 1..=32 letters, digits, '.', ':', '_' or '-' (default: the device's)";
+                return Err(ConfigError::Invalid { field: key, value: format!("{name:?}"), allowed });
+            }
+            if !devices && (name.is_empty() || name.len() > 15) {
+                return Err(invalid(key, format!("{name:?}")));
+            }
+        }
+        if self.inner == self.outer {
+            return Err(ConfigError::Invalid {
+                field: "outer",
+                value: format!("{:?}", self.outer),
+                allowed: "an interface other than `inner`",
+            });
+        }
+        Ok(())
+    }
+
+    /// What `datapath = "dpdk"` needs: no kernel fast path, and a
+    /// `[dpdk]` table (if any) naming two devices.
+    fn validate_dpdk(&self) -> Result<(), ConfigError> {
+        use super::datapath::keys::device;
+        if self.offload == FastPathMode::On {
+            let allowed = "\"off\" with datapath = \"dpdk\" (the kernel fast path runs on Linux interfaces)";
+            return Err(ConfigError::Invalid { field: "offload", value: "\"on\"".into(), allowed });
+        }
+        let Some(d) = &self.dpdk else { return Ok(()) };
+        for (key, spec) in [("dpdk.inner", &d.inner), ("dpdk.outer", &d.outer)] {
+            if device(spec).name.is_empty() {
+                return Err(invalid(key, format!("{spec:?}")));
+            }
+        }
+        if device(&d.inner).name == device(&d.outer).name {
+            return Err(invalid("dpdk.outer", format!("{:?}", d.outer)));
+        }
+        if !d.cores.is_empty() && d.cores.len() != self.workers {
+            return Err(invalid("dpdk.cores", format!("{:?}", d.cores)));
+        }
+        in_range("dpdk.rx_descriptors", d.rx_descriptors)?;
+        in_range("dpdk.tx_descriptors", d.tx_descriptors)?;
+        if d.mbufs != 0 && !(1024..=1 << 24).contains(&d.mbufs) {
+            return Err(invalid("dpdk.mbufs", d.mbufs));
         }
         Ok(())
     }

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crate::fast_path::FastPathError;
-pub use config::{Change, ConfigError, FastPathMode, GatewayConfig, ReloadError};
+pub use config::{Change, ConfigError, DatapathKind, DpdkConfig, FastPathMode, GatewayConfig, ReloadError};
 pub use lock::{LockError, PortLock};
 use metrics::ReloadResult;
 pub use metrics::WorkerSnapshot;
@@ -70,11 +70,21 @@ pub enum GatewayError {
     FastPath(FastPathError),
     #[error(transparent)]
     Control(#[from] control::ControlError),
+    /// The DPDK datapath could not start (the EAL, a port, a pool), or
+    /// this build has no DPDK (what to install).
+    #[error("datapath = \"dpdk\": {0}")]
+    Dpdk(String),
 }
 
 /// The configuration key that names port `name` (`inner` or `outer`).
 pub(crate) fn key_of(cfg: &GatewayConfig, name: &str) -> &'static str {
     if name == cfg.inner { "inner" } else { "outer" }
+}
+
+/// Whether this build has the DPDK datapath (`datapath = "dpdk"`; built
+/// where pkg-config found libdpdk).
+pub fn dpdk_built() -> bool {
+    px_dpdk::BUILT
 }
 
 /// How the caller steers a running gateway.

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::capture::CaptureSpec;
 use super::datapath::af_packet::AfPacket;
+use super::datapath::dpdk::Dpdk;
 use super::metrics::{self, Shared, WorkerSnapshot};
 use super::status::ConfigStatus;
 use super::worker::LiveConfig;
@@ -32,6 +33,7 @@ const SUPERVISE_EVERY: Duration = Duration::from_millis(5);
 /// after the workers).
 pub(super) enum Datapath {
     AfPacket(AfPacket),
+    Dpdk(Dpdk),
 }
 
 impl Datapath {
@@ -39,6 +41,7 @@ impl Datapath {
     pub(super) fn fast_path(&self) -> Result<(), &str> {
         match self {
             Datapath::AfPacket(a) => a.fast_path().map(|_| ()),
+            Datapath::Dpdk(_) => Err("the DPDK datapath has none: its ports are not the kernel's"),
         }
     }
 
@@ -46,6 +49,10 @@ impl Datapath {
     fn stop(self, log: &mut dyn FnMut(&str)) -> Option<[u64; crate::fast_path::REASONS.len()]> {
         match self {
             Datapath::AfPacket(a) => a.stop(log),
+            Datapath::Dpdk(d) => {
+                d.stop(log);
+                None
+            }
         }
     }
 }

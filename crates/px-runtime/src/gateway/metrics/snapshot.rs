@@ -44,6 +44,11 @@ pub struct WorkerSnapshot {
     /// [`ProcessCounters::flows_wanted`].
     pub largest_flows: Vec<FlowView>,
     pub flows_answered: u64,
+    /// Time the worker spent in receive rounds that moved at least one
+    /// frame, and in its whole loop, in ns: a polling worker (DPDK) is
+    /// always 100 % busy to the kernel; this is how busy it really was.
+    pub busy_ns: u64,
+    pub loop_ns: u64,
 }
 
 impl WorkerSnapshot {
@@ -187,6 +192,8 @@ fn total(snaps: &[WorkerSnapshot]) -> WorkerSnapshot {
         t.capture_dropped += s.capture_dropped;
         t.merge_timeout_us = t.merge_timeout_us.max(s.merge_timeout_us);
         t.in_kernel += s.in_kernel;
+        t.busy_ns += s.busy_ns;
+        t.loop_ns += s.loop_ns;
     }
     t
 }
