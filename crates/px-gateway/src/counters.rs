@@ -228,6 +228,17 @@ pub struct Counters {
     /// (`crate::imtu`), passed on untouched: no merge, no split, no MSS
     /// rewrite, caravans unopened.
     pub imtu_passed: u64,
+    /// Echo probes sent toward a destination of a verified neighbour to
+    /// confirm that its own path carries the verified size
+    /// (`crate::confirm`).
+    pub imtu_probes: u64,
+    /// Replies to those probes that arrived whole with their mark: the
+    /// destination's packets pass untouched from then on.
+    pub imtu_confirmed: u64,
+    /// ICMP errors about those probes (a smaller hop on the way), taken by
+    /// the gateway: the inner host whose address the probe bore did not
+    /// send it.
+    pub imtu_probe_errors: u64,
     pub pmtu_learned: u64,
     pub icmp_sent: u64,
     pub icmp_rate_limited: u64,
@@ -385,7 +396,7 @@ impl Counters {
             a.tx_packets += b.tx_packets;
             a.tx_bytes += b.tx_bytes;
         }
-        let pairs: [(&mut u64, u64); 31] = [
+        let pairs: [(&mut u64, u64); 34] = [
             (&mut self.forwarded, o.forwarded),
             (&mut self.merged_in, o.merged_in),
             (&mut self.merged_out, o.merged_out),
@@ -403,6 +414,9 @@ impl Counters {
             (&mut self.syns_ignored, o.syns_ignored),
             (&mut self.signed_passed, o.signed_passed),
             (&mut self.imtu_passed, o.imtu_passed),
+            (&mut self.imtu_probes, o.imtu_probes),
+            (&mut self.imtu_confirmed, o.imtu_confirmed),
+            (&mut self.imtu_probe_errors, o.imtu_probe_errors),
             (&mut self.pmtu_learned, o.pmtu_learned),
             (&mut self.icmp_sent, o.icmp_sent),
             (&mut self.icmp_rate_limited, o.icmp_rate_limited),

@@ -33,6 +33,7 @@
 mod buf;
 mod caravan;
 mod config;
+mod confirm;
 mod conntrack;
 mod counters;
 mod engine;
@@ -60,6 +61,6 @@ pub use conntrack::{ICMP_CHECKS_PER_SEC, ReceiveWindow};
 pub use counters::{CaravanCounters, Counters, DropReason, FastPathCounters, FlushReason, HoldHistogram, PortCounters};
 pub use engine::{Engine, FlowView, Footprint};
 pub use flow::FlowKey;
-pub use imtu::{ImtuError, ImtuReplica, ImtuTable, SharedImtu, Trust};
+pub use imtu::{Evidence, ImtuError, ImtuReplica, ImtuTable, SharedImtu, Trust};
 pub use pmtu::SharedPmtu;
 pub use port::Port;

@@ -305,6 +305,27 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.imtu_passed),
     },
     Family {
+        name: "px_gateway_imtu_probes_total",
+        kind: Counter,
+        help: "Echo probes sent to confirm that a verified neighbour's destination carries the verified size.",
+        counters: &["imtu_probes"],
+        rows: |s| counter(s, |c| c.imtu_probes),
+    },
+    Family {
+        name: "px_gateway_imtu_confirmed_total",
+        kind: Counter,
+        help: "Probe replies that arrived whole with their mark: the destination passes untouched.",
+        counters: &["imtu_confirmed"],
+        rows: |s| counter(s, |c| c.imtu_confirmed),
+    },
+    Family {
+        name: "px_gateway_imtu_probe_errors_total",
+        kind: Counter,
+        help: "ICMP errors about the gateway's own probes, taken (not passed to the inner host).",
+        counters: &["imtu_probe_errors"],
+        rows: |s| counter(s, |c| c.imtu_probe_errors),
+    },
+    Family {
         name: "px_gateway_pmtu_learned_total",
         kind: Counter,
         help: "Path MTUs learned from ICMP.",
