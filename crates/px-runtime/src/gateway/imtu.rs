@@ -26,7 +26,6 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use px_gateway::Prefix;
@@ -34,6 +33,7 @@ use px_gateway::imtu::{ImtuTable, SharedImtu, Trust, verdict};
 use px_io::route_table::MtuRoute;
 
 use super::config::ImtuFollowConfig;
+use crate::logging::{error, info, warn};
 
 /// What the follower knows of one advertised prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,28 +183,26 @@ fn measure(probe: &Probe, timeout: Duration) -> Option<u16> {
 }
 
 /// Starts the follower thread: follows `cfg.table`, verifies, publishes to
-/// `shared`, sends its log lines to `log`, ends when `stop` is set.
+/// `shared`, logs what it finds, ends when `stop` is set.
 pub fn spawn(
     cfg: ImtuFollowConfig,
     shared: Arc<SharedImtu>,
     stop: Arc<AtomicBool>,
-    log: Sender<String>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("px-imtu".into()).spawn(move || {
-        let say = |s: String| {
-            let _ = log.send(format!("px gateway: imtu: {s}"));
-        };
         let monitor = match px_io::route_table::RouteMonitor::open() {
             Ok(m) => Some(m),
             Err(e) => {
-                say(format!("no route notifications ({e}); reading table {} every second", cfg.table));
+                warn!("px gateway: imtu: no route notifications ({e}); reading table {} every second", cfg.table);
                 None
             }
         };
-        say(format!(
-            "following kernel table {}; neighbours' responders at <prefix>+{} port {}",
+        info!(
+            "px gateway: imtu: following kernel table {}; neighbours' responders at <prefix>+{} port {}",
             cfg.table, cfg.responder_host, cfg.responder_port
-        ));
+        );
+        // A table that cannot be read is said once, and again when it can.
+        let mut unreadable = false;
         let mut f = Follower::new(cfg.clone());
         let mut published = ImtuTable::new(0);
         let mut first = true;
@@ -222,13 +220,21 @@ pub fn spawn(
             let routes = match px_io::route_table::dump_table(cfg.table) {
                 Ok(r) => r,
                 Err(e) => {
-                    say(format!("reading table {}: {e}", cfg.table));
+                    if !std::mem::replace(&mut unreadable, true) {
+                        error!(
+                            "px gateway: imtu: cannot read kernel table {}: {e}; nothing new is verified until it can (said once)",
+                            cfg.table
+                        );
+                    }
                     continue;
                 }
             };
+            if std::mem::replace(&mut unreadable, false) {
+                info!("px gateway: imtu: kernel table {} can be read again", cfg.table);
+            }
             let (withdrawn, due) = f.update(&routes, Instant::now());
             for p in &withdrawn {
-                say(format!("{p} withdrawn: translated from now on"));
+                info!("px gateway: imtu: {p} withdrawn: translated from now on");
             }
             for probe in &due {
                 if stop.load(Ordering::Relaxed) {
@@ -239,25 +245,24 @@ pub fn spawn(
                     .find(|r| r.dst == probe.prefix.addr && r.len == probe.prefix.len)
                     .and_then(|r| r.gateway);
                 let measured = measure(probe, Duration::from_millis(cfg.probe_timeout_ms));
-                let line = match f.record(probe, gateway, measured, Instant::now()) {
-                    Trust::Verified(m) => format!(
-                        "{} advertises {}, path to {} carries {}: verified at {m}",
+                match f.record(probe, gateway, measured, Instant::now()) {
+                    Trust::Verified(m) => info!(
+                        "px gateway: imtu: {} advertises {}, path to {} carries {}: verified at {m}",
                         probe.prefix,
                         probe.advertised,
                         probe.responder.ip(),
                         measured.unwrap_or(0)
                     ),
-                    Trust::Lie { advertised, measured } => format!(
-                        "{} advertises {advertised} but the path to {} carries only {measured}: lie detected, not trusted (translated)",
+                    Trust::Lie { advertised, measured } => warn!(
+                        "px gateway: imtu: {} advertises {advertised} but the path to {} carries only {measured}: lie detected, not trusted (translated)",
                         probe.prefix,
                         probe.responder.ip()
                     ),
-                    Trust::Unverified => format!(
-                        "{} advertises {}, no answer from {}: not trusted (translated) until a measurement succeeds",
+                    Trust::Unverified => warn!(
+                        "px gateway: imtu: {} advertises {}, no answer from {}: not trusted (translated) until a measurement succeeds",
                         probe.prefix, probe.advertised, probe.responder
                     ),
-                };
-                say(line);
+                }
             }
             let table = f.table();
             if first || !same(&table, &published, &routes) {
