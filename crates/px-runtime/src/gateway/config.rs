@@ -622,6 +622,9 @@ impl GatewayConfig {
             return Err(ReloadError::Fixed(c.clone()));
         }
         let mut engine = new.engine_config(running.imtu, running.emtu, running.hash_seed)?;
+        // Which ports cut GSO frames is decided at start with the datapath
+        // (`gro_gso`, fixed, and what the ports can do).
+        (engine.inner_gso, engine.outer_gso) = (running.inner_gso, running.outer_gso);
         engine.outer_link_mtu = running.outer_link_mtu;
         running.live_change(&engine).map_err(|e| ReloadError::Engine(e.into()))?;
         Ok((changes, engine))
@@ -964,6 +967,19 @@ mod tests {
         assert!(e.contains("`max_flows`") && e.contains("restart"), "{e}");
         let bad = GatewayConfig { workers: 0, ..old.clone() };
         assert!(matches!(old.reload(&bad, &running), Err(ReloadError::Invalid(_))));
+    }
+
+    /// Which ports cut GSO frames themselves is the datapath's decision at
+    /// start (a DPDK port without TSO: none), not the file's: a reload
+    /// keeps it.
+    #[test]
+    fn reload_keeps_the_datapaths_gso_decision() {
+        let old = GatewayConfig::from_toml("inner = \"a\"\nouter = \"b\"\ndatapath = \"dpdk\"\n").unwrap();
+        let mut running = old.engine_config(9000, 1500, 77).unwrap();
+        (running.inner_gso, running.outer_gso) = (false, true);
+        let t = "inner = \"a\"\nouter = \"b\"\ndatapath = \"dpdk\"\n[engine]\nmerge_timeout_us = 200\n";
+        let (_, engine) = old.reload(&GatewayConfig::from_toml(t).unwrap(), &running).unwrap();
+        assert_eq!((engine.inner_gso, engine.outer_gso), (false, true));
     }
 
     #[test]
