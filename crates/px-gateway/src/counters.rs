@@ -299,7 +299,7 @@ pub struct FastPathCounters {
     pub install_failed: u64,
     /// Flows handed back by the kernel, by reason (index:
     /// [`ReturnReason::ALL`](crate::fast_path::ReturnReason::ALL)).
-    pub returned: [u64; 6],
+    pub returned: [u64; 5],
     /// Flows taken back because a control segment (SYN, FIN, RST, URG)
     /// of theirs was read from a socket queue filled before the install.
     pub backlog: u64,
@@ -311,6 +311,10 @@ pub struct FastPathCounters {
     /// ICMP errors quoting a flow in the kernel, checked against windows
     /// read from it (the flow stays).
     pub icmp_catch_ups: u64,
+    /// Reads of the inner host's window from the kernel, for flows whose
+    /// outbound direction it carries (a segment from outside lay beyond
+    /// the engine's copy; at most one a millisecond per flow).
+    pub window_reads: u64,
     /// Flows the engine took back itself: a changed path MTU, a reload or
     /// stop, the flow leaving the table.
     pub reclaimed_pmtu: u64,
@@ -457,13 +461,14 @@ impl Counters {
 impl FastPathCounters {
     /// Adds another engine's counters to these.
     pub fn accumulate(&mut self, o: &FastPathCounters) {
-        let pairs: [(&mut u64, u64); 15] = [
+        let pairs: [(&mut u64, u64); 16] = [
             (&mut self.installed, o.installed),
             (&mut self.table_full, o.table_full),
             (&mut self.install_failed, o.install_failed),
             (&mut self.backlog, o.backlog),
             (&mut self.passed_on, o.passed_on),
             (&mut self.icmp_catch_ups, o.icmp_catch_ups),
+            (&mut self.window_reads, o.window_reads),
             (&mut self.reclaimed_pmtu, o.reclaimed_pmtu),
             (&mut self.reclaimed_config, o.reclaimed_config),
             (&mut self.reclaimed_removed, o.reclaimed_removed),

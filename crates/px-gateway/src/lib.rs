@@ -57,7 +57,7 @@ pub use px_units as units;
 pub use buf::{HEADROOM, Transmit, Verdict};
 pub use caravan::prefix::{Prefix, PrefixError};
 pub use config::{Config, ConfigError, DEFAULT_MERGE_TIMEOUT, PshPolicy};
-pub use conntrack::ICMP_CHECKS_PER_SEC;
+pub use conntrack::{ICMP_CHECKS_PER_SEC, ReceiveWindow};
 pub use counters::{CaravanCounters, Counters, DropReason, FastPathCounters, FlushReason, HoldHistogram, PortCounters};
 pub use engine::{Engine, FlowView, Footprint};
 pub use flow::FlowKey;

@@ -1,11 +1,45 @@
 //! Daemon logs through `tracing`: human-readable lines on stderr by
 //! default (time, level, message), one JSON object per line with
-//! `--log-format json` (for journald or a log shipper). The messages are
-//! the runtime's log lines as they are: `px gateway: inner ...` at start,
-//! the periodic summary, `... stopped; flushed everything held. ...` at
-//! exit, in both formats.
+//! `--log-format json` (for journald or a log shipper).
+//!
+//! Every log call says its level: the runtime logs with this module's
+//! `error!`, `warn!` and `info!` (tracing's, with the gateway's
+//! [`TARGET`]), and nothing looks at the words of a line to choose one.
+//! ERROR: the gateway cannot do what it was configured to do (a start that
+//! fails, a worker that died, a port it could not put back); WARN: it runs,
+//! but something needs the operator (a refused reload, frames dropped on
+//! receive, evicted flows, a port without carrier); INFO: what it does.
+//!
+//! A human line is its message alone: the periodic summary's figures are
+//! fields of the event, which only `--log-format json` writes (under
+//! `fields`, so a log shipper needs no parsing). Under systemd, where
+//! stderr is the journal's stream (`JOURNAL_STREAM`), each human line
+//! starts with its syslog priority (`<3>` for ERROR), which journald takes
+//! as the entry's priority (`journalctl -p err`) and strips.
 
 use std::io::IsTerminal;
+
+pub use tracing::Level;
+use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
+
+/// The target of the gateway's events (`"target"` of a JSON line).
+pub const TARGET: &str = "px::gateway";
+
+macro_rules! px_error {
+    ($($arg:tt)+) => { ::tracing::error!(target: $crate::logging::TARGET, $($arg)+) };
+}
+macro_rules! px_warn {
+    ($($arg:tt)+) => { ::tracing::warn!(target: $crate::logging::TARGET, $($arg)+) };
+}
+macro_rules! px_info {
+    ($($arg:tt)+) => { ::tracing::info!(target: $crate::logging::TARGET, $($arg)+) };
+}
+/// An ERROR event of the gateway (`format!` arguments).
+pub(crate) use px_error as error;
+/// An INFO event of the gateway (`format!` arguments).
+pub(crate) use px_info as info;
+/// A WARN event of the gateway (`format!` arguments).
+pub(crate) use px_warn as warn;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -36,38 +70,111 @@ impl std::str::FromStr for LogFormat {
 /// Installs the process' subscriber, writing to stderr (INFO and above).
 /// A second call changes nothing.
 pub fn init(format: LogFormat) {
-    let _ = tracing::dispatcher::set_global_default(dispatch(format, std::io::stderr, std::io::stderr().is_terminal()));
+    let journal = stderr_is_journal();
+    let _ = tracing::dispatcher::set_global_default(dispatch(
+        format,
+        std::io::stderr,
+        std::io::stderr().is_terminal(),
+        journal,
+    ));
 }
 
-/// The subscriber for `format`, writing through `writer`.
-fn dispatch<W>(format: LogFormat, writer: W, ansi: bool) -> tracing::Dispatch
+/// The subscriber for `format`, writing through `writer`; `journal`: each
+/// human line starts with its syslog priority.
+fn dispatch<W>(format: LogFormat, writer: W, ansi: bool, journal: bool) -> tracing::Dispatch
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
     let b = tracing_subscriber::fmt().with_writer(writer).with_max_level(tracing::Level::INFO).with_ansi(ansi);
     match format {
-        LogFormat::Human => b.with_target(false).finish().into(),
+        LogFormat::Human => {
+            let inner = tracing_subscriber::fmt::format().with_target(false).with_ansi(ansi);
+            b.fmt_fields(message_only()).event_format(Priority { inner, journal }).finish().into()
+        }
         LogFormat::Json => b.json().with_current_span(false).with_span_list(false).finish().into(),
     }
 }
 
-/// Logs one of the runtime's lines: refusals and failures as warnings,
-/// the rest as information.
-pub fn line(text: &str) {
-    if is_warning(text) {
-        tracing::warn!(target: "px::gateway", "{text}");
-    } else {
-        tracing::info!(target: "px::gateway", "{text}");
+/// The human format's fields: the message alone (the figures of an event
+/// are JSON's to write).
+fn message_only() -> impl for<'w> FormatFields<'w> + Send + Sync + 'static {
+    tracing_subscriber::fmt::format::debug_fn(
+        |w: &mut Writer<'_>, field: &tracing::field::Field, value| {
+            if field.name() == "message" { write!(w, "{value:?}") } else { Ok(()) }
+        },
+    )
+}
+
+/// A human line, with its syslog priority in front when the journal reads
+/// it (`sd-daemon(3)`'s `<N>` prefix).
+struct Priority<F> {
+    inner: F,
+    journal: bool,
+}
+
+impl<S, N, F> FormatEvent<S, N> for Priority<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'w> FormatFields<'w> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        if self.journal {
+            write!(writer, "<{}>", syslog_priority(*event.metadata().level()))?;
+        }
+        self.inner.format_event(ctx, writer, event)
     }
 }
 
-/// Logs the gateway's periodic summary: its text as the message, and
-/// every figure as a field of its own (`--log-format json` writes them
-/// under `fields`, so a log shipper needs no parsing).
-pub fn summary(s: &crate::gateway::metrics::Summary) {
+/// syslog(3)'s priority of a level: LOG_ERR, LOG_WARNING, LOG_INFO,
+/// LOG_DEBUG.
+fn syslog_priority(level: tracing::Level) -> u8 {
+    match level {
+        tracing::Level::ERROR => 3,
+        tracing::Level::WARN => 4,
+        tracing::Level::INFO => 6,
+        _ => 7,
+    }
+}
+
+/// Whether stderr is the journal's stream: systemd sets `JOURNAL_STREAM`
+/// to its `device:inode` (a redirected stderr keeps the variable but not
+/// the inode).
+fn stderr_is_journal() -> bool {
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else { return false };
+    let Some((dev, ino)) = v.to_str().and_then(|v| v.split_once(':')) else { return false };
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes one `struct stat` into `st`, read only on success.
+    if unsafe { libc::fstat(2, st.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: fstat succeeded, so `st` is initialised.
+    let st = unsafe { st.assume_init() };
+    dev.parse() == Ok(st.st_dev) && ino.parse() == Ok(st.st_ino)
+}
+
+/// Logs `text` at `level` (for callers outside this crate, whose events
+/// must carry the gateway's target: `px gateway`'s start errors).
+pub fn log(level: tracing::Level, text: &str) {
+    match level {
+        tracing::Level::ERROR => error!("{text}"),
+        tracing::Level::WARN => warn!("{text}"),
+        _ => info!("{text}"),
+    }
+}
+
+/// Logs a summary of the gateway's counters at INFO: `prefix` and its
+/// short text as the message, every figure as a field of its own
+/// (`--log-format json` writes them under `fields`; the human line is the
+/// message alone).
+pub fn summary(prefix: &str, s: &crate::gateway::metrics::Summary) {
     let nan = |v: Option<f64>| v.unwrap_or(f64::NAN);
-    tracing::info!(
-        target: "px::gateway",
+    info!(
         outer_rx_packets = s.outer_rx_packets,
         outer_tx_packets = s.outer_tx_packets,
         inner_rx_packets = s.inner_rx_packets,
@@ -97,30 +204,19 @@ pub fn summary(s: &crate::gateway::metrics::Summary) {
         fast_path_installed = s.fast_path.as_ref().map_or(0, |f| f.installed),
         fast_path_passed_on = s.fast_path.as_ref().map_or(0, |f| f.passed_on),
         fast_path_backlog = s.fast_path.as_ref().map_or(0, |f| f.backlog),
-        "px gateway: {s}"
+        "{prefix}{s}"
     );
 }
 
-fn is_warning(text: &str) -> bool {
-    text.contains("refused") || text.contains("px gateway: restoring") || text.contains("WARNING")
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use std::sync::{Arc, Mutex};
+
     use super::*;
+    use crate::gateway::metrics::{Summary, WorkerSnapshot};
 
-    #[test]
-    fn formats_parse_and_refusals_warn() {
-        assert_eq!("json".parse::<LogFormat>(), Ok(LogFormat::Json));
-        assert_eq!("human".parse::<LogFormat>(), Ok(LogFormat::Human));
-        assert_eq!("xml".parse::<LogFormat>().unwrap_err().to_string(), "unknown log format \"xml\" (human or json)");
-        assert!(is_warning("px gateway: reload refused: `workers` cannot change"));
-        assert!(!is_warning("px gateway: inner a (iMTU 9000) <-> outer b"));
-    }
-
-    /// What a format writes for two of the gateway's lines.
-    fn written(format: LogFormat) -> String {
-        use std::sync::{Arc, Mutex};
+    /// What the events logged by `f` come out as, in `format`.
+    pub(crate) fn written_by(format: LogFormat, journal: bool, f: impl FnOnce()) -> String {
         #[derive(Clone, Default)]
         struct Buf(Arc<Mutex<Vec<u8>>>);
         impl std::io::Write for Buf {
@@ -134,64 +230,115 @@ mod tests {
         }
         let buf = Buf::default();
         let out = buf.clone();
-        let d = dispatch(format, move || buf.clone(), false);
-        tracing::dispatcher::with_default(&d, || {
-            line("px gateway: inner px-gwi (iMTU 9000) <-> outer px-gwo (eMTU 1500), 1 worker(s)");
-            line("px gateway: reload refused: `workers` cannot change while running (1 -> 2)");
-        });
+        let d = dispatch(format, move || buf.clone(), false, journal);
+        tracing::dispatcher::with_default(&d, f);
         String::from_utf8(out.0.lock().unwrap().clone()).unwrap()
     }
 
     #[test]
-    fn human_lines_keep_the_text_the_tests_grep() {
-        let text = written(LogFormat::Human);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2, "{text}");
-        assert!(lines[0].contains(" INFO px gateway: inner px-gwi (iMTU 9000) <-> outer px-gwo"), "{text}");
-        assert!(lines[1].contains(" WARN px gateway: reload refused: `workers`"), "{text}");
+    fn formats_parse() {
+        assert_eq!("json".parse::<LogFormat>(), Ok(LogFormat::Json));
+        assert_eq!("human".parse::<LogFormat>(), Ok(LogFormat::Human));
+        assert_eq!("xml".parse::<LogFormat>().unwrap_err().to_string(), "unknown log format \"xml\" (human or json)");
+    }
+
+    /// Three lines, one per level; the words of a line choose nothing.
+    fn three_levels() {
+        info!("px gateway: a line about something refused, at INFO because the call says so");
+        warn!("px gateway: reload refused: `workers` cannot change while running (1 -> 2)");
+        error!("px gateway: imtu: cannot read kernel table 100: Permission denied");
     }
 
     #[test]
-    fn json_lines_are_objects_with_level_and_message() {
-        let text = written(LogFormat::Json);
+    fn each_line_has_the_level_its_call_says() {
+        let text = written_by(LogFormat::Human, false, three_levels);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].contains(" INFO px gateway: a line about something refused"), "{text}");
+        assert!(lines[1].contains(" WARN px gateway: reload refused: `workers`"), "{text}");
+        assert!(lines[2].contains(" ERROR px gateway: imtu: cannot read"), "{text}");
+        let json = written_by(LogFormat::Json, false, three_levels);
+        let levels: Vec<String> = json
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["level"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(levels, ["INFO", "WARN", "ERROR"], "{json}");
+        let text = written_by(LogFormat::Human, false, || log(tracing::Level::ERROR, "px gateway: no port"));
+        assert!(text.contains(" ERROR px gateway: no port"), "{text}");
+    }
+
+    #[test]
+    fn journal_lines_start_with_their_syslog_priority() {
+        let text = written_by(LogFormat::Human, true, three_levels);
+        let prefixes: Vec<&str> = text.lines().map(|l| &l[..3]).collect();
+        assert_eq!(prefixes, ["<6>", "<4>", "<3>"], "{text}");
+        // Not under the journal: no prefix.
+        assert!(written_by(LogFormat::Human, false, three_levels).lines().all(|l| !l.starts_with('<')));
+        // This test's stderr is not the journal's stream.
+        assert!(!stderr_is_journal());
+    }
+
+    #[test]
+    fn json_lines_are_objects_with_level_message_and_target() {
+        let text = written_by(LogFormat::Json, false, three_levels);
         let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        assert_eq!(lines.len(), 2, "{text}");
-        assert_eq!(lines[0]["level"], "INFO");
-        assert!(lines[0]["fields"]["message"].as_str().unwrap().starts_with("px gateway: inner px-gwi"), "{text}");
-        assert_eq!(lines[1]["level"], "WARN");
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[1]["fields"]["message"].as_str().unwrap().starts_with("px gateway: reload refused"), "{text}");
+        assert_eq!(lines[1]["target"], TARGET);
         assert!(lines[0]["timestamp"].is_string());
     }
 
-    /// The periodic summary in JSON: its figures are fields of their own.
+    /// A busy gateway's counters, every figure non-zero.
+    fn busy() -> Summary {
+        let mut now = WorkerSnapshot::default();
+        for w in &mut now.wire {
+            w.rx_packets = 6_350_123_456;
+            w.tx_packets = 6_310_987_654;
+        }
+        now.counters.merged_in = 7_000_000_000;
+        now.counters.merged_out = 1_000_000_000;
+        now.counters.inner_tcp_data_out = 1000;
+        now.counters.inner_tcp_full_out = 978;
+        now.counters.drop[0] = 123_456;
+        now.flows = 1_048_576;
+        now.held_bytes = 12_345_678;
+        now.socket_drops = 99_999;
+        now.send_errors = 88_888;
+        now.in_kernel = 4096;
+        now.counters.fast_path.installed = 12_345;
+        Summary::new(&now, Some((&WorkerSnapshot::default(), std::time::Duration::from_secs(10))))
+    }
+
+    /// The periodic line in the human format: short, and no key=value.
+    #[test]
+    fn the_human_summary_is_short_and_its_figures_are_for_json() {
+        let s = busy();
+        let text = written_by(LogFormat::Human, false, || summary("px gateway: ", &s));
+        let line = text.trim_end();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!line.contains('='), "key=value in the human line: {line}");
+        let message = line.split(" INFO ").nth(1).unwrap();
+        assert!(message.len() <= 200, "{} characters: {message}", message.len());
+        for part in ["outer rx 635.01M/s", "yield 0.978", "1.05M flows", "socket drops 99999"] {
+            assert!(message.contains(part), "no {part:?} in {message}");
+        }
+    }
+
+    /// The periodic summary in JSON: the same short message, and every
+    /// figure a field of its own.
     #[test]
     fn json_summary_has_a_field_per_figure() {
-        use crate::gateway::metrics::{Summary, WorkerSnapshot};
-        use std::sync::{Arc, Mutex};
-        #[derive(Clone, Default)]
-        struct Buf(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Buf {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let buf = Buf::default();
-        let out = buf.clone();
         let mut now = WorkerSnapshot::default();
         now.wire[px_gateway::Port::Outer as usize].rx_packets = 3000;
         now.counters.merged_in = 7;
         let s = Summary::new(&now, Some((&WorkerSnapshot::default(), std::time::Duration::from_secs(2))));
-        let d = dispatch(LogFormat::Json, move || buf.clone(), false);
-        tracing::dispatcher::with_default(&d, || summary(&s));
-        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let text = written_by(LogFormat::Json, false, || summary("px gateway: ", &s));
         let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         let f = &v["fields"];
         assert_eq!(f["outer_rx_packets"], 3000, "{text}");
         assert_eq!(f["outer_rx_pps"], 1500.0, "{text}");
         assert_eq!(f["merged_in_frames"], 7, "{text}");
-        assert!(f["message"].as_str().unwrap().starts_with("px gateway: wire pkts: outer rx 3000 (1.5k/s)"), "{text}");
+        assert_eq!(f["message"], format!("px gateway: {s}"), "{text}");
+        assert!(f["message"].as_str().unwrap().starts_with("px gateway: outer rx 1.5k/s"), "{text}");
     }
 }

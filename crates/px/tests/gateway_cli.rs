@@ -106,7 +106,7 @@ fn check_config_says_where_icmp_errors_come_from() {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("icmp_source_v4 = \"192.0.0.8\"\n"), "{stdout}");
     assert!(stderr.contains("ICMPv4 errors (\"fragmentation needed\") come from 192.0.0.8, the default"), "{stderr}");
-    assert!(stderr.contains("WARNING: no ICMPv6 source ([engine] icmp_source_v6)"), "{stderr}");
+    assert!(stderr.contains("px gateway: warning: no ICMPv6 source ([engine] icmp_source_v6)"), "{stderr}");
     // Both set: no warning.
     let f = TempToml::new(
         "icmp2",
@@ -114,7 +114,7 @@ fn check_config_says_where_icmp_errors_come_from() {
     );
     let out = px(&["gateway", "--config", f.path(), "--print-config"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("WARNING: ICMPv4 errors are off"), "{stderr}");
+    assert!(stderr.contains("px gateway: warning: ICMPv4 errors are off"), "{stderr}");
     assert!(stderr.contains("ICMPv6 errors (\"packet too big\") come from 2001:db8::fe"), "{stderr}");
 }
 
@@ -314,4 +314,38 @@ fn file_values_take_units_and_errors_say_range_file_and_line() {
     let (code, _, e, _) = check("absurd", "[engine]\npmtu_lifetime_s = 99999999999\n");
     assert_eq!(code, Some(2));
     assert!(e.contains("pmtu_lifetime_s` = 99999999999 (allowed: 1..=86400)"), "{e}");
+}
+
+/// Issue 38 item 4: an error that stops the start is one ERROR log line,
+/// in JSON when JSON is asked for, and nothing else. Ports that do not
+/// exist: nothing is touched, nothing sent.
+#[test]
+fn start_errors_are_error_lines_in_the_format_asked_for() {
+    let ports = ["--inner", "px-nosuch-in", "--outer", "px-nosuch-out"];
+    let json_error = |out: &Output| -> serde_json::Value {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {stderr}");
+        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+        assert_eq!(v["level"], "ERROR", "{stderr}");
+        assert_eq!(v["target"], "px::gateway", "{stderr}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        v
+    };
+    // The configuration.
+    let out = px(&[&["gateway", "--log-format", "json", "--set", "imtu=70000"][..], &ports].concat());
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let msg = json_error(&out)["fields"]["message"].as_str().unwrap().to_owned();
+    assert!(msg.starts_with("px gateway: `--set imtu`: \"70000\"") && msg.contains("1280..=65535"), "{msg}");
+    // A port that is not there.
+    let out = px(&[&["gateway", "--log-format", "json"][..], &ports].concat());
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let msg = json_error(&out)["fields"]["message"].as_str().unwrap().to_owned();
+    assert!(msg.contains("`inner` = \"px-nosuch-in\""), "{msg}");
+    // Human: the same as a log line at ERROR.
+    let out = px(&[&["gateway"][..], &ports].concat());
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(" ERROR px gateway: `inner` = \"px-nosuch-in\""), "{stderr}");
 }

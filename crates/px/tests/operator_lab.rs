@@ -214,7 +214,7 @@ fn without_an_icmp_source_large_df_udp_from_inside_still_gets_frag_needed() {
     lab.ping_both();
     let log = gw.wait_log("ICMPv6");
     assert!(log.contains("ICMPv4 errors (\"fragmentation needed\") come from 192.0.0.8"), "{log}");
-    assert!(log.contains("WARNING: no ICMPv6 source"), "{log}");
+    assert!(log.contains(" WARN px gateway: no ICMPv6 source"), "{log}");
     let b = lab.ns(lab.bnet);
     let tx = b.run(|| std::net::UdpSocket::bind(sock(BNET_V4, 6101))).unwrap().unwrap();
     set_sock_int(tx.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO).unwrap();

@@ -633,24 +633,28 @@ impl GatewayConfig {
     /// What the operator must hear about ICMP errors, at start and from
     /// `--check-config`: where they come from, and loudly, which family
     /// gets none (its large DF packets from inside are lost without a
-    /// signal).
-    pub fn icmp_notice(&self) -> Vec<String> {
+    /// signal, at WARN).
+    pub fn icmp_notice(&self) -> Vec<(tracing::Level, String)> {
         let (v4, v6) = self.icmp_sources();
         let mut out = Vec::new();
         match (v4, self.engine.icmp_source_v4) {
-            (Some(a), _) if a == DEFAULT_ICMP_SOURCE_V4 => out.push(format!(
+            (Some(a), _) if a == DEFAULT_ICMP_SOURCE_V4 => out.push((tracing::Level::INFO, format!(
                 "ICMPv4 errors (\"fragmentation needed\") come from {a}, the default (RFC 7600's dummy address); set [engine] icmp_source_v4 to an address of your network, or \"0.0.0.0\" for none"
+            ))),
+            (Some(a), _) => {
+                out.push((tracing::Level::INFO, format!("ICMPv4 errors (\"fragmentation needed\") come from {a}")))
+            }
+            (None, _) => out.push((
+                tracing::Level::WARN,
+                "ICMPv4 errors are off (icmp_source_v4 = \"0.0.0.0\"): IPv4 packets with DF from inside larger than the outer MTU (QUIC, DF UDP) are dropped without \"fragmentation needed\", and their senders never learn why".to_string(),
             )),
-            (Some(a), _) => out.push(format!("ICMPv4 errors (\"fragmentation needed\") come from {a}")),
-            (None, _) => out.push(
-                "WARNING: ICMPv4 errors are off (icmp_source_v4 = \"0.0.0.0\"): IPv4 packets with DF from inside larger than the outer MTU (QUIC, DF UDP) are dropped without \"fragmentation needed\", and their senders never learn why".to_string(),
-            ),
         }
         match v6 {
-            Some(a) => out.push(format!("ICMPv6 errors (\"packet too big\") come from {a}")),
-            None => out.push(
-                "WARNING: no ICMPv6 source ([engine] icmp_source_v6): IPv6 packets from inside larger than the outer MTU (QUIC, any UDP) are dropped without \"packet too big\", and their senders never learn the path MTU; set icmp_source_v6 to an address of your network (there is no dummy address for IPv6)".to_string(),
-            ),
+            Some(a) => out.push((tracing::Level::INFO, format!("ICMPv6 errors (\"packet too big\") come from {a}"))),
+            None => out.push((
+                tracing::Level::WARN,
+                "no ICMPv6 source ([engine] icmp_source_v6): IPv6 packets from inside larger than the outer MTU (QUIC, any UDP) are dropped without \"packet too big\", and their senders never learn the path MTU; set icmp_source_v6 to an address of your network (there is no dummy address for IPv6)".to_string(),
+            )),
         }
         out
     }
@@ -797,16 +801,19 @@ mod tests {
         let e = c.engine_config(9000, 1500, 1).unwrap();
         assert_eq!(e.icmp_source_v4, Some(DEFAULT_ICMP_SOURCE_V4));
         assert_eq!(e.icmp_source_v6, None);
-        let notice = c.icmp_notice().join("\n");
-        assert!(notice.contains("come from 192.0.0.8, the default"), "{notice}");
-        assert!(notice.contains("WARNING: no ICMPv6 source"), "{notice}");
+        let notice = c.icmp_notice();
+        assert_eq!(notice[0].0, tracing::Level::INFO);
+        assert!(notice[0].1.contains("come from 192.0.0.8, the default"), "{notice:?}");
+        assert_eq!(notice[1].0, tracing::Level::WARN);
+        assert!(notice[1].1.starts_with("no ICMPv6 source"), "{notice:?}");
         c.engine.icmp_source_v4 = Some(Ipv4Addr::UNSPECIFIED);
         c.engine.icmp_source_v6 = Some("2001:db8::fe".parse().unwrap());
         let e = c.engine_config(9000, 1500, 1).unwrap();
         assert_eq!((e.icmp_source_v4, e.icmp_source_v6), (None, Some("2001:db8::fe".parse().unwrap())));
-        let notice = c.icmp_notice().join("\n");
-        assert!(notice.contains("WARNING: ICMPv4 errors are off"), "{notice}");
-        assert!(!notice.contains("no ICMPv6 source"), "{notice}");
+        let notice = c.icmp_notice();
+        assert_eq!(notice[0].0, tracing::Level::WARN);
+        assert!(notice[0].1.starts_with("ICMPv4 errors are off"), "{notice:?}");
+        assert_eq!(notice[1].0, tracing::Level::INFO, "{notice:?}");
         let mut d = GatewayConfig::default();
         d.resolve_icmp_source();
         assert_eq!(d.engine.icmp_source_v4, Some(DEFAULT_ICMP_SOURCE_V4));

@@ -39,7 +39,6 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use px_gateway::Prefix;
@@ -47,6 +46,7 @@ use px_gateway::imtu::{Evidence, ImtuTable, SharedImtu, Trust, verdict};
 use px_io::route_table::MtuRoute;
 
 use super::config::ImtuFollowConfig;
+use crate::logging::{error, info, warn};
 
 /// What the follower knows of one advertised prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,30 +235,29 @@ fn find(probe: &Probe, timeout: Duration) -> Evidence {
 }
 
 /// Starts the follower thread: follows `cfg.table`, verifies (never above
-/// `outer_mtu`, the outer port's own MTU), publishes to `shared`, sends
-/// its log lines to `log`, ends when `stop` is set.
+/// `outer_mtu`, the outer port's own MTU), publishes to `shared`, logs
+/// what it finds, ends when `stop` is set.
 pub fn spawn(
     cfg: ImtuFollowConfig,
     outer_mtu: u16,
     shared: Arc<SharedImtu>,
     stop: Arc<AtomicBool>,
-    log: Sender<String>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("px-imtu".into()).spawn(move || {
-        let say = |s: String| {
-            let _ = log.send(format!("px gateway: imtu: {s}"));
-        };
         let monitor = match px_io::route_table::RouteMonitor::open() {
             Ok(m) => Some(m),
             Err(e) => {
-                say(format!("no route notifications ({e}); reading table {} every second", cfg.table));
+                warn!("px gateway: imtu: no route notifications ({e}); reading table {} every second", cfg.table);
                 None
             }
         };
-        say(format!(
-            "following kernel table {}; neighbours' responders at <prefix>+{} port {}",
+        info!(
+            "px gateway: imtu: following kernel table {}; neighbours' responders at <prefix>+{} port {}",
             cfg.table, cfg.responder_host, cfg.responder_port
-        ));
+        );
+        // A table that cannot be read is said once, and again when it can
+        // (the advertisements' table and the forwarding table each).
+        let (mut unreadable, mut forwarding_unreadable) = (false, false);
         let mut f = Follower::new(cfg.clone(), outer_mtu);
         let mut published = ImtuTable::new(0);
         let mut first = true;
@@ -276,13 +275,21 @@ pub fn spawn(
             let routes = match px_io::route_table::dump_table(cfg.table) {
                 Ok(r) => r,
                 Err(e) => {
-                    say(format!("reading table {}: {e}", cfg.table));
+                    if !std::mem::replace(&mut unreadable, true) {
+                        error!(
+                            "px gateway: imtu: cannot read kernel table {}: {e}; nothing new is verified until it can (said once)",
+                            cfg.table
+                        );
+                    }
                     continue;
                 }
             };
+            if std::mem::replace(&mut unreadable, false) {
+                info!("px gateway: imtu: kernel table {} can be read again", cfg.table);
+            }
             let (withdrawn, due) = f.update(&routes, Instant::now());
             for p in &withdrawn {
-                say(format!("{p} withdrawn: translated from now on"));
+                info!("px gateway: imtu: {p} withdrawn: translated from now on");
             }
             for probe in &due {
                 if stop.load(Ordering::Relaxed) {
@@ -298,39 +305,46 @@ pub fn spawn(
                 } else {
                     String::new()
                 };
-                let line = match f.record(probe, gateway, found, Instant::now()) {
-                    Trust::Verified(m) => format!(
-                        "{} advertises {}, path to {} carries {m} (DF set, fresh nonce, arrived whole): verified at {m}{bound}",
+                match f.record(probe, gateway, found, Instant::now()) {
+                    Trust::Verified(m) => info!(
+                        "px gateway: imtu: {} advertises {}, path to {} carries {m} (DF set, fresh nonce, arrived whole): verified at {m}{bound}",
                         probe.prefix,
                         probe.advertised,
                         probe.responder.ip(),
                     ),
-                    Trust::Lie { advertised, measured } => format!(
-                        "{} advertises {advertised} but the path to {} carries only {measured}: lie detected, not trusted (translated)",
+                    Trust::Lie { advertised, measured } => warn!(
+                        "px gateway: imtu: {} advertises {advertised} but the path to {} carries only {measured}: lie detected, not trusted (translated)",
                         probe.prefix,
                         probe.responder.ip()
                     ),
-                    Trust::NotBelieved { advertised, reported } => format!(
-                        "{} advertises {advertised}; the responder {} reports {reported} arrived, but no DF-set probe of {} \
+                    Trust::NotBelieved { advertised, reported } => warn!(
+                        "px gateway: imtu: {} advertises {advertised}; the responder {} reports {reported} arrived, but no DF-set probe of {} \
                          with a fresh nonce was confirmed whole: not believed, not trusted (translated)",
                         probe.prefix,
                         probe.responder.ip(),
                         probe.target
                     ),
-                    Trust::Unverified => format!(
-                        "{} advertises {}, no answer from {}: not trusted (translated) until a measurement succeeds",
+                    Trust::Unverified => warn!(
+                        "px gateway: imtu: {} advertises {}, no answer from {}: not trusted (translated) until a measurement succeeds",
                         probe.prefix, probe.advertised, probe.responder
                     ),
-                };
-                say(line);
+                }
             }
             let forwarding = match px_io::route_table::dump_all(cfg.forwarding_table) {
                 Ok(r) => r,
                 Err(e) => {
-                    say(format!("reading forwarding table {}: {e}; nothing verified is published", cfg.forwarding_table));
+                    if !std::mem::replace(&mut forwarding_unreadable, true) {
+                        error!(
+                            "px gateway: imtu: cannot read forwarding table {}: {e}; nothing verified is published until it can (said once)",
+                            cfg.forwarding_table
+                        );
+                    }
                     continue;
                 }
             };
+            if std::mem::replace(&mut forwarding_unreadable, false) {
+                info!("px gateway: imtu: forwarding table {} can be read again", cfg.forwarding_table);
+            }
             let table = f.table(&forwarding);
             if first || !same(&table, &published, &routes, &forwarding) {
                 shared.publish(table.clone());

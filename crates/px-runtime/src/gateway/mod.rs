@@ -19,6 +19,7 @@
 //! memory-mapped `TPACKET_V2` ring only when configured
 //! ([`GatewayConfig::rx_ring`]).
 
+mod alerts;
 pub mod capture;
 pub mod config;
 pub mod control;
@@ -37,6 +38,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crate::fast_path::FastPathError;
+use crate::logging::{info, warn};
 pub use config::{Change, ConfigError, DatapathKind, DpdkConfig, FastPathMode, GatewayConfig, ReloadError};
 pub use lock::{LockError, PortLock};
 use metrics::ReloadResult;
@@ -97,30 +99,20 @@ pub struct Control<'a> {
     /// Reads the configuration anew for a reload (`px`: the same file and
     /// flags as at start). None: reload requests are logged and ignored.
     pub load: Option<Box<dyn FnMut() -> Result<GatewayConfig, ConfigError> + 'a>>,
-    /// Takes the periodic summary as fields (`px`: a structured log
-    /// event). None: it goes to the log as its text.
-    pub summary: Option<SummarySink<'a>>,
 }
-
-/// Where the periodic summary goes as fields ([`Control::summary`]).
-pub type SummarySink<'a> = Box<dyn FnMut(&metrics::Summary) + 'a>;
 
 impl Control<'_> {
     /// Stop only, no reload.
     pub fn stop_only(stop: Arc<AtomicBool>) -> Control<'static> {
-        Control { stop, reload: Arc::new(AtomicBool::new(false)), load: None, summary: None }
+        Control { stop, reload: Arc::new(AtomicBool::new(false)), load: None }
     }
 }
 
 /// Runs the gateway until `stop` is set, then flushes what the engines
 /// hold and returns the final counters of all workers (see [`run_with`];
 /// no reload).
-pub fn run(
-    cfg: &GatewayConfig,
-    stop: Arc<AtomicBool>,
-    log: &mut dyn FnMut(&str),
-) -> Result<WorkerSnapshot, GatewayError> {
-    run_with(cfg, Control::stop_only(stop), log)
+pub fn run(cfg: &GatewayConfig, stop: Arc<AtomicBool>) -> Result<WorkerSnapshot, GatewayError> {
+    run_with(cfg, Control::stop_only(stop))
 }
 
 /// One reload: read, check, log, hand the workers the engine's part.
@@ -130,33 +122,32 @@ fn reload(
     running_engine: &mut px_gateway::Config,
     live: &LiveConfig,
     fast_path: Result<(), &str>,
-    log: &mut dyn FnMut(&str),
 ) -> ReloadResult {
     let Some(load) = ctl.load.as_mut() else {
-        log("px gateway: reload requested, but there is no configuration to read again; nothing changed");
+        warn!("px gateway: reload requested, but there is no configuration to read again; nothing changed");
         return ReloadResult::Invalid;
     };
     let new = match load() {
         Ok(new) => new,
         Err(e) => {
-            log(&format!("px gateway: reload refused: {e}; the running configuration stays"));
+            warn!("px gateway: reload refused: {e}; the running configuration stays");
             return ReloadResult::Invalid;
         }
     };
     if let (FastPathMode::On, Err(why)) = (new.offload, fast_path) {
-        log(&format!(
+        warn!(
             "px gateway: reload refused: offload = \"on\", but the kernel fast path is not attached ({why}); the running configuration stays"
-        ));
+        );
         return ReloadResult::Invalid;
     }
     match running.reload(&new, running_engine) {
         Ok((changes, _)) if changes.is_empty() => {
-            log("px gateway: reloaded the configuration: nothing changed");
+            info!("px gateway: reloaded the configuration: nothing changed");
             ReloadResult::Applied
         }
         Ok((changes, engine)) => {
             let list: Vec<String> = changes.iter().map(|c| c.to_string()).collect();
-            log(&format!("px gateway: reloaded the configuration: {}", list.join(", ")));
+            info!("px gateway: reloaded the configuration: {}", list.join(", "));
             if engine != *running_engine {
                 live.publish(engine.clone());
             }
@@ -165,11 +156,11 @@ fn reload(
             ReloadResult::Applied
         }
         Err(e @ ReloadError::Invalid(_)) => {
-            log(&format!("px gateway: reload refused: {e}; the running configuration stays"));
+            warn!("px gateway: reload refused: {e}; the running configuration stays");
             ReloadResult::Invalid
         }
         Err(e) => {
-            log(&format!("px gateway: reload refused: {e}; the running configuration stays"));
+            warn!("px gateway: reload refused: {e}; the running configuration stays");
             ReloadResult::Refused
         }
     }
@@ -177,22 +168,19 @@ fn reload(
 
 /// Runs the gateway until `ctl.stop` is set, reloading its configuration
 /// when `ctl.reload` is, then flushes what the engines hold and returns
-/// the final counters of all workers. `log` gets the start line, the
-/// periodic summaries, what reloads changed or why they were refused, and
-/// the stop line.
+/// the final counters of all workers. The start lines, the periodic
+/// summaries, what reloads changed or why they were refused, and the stop
+/// line go to the log (`tracing`, target [`crate::logging::TARGET`], each
+/// at its level: [`crate::logging`]).
 ///
 /// Three phases: the start (`start.rs`: ports, locks, datapath, workers,
 /// endpoints), the supervising loop, and the ordered teardown
 /// (`running.rs`), which also runs, without the stop line, when the start
 /// fails half-way.
-pub fn run_with(
-    cfg: &GatewayConfig,
-    mut ctl: Control<'_>,
-    log: &mut dyn FnMut(&str),
-) -> Result<WorkerSnapshot, GatewayError> {
-    let mut gateway = Running::start(cfg, ctl.stop.clone(), log)?;
-    gateway.supervise(&mut ctl, log);
-    Ok(gateway.stop(log))
+pub fn run_with(cfg: &GatewayConfig, mut ctl: Control<'_>) -> Result<WorkerSnapshot, GatewayError> {
+    let mut gateway = Running::start(cfg, ctl.stop.clone())?;
+    gateway.supervise(&mut ctl);
+    Ok(gateway.stop())
 }
 
 /// The configuration's part of `px status`.

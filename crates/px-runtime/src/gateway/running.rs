@@ -11,11 +11,11 @@
 //! locks last.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::alerts::Alerts;
 use super::capture::CaptureSpec;
 use super::datapath::af_packet::AfPacket;
 use super::datapath::dpdk::Dpdk;
@@ -23,11 +23,15 @@ use super::metrics::{self, Shared, WorkerSnapshot};
 use super::status::ConfigStatus;
 use super::worker::LiveConfig;
 use super::{Control, GatewayConfig, PortLock, reload, status_config};
+use crate::logging::{info, warn};
 
 /// How often the supervisor looks at the stop flag: short, so that a
 /// SIGTERM reaches the workers well within a merge timeout and finds held
 /// data still held.
 const SUPERVISE_EVERY: Duration = Duration::from_millis(5);
+/// How often it looks for trouble in the counters (said at most once a
+/// minute per kind: [`super::alerts`]).
+const ALERT_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// The datapath's part of a running gateway (set up at start, taken down
 /// after the workers).
@@ -46,11 +50,11 @@ impl Datapath {
     }
 
     /// Takes it down; returns the kernel fast path's final counts.
-    fn stop(self, log: &mut dyn FnMut(&str)) -> Option<[u64; crate::fast_path::REASONS.len()]> {
+    fn stop(self) -> Option<[u64; crate::fast_path::REASONS.len()]> {
         match self {
-            Datapath::AfPacket(a) => a.stop(log),
+            Datapath::AfPacket(a) => a.stop(),
             Datapath::Dpdk(d) => {
-                d.stop(log);
+                d.stop();
                 None
             }
         }
@@ -67,8 +71,6 @@ pub(super) struct Running {
     pub(super) follower: Option<JoinHandle<()>>,
     pub(super) control: Option<JoinHandle<()>>,
     pub(super) capture: Option<(CaptureSpec, JoinHandle<()>)>,
-    /// Lines of the iMTU follower, for the log.
-    pub(super) imtu_lines: Option<Receiver<String>>,
     pub(super) shared: Shared,
     /// The engine configuration the workers take at their next loop.
     pub(super) live: Arc<LiveConfig>,
@@ -95,7 +97,6 @@ impl Running {
             follower: None,
             control: None,
             capture: None,
-            imtu_lines: None,
             shared: Shared::new(cfg.workers),
             live: Arc::new(LiveConfig::new(engine.clone())),
             live_status: Arc::new(Mutex::new(status_config(cfg, &engine))),
@@ -107,49 +108,51 @@ impl Running {
     }
 
     /// Runs until the stop flag is set: reloads when asked, logs the
-    /// periodic summary and the iMTU follower's lines.
-    pub(super) fn supervise(&mut self, ctl: &mut Control<'_>, log: &mut dyn FnMut(&str)) {
-        let (mut last_log, mut last_total) = (Instant::now(), WorkerSnapshot::default());
+    /// periodic summary and, rate-limited, the trouble the counters show
+    /// ([`Alerts`]).
+    pub(super) fn supervise(&mut self, ctl: &mut Control<'_>) {
+        let start = Instant::now();
+        let (mut last_log, mut last_total) = (start, WorkerSnapshot::default());
+        let (mut alerts, mut last_alert_check) = (Alerts::new(start), start);
         while !self.stop.load(Ordering::Relaxed) {
-            if let Some(lines) = &self.imtu_lines {
-                while let Ok(line) = lines.try_recv() {
-                    log(&line);
-                }
-            }
             std::thread::sleep(SUPERVISE_EVERY);
             if ctl.reload.swap(false, Ordering::Relaxed) {
-                self.reload(ctl, log);
+                self.reload(ctl);
+            }
+            let now = Instant::now();
+            if now.duration_since(last_alert_check) >= ALERT_CHECK_EVERY {
+                last_alert_check = now;
+                for line in alerts.check(now, &self.shared.total(), self.engine.max_flows) {
+                    warn!("{line}");
+                }
             }
             let interval = self.config.log_interval_s;
-            if interval > 0 && last_log.elapsed() >= Duration::from_secs(interval) {
+            if interval > 0 && now.duration_since(last_log) >= Duration::from_secs(interval) {
                 let total = self.shared.total();
-                let line = metrics::Summary::new(&total, Some((&last_total, last_log.elapsed())));
-                match ctl.summary.as_mut() {
-                    Some(f) => f(&line),
-                    None => log(&line.to_string()),
-                }
-                last_log = Instant::now();
+                let line = metrics::Summary::new(&total, Some((&last_total, now.duration_since(last_log))));
+                crate::logging::summary("px gateway: ", &line);
+                last_log = now;
                 last_total = total;
             }
         }
     }
 
-    fn reload(&mut self, ctl: &mut Control<'_>, log: &mut dyn FnMut(&str)) {
+    fn reload(&mut self, ctl: &mut Control<'_>) {
         let attached = self.datapath.as_ref().map_or(Err("not started"), Datapath::fast_path);
-        let result = reload(ctl, &mut self.config, &mut self.engine, &self.live, attached, log);
+        let result = reload(ctl, &mut self.config, &mut self.engine, &self.live, attached);
         self.shared.process.reloads[result as usize].fetch_add(1, Ordering::Relaxed);
         *self.live_status.lock().unwrap_or_else(|p| p.into_inner()) = status_config(&self.config, &self.engine);
     }
 
     /// Stops the workers (each flushes what its engine holds), takes the
     /// rest down in order and returns the final counters of all workers.
-    pub(super) fn stop(mut self, log: &mut dyn FnMut(&str)) -> WorkerSnapshot {
-        let total = self.teardown(log);
-        log(&format!("px gateway: stopped; flushed everything held. {}", metrics::summary(&total, None)));
+    pub(super) fn stop(mut self) -> WorkerSnapshot {
+        let total = self.teardown();
+        crate::logging::summary("px gateway: stopped; flushed everything held. ", &metrics::Summary::new(&total, None));
         total
     }
 
-    fn teardown(&mut self, log: &mut dyn FnMut(&str)) -> WorkerSnapshot {
+    fn teardown(&mut self) -> WorkerSnapshot {
         self.done = true;
         self.stop.store(true, Ordering::Relaxed);
         for h in self.workers.drain(..) {
@@ -157,7 +160,7 @@ impl Running {
         }
         // The workers took every flow back: the program goes, its counts
         // kept; the ports go back as they were.
-        let kernel_reasons = self.datapath.take().and_then(|d| d.stop(log));
+        let kernel_reasons = self.datapath.take().and_then(|d| d.stop());
         // The metrics thread ends within its poll interval and never waits
         // for a client, whose threads end on their own deadlines; the
         // follower within one measurement (`imtu_follow.probe_timeout_ms`).
@@ -168,13 +171,14 @@ impl Running {
         if let Some((spec, h)) = self.capture.take() {
             let _ = h.join();
             let s = self.shared.scrape();
-            log(&format!(
+            let line = format!(
                 "px gateway: capture: {} packets written to {}, {} records dropped (queue full), {} write errors",
                 s.capture_written,
                 spec.path.display(),
                 s.total.capture_dropped,
                 s.capture_write_errors
-            ));
+            );
+            if s.capture_write_errors > 0 { warn!("{line}") } else { info!("{line}") }
         }
         let mut total = self.shared.total();
         total.kernel_reasons = kernel_reasons;
@@ -185,7 +189,7 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         if !self.done {
-            self.teardown(&mut |_| {});
+            self.teardown();
         }
     }
 }

@@ -13,6 +13,8 @@ use std::time::Instant;
 
 use px_gateway::Engine;
 
+use crate::logging::{info, warn};
+
 use super::capture::{self, Tap};
 use super::datapath::Ports;
 use super::datapath::af_packet::{AfPacket, AfPacketPorts};
@@ -87,27 +89,23 @@ impl Setup for Dpdk {
 
 impl Running {
     /// Sets the gateway up and starts its workers.
-    pub(super) fn start(
-        cfg: &GatewayConfig,
-        stop: Arc<AtomicBool>,
-        log: &mut dyn FnMut(&str),
-    ) -> Result<Running, GatewayError> {
+    pub(super) fn start(cfg: &GatewayConfig, stop: Arc<AtomicBool>) -> Result<Running, GatewayError> {
         let cfg = &cfg.clone().with_port_names();
         cfg.validate()?;
         let mut r = Running::new(cfg, stop);
         // One gateway per port, refused before anything is touched.
-        r.locks = lock_ports(cfg, log)?;
+        r.locks = lock_ports(cfg)?;
         match cfg.datapath {
             DatapathKind::AfPacket => {
-                let af = AfPacket::start(cfg, log)?;
+                let af = AfPacket::start(cfg)?;
                 if let Ok(fp) = af.fast_path() {
                     *r.shared.kernel.lock().unwrap_or_else(|p| p.into_inner()) = Some(fp.stats());
                 }
-                r.start_with(cfg, af, log)?;
+                r.start_with(cfg, af)?;
             }
             DatapathKind::Dpdk => {
-                let dpdk = Dpdk::start(cfg, log)?;
-                r.start_with(cfg, dpdk, log)?;
+                let dpdk = Dpdk::start(cfg)?;
+                r.start_with(cfg, dpdk)?;
             }
         }
         Ok(r)
@@ -115,12 +113,7 @@ impl Running {
 
     /// The rest of the start, the datapath up: engines, workers, capture,
     /// endpoints, log lines, threads.
-    fn start_with<D: Setup>(
-        &mut self,
-        cfg: &GatewayConfig,
-        dp: D,
-        log: &mut dyn FnMut(&str),
-    ) -> Result<(), GatewayError> {
+    fn start_with<D: Setup>(&mut self, cfg: &GatewayConfig, dp: D) -> Result<(), GatewayError> {
         let (imtu, emtu) = dp.mtus();
         let mut ecfg = cfg.engine_config(imtu, emtu, os_random_seed())?;
         dp.engine_config(&mut ecfg);
@@ -141,8 +134,8 @@ impl Running {
             workers.push(self.worker(index, engine, ports, cfg.batch, tap));
         }
         self.datapath = Some(dp.running());
-        self.serve(cfg, (imtu, emtu), &common, log)?;
-        log_start(self, cfg, &common.config, (imtu, emtu), log);
+        self.serve(cfg, (imtu, emtu), &common)?;
+        log_start(self, cfg, &common.config, (imtu, emtu));
         self.spawn(workers)?;
         self.follow_imtu(cfg, &common)
     }
@@ -162,13 +155,7 @@ impl Running {
     }
 
     /// The metrics endpoint and the control socket.
-    fn serve(
-        &mut self,
-        cfg: &GatewayConfig,
-        (imtu, emtu): (u16, u16),
-        common: &Common,
-        log: &mut dyn FnMut(&str),
-    ) -> Result<(), GatewayError> {
+    fn serve(&mut self, cfg: &GatewayConfig, (imtu, emtu): (u16, u16), common: &Common) -> Result<(), GatewayError> {
         if let Some(addr) = cfg.metrics {
             let h = metrics::serve(addr, self.shared.clone(), self.stop.clone())
                 .map_err(|source| GatewayError::Metrics { addr, source })?;
@@ -192,7 +179,7 @@ impl Running {
         match control::serve(&control_path(cfg), source, self.stop.clone()) {
             Ok(h) => self.control = Some(h),
             Err(e @ control::ControlError::Io { .. }) if cfg.control_socket.is_none() => {
-                log(&format!("px gateway: {e}; running without a control socket: px status cannot reach this gateway"));
+                warn!("px gateway: {e}; running without a control socket: px status cannot reach this gateway");
             }
             Err(e) => return Err(e.into()),
         }
@@ -212,16 +199,12 @@ impl Running {
         Ok(())
     }
 
-    /// The iMTU follower, if configured (its lines go to the log from the
-    /// supervising loop).
+    /// The iMTU follower, if configured.
     fn follow_imtu(&mut self, cfg: &GatewayConfig, common: &Common) -> Result<(), GatewayError> {
         if let (Some(f), Some(s)) = (&cfg.imtu_follow, &common.imtu) {
-            let (tx, rx) = std::sync::mpsc::channel();
             let outer_mtu = common.config.outer_port_mtu();
-            self.follower = Some(
-                imtu::spawn(f.clone(), outer_mtu, s.clone(), self.stop.clone(), tx).map_err(GatewayError::Thread)?,
-            );
-            self.imtu_lines = Some(rx);
+            self.follower =
+                Some(imtu::spawn(f.clone(), outer_mtu, s.clone(), self.stop.clone()).map_err(GatewayError::Thread)?);
         }
         Ok(())
     }
@@ -246,14 +229,8 @@ fn control_path(cfg: &GatewayConfig) -> std::path::PathBuf {
 
 /// The start lines: ports and settings, ICMP sources, where `px status`
 /// and the capture are, and the kernel fast path.
-fn log_start(
-    r: &Running,
-    cfg: &GatewayConfig,
-    ecfg: &px_gateway::Config,
-    (imtu, emtu): (u16, u16),
-    log: &mut dyn FnMut(&str),
-) {
-    log(&format!(
+fn log_start(r: &Running, cfg: &GatewayConfig, ecfg: &px_gateway::Config, (imtu, emtu): (u16, u16)) {
+    info!(
         "px gateway: inner {} (iMTU {imtu}) <-> outer {} (eMTU {emtu}), {} worker(s), offload {}, merge timeout {} µs{}",
         cfg.inner,
         cfg.outer,
@@ -261,33 +238,33 @@ fn log_start(
         if cfg.gro_gso { "GRO/GSO" } else { "off (software)" },
         ecfg.merge_timeout.as_micros(),
         cfg.metrics.map(|a| format!(", metrics on http://{a}/metrics")).unwrap_or_default()
-    ));
-    for line in cfg.icmp_notice() {
-        log(&format!("px gateway: {line}"));
+    );
+    for (level, line) in cfg.icmp_notice() {
+        crate::logging::log(level, &format!("px gateway: {line}"));
     }
     if r.control.is_some() {
-        log(&format!("px gateway: status: px status (control socket {})", control_path(cfg).display()));
+        info!("px gateway: status: px status (control socket {})", control_path(cfg).display());
     }
     if let Some((spec, _)) = &r.capture {
-        log(&format!(
+        info!(
             "px gateway: capturing to {} (pcapng, snap length {} B, {} file(s) of at most {} B)",
             spec.path.display(),
             spec.snaplen,
             spec.files,
             spec.max_bytes
-        ));
+        );
     }
     let fast_path = r.datapath.as_ref().map_or(Err("not started"), Datapath::fast_path);
-    log(&match (fast_path, cfg.offload) {
-        (Ok(()), FastPathMode::On) => format!(
+    match (fast_path, cfg.offload) {
+        (Ok(()), FastPathMode::On) => info!(
             "px gateway: kernel fast path on: TC program on {} and {} ingress; established bulk TCP flows move to it",
             cfg.inner, cfg.outer
         ),
         (Ok(()), FastPathMode::Off) => {
-            "px gateway: kernel fast path attached, offload off (a reload with offload = \"on\" turns it on)".into()
+            info!("px gateway: kernel fast path attached, offload off (a reload with offload = \"on\" turns it on)")
         }
-        (Err(e), _) => format!("px gateway: kernel fast path unavailable ({e})"),
-    });
+        (Err(e), _) => info!("px gateway: kernel fast path unavailable ({e})"),
+    }
 }
 
 /// Locks both ports ([`lock`]). A port another gateway serves is an
@@ -297,7 +274,7 @@ fn log_start(
 /// With DPDK, what is locked is what another gateway could also take: the
 /// interface of a `net_af_packet` device. (A PCI device is taken by one
 /// process at a time by its driver; a memif socket by one server.)
-fn lock_ports(cfg: &GatewayConfig, log: &mut dyn FnMut(&str)) -> Result<Vec<PortLock>, GatewayError> {
+fn lock_ports(cfg: &GatewayConfig) -> Result<Vec<PortLock>, GatewayError> {
     let dir = lock::lock_dir();
     let mut locks = Vec::new();
     let names: Vec<&str> = match (cfg.datapath, &cfg.dpdk) {
@@ -313,9 +290,9 @@ fn lock_ports(cfg: &GatewayConfig, log: &mut dyn FnMut(&str)) -> Result<Vec<Port
             Err(LockError::Iface { port, source }) => {
                 return Err(GatewayError::Port { key: key_of(cfg, &port), port, source });
             }
-            Err(e @ LockError::Io { .. }) => log(&format!(
-                "px gateway: {e}; running without the lock: a second gateway on {name} would not be refused"
-            )),
+            Err(e @ LockError::Io { .. }) => {
+                warn!("px gateway: {e}; running without the lock: a second gateway on {name} would not be refused")
+            }
         }
     }
     Ok(locks)

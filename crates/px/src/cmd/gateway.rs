@@ -14,6 +14,7 @@ use clap::{Args, ValueHint};
 use px_runtime::gateway::flags;
 use px_runtime::gateway::settings::{self, Loaded};
 use px_runtime::gateway::{self, ConfigError, GatewayConfig};
+use px_runtime::logging::{Level, LogFormat};
 
 /// Bump-in-the-wire between an inner (large-MTU) and an outer (legacy) port.
 ///
@@ -90,13 +91,9 @@ impl GatewayArgs {
     }
 }
 
-/// The effective configuration as the file would write it.
-fn print(cfg: &GatewayConfig) -> Result<ExitCode, String> {
-    print!("{}", toml::to_string(cfg).map_err(|e| e.to_string())?);
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
+/// `--check-config` and `--print-config`: the effective configuration on
+/// stdout, what to know about it on stderr.
+fn check(args: &GatewayArgs) -> Result<ExitCode, String> {
     if args.print_config && args.config.is_none() && args.settings.0.is_empty() {
         // Alone: the defaults, ports unset.
         return print(&args.load().map_err(|e| e.to_string())?.config);
@@ -120,23 +117,43 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
             }
         }
     }
-    if args.check_config.is_some() || args.print_config {
-        // Loud, on stderr: stdout is the effective configuration.
-        for line in cfg.icmp_notice() {
-            eprintln!("px gateway: {line}");
-        }
-        return print(&cfg);
+    // Loud, on stderr: stdout is the effective configuration.
+    for (level, line) in cfg.icmp_notice() {
+        let level = if level == Level::WARN { "warning: " } else { "" };
+        eprintln!("px gateway: {level}{line}");
     }
-    px_runtime::logging::init(args.log_format.parse::<px_runtime::logging::LogFormat>().map_err(|e| e.to_string())?);
+    print(&cfg)
+}
+
+/// The effective configuration as the file would write it.
+fn print(cfg: &GatewayConfig) -> Result<ExitCode, String> {
+    print!("{}", toml::to_string(cfg).map_err(|e| e.to_string())?);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
+    let format = args.log_format.parse::<LogFormat>().map_err(|e| e.to_string())?;
+    if args.check_config.is_some() || args.print_config {
+        return check(&args);
+    }
+    // Logs from the first line on: an error that stops the start is an
+    // ERROR line in the format asked for (JSON for a log shipper).
+    px_runtime::logging::init(format);
+    let fail = |e: &dyn std::fmt::Display, code: u8| {
+        px_runtime::logging::log(Level::ERROR, &format!("px gateway: {e}"));
+        Ok(ExitCode::from(code))
+    };
+    let cfg = match args.config() {
+        Ok(cfg) => cfg,
+        Err(e) => return fail(&e, 2),
+    };
     let stop = crate::signals::install();
     let reload = crate::signals::install_reload();
-    let ctl = gateway::Control {
-        stop,
-        reload,
-        load: Some(Box::new(|| args.to_config())),
-        summary: Some(Box::new(px_runtime::logging::summary)),
+    let ctl = gateway::Control { stop, reload, load: Some(Box::new(|| args.to_config())) };
+    let total = match gateway::run_with(&cfg, ctl) {
+        Ok(total) => total,
+        Err(e) => return fail(&e, 2),
     };
-    let total = gateway::run_with(&cfg, ctl, &mut |line| px_runtime::logging::line(line)).map_err(|e| e.to_string())?;
     if let Some(path) = &args.stats_file {
         let json = serde_json::json!({
             "yield": total.counters.conversion_yield(),

@@ -176,18 +176,9 @@ pub(super) fn bin_samples(raw: &[RawSample], bin: f64) -> Vec<Sample> {
 }
 
 /// Bytes received plus sent on each of `devs`, from the calling thread's
-/// namespace (`/proc/thread-self/net/dev`).
+/// namespace.
 pub(super) fn link_bytes(devs: &[&str; 2]) -> [u64; 2] {
-    let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap_or_default();
-    let mut out = [0u64; 2];
-    for line in text.lines() {
-        let Some((name, rest)) = line.split_once(':') else { continue };
-        if let Some(i) = devs.iter().position(|d| *d == name.trim()) {
-            let f: Vec<u64> = rest.split_whitespace().filter_map(|v| v.parse().ok()).collect();
-            out[i] = f.first().copied().unwrap_or(0) + f.get(8).copied().unwrap_or(0);
-        }
-    }
-    out
+    devs.map(|d| px_netns::counters::dev_counters_here(d).map_or(0, |c| c.rx_bytes + c.tx_bytes))
 }
 
 /// Waits until `ns`'s route to `prefix` has `paths` next hops.

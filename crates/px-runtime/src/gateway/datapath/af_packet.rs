@@ -22,6 +22,7 @@ use px_io::{
 use super::{Batch, Frame, Ports, Sink};
 use crate::fast_path::FastPath;
 use crate::gateway::{FastPathMode, GatewayConfig, GatewayError, key_of};
+use crate::logging::{error, info};
 
 /// Waits for room in a full send buffer before the rest of a port's frames
 /// is given up (and counted as send errors)...
@@ -49,7 +50,7 @@ pub struct AfPacket {
 impl AfPacket {
     /// Captures both ports (restored on drop, on every return path of the
     /// caller), turns GRO on when configured, attaches the fast path.
-    pub fn start(cfg: &GatewayConfig, log: &mut dyn FnMut(&str)) -> Result<AfPacket, GatewayError> {
+    pub fn start(cfg: &GatewayConfig) -> Result<AfPacket, GatewayError> {
         let mtus = (port_mtu("inner", &cfg.inner, cfg.imtu)?, port_mtu("outer", &cfg.outer, cfg.emtu)?);
         let outer_link = port_mtu("outer", &cfg.outer, 0)?;
         let mut guards = Vec::new();
@@ -68,7 +69,7 @@ impl AfPacket {
             Err(e) if cfg.offload == FastPathMode::On => return Err(GatewayError::FastPath(e)),
             Err(e) => {
                 if FastPath::built() {
-                    log(&format!("px gateway: the kernel fast path is not available: {e}; offload stays off"));
+                    info!("px gateway: the kernel fast path is not available: {e}; offload stays off");
                 }
                 Err(e.to_string())
             }
@@ -127,12 +128,12 @@ impl AfPacket {
 
     /// Takes the datapath down: the fast path goes (its counts kept and
     /// returned), then the ports go back as they were.
-    pub fn stop(mut self, log: &mut dyn FnMut(&str)) -> Option<[u64; crate::fast_path::REASONS.len()]> {
+    pub fn stop(mut self) -> Option<[u64; crate::fast_path::REASONS.len()]> {
         let reasons = self.fast_path.as_ref().ok().map(|fp| fp.stats().reasons());
         self.fast_path = Err("stopped".into());
         for g in &self.guards {
             if let Err(e) = g.restore() {
-                log(&format!("px gateway: restoring {}: {e}", g.name()));
+                error!("px gateway: restoring {}: {e}; put it back by hand (ip link, ethtool)", g.name());
             }
         }
         reasons

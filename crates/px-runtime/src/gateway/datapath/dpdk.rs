@@ -32,6 +32,7 @@ use px_io::{IfaceGuard, Offload};
 use super::keys::{DpdkConfig, device};
 use super::{Batch, Frame, Ports, Sink};
 use crate::gateway::{GatewayConfig, GatewayError};
+use crate::logging::{error, info, warn};
 
 /// How long a worker keeps offering frames to a transmit ring that stays
 /// full before it gives the rest up (counted as send errors): the port's
@@ -81,7 +82,7 @@ fn dpdk_err(e: px_dpdk::DpdkError) -> GatewayError {
 
 impl Dpdk {
     /// Sets up the EAL, the pools and both ports.
-    pub fn start(cfg: &GatewayConfig, log: &mut dyn FnMut(&str)) -> Result<Dpdk, GatewayError> {
+    pub fn start(cfg: &GatewayConfig) -> Result<Dpdk, GatewayError> {
         let (d, guards) = devices(cfg)?;
         let mbufs = if d.mbufs != 0 { d.mbufs } else { default_mbufs(&d, cfg.workers, cfg.batch) };
         // Memory for the largest pools the MTUs can ask for (they are known
@@ -89,7 +90,7 @@ impl Dpdk {
         let rooms = pool_room(if cfg.imtu != 0 { cfg.imtu } else { 9216 }, 9216) + pool_room(cfg.emtu.max(1500), 2048);
         let args = eal_args(&d, mbufs, rooms);
         let eal = Arc::new(Eal::init(&args).map_err(dpdk_err)?);
-        log(&format!("px gateway: DPDK {} EAL up ({})", px_dpdk::version(), args.join(" ")));
+        info!("px gateway: DPDK {} EAL up ({})", px_dpdk::version(), args.join(" "));
         let ids =
             [eal.port(device(&d.inner).name).map_err(dpdk_err)?, eal.port(device(&d.outer).name).map_err(dpdk_err)?];
         let [ii, oi] = [px_dpdk::port_info(ids[0]).map_err(dpdk_err)?, px_dpdk::port_info(ids[1]).map_err(dpdk_err)?];
@@ -131,13 +132,13 @@ impl Dpdk {
         let outer = start(ids[1], &d.outer, &cfg.outer, &pools.small, d.lro)?;
         for p in [&inner, &outer] {
             let offloads = if p.offloads.0 == 0 { "none".to_string() } else { p.offloads.names().join(", ") };
-            log(&format!(
+            info!(
                 "px gateway: DPDK port {} = {} (port {}, {}), offloads: {offloads}",
                 p.name,
                 p.info.driver,
                 p.info.id,
                 mac(p.info.mac)
-            ));
+            );
         }
         Ok(Dpdk { ports: [inner, outer], pools, cores: d.cores.clone(), mtus, guards, eal })
     }
@@ -174,16 +175,16 @@ impl Dpdk {
 
     /// Stops the ports, frees the pools, cleans the EAL up (its runtime
     /// files removed) and restores the interfaces.
-    pub fn stop(self, log: &mut dyn FnMut(&str)) {
+    pub fn stop(self) {
         let drops = receive_drops(&[self.ports[0].info.id, self.ports[1].info.id]);
         if drops > 0 {
-            log(&format!("px gateway: DPDK ports dropped {drops} frames on receive (queue full or no buffer)"));
+            warn!("px gateway: DPDK ports dropped {drops} frames on receive (queue full or no buffer)");
         }
         let Dpdk { ports, pools, guards, eal, .. } = self;
         drop((ports, pools, eal));
         for g in &guards {
             if let Err(e) = g.restore() {
-                log(&format!("px gateway: restoring {}: {e}", g.name()));
+                error!("px gateway: restoring {}: {e}; put it back by hand (ip link, ethtool)", g.name());
             }
         }
     }

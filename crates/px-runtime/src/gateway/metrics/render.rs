@@ -102,23 +102,6 @@ impl FastPathSummary {
     }
 }
 
-impl std::fmt::Display for FastPathSummary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let returned: Vec<String> = self.returned.iter().map(|(r, n)| format!("{r} {n}")).collect();
-        write!(
-            f,
-            "fast path {} flows, {} installed, back: {}{} backlog {}, passed on {}, engine {}",
-            self.flows,
-            self.installed,
-            returned.join(", "),
-            if returned.is_empty() { "" } else { "," },
-            self.backlog,
-            self.passed_on,
-            self.reclaimed
-        )
-    }
-}
-
 impl Summary {
     /// The totals `s`, with rates since `prev` (the last line's totals,
     /// `dt` before).
@@ -164,41 +147,34 @@ impl Summary {
 }
 
 impl std::fmt::Display for Summary {
+    /// The short human line: wire frames per second on each port (or, for
+    /// a final total without an interval, the frames), flows, held bytes,
+    /// the yield and the drops; socket drops, send errors and the fast
+    /// path only when there are any. The rest is in the JSON fields,
+    /// `px status` and the metrics.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let r = |v: Option<f64>| v.map(|v| format!(" ({}/s)", si(v))).unwrap_or_default();
+        let port = |name: &str, rx: u64, rx_pps: Option<f64>, tx: u64, tx_pps: Option<f64>| match (rx_pps, tx_pps) {
+            (Some(r), Some(t)) => format!("{name} rx {}/s tx {}/s", si(r), si(t)),
+            _ => format!("{name} rx {rx} tx {tx}"),
+        };
         let yield_ = self.conversion_yield.map_or("-".to_string(), |y| format!("{y:.3}"));
         write!(
             f,
-            "wire pkts: outer rx {}{} tx {}{}, inner rx {}{} tx {}{} | super-packets: outer rx {} tx {}, inner rx {} tx {} | inbound merge: {} frames in -> {} inner segments out, yield {yield_} | outbound split: {} cut in software into {} pieces, {} handed to GSO | mss raised {} clamped {} | caravans {} built, {} opened | flows {}, held {} B | drops {} | socket drops {}, send errors {}",
-            self.outer_rx_packets,
-            r(self.outer_rx_pps),
-            self.outer_tx_packets,
-            r(self.outer_tx_pps),
-            self.inner_rx_packets,
-            r(self.inner_rx_pps),
-            self.inner_tx_packets,
-            r(self.inner_tx_pps),
-            self.outer_rx_super_packets,
-            self.outer_tx_super_packets,
-            self.inner_rx_super_packets,
-            self.inner_tx_super_packets,
-            self.merged_in_frames,
-            self.merged_out_segments,
-            self.split_in,
-            self.split_out,
-            self.gso_out,
-            self.mss_raised,
-            self.mss_clamped,
-            self.caravans_built,
-            self.caravans_opened,
-            self.flows,
-            self.held_bytes,
+            "{}, {}, {} flows, held {}B, yield {yield_}, drops {}",
+            port("outer", self.outer_rx_packets, self.outer_rx_pps, self.outer_tx_packets, self.outer_tx_pps),
+            port("inner", self.inner_rx_packets, self.inner_rx_pps, self.inner_tx_packets, self.inner_tx_pps),
+            si(self.flows as f64),
+            si(self.held_bytes as f64),
             self.drops,
-            self.socket_drops,
-            self.send_errors
         )?;
+        if self.socket_drops > 0 {
+            write!(f, ", socket drops {}", self.socket_drops)?;
+        }
+        if self.send_errors > 0 {
+            write!(f, ", send errors {}", self.send_errors)?;
+        }
         match &self.fast_path {
-            Some(fp) => write!(f, " | {fp}"),
+            Some(fp) => write!(f, ", fast path {} flows", fp.flows),
             None => Ok(()),
         }
     }
@@ -227,7 +203,7 @@ mod tests {
     use std::io::Write;
 
     #[test]
-    fn the_log_line_says_what_the_fast_path_did_once_it_carried_a_flow() {
+    fn the_log_line_says_what_the_fast_path_carries_once_it_carried_a_flow() {
         let mut w = WorkerSnapshot::default();
         assert!(Summary::new(&w, None).fast_path.is_none());
         assert!(!Summary::new(&w, None).to_string().contains("fast path"));
@@ -235,11 +211,9 @@ mod tests {
         w.counters.fast_path.installed = 2;
         w.counters.fast_path.returned[px_gateway::fast_path::ReturnReason::Lone as usize] = 1;
         w.counters.fast_path.passed_on = 3;
-        let line = Summary::new(&w, None).to_string();
-        assert!(
-            line.ends_with(" | fast path 1 flows, 2 installed, back: lone 1, backlog 0, passed on 3, engine 0"),
-            "{line}"
-        );
+        let s = Summary::new(&w, None);
+        assert!(s.to_string().ends_with(", drops 0, fast path 1 flows"), "{s}");
+        assert_eq!(s.fast_path.unwrap().returned, [("lone", 1)]);
     }
 
     #[test]
@@ -284,21 +258,16 @@ mod tests {
         assert_eq!(sh.total().flows, 3);
     }
 
-    /// The log line names what it counts, and rates come from the last line.
+    /// The log line: rates from the last line, totals without one.
     #[test]
-    fn summary_names_its_counts_and_gives_rates() {
+    fn summary_gives_rates_or_totals() {
         let sh = sample_scrape();
         let now = sh.total();
         let line = summary(&now, None);
-        assert!(
-            line.starts_with("wire pkts: outer rx 600 tx 0, inner rx 0 tx 0 | super-packets: outer rx 60 "),
-            "{line}"
-        );
-        assert!(line.contains("| inbound merge: 0 frames in -> 0 inner segments out, yield 0.900 |"), "{line}");
-        assert!(line.contains("| outbound split: 0 cut in software into 0 pieces, 0 handed to GSO |"), "{line}");
+        assert_eq!(line, "outer rx 600 tx 0, inner rx 0 tx 0, 3 flows, held 0B, yield 0.900, drops 2");
         let before = WorkerSnapshot::default();
         let line = summary(&now, Some((&before, std::time::Duration::from_millis(500))));
-        assert!(line.starts_with("wire pkts: outer rx 600 (1.2k/s) tx 0 (0/s),"), "{line}");
+        assert!(line.starts_with("outer rx 1.2k/s tx 0/s, inner rx 0/s tx 0/s, 3 flows,"), "{line}");
         assert_eq!(si(1_661_961.0), "1.66M");
     }
 

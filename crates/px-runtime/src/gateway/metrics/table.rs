@@ -735,6 +735,13 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.fast_path.icmp_catch_ups),
     },
     Family {
+        name: "px_gateway_fast_path_window_reads_total",
+        kind: Counter,
+        help: "Reads of the inner host's window from the kernel, for flows whose outbound packets it carries (a segment from outside lay beyond the engine's copy; at most one a millisecond per flow).",
+        counters: &["fast_path.window_reads"],
+        rows: |s| counter(s, |c| c.fast_path.window_reads),
+    },
+    Family {
         name: "px_gateway_fast_path_bytes_total",
         kind: Counter,
         help: "TCP payload bytes the kernel fast path carried (flows there now and flows since taken back).",
