@@ -148,7 +148,7 @@ impl UpReport {
             px_netns::line::BNET_DEV,
             IMTU - 40
         );
-        say!(out, "then: px lab down");
+        say!(out, "then: px lab down{}", if r.default_name { String::new() } else { format!(" --name {}", r.name) });
         out
     }
 }
@@ -166,6 +166,8 @@ mod tests {
             gateway_command: vec!["px".into(), "gateway".into()],
             gateway,
             responders: vec![("px-bnet-1".into(), 42)],
+            name: "alice".into(),
+            default_name: true,
         }
     }
 
@@ -180,6 +182,9 @@ mod tests {
         assert_eq!(v["config"], "/tmp/px-lab-up/gateway.toml");
         assert!(r.text().contains("kill -HUP 4242"), "{}", r.text());
         assert!(report(None).text().contains("kill -HUP <gateway PID>"));
+        assert!(r.text().contains("then: px lab down\n"), "{}", r.text());
+        let named = UpReport { name: "lab2".into(), default_name: false, ..r };
+        assert!(named.text().contains("then: px lab down --name lab2\n"), "{}", named.text());
     }
 
     /// Issue 38 item 2: the list warns that an ICMP probe from the

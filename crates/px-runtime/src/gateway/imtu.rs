@@ -235,8 +235,8 @@ fn find(probe: &Probe, timeout: Duration) -> Evidence {
 }
 
 /// Starts the follower thread: follows `cfg.table`, verifies (never above
-/// `outer_mtu`, the outer port's own MTU), publishes to `shared`, logs
-/// what it finds, ends when `stop` is set.
+/// `outer_mtu`, the outer port's own MTU), publishes to `shared`, logs what
+/// it finds, ends when `stop` is set.
 pub fn spawn(
     cfg: ImtuFollowConfig,
     outer_mtu: u16,
@@ -255,9 +255,9 @@ pub fn spawn(
             "px gateway: imtu: following kernel table {}; neighbours' responders at <prefix>+{} port {}",
             cfg.table, cfg.responder_host, cfg.responder_port
         );
-        // A table that cannot be read is said once, and again when it can
-        // (the advertisements' table and the forwarding table each).
-        let (mut unreadable, mut forwarding_unreadable) = (false, false);
+        // A table that cannot be read is said once, and again when it can.
+        let mut unreadable = false;
+        let mut forwarding_unreadable = false;
         let mut f = Follower::new(cfg.clone(), outer_mtu);
         let mut published = ImtuTable::new(0);
         let mut first = true;
