@@ -92,6 +92,8 @@ impl Engine {
             f.conn.on_announced_mss(from, announced, seg.info.version);
             if from == Port::Inner {
                 f.last_seen = now;
+                let small = self.cfg.untranslatable_inner_mss(f.conn.handshake.inner_mss, seg.info.version);
+                self.counters.inner_mss_small += (small.is_some() && !signed) as u64;
             }
         }
         if signed { Track::Signed } else { Track::Plain }
