@@ -306,7 +306,8 @@ fn lab_up_is_the_hands_on_twin_of_the_service() {
     struct Down<'a>(&'a std::path::Path);
     impl Drop for Down<'_> {
         fn drop(&mut self) {
-            if self.0.join("px-lab-up.json").exists() {
+            let up = |e: std::fs::DirEntry| e.file_name().to_string_lossy().starts_with("px-lab-up-");
+            if std::fs::read_dir(self.0).into_iter().flatten().flatten().any(up) {
                 let _ = px_in(None, self.0, &["lab", "down"]);
             }
         }

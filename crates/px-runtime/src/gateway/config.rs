@@ -64,6 +64,14 @@ pub struct GatewayConfig {
     /// the ring 6.4–7.2, although px-io measured less CPU per frame with the
     /// ring; see the README.
     pub rx_ring: bool,
+    /// After the ports last had frames, a worker keeps looking at its
+    /// sockets without sleeping for this long before it sleeps in `poll`
+    /// (AF_PACKET only: DPDK polls always). A sleeping worker pays a
+    /// thread wake-up on each frame that ends a quiet spell, about 50 µs
+    /// on a VM (`px lab rr`, docs/io.md); spinning costs CPU while
+    /// traffic comes and nothing once it has stopped this long. 0: off.
+    #[serde(with = "px_gateway::units::duration_us")]
+    pub busy_poll_us: std::time::Duration,
     /// Put the ports in promiscuous mode (a bump in the wire sees frames
     /// addressed to the hosts behind it).
     pub promiscuous: bool,
@@ -121,6 +129,7 @@ impl Default for GatewayConfig {
             offload: FastPathMode::Off,
             gro_gso: true,
             rx_ring: false,
+            busy_poll_us: std::time::Duration::ZERO,
             promiscuous: true,
             socket_buffer_bytes: 8 << 20,
             capture: None,
@@ -261,6 +270,7 @@ pub const ALLOWED: &[(&str, &str)] = &[
     ("workers", "1..=64"),
     ("batch", "1..=1024"),
     ("socket_buffer_bytes", "65536..=1073741824"),
+    ("busy_poll_us", "0..=10000"),
     ("log_interval_s", "0..=86400"),
     ("capture_max_bytes", "65536..=1099511627776"),
     ("capture_files", "1..=1000"),
@@ -480,6 +490,7 @@ impl GatewayConfig {
         in_range("workers", self.workers as u64)?;
         in_range("batch", self.batch as u64)?;
         in_range("socket_buffer_bytes", self.socket_buffer_bytes as u64)?;
+        in_range("busy_poll_us", self.busy_poll_us.as_micros() as u64)?;
         in_range("log_interval_s", self.log_interval_s)?;
         in_range("capture_max_bytes", self.capture_max_bytes)?;
         in_range("capture_files", self.capture_files)?;
@@ -969,6 +980,18 @@ mod tests {
         let t = "inner = \"a\"\nouter = \"b\"\ndatapath = \"dpdk\"\n[engine]\nmerge_timeout_us = 200\n";
         let (_, engine) = old.reload(&GatewayConfig::from_toml(t).unwrap(), &running).unwrap();
         assert_eq!((engine.inner_gso, engine.outer_gso), (false, true));
+    }
+
+    #[test]
+    fn busy_poll_takes_a_duration_up_to_10_ms() {
+        let read = |v: &str| GatewayConfig::from_toml(&format!("inner = \"a\"\nouter = \"b\"\nbusy_poll_us = {v}\n"));
+        assert_eq!(GatewayConfig::default().busy_poll_us, std::time::Duration::ZERO, "off by default");
+        assert_eq!(read("50").unwrap().busy_poll_us, std::time::Duration::from_micros(50));
+        let c = read("\"10ms\"").unwrap();
+        assert_eq!(c.busy_poll_us, std::time::Duration::from_millis(10));
+        c.validate().unwrap();
+        let e = read("\"11ms\"").unwrap().validate().unwrap_err().to_string();
+        assert!(e.contains("`busy_poll_us`") && e.contains("0..=10000"), "{e}");
     }
 
     #[test]
