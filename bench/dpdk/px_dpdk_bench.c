@@ -435,17 +435,6 @@ struct pools {
 	struct rte_mempool *gro_in, *gso_in, *hdr, *ind;
 };
 
-static struct rte_mempool *mkpool(const char *name, size_t n, unsigned data_room)
-{
-	unsigned cache = n >= 4096 ? 256 : 0;
-	struct rte_mempool *mp = rte_pktmbuf_pool_create(name, (unsigned)n, cache, 0,
-							 (uint16_t)data_room, (int)rte_socket_id());
-	if (!mp)
-		die(EXIT_INPUT, "cannot create mbuf pool %s (%zu mbufs of %u bytes): %s", name, n,
-		    data_room, rte_strerror(rte_errno));
-	return mp;
-}
-
 #define GAP_CYCLES 40000u /* separates RX bursts on the TSC (see flush_upto) */
 
 struct burst_log {
@@ -799,16 +788,6 @@ static void usage(FILE *f)
 		"One JSON object on stdout. Exit 0 ok, 1 check failed, 2 bad input/usage.\n");
 }
 
-static unsigned parse_uint(const char *s, const char *what)
-{
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (errno || *end || end == s || v > 100000000ul)
-		die(EXIT_INPUT, "bad value for %s: %s", what, s);
-	return (unsigned)v;
-}
-
 int main(int argc, char **argv)
 {
 	struct cfg c = {
@@ -944,11 +923,11 @@ int main(int argc, char **argv)
 
 	struct pools pl = {0};
 	if (c.gro_path)
-		pl.gro_in = mkpool("px_gro_in", tg.n, gro_room);
+		pl.gro_in = px_mkpool("px_gro_in", tg.n, gro_room);
 	if (c.gso_path)
-		pl.gso_in = mkpool("px_gso_in", ts.n, gso_room);
-	pl.hdr = mkpool("px_hdr", hdr_n, hdr_room);
-	pl.ind = mkpool("px_ind", ind_n, 0);
+		pl.gso_in = px_mkpool("px_gso_in", ts.n, gso_room);
+	pl.hdr = px_mkpool("px_hdr", hdr_n, hdr_room);
+	pl.ind = px_mkpool("px_ind", ind_n, 0);
 
 	if (c.gro_path)
 		run_gro(&c, &tg, &pl, &pg);

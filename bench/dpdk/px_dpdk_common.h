@@ -21,6 +21,7 @@
 #define PX_DPDK_COMMON_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,8 +31,11 @@
 
 #include <rte_byteorder.h>
 #include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
+#include <rte_mempool.h>
 #include <rte_tcp.h>
 
 #ifndef PX_TOOL
@@ -50,6 +54,17 @@ static inline void __attribute__((noreturn, format(printf, 2, 3))) die(int code,
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(code);
+}
+
+/* A decimal option value up to 10^8, or exit 2 naming the option. */
+static inline unsigned parse_uint(const char *s, const char *what)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || *end || end == s || v > 100000000ul)
+		die(EXIT_INPUT, "bad value for %s: %s", what, s);
+	return (unsigned)v;
 }
 
 /* ------------------------------------------------------------------ */
@@ -263,32 +278,41 @@ struct csum {
 	int odd; /* the previous run ended in the middle of a word */
 };
 
-static inline void cs_add(struct csum *c, const uint8_t *p, uint32_t n)
-{
-	if (n == 0)
-		return;
-	if (c->odd) {
-		c->sum += p[0];
-		p++;
-		n--;
-		c->odd = 0;
-	}
-	while (n >= 2) {
-		c->sum += (uint32_t)p[0] << 8 | p[1];
-		p += 2;
-		n -= 2;
-	}
-	if (n) {
-		c->sum += (uint32_t)p[0] << 8;
-		c->odd = 1;
-	}
-}
-
 static inline uint16_t cs_fold(uint64_t s)
 {
 	while (s >> 16)
 		s = (s & 0xffff) + (s >> 16);
 	return (uint16_t)s;
+}
+
+/* Adds the bytes p[0, n) as big-endian 16-bit words (RFC 1071), going on
+ * from where the previous run stopped (a run may end in the middle of a
+ * word). The bytes are summed as native 32-bit words into 64 bits, eight
+ * bytes a step, then folded: a one's-complement sum does not depend on
+ * the byte order it is taken in except for a swap of the folded result
+ * (RFC 1071 §2(B)), and a run that starts in the middle of a word is that
+ * swap once more. */
+static inline void cs_add(struct csum *c, const uint8_t *p, uint32_t n)
+{
+	uint64_t acc = 0;
+	uint32_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		acc += (w & 0xffffffffu) + (w >> 32);
+	}
+	for (; i + 2 <= n; i += 2) {
+		uint16_t w;
+		memcpy(&w, p + i, 2);
+		acc += w;
+	}
+	if (i < n)
+		acc += rte_cpu_to_be_16((uint16_t)(p[i] << 8)); /* a last odd byte: the word's first */
+	uint16_t native = cs_fold(acc);
+	uint16_t be = rte_be_to_cpu_16(native);
+	/* Starting mid-word, every byte sits one position later: swapped. */
+	c->sum += c->odd ? rte_bswap16(be) : be;
+	c->odd ^= n & 1;
 }
 
 /* Calls fn on each contiguous run of [off, off+len) of the mbuf chain;
@@ -508,6 +532,82 @@ static inline void fix_csum(struct rte_mbuf *m)
 	th->cksum = 0;
 	th->cksum = tcp4_cksum_mbuf(m, ip, m->l2_len + m->l3_len);
 }
+
+/* SIGINT and SIGTERM call `fn`, and interrupt a blocking read (no
+ * SA_RESTART). */
+static inline void px_on_stop_signals(void (*fn)(int))
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = fn;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* DPDK set-up the tools share.                                         */
+
+/* An mbuf pool of n mbufs of data_room bytes (a per-lcore cache for the
+ * larger ones), or exit 2 saying which. */
+static inline struct rte_mempool *px_mkpool(const char *name, size_t n, unsigned data_room)
+{
+	unsigned cache = n >= 4096 ? 256 : 0;
+	struct rte_mempool *mp = rte_pktmbuf_pool_create(name, (unsigned)n, cache, 0, (uint16_t)data_room,
+							 (int)rte_socket_id());
+	if (!mp)
+		die(EXIT_INPUT, "cannot create mbuf pool %s (%zu mbufs of %u bytes): %s", name, n, data_room,
+		    rte_strerror(rte_errno));
+	return mp;
+}
+
+/* The port called `name`, or `fallback` when no name was given. */
+static inline uint16_t px_port_by_name(const char *name, uint16_t fallback)
+{
+	if (!name)
+		return fallback;
+	uint16_t p;
+	if (rte_eth_dev_get_port_by_name(name, &p) != 0)
+		die(EXIT_INPUT, "no DPDK port named %s", name);
+	return p;
+}
+
+/* One RX queue (mbufs from rx_pool) and one TX queue of 1024 descriptors,
+ * multi-segment TX where the port offers it; not started. */
+static inline void px_port_setup(uint16_t port, struct rte_mempool *rx_pool)
+{
+	struct rte_eth_dev_info info;
+	if (rte_eth_dev_info_get(port, &info) != 0)
+		die(EXIT_INPUT, "port %u: no device info", port);
+	struct rte_eth_conf conf;
+	memset(&conf, 0, sizeof(conf));
+	conf.txmode.offloads = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+	if (rte_eth_dev_configure(port, 1, 1, &conf) != 0)
+		die(EXIT_INPUT, "port %u: configure failed", port);
+	if (rte_eth_rx_queue_setup(port, 0, 1024, (unsigned)rte_eth_dev_socket_id(port), NULL, rx_pool) != 0)
+		die(EXIT_INPUT, "port %u: RX queue setup failed", port);
+	if (rte_eth_tx_queue_setup(port, 0, 1024, (unsigned)rte_eth_dev_socket_id(port), NULL) != 0)
+		die(EXIT_INPUT, "port %u: TX queue setup failed", port);
+}
+
+/* `TOOL [EAL options] -- [options]`: the index of "--" in argv, or exit 2
+ * with `usage` and `what` when there is none. The options after it are
+ * then argv[dd + 1 ...], with argv[dd] standing in for the program name
+ * while getopt reads them (px_app_args_done puts "--" back for EAL). */
+static inline int px_app_args(int argc, char **argv, void (*usage)(FILE *), const char *what)
+{
+	int dd = 0;
+	while (dd < argc && strcmp(argv[dd], "--") != 0)
+		dd++;
+	if (dd == argc) {
+		usage(stderr);
+		die(EXIT_INPUT, "EAL options, then --, then %s", what);
+	}
+	argv[dd] = argv[0];
+	return dd;
+}
+
+static inline void px_app_args_done(char **argv, int dd) { argv[dd] = "--"; }
 
 /* ------------------------------------------------------------------ */
 /* EAL's runtime directory.                                            */

@@ -103,17 +103,6 @@ pub struct Comparison {
     pub absent: Option<String>,
 }
 
-/// Where the repository (for `bench/dpdk/`) and `target/` are.
-fn repo_and_target() -> (PathBuf, PathBuf) {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let repo = match repo.canonicalize() {
-        Ok(r) if r.join("bench/dpdk/build.sh").exists() => r,
-        _ => PathBuf::from("."),
-    };
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo.join("target"));
-    (repo, target)
-}
-
 /// Runs the comparison `runs` times on `cpu`, the calling thread pinned
 /// there with `pin` once the frames and the harness are ready; `say` gets
 /// a line of progress at each step.
@@ -132,7 +121,7 @@ pub fn run(
     say(&format!("generating {n_in} inbound + {n_out} outbound frames…"));
     let inbound = super::trace_frames(&cfg.inbound, n_in, imtu, emtu);
     let outbound = super::trace_frames(&cfg.outbound, n_out, imtu, emtu);
-    let (repo, target) = repo_and_target();
+    let (repo, target) = super::repo_and_target();
     let dir = target.join("dpdk");
     std::fs::create_dir_all(&dir).map_err(|source| CompareError::PcapDir { dir: dir.clone(), source })?;
     let (gro_pcap, gso_pcap) = (dir.join("px-bench-inbound.pcap"), dir.join("px-bench-outbound.pcap"));

@@ -25,6 +25,7 @@
 //! and its result; this module holds the two sides it alternates.
 
 pub mod compare;
+pub mod gateway;
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -148,19 +149,27 @@ fn copy_chunk(from: &Chunk, to: &mut Chunk) {
     to.frames.clone_from(&from.frames);
 }
 
-/// The harness's binary: built from `bench/dpdk/` into `target/dpdk/` when
-/// missing or older than its source. `Err` carries the reason it is absent
-/// (build.sh's one line on exit 3, or the compiler's failure).
+/// The harness's binary (`px_dpdk_bench`): see [`tool`].
 pub fn harness(repo: &Path, target_dir: &Path) -> Result<PathBuf, String> {
-    let src = repo.join("bench/dpdk/px_dpdk_bench.c");
-    let script = repo.join("bench/dpdk/build.sh");
-    let out = target_dir.join("dpdk/px_dpdk_bench");
+    tool(repo, target_dir, "px_dpdk_bench")
+}
+
+/// One of the C tools of `bench/dpdk/` (`px_dpdk_bench`, `px_dpdk_fwd`,
+/// `px_dpdk_gen`): built with `bench/dpdk/build.sh` into
+/// `target/dpdk/NAME` when missing or older than its source, the shared
+/// header or the build script. `Err` carries the reason it is absent
+/// (build.sh's one line on exit 3, or the compiler's failure).
+pub fn tool(repo: &Path, target_dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let dir = repo.join("bench/dpdk");
+    let script = dir.join("build.sh");
+    let out = target_dir.join("dpdk").join(name);
     let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     if !script.exists() {
-        return Err(format!("DPDK harness source not found ({})", script.display()));
+        return Err(format!("DPDK tool source not found ({})", script.display()));
     }
-    if let (Some(b), Some(s)) = (mtime(&out), mtime(&src))
-        && b >= s
+    let sources = [dir.join(format!("{name}.c")), dir.join("px_dpdk_common.h"), script.clone()];
+    if let Some(b) = mtime(&out)
+        && sources.iter().all(|s| mtime(s).is_some_and(|s| b >= s))
     {
         return Ok(out);
     }
@@ -168,8 +177,21 @@ pub fn harness(repo: &Path, target_dir: &Path) -> Result<PathBuf, String> {
     match r.status.code() {
         Some(0) => Ok(out),
         Some(3) => Err(String::from_utf8_lossy(&r.stderr).trim().to_string()),
-        _ => Err(format!("building the DPDK harness failed: {}", String::from_utf8_lossy(&r.stderr).trim())),
+        _ => Err(format!("building {name} failed: {}", String::from_utf8_lossy(&r.stderr).trim())),
     }
+}
+
+/// Where the repository (for `bench/dpdk/`) and `target/` are: the source
+/// tree px was built from (else the current directory), and
+/// `CARGO_TARGET_DIR` or the tree's `target/`.
+pub fn repo_and_target() -> (PathBuf, PathBuf) {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repo = match repo.canonicalize() {
+        Ok(r) if r.join("bench/dpdk/build.sh").exists() => r,
+        _ => PathBuf::from("."),
+    };
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo.join("target"));
+    (repo, target)
 }
 
 /// What one harness run (`--runs 1`) reported for GRO or GSO.

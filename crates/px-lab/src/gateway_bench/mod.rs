@@ -31,6 +31,7 @@
 //! the signal cleanup). The CLI parses the flags and prints
 //! [`GatewayBenchResult::json`] or [`GatewayBenchResult::table`].
 
+pub mod dpdk;
 mod error;
 mod replay;
 
