@@ -182,6 +182,13 @@ fn measure(probe: &Probe, timeout: Duration) -> Option<u16> {
     measure(&path, &opts, method).ok()?.pmtu
 }
 
+/// Whether the follower can work here: it reads `cfg.table` once (the
+/// gateway refuses to start when it cannot: a unit without netlink, a
+/// seccomp filter).
+pub fn check(cfg: &ImtuFollowConfig) -> Result<(), px_io::route_table::RouteError> {
+    px_io::route_table::dump_table(cfg.table).map(|_| ())
+}
+
 /// Starts the follower thread: follows `cfg.table`, verifies, publishes to
 /// `shared`, logs what it finds, ends when `stop` is set.
 pub fn spawn(

@@ -72,6 +72,35 @@ pub enum GatewayError {
     FastPath(FastPathError),
     #[error(transparent)]
     Control(#[from] control::ControlError),
+    /// `[imtu_follow]` is configured and its routing table cannot be read
+    /// here (a sandbox without netlink).
+    #[error(
+        "[imtu_follow]: cannot read kernel routing table {table}: {source}; the iMTU follower needs netlink (AF_NETLINK: a systemd unit must list it in RestrictAddressFamilies)"
+    )]
+    ImtuFollow { table: u32, source: px_io::route_table::RouteError },
+}
+
+impl GatewayError {
+    /// Whether the same start may succeed later without a change to the
+    /// configuration or the host: a port that is not there yet (a NIC late
+    /// at boot) or that another gateway still serves, an address or socket
+    /// still in use. `px gateway` exits 1 then (a service manager starts it
+    /// again), 2 otherwise.
+    pub fn may_pass(&self) -> bool {
+        match self {
+            GatewayError::Port { .. }
+            | GatewayError::PortInUse(_)
+            | GatewayError::Socket { .. }
+            | GatewayError::Metrics { .. }
+            | GatewayError::Capture { .. }
+            | GatewayError::Thread(_)
+            | GatewayError::Control(_) => true,
+            GatewayError::Config(_)
+            | GatewayError::Mtu { .. }
+            | GatewayError::FastPath(_)
+            | GatewayError::ImtuFollow { .. } => false,
+        }
+    }
 }
 
 /// The configuration key that names port `name` (`inner` or `outer`).
@@ -167,9 +196,26 @@ fn reload(
 /// endpoints), the supervising loop, and the ordered teardown
 /// (`running.rs`), which also runs, without the stop line, when the start
 /// fails half-way.
+///
+/// Under systemd (`Type=notify`), whatever the datapath: `READY=1` once
+/// the start is done (ports open, workers running), `WATCHDOG=1` while
+/// every worker makes progress, `STATUS=` with each summary, and
+/// `STOPPING=1` when the stop begins ([`crate::systemd`]).
 pub fn run_with(cfg: &GatewayConfig, mut ctl: Control<'_>) -> Result<WorkerSnapshot, GatewayError> {
+    let notify = crate::systemd::Notifier::from_env().unwrap_or_else(|e| {
+        warn!("px gateway: {e}; the service manager hears nothing (no readiness, no watchdog)");
+        None
+    });
     let mut gateway = Running::start(cfg, ctl.stop.clone())?;
-    gateway.supervise(&mut ctl);
+    if let Some(n) = &notify
+        && let Err(e) = n.ready(&format!("forwarding between {} and {}", cfg.inner, cfg.outer))
+    {
+        warn!("px gateway: telling systemd it is ready: {e}");
+    }
+    gateway.supervise(&mut ctl, notify.as_ref());
+    if let Some(n) = &notify {
+        let _ = n.send("STOPPING=1\nSTATUS=stopping: flushing what is held");
+    }
     Ok(gateway.stop())
 }
 

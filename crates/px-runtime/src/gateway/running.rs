@@ -23,6 +23,7 @@ use super::status::ConfigStatus;
 use super::worker::LiveConfig;
 use super::{Control, GatewayConfig, PortLock, reload, status_config};
 use crate::logging::{info, warn};
+use crate::systemd::{Notifier, Watchdog};
 
 /// How often the supervisor looks at the stop flag: short, so that a
 /// SIGTERM reaches the workers well within a merge timeout and finds held
@@ -102,17 +103,24 @@ impl Running {
 
     /// Runs until the stop flag is set: reloads when asked, logs the
     /// periodic summary and, rate-limited, the trouble the counters show
-    /// ([`Alerts`]).
-    pub(super) fn supervise(&mut self, ctl: &mut Control<'_>) {
+    /// ([`Alerts`]); with `notify`, feeds systemd's watchdog while every
+    /// worker moves ([`Watchdog`]) and gives it each summary as status.
+    pub(super) fn supervise(&mut self, ctl: &mut Control<'_>, notify: Option<&Notifier>) {
         let start = Instant::now();
         let (mut last_log, mut last_total) = (start, WorkerSnapshot::default());
         let (mut alerts, mut last_alert_check) = (Alerts::new(start), start);
+        let mut watchdog = notify.and_then(|n| Some((n, Watchdog::new(n.watchdog()?, start, self.shared.beats()))));
         while !self.stop.load(Ordering::Relaxed) {
             std::thread::sleep(SUPERVISE_EVERY);
             if ctl.reload.swap(false, Ordering::Relaxed) {
                 self.reload(ctl);
             }
             let now = Instant::now();
+            if let Some((n, w)) = &mut watchdog
+                && w.poll(now, &self.shared.beats())
+            {
+                let _ = n.send("WATCHDOG=1");
+            }
             if now.duration_since(last_alert_check) >= ALERT_CHECK_EVERY {
                 last_alert_check = now;
                 for line in alerts.check(now, &self.shared.total(), self.engine.max_flows) {
@@ -124,6 +132,9 @@ impl Running {
                 let total = self.shared.total();
                 let line = metrics::Summary::new(&total, Some((&last_total, now.duration_since(last_log))));
                 crate::logging::summary("px gateway: ", &line);
+                if let Some(n) = notify {
+                    let _ = n.send(&format!("STATUS={line}"));
+                }
                 last_log = now;
                 last_total = total;
             }

@@ -38,6 +38,11 @@ impl Running {
     /// Sets the gateway up and starts its workers.
     pub(super) fn start(cfg: &GatewayConfig, stop: Arc<AtomicBool>) -> Result<Running, GatewayError> {
         cfg.validate()?;
+        // A configured feature that cannot work here is refused before
+        // anything is touched.
+        if let Some(f) = &cfg.imtu_follow {
+            imtu::check(f).map_err(|source| GatewayError::ImtuFollow { table: f.table, source })?;
+        }
         let imtu = port_mtu("inner", &cfg.inner, cfg.imtu)?;
         let emtu = port_mtu("outer", &cfg.outer, cfg.emtu)?;
         let mut r = Running::new(cfg, stop);

@@ -94,8 +94,13 @@ impl<P: Ports> Worker<P> {
             tap,
         };
         let mut last_publish = Instant::now();
+        let mut last_beat = last_publish;
         loop {
             let now = Instant::now();
+            if now.duration_since(last_beat) >= super::metrics::BEAT_EVERY {
+                last_beat = now;
+                shared.beat(index);
+            }
             if stop.load(Ordering::Relaxed) {
                 engine.flush_all(now);
                 send_engine_frames(&mut engine, &mut sc, &mut ports);

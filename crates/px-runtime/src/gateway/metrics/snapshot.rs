@@ -113,7 +113,20 @@ pub struct Shared {
     pub process: Arc<ProcessCounters>,
     /// The kernel fast path's maps, once it is attached.
     pub kernel: Arc<Mutex<Option<crate::fast_path::FastPathStats>>>,
+    /// Each worker's beat count: it moves whenever the worker goes round
+    /// its loop (at most every [`BEAT_EVERY`]), busy or idle; what the
+    /// systemd watchdog is fed from.
+    beats: Arc<Vec<Beat>>,
 }
+
+/// How often a worker bumps its beat count, at most.
+pub const BEAT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// One worker's beat count, on a cache line of its own (the workers write
+/// theirs from different cores).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Beat(AtomicU64);
 
 impl Shared {
     pub fn new(n: usize) -> Shared {
@@ -121,7 +134,20 @@ impl Shared {
             workers: Arc::new((0..n).map(|_| Mutex::new(WorkerSnapshot::default())).collect()),
             process: Arc::new(ProcessCounters::default()),
             kernel: Arc::new(Mutex::new(None)),
+            beats: Arc::new((0..n).map(|_| Beat::default()).collect()),
         }
+    }
+
+    /// Worker `i` went round its loop.
+    pub fn beat(&self, i: usize) {
+        if let Some(b) = self.beats.get(i) {
+            b.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Every worker's beat count.
+    pub fn beats(&self) -> Vec<u64> {
+        self.beats.iter().map(|b| b.0.load(Ordering::Relaxed)).collect()
     }
 
     pub fn publish(&self, i: usize, s: WorkerSnapshot) {
