@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::datapath::keys::{DatapathKind, DpdkConfig};
+
 /// The source of the ICMPv4 errors the gateway sends when the
 /// configuration names none: RFC 7600's IPv4 "dummy address", meant for a
 /// node with no IPv4 address of its own to source ICMP errors from (Linux
@@ -21,10 +23,17 @@ pub const DEFAULT_ICMP_SOURCE_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 0, 8);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewayConfig {
-    /// Interface toward the b-network (large MTU).
+    /// Interface toward the b-network (large MTU). With the DPDK datapath
+    /// and a `[dpdk]` table, a name for the port in logs and `px status`
+    /// (default: the device's name, `[dpdk] inner` up to its first comma).
     pub inner: String,
-    /// Interface toward the legacy network.
+    /// Interface toward the legacy network (with DPDK: a name, as `inner`).
     pub outer: String,
+    /// What carries the frames: `"af_packet"` (Linux interfaces through
+    /// packet sockets) or `"dpdk"` (DPDK ports: the `[dpdk]` table's
+    /// devices, or without one DPDK's AF_PACKET driver on `inner` and
+    /// `outer`).
+    pub datapath: DatapathKind,
     /// Inner MTU; 0 means "the inner interface's MTU".
     pub imtu: u16,
     /// Outer MTU; 0 means "the outer interface's MTU".
@@ -86,11 +95,17 @@ pub struct GatewayConfig {
     /// gateway decides itself, MTUs, GSO and hash seed, is set by
     /// [`GatewayConfig::engine_config`]).
     pub engine: px_gateway::Config,
+    /// Link-fault pass-through (the `[link_fault]` table).
+    pub link_fault: LinkFaultConfig,
     /// Follow neighbours' advertised iMTUs from a kernel table, verify and
     /// use them (the `[imtu_follow]` table, issue 30; none: every outside
     /// destination is translated).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub imtu_follow: Option<ImtuFollowConfig>,
+    /// The DPDK datapath's ports and settings (the `[dpdk]` table; used
+    /// with `datapath = "dpdk"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dpdk: Option<DpdkConfig>,
 }
 
 impl Default for GatewayConfig {
@@ -98,6 +113,7 @@ impl Default for GatewayConfig {
         GatewayConfig {
             inner: String::new(),
             outer: String::new(),
+            datapath: DatapathKind::AfPacket,
             imtu: 0,
             emtu: 0,
             workers: 1,
@@ -115,8 +131,32 @@ impl Default for GatewayConfig {
             capture_snaplen: 262_144,
             control_socket: None,
             engine: px_gateway::Config::default(),
+            link_fault: LinkFaultConfig::default(),
             imtu_follow: None,
+            dpdk: None,
         }
+    }
+}
+
+/// The `[link_fault]` table: what the gateway does when a port loses its
+/// carrier (docs/operations.md, "Link faults").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LinkFaultConfig {
+    /// When one port loses its carrier, take the other port down, so that
+    /// the router behind it sees its link fail and moves traffic to another
+    /// path at once; bring it up again when the carrier is back. Off: the
+    /// other port stays up (and the loss is only logged).
+    pub pass_through: bool,
+    /// How long the carrier must be back before the other port comes up
+    /// again (a flapping link does not flap both), milliseconds.
+    #[serde(with = "px_gateway::units::millis")]
+    pub restore_after_ms: u64,
+}
+
+impl Default for LinkFaultConfig {
+    fn default() -> Self {
+        LinkFaultConfig { pass_through: false, restore_after_ms: 1000 }
     }
 }
 
@@ -251,12 +291,20 @@ pub const ALLOWED: &[(&str, &str)] = &[
     ("engine.icmp_rate_per_sec", "0..=1000000"),
     ("engine.offload_after", "0..=4294967295"),
     ("engine.caravan_dscp", "1..=63"),
+    ("link_fault.restore_after_ms", "0..=600000"),
     ("imtu_follow.table", "1..=252 or 256..=4294967295"),
     ("imtu_follow.responder_port", "1..=65535"),
     ("imtu_follow.responder_host", "0..=4294967295"),
     ("imtu_follow.reverify_s", "10..=86400"),
     ("imtu_follow.max_prefixes", "1..=1000000"),
     ("imtu_follow.probe_timeout_ms", "100..=30000"),
+    ("datapath", "\"af_packet\" or \"dpdk\""),
+    ("dpdk.inner", "a DPDK device: a PCI address, or a virtual device and its arguments (net_memif0,socket=...)"),
+    ("dpdk.outer", "a DPDK device other than `[dpdk] inner`"),
+    ("dpdk.cores", "one CPU per worker, or none"),
+    ("dpdk.rx_descriptors", "64..=16384"),
+    ("dpdk.tx_descriptors", "64..=16384"),
+    ("dpdk.mbufs", "0 (sized from the queues) or 1024..=16777216"),
 ];
 
 /// What `key` (dotted: `engine.max_flows`) allows, from [`ALLOWED`].
@@ -296,12 +344,14 @@ pub fn section_keys(section: &str) -> &'static [&'static str] {
         "" => struct_fields::<GatewayConfig>(),
         "engine" => struct_fields::<px_gateway::Config>(),
         "imtu_follow" => struct_fields::<ImtuFollowConfig>(),
+        "link_fault" => struct_fields::<LinkFaultConfig>(),
+        "dpdk" => struct_fields::<DpdkConfig>(),
         _ => &[],
     }
 }
 
 /// The tables of the file besides the top level.
-pub const SECTIONS: &[&str] = &["engine", "imtu_follow"];
+pub const SECTIONS: &[&str] = &["engine", "imtu_follow", "dpdk", "link_fault"];
 
 /// The field names serde reads for `T` (with their `rename`s): a
 /// deserializer that only asks.
@@ -425,21 +475,24 @@ impl GatewayConfig {
         toml::from_str(text).map_err(|e| ConfigError::Toml(toml_error(text, &e)))
     }
 
+    /// With the DPDK datapath and a `[dpdk]` table, ports not named at the
+    /// top level take their devices' names (`net_memif0`, a PCI address).
+    pub fn with_port_names(mut self) -> GatewayConfig {
+        if let (DatapathKind::Dpdk, Some(d)) = (self.datapath, &self.dpdk) {
+            for (name, spec) in [(&mut self.inner, &d.inner), (&mut self.outer, &d.outer)] {
+                if name.is_empty() {
+                    *name = super::datapath::keys::device(spec).name.to_string();
+                }
+            }
+        }
+        self
+    }
+
     /// Checks what the engine does not check itself.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let name = |n: &str| n.is_empty() || n.len() > 15;
-        if name(&self.inner) {
-            return Err(invalid("inner", format!("{:?}", self.inner)));
-        }
-        if name(&self.outer) {
-            return Err(invalid("outer", format!("{:?}", self.outer)));
-        }
-        if self.inner == self.outer {
-            return Err(ConfigError::Invalid {
-                field: "outer",
-                value: format!("{:?}", self.outer),
-                allowed: "an interface other than `inner`",
-            });
+        self.validate_names()?;
+        if self.datapath == DatapathKind::Dpdk {
+            self.validate_dpdk()?;
         }
         in_range("workers", self.workers as u64)?;
         in_range("batch", self.batch as u64)?;
@@ -450,6 +503,66 @@ impl GatewayConfig {
         in_range("capture_snaplen", self.capture_snaplen)?;
         if let Some(f) = &self.imtu_follow {
             f.validate()?;
+        }
+        in_range("link_fault.restore_after_ms", self.link_fault.restore_after_ms)?;
+        if self.link_fault.pass_through && self.datapath == DatapathKind::Dpdk {
+            return Err(ConfigError::Invalid {
+                field: "link_fault.pass_through",
+                value: "true".into(),
+                allowed: "false with datapath = \"dpdk\" (its ports are not the kernel's to take down)",
+            });
+        }
+        Ok(())
+    }
+
+    /// The two ports' names: interfaces (AF_PACKET, and DPDK without a
+    /// `[dpdk]` table, which runs on them), or names of DPDK devices.
+    fn validate_names(&self) -> Result<(), ConfigError> {
+        let devices = self.datapath == DatapathKind::Dpdk && self.dpdk.is_some();
+        for (key, name) in [("inner", &self.inner), ("outer", &self.outer)] {
+            let plain = name.bytes().all(|b| b.is_ascii_alphanumeric() || b".:_-".contains(&b));
+            if devices && (name.is_empty() || name.len() > 32 || !plain) {
+                let allowed = "a name of 1..=32 letters, digits, '.', ':', '_' or '-' (default: the device's)";
+                return Err(ConfigError::Invalid { field: key, value: format!("{name:?}"), allowed });
+            }
+            if !devices && (name.is_empty() || name.len() > 15) {
+                return Err(invalid(key, format!("{name:?}")));
+            }
+        }
+        if self.inner == self.outer {
+            return Err(ConfigError::Invalid {
+                field: "outer",
+                value: format!("{:?}", self.outer),
+                allowed: "an interface other than `inner`",
+            });
+        }
+        Ok(())
+    }
+
+    /// What `datapath = "dpdk"` needs: no kernel fast path, and a
+    /// `[dpdk]` table (if any) naming two devices.
+    fn validate_dpdk(&self) -> Result<(), ConfigError> {
+        use super::datapath::keys::device;
+        if self.offload == FastPathMode::On {
+            let allowed = "\"off\" with datapath = \"dpdk\" (the kernel fast path runs on Linux interfaces)";
+            return Err(ConfigError::Invalid { field: "offload", value: "\"on\"".into(), allowed });
+        }
+        let Some(d) = &self.dpdk else { return Ok(()) };
+        for (key, spec) in [("dpdk.inner", &d.inner), ("dpdk.outer", &d.outer)] {
+            if device(spec).name.is_empty() {
+                return Err(invalid(key, format!("{spec:?}")));
+            }
+        }
+        if device(&d.inner).name == device(&d.outer).name {
+            return Err(invalid("dpdk.outer", format!("{:?}", d.outer)));
+        }
+        if !d.cores.is_empty() && d.cores.len() != self.workers {
+            return Err(invalid("dpdk.cores", format!("{:?}", d.cores)));
+        }
+        in_range("dpdk.rx_descriptors", d.rx_descriptors)?;
+        in_range("dpdk.tx_descriptors", d.tx_descriptors)?;
+        if d.mbufs != 0 && !(1024..=1 << 24).contains(&d.mbufs) {
+            return Err(invalid("dpdk.mbufs", d.mbufs));
         }
         Ok(())
     }

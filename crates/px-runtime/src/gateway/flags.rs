@@ -45,6 +45,7 @@ pub const SHORTHANDS: &[Shorthand] = &[
     flag("imtu", "imtu", Value("BYTES", ValueHint::Other)),
     flag("emtu", "emtu", Value("BYTES", ValueHint::Other)),
     flag("workers", "workers", Value("N", ValueHint::Other)),
+    flag("datapath", "datapath", Choice("af_packet|dpdk", &["af_packet", "dpdk"], None)),
     flag("metrics", "metrics", Value("ADDR:PORT", ValueHint::Other)),
     flag("log-interval", "log_interval_s", Value("DURATION", ValueHint::Other)),
     Shorthand {

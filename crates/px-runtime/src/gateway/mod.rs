@@ -26,6 +26,7 @@ pub mod control;
 mod datapath;
 pub mod flags;
 pub mod imtu;
+mod link_fault;
 pub mod lock;
 pub mod metrics;
 mod running;
@@ -39,7 +40,7 @@ use std::sync::atomic::AtomicBool;
 
 use crate::fast_path::FastPathError;
 use crate::logging::{info, warn};
-pub use config::{Change, ConfigError, FastPathMode, GatewayConfig, ReloadError};
+pub use config::{Change, ConfigError, DatapathKind, DpdkConfig, FastPathMode, GatewayConfig, ReloadError};
 pub use lock::{LockError, PortLock};
 use metrics::ReloadResult;
 pub use metrics::WorkerSnapshot;
@@ -78,6 +79,10 @@ pub enum GatewayError {
         "[imtu_follow]: cannot read kernel routing table {table}: {source}; the iMTU follower needs netlink (AF_NETLINK: a systemd unit must list it in RestrictAddressFamilies)"
     )]
     ImtuFollow { table: u32, source: px_io::route_table::RouteError },
+    /// The DPDK datapath could not start (the EAL, a port, a pool), or
+    /// this build has no DPDK (what to install).
+    #[error("datapath = \"dpdk\": {0}")]
+    Dpdk(String),
 }
 
 impl GatewayError {
@@ -98,7 +103,8 @@ impl GatewayError {
             GatewayError::Config(_)
             | GatewayError::Mtu { .. }
             | GatewayError::FastPath(_)
-            | GatewayError::ImtuFollow { .. } => false,
+            | GatewayError::ImtuFollow { .. }
+            | GatewayError::Dpdk(_) => false,
         }
     }
 }
@@ -106,6 +112,12 @@ impl GatewayError {
 /// The configuration key that names port `name` (`inner` or `outer`).
 pub(crate) fn key_of(cfg: &GatewayConfig, name: &str) -> &'static str {
     if name == cfg.inner { "inner" } else { "outer" }
+}
+
+/// Whether this build has the DPDK datapath (`datapath = "dpdk"`; built
+/// where pkg-config found libdpdk).
+pub fn dpdk_built() -> bool {
+    px_dpdk::BUILT
 }
 
 /// How the caller steers a running gateway.

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use super::alerts::Alerts;
 use super::capture::CaptureSpec;
 use super::datapath::af_packet::AfPacket;
+use super::datapath::dpdk::Dpdk;
+use super::link_fault::LinkWatch;
 use super::metrics::{self, Shared, WorkerSnapshot};
 use super::status::ConfigStatus;
 use super::worker::LiveConfig;
@@ -37,6 +39,7 @@ const ALERT_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// after the workers).
 pub(super) enum Datapath {
     AfPacket(AfPacket),
+    Dpdk(Dpdk),
 }
 
 impl Datapath {
@@ -44,6 +47,7 @@ impl Datapath {
     pub(super) fn fast_path(&self) -> Result<(), &str> {
         match self {
             Datapath::AfPacket(a) => a.fast_path().map(|_| ()),
+            Datapath::Dpdk(_) => Err("the DPDK datapath has none: its ports are not the kernel's"),
         }
     }
 
@@ -51,6 +55,10 @@ impl Datapath {
     fn stop(self) -> Option<[u64; crate::fast_path::REASONS.len()]> {
         match self {
             Datapath::AfPacket(a) => a.stop(),
+            Datapath::Dpdk(d) => {
+                d.stop();
+                None
+            }
         }
     }
 }
@@ -65,6 +73,8 @@ pub(super) struct Running {
     pub(super) follower: Option<JoinHandle<()>>,
     pub(super) control: Option<JoinHandle<()>>,
     pub(super) capture: Option<(CaptureSpec, JoinHandle<()>)>,
+    /// The ports' carrier (kernel ports only).
+    pub(super) link: Option<LinkWatch>,
     pub(super) shared: Shared,
     /// The engine configuration the workers take at their next loop.
     pub(super) live: Arc<LiveConfig>,
@@ -91,6 +101,7 @@ impl Running {
             follower: None,
             control: None,
             capture: None,
+            link: None,
             shared: Shared::new(cfg.workers),
             live: Arc::new(LiveConfig::new(engine.clone())),
             live_status: Arc::new(Mutex::new(status_config(cfg, &engine))),
@@ -110,6 +121,7 @@ impl Running {
         let (mut last_log, mut last_total) = (start, WorkerSnapshot::default());
         let (mut alerts, mut last_alert_check) = (Alerts::new(start), start);
         let mut watchdog = notify.and_then(|n| Some((n, Watchdog::new(n.watchdog()?, start, self.shared.beats()))));
+        let mut last_link = start;
         while !self.stop.load(Ordering::Relaxed) {
             std::thread::sleep(SUPERVISE_EVERY);
             if ctl.reload.swap(false, Ordering::Relaxed) {
@@ -120,6 +132,12 @@ impl Running {
                 && w.poll(now, &self.shared.beats())
             {
                 let _ = n.send("WATCHDOG=1");
+            }
+            if let Some(l) = &mut self.link
+                && now.duration_since(last_link) >= LinkWatch::EVERY
+            {
+                last_link = now;
+                l.poll(now);
             }
             if now.duration_since(last_alert_check) >= ALERT_CHECK_EVERY {
                 last_alert_check = now;
@@ -161,6 +179,10 @@ impl Running {
         self.stop.store(true, Ordering::Relaxed);
         for h in self.workers.drain(..) {
             let _ = h.join();
+        }
+        // A port held down for the other's lost carrier comes up.
+        if let Some(mut l) = self.link.take() {
+            l.release();
         }
         // The workers took every flow back: the program goes, its counts
         // kept; the ports go back as they were.

@@ -95,6 +95,7 @@ pub fn load(file: Option<&Path>, settings: &[Setting]) -> Result<Loaded, ConfigE
         config = apply(&config, s)?;
     }
     config.resolve_icmp_source();
+    let config = config.with_port_names();
     Ok(Loaded { config, file, settings: settings.to_vec() })
 }
 
@@ -228,7 +229,7 @@ pub fn man_page(version: &str) -> String {
         ".TH PX-GATEWAY.TOML 5 \"\" \"px {version}\" \"PacketExpress\"\n.SH NAME\npx\\-gateway.toml \\- configuration of px gateway\n\
          .SH SYNOPSIS\n/etc/px/\\fINAME\\fR.toml (the px\\-gateway@\\fINAME\\fR service), or \\fBpx gateway \\-\\-config\\fR \\fIFILE\\fR\n\
          .SH DESCRIPTION\nA TOML file. Keys outside a table configure the gateway; [engine] the translation engine; \
-         [imtu_follow] the following of neighbours' iMTUs. A key absent takes its default; an unknown key is an error. \
+         [imtu_follow] the following of neighbours' iMTUs; [link_fault] link-fault pass-through; [dpdk] the DPDK datapath. A key absent takes its default; an unknown key is an error. \
          Durations take a unit (\"500us\", \"2s\", \"10min\") or a bare number in the unit the key's name ends with \
          (_us, _ms, _s); sizes take a unit (\"64KiB\", \"8MiB\") or a bare number of bytes. Every key can also be set on \
          the command line: \\fBpx gateway \\-\\-set\\fR \\fIKEY\\fR=\\fIVALUE\\fR (a table's key dotted: engine.max_flows). \
@@ -400,8 +401,9 @@ mod example_tests {
                     "`{}`: the file shows another value than the default",
                     d.key
                 ),
+                // Keys of an optional table are written as the table is.
                 (true, _) => assert!(
-                    default_of(&d.key).is_none() || d.key.starts_with("imtu_follow."),
+                    default_of(&d.key).is_none() || ["imtu_follow.", "dpdk."].iter().any(|t| d.key.starts_with(t)),
                     "`{}` has a default: write it uncommented",
                     d.key
                 ),
@@ -418,7 +420,7 @@ mod example_tests {
                 {
                     b
                 }
-                Some(b) if b.starts_with("[imtu_follow]") => b,
+                Some(b) if config::SECTIONS.iter().any(|t| b.starts_with(&format!("[{t}]"))) => b,
                 _ => l,
             })
             .collect::<Vec<_>>()
@@ -426,6 +428,17 @@ mod example_tests {
         let full = GatewayConfig::from_toml(&all).unwrap();
         full.check().unwrap();
         assert!(full.imtu_follow.is_some() && full.capture.is_some() && full.control_socket.is_some());
+        // The [dpdk] table shows its defaults (the devices, EAL arguments
+        // and cores are examples).
+        let d = full.dpdk.expect("the [dpdk] table");
+        let examples = config::DpdkConfig {
+            inner: d.inner.clone(),
+            outer: d.outer.clone(),
+            eal: d.eal.clone(),
+            cores: d.cores.clone(),
+            ..Default::default()
+        };
+        assert_eq!(d, examples, "[dpdk] shows another value than a default");
     }
 
     /// The `a..=b` ranges of `[engine]` keys in [`config::ALLOWED`] are the

@@ -17,11 +17,14 @@ use crate::logging::{info, warn};
 
 use super::capture::{self, Tap};
 use super::datapath::Ports;
-use super::datapath::af_packet::AfPacket;
+use super::datapath::af_packet::{AfPacket, AfPacketPorts};
+use super::datapath::dpdk::{Dpdk, DpdkPorts};
+use super::link_fault::LinkWatch;
 use super::running::{Datapath, Running};
 use super::worker::{LiveConfig, Worker};
 use super::{
-    FastPathMode, GatewayConfig, GatewayError, LockError, PortLock, control, imtu, key_of, lock, metrics, status,
+    DatapathKind, FastPathMode, GatewayConfig, GatewayError, LockError, PortLock, control, imtu, key_of, lock, metrics,
+    status,
 };
 
 /// What every worker's engine shares with the others.
@@ -34,47 +37,117 @@ struct Common {
     imtu: Option<Arc<px_gateway::SharedImtu>>,
 }
 
+/// What the start phase needs of a datapath, once it is up.
+pub(super) trait Setup: Sized {
+    type Ports: Ports + Send + 'static;
+    /// The port MTUs the engine runs with (imtu, emtu).
+    fn mtus(&self) -> (u16, u16);
+    /// What of the engine's configuration the datapath decides (which
+    /// ports cut GSO frames themselves).
+    fn engine_config(&self, _c: &mut px_gateway::Config) {}
+    /// Gives a worker's engine what the datapath offers it.
+    fn prepare(&self, _engine: &mut Engine) {}
+    /// Worker `index`'s ports.
+    fn open(&self, cfg: &GatewayConfig, index: usize) -> Result<Self::Ports, GatewayError>;
+    /// The part the running gateway keeps and takes down after the workers.
+    fn running(self) -> Datapath;
+}
+
+impl Setup for AfPacket {
+    type Ports = AfPacketPorts;
+    fn mtus(&self) -> (u16, u16) {
+        AfPacket::mtus(self)
+    }
+    fn prepare(&self, engine: &mut Engine) {
+        AfPacket::prepare(self, engine);
+    }
+    fn open(&self, cfg: &GatewayConfig, _index: usize) -> Result<AfPacketPorts, GatewayError> {
+        AfPacket::open(self, cfg, cfg.batch)
+    }
+    fn running(self) -> Datapath {
+        Datapath::AfPacket(self)
+    }
+}
+
+impl Setup for Dpdk {
+    type Ports = DpdkPorts;
+    fn mtus(&self) -> (u16, u16) {
+        Dpdk::mtus(self)
+    }
+    fn engine_config(&self, c: &mut px_gateway::Config) {
+        Dpdk::engine_config(self, c);
+    }
+    fn open(&self, cfg: &GatewayConfig, index: usize) -> Result<DpdkPorts, GatewayError> {
+        Ok(Dpdk::open(self, index, cfg.batch))
+    }
+    fn running(self) -> Datapath {
+        Datapath::Dpdk(self)
+    }
+}
+
 impl Running {
     /// Sets the gateway up and starts its workers.
     pub(super) fn start(cfg: &GatewayConfig, stop: Arc<AtomicBool>) -> Result<Running, GatewayError> {
+        let cfg = &cfg.clone().with_port_names();
         cfg.validate()?;
         // A configured feature that cannot work here is refused before
         // anything is touched.
         if let Some(f) = &cfg.imtu_follow {
             imtu::check(f).map_err(|source| GatewayError::ImtuFollow { table: f.table, source })?;
         }
-        let imtu = port_mtu("inner", &cfg.inner, cfg.imtu)?;
-        let emtu = port_mtu("outer", &cfg.outer, cfg.emtu)?;
         let mut r = Running::new(cfg, stop);
         // One gateway per port, refused before anything is touched.
         r.locks = lock_ports(cfg)?;
-        let af = AfPacket::start(cfg)?;
-        let ecfg = cfg.engine_config(imtu, emtu, os_random_seed())?;
-        r.engine = ecfg.clone();
-        r.live = Arc::new(LiveConfig::new(ecfg.clone()));
-        *r.live_status.lock().unwrap_or_else(|p| p.into_inner()) = super::status_config(cfg, &ecfg);
-        if let Ok(fp) = af.fast_path() {
-            *r.shared.kernel.lock().unwrap_or_else(|p| p.into_inner()) = Some(fp.stats());
+        match cfg.datapath {
+            DatapathKind::AfPacket => {
+                let af = AfPacket::start(cfg)?;
+                if let Ok(fp) = af.fast_path() {
+                    *r.shared.kernel.lock().unwrap_or_else(|p| p.into_inner()) = Some(fp.stats());
+                }
+                // Kernel ports: their carrier is watched (and passed on).
+                let watch = LinkWatch::new(&cfg.inner, &cfg.outer, &cfg.link_fault, r.shared.process.clone());
+                r.link = Some(watch.map_err(|source| GatewayError::Port {
+                    key: "inner",
+                    port: cfg.inner.clone(),
+                    source,
+                })?);
+                r.start_with(cfg, af)?;
+            }
+            DatapathKind::Dpdk => {
+                let dpdk = Dpdk::start(cfg)?;
+                r.start_with(cfg, dpdk)?;
+            }
         }
+        Ok(r)
+    }
+
+    /// The rest of the start, the datapath up: engines, workers, capture,
+    /// endpoints, log lines, threads.
+    fn start_with<D: Setup>(&mut self, cfg: &GatewayConfig, dp: D) -> Result<(), GatewayError> {
+        let (imtu, emtu) = dp.mtus();
+        let mut ecfg = cfg.engine_config(imtu, emtu, os_random_seed())?;
+        dp.engine_config(&mut ecfg);
+        self.engine = ecfg.clone();
+        self.live = Arc::new(LiveConfig::new(ecfg.clone()));
+        *self.live_status.lock().unwrap_or_else(|p| p.into_inner()) = super::status_config(cfg, &ecfg);
         let common = Common {
             pmtu: px_gateway::SharedPmtu::new(ecfg.pmtu_cache_size, ecfg.pmtu_lifetime),
             imtu: cfg.imtu_follow.as_ref().map(|f| px_gateway::SharedImtu::new(f.max_prefixes)),
             config: ecfg,
         };
-        let taps = r.start_capture(cfg)?;
+        let taps = self.start_capture(cfg)?;
         let mut workers = Vec::new();
         for (index, tap) in taps.into_iter().enumerate() {
             let mut engine = common.engine()?;
-            af.prepare(&mut engine);
-            let ports = af.open(cfg, cfg.batch)?;
-            workers.push(r.worker(index, engine, ports, cfg.batch, tap));
+            dp.prepare(&mut engine);
+            let ports = dp.open(cfg, index)?;
+            workers.push(self.worker(index, engine, ports, cfg.batch, tap));
         }
-        r.datapath = Some(Datapath::AfPacket(af));
-        r.serve(cfg, (imtu, emtu), &common)?;
-        log_start(&r, cfg, &common.config, (imtu, emtu));
-        r.spawn(workers)?;
-        r.follow_imtu(cfg, &common)?;
-        Ok(r)
+        self.datapath = Some(dp.running());
+        self.serve(cfg, (imtu, emtu), &common)?;
+        log_start(self, cfg, &common.config, (imtu, emtu));
+        self.spawn(workers)?;
+        self.follow_imtu(cfg, &common)
     }
 
     /// The capture writer, if configured; one tap per worker (`None`s
@@ -202,22 +275,23 @@ fn log_start(r: &Running, cfg: &GatewayConfig, ecfg: &px_gateway::Config, (imtu,
     }
 }
 
-/// A port's MTU: as configured, or the interface's.
-fn port_mtu(key: &'static str, name: &str, configured: u16) -> Result<u16, GatewayError> {
-    if configured != 0 {
-        return Ok(configured);
-    }
-    let mtu = px_io::iface::mtu(name).map_err(|source| GatewayError::Port { key, port: name.into(), source })?;
-    u16::try_from(mtu).ok().filter(|m| *m >= 576).ok_or(GatewayError::Mtu { port: name.into(), mtu })
-}
-
 /// Locks both ports ([`lock`]). A port another gateway serves is an
 /// error; a lock directory this process may not write (an unprivileged
 /// run outside systemd) is a warning, and the gateway runs unlocked.
+///
+/// With DPDK, what is locked is what another gateway could also take: the
+/// interface of a `net_af_packet` device. (A PCI device is taken by one
+/// process at a time by its driver; a memif socket by one server.)
 fn lock_ports(cfg: &GatewayConfig) -> Result<Vec<PortLock>, GatewayError> {
     let dir = lock::lock_dir();
     let mut locks = Vec::new();
-    for name in [&cfg.inner, &cfg.outer] {
+    let names: Vec<&str> = match (cfg.datapath, &cfg.dpdk) {
+        (DatapathKind::Dpdk, Some(d)) => {
+            [&d.inner, &d.outer].into_iter().filter_map(|s| super::datapath::keys::device(s).iface).collect()
+        }
+        _ => vec![&cfg.inner, &cfg.outer],
+    };
+    for name in names {
         match PortLock::acquire(&dir, name) {
             Ok(l) => locks.push(l),
             Err(e @ LockError::Held { .. }) => return Err(GatewayError::PortInUse(e)),

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use px_gateway::{Engine, Port};
-use px_io::PacketType;
+use px_io::{PacketType, RxFrames};
 
 use super::capture::{Direction, Tap};
 use super::datapath::{Batch, Frame, Ports, Sink};
@@ -93,10 +93,12 @@ impl<P: Ports> Worker<P> {
             extra: WorkerSnapshot::default(),
             tap,
         };
-        let mut last_publish = Instant::now();
+        let (mut last_publish, mut last_loop) = (Instant::now(), Instant::now());
         let mut last_beat = last_publish;
         loop {
             let now = Instant::now();
+            sc.extra.loop_ns += now.duration_since(last_loop).as_nanos() as u64;
+            last_loop = now;
             if now.duration_since(last_beat) >= super::metrics::BEAT_EVERY {
                 last_beat = now;
                 shared.beat(index);
@@ -123,8 +125,12 @@ impl<P: Ports> Worker<P> {
             if let Some(t) = &mut sc.tap {
                 t.tick();
             }
-            let quiet = receive_round(&mut engine, &mut sc, &mut ports);
+            let round = Instant::now();
+            let (quiet, moved) = receive_round(&mut engine, &mut sc, &mut ports);
             let now = Instant::now();
+            if moved {
+                sc.extra.busy_ns += now.duration_since(round).as_nanos() as u64;
+            }
             if engine.poll_timeout().is_some_and(|d| d <= now) {
                 engine.handle_timeout(now);
                 send_engine_frames(&mut engine, &mut sc, &mut ports);
@@ -150,13 +156,14 @@ impl<P: Ports> Worker<P> {
 
 /// One batch from each receive queue that has frames, each handled and
 /// sent; returns whether every queue was read empty (each batch shorter
-/// than the most one receive takes).
-fn receive_round<P: Ports>(engine: &mut Engine, sc: &mut Scratch, ports: &mut P) -> bool {
-    let mut quiet = true;
+/// than the most one receive takes), and whether any frame came.
+fn receive_round<P: Ports>(engine: &mut Engine, sc: &mut Scratch, ports: &mut P) -> (bool, bool) {
+    let (mut quiet, mut moved) = (true, false);
     for q in 0..ports.queues() {
         let port = match ports.recv(q) {
             Ok(Some(mut b)) => {
                 quiet &= !b.is_full();
+                moved |= !b.is_empty();
                 handle_batch(engine, sc, &mut b);
                 // Forwards borrow the batch's slots: send them (and the
                 // engine's frames for the other port) before releasing it.
@@ -173,7 +180,7 @@ fn receive_round<P: Ports>(engine: &mut Engine, sc: &mut Scratch, ports: &mut P)
         // engine's own.
         send_port(engine, sc, port, ports);
     }
-    quiet
+    (quiet, moved)
 }
 
 /// Runs the engine over a received batch, recording what to send; once
@@ -287,6 +294,8 @@ fn publish<P: Ports>(index: usize, engine: &Engine, shared: &Shared, extra: &mut
             kernel_reasons: None,
             largest_flows: extra.largest_flows.clone(),
             flows_answered: extra.flows_answered,
+            busy_ns: extra.busy_ns,
+            loop_ns: extra.loop_ns,
         },
     );
 }
@@ -294,7 +303,7 @@ fn publish<P: Ports>(index: usize, engine: &Engine, shared: &Shared, extra: &mut
 #[cfg(test)]
 mod tests {
     use etherparse::{IpHeaders, IpNumber, Ipv4Header, PacketBuilder};
-    use px_io::{PacketMeta, PacketType, RxError, RxFrames, RxPacket};
+    use px_io::{PacketMeta, RxError, RxPacket};
 
     use super::*;
 

@@ -82,8 +82,10 @@ impl GatewayArgs {
     fn config(&self) -> Result<GatewayConfig, String> {
         let loaded = self.load().map_err(|e| e.to_string())?;
         let file = self.config.as_ref().or(self.check_config.as_ref());
+        // DPDK devices name their ports ([dpdk] inner, outer).
+        let devices = loaded.config.datapath == gateway::DatapathKind::Dpdk && loaded.config.dpdk.is_some();
         for key in ["inner", "outer"] {
-            if !loaded.sets(key) {
+            if !loaded.sets(key) && !devices {
                 return Err(match file {
                     Some(p) => format!("`--{key}` is required: {} sets no `{key}`", p.display()),
                     None => format!("`--{key}` is required (or `{key}` in a --config file); see px gateway --help"),
@@ -104,7 +106,16 @@ fn check(args: &GatewayArgs) -> Result<ExitCode, String> {
     }
     let cfg = args.config()?;
     if args.check_config.is_some() {
-        for (key, name) in [("inner", &cfg.inner), ("outer", &cfg.outer)] {
+        // The Linux interfaces the gateway would open: its ports, or with
+        // DPDK devices those a `net_af_packet` device runs on.
+        let interfaces: Vec<(&str, &str)> = match (cfg.datapath, &cfg.dpdk) {
+            (gateway::DatapathKind::Dpdk, Some(d)) => [("dpdk.inner", &d.inner), ("dpdk.outer", &d.outer)]
+                .into_iter()
+                .filter_map(|(k, spec)| Some((k, gateway::DpdkConfig::interface_of(spec)?)))
+                .collect(),
+            _ => vec![("inner", cfg.inner.as_str()), ("outer", cfg.outer.as_str())],
+        };
+        for (key, name) in interfaces {
             if px_io::iface::ifindex(name).is_err() {
                 return Err(format!(
                     "`{key}` = {name:?}: no such interface in this network namespace; the gateway would not start here (`--config FILE --print-config` checks the file alone)"
@@ -160,6 +171,10 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
             "socket_drops": total.socket_drops,
             "send_errors": total.send_errors,
             "rx_errors": total.rx_errors,
+            // Summed over the workers: time in receive rounds that moved a
+            // frame, and in the whole loop (a polling worker's real load).
+            "busy_ns": total.busy_ns,
+            "loop_ns": total.loop_ns,
             "counters": total.counters,
             "fast_path_kernel": total.kernel_reasons.map(|r| {
                 px_runtime::fast_path::REASONS.iter().zip(r).map(|(k, v)| ((*k).to_string(), serde_json::Value::from(v))).collect::<serde_json::Map<_, _>>()

@@ -41,12 +41,15 @@ pub struct AfPacket {
     /// The `PACKET_FANOUT` group id of the outer port's first socket kind;
     /// the others follow it.
     fanout_base: u16,
+    /// The MTUs (imtu, emtu): as configured, or the interfaces'.
+    mtus: (u16, u16),
 }
 
 impl AfPacket {
     /// Captures both ports (restored on drop, on every return path of the
     /// caller), turns GRO on when configured, attaches the fast path.
     pub fn start(cfg: &GatewayConfig) -> Result<AfPacket, GatewayError> {
+        let mtus = (port_mtu("inner", &cfg.inner, cfg.imtu)?, port_mtu("outer", &cfg.outer, cfg.emtu)?);
         let mut guards = Vec::new();
         for name in [&cfg.inner, &cfg.outer] {
             let key = key_of(cfg, name);
@@ -71,7 +74,12 @@ impl AfPacket {
         // One fan-out group per port and receiving socket kind; worker i
         // joins each as its i-th member.
         let fanout_base = (std::process::id() as u16 & 0x1fff) * 8;
-        Ok(AfPacket { guards, fast_path, fanout_base })
+        Ok(AfPacket { guards, fast_path, fanout_base, mtus })
+    }
+
+    /// The port MTUs (imtu, emtu).
+    pub fn mtus(&self) -> (u16, u16) {
+        self.mtus
     }
 
     /// The kernel fast path, if attached; why not otherwise.
@@ -121,6 +129,15 @@ impl AfPacket {
         }
         reasons
     }
+}
+
+/// A port's MTU: as configured, or the interface's.
+fn port_mtu(key: &'static str, name: &str, configured: u16) -> Result<u16, GatewayError> {
+    if configured != 0 {
+        return Ok(configured);
+    }
+    let mtu = px_io::iface::mtu(name).map_err(|source| GatewayError::Port { key, port: name.into(), source })?;
+    u16::try_from(mtu).ok().filter(|m| *m >= 576).ok_or(GatewayError::Mtu { port: name.into(), mtu })
 }
 
 /// One packet socket of a gateway port.

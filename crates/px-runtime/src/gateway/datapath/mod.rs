@@ -15,6 +15,8 @@
 //! the default) and, in builds with DPDK, `dpdk` (poll-mode ports).
 
 pub mod af_packet;
+pub mod dpdk;
+pub mod keys;
 
 use std::time::Duration;
 

@@ -44,6 +44,11 @@ pub struct WorkerSnapshot {
     /// [`ProcessCounters::flows_wanted`].
     pub largest_flows: Vec<FlowView>,
     pub flows_answered: u64,
+    /// Time the worker spent in receive rounds that moved at least one
+    /// frame, and in its whole loop, in ns: a polling worker (DPDK) is
+    /// always 100 % busy to the kernel; this is how busy it really was.
+    pub busy_ns: u64,
+    pub loop_ns: u64,
 }
 
 impl WorkerSnapshot {
@@ -81,6 +86,12 @@ pub struct ProcessCounters {
     /// worker that has not answered the latest lists its flows at its
     /// next publication (a scan of its flow table, never per packet).
     pub flows_wanted: AtomicU64,
+    /// Times each port (by `Port as usize`) lost its carrier.
+    pub carrier_lost: [AtomicU64; 2],
+    /// Times link-fault pass-through took each port down.
+    pub link_fault_downs: [AtomicU64; 2],
+    /// 1 while link-fault pass-through holds the port down.
+    pub held_down: [AtomicU64; 2],
 }
 
 /// How a configuration reload (SIGHUP) ended.
@@ -174,6 +185,11 @@ impl Shared {
             capture_written: p.capture_written.load(Ordering::Relaxed),
             capture_write_errors: p.capture_write_errors.load(Ordering::Relaxed),
             reloads: ReloadResult::ALL.map(|r| p.reloads[r as usize].load(Ordering::Relaxed)),
+            link: LinkScrape {
+                carrier_lost: p.carrier_lost.each_ref().map(|a| a.load(Ordering::Relaxed)),
+                pass_through: p.link_fault_downs.each_ref().map(|a| a.load(Ordering::Relaxed)),
+                held_down: p.held_down.each_ref().map(|a| a.load(Ordering::Relaxed)),
+            },
             process: super::process::ProcessStats::read(),
             kernel: self
                 .kernel
@@ -183,6 +199,15 @@ impl Shared {
                 .map(|k| KernelScrape { live: k.live(), reasons: k.reasons() }),
         }
     }
+}
+
+/// The ports' carrier losses and link-fault pass-through, each by `Port as
+/// usize`.
+#[derive(Debug, Clone, Default)]
+pub struct LinkScrape {
+    pub carrier_lost: [u64; 2],
+    pub pass_through: [u64; 2],
+    pub held_down: [u64; 2],
 }
 
 /// What the kernel fast path's maps say at a scrape.
@@ -213,6 +238,8 @@ fn total(snaps: &[WorkerSnapshot]) -> WorkerSnapshot {
         t.capture_dropped += s.capture_dropped;
         t.merge_timeout_us = t.merge_timeout_us.max(s.merge_timeout_us);
         t.in_kernel += s.in_kernel;
+        t.busy_ns += s.busy_ns;
+        t.loop_ns += s.loop_ns;
     }
     t
 }
@@ -226,6 +253,8 @@ pub struct Scrape {
     pub capture_write_errors: u64,
     /// By [`ReloadResult`].
     pub reloads: [u64; 3],
+    /// The ports' carrier and link-fault pass-through.
+    pub link: LinkScrape,
     /// The process' CPU, memory and descriptors.
     pub process: super::process::ProcessStats,
     /// The kernel fast path, if attached.
