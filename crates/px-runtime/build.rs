@@ -11,6 +11,7 @@ use std::process::Command;
 fn main() {
     let src = "bpf/fast_path.c";
     println!("cargo:rerun-if-changed={src}");
+    println!("cargo:rerun-if-changed=bpf/fast_path.h");
     println!("cargo:rerun-if-env-changed=PX_CLANG");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("fast_path.o");
     let clang = std::env::var("PX_CLANG").unwrap_or_else(|_| "clang".into());

@@ -50,7 +50,9 @@ pub fn feed(engine: &mut Engine, chunk: &mut Chunk, from: Port, rx_csum: Checksu
         // headers of a frame a few ahead into the cache.
         if let Some(next) = chunk.frames.get(i + 8) {
             prefetch(&chunk.data[next.offset..]);
-            prefetch(&chunk.data[next.offset + 64..]);
+            if next.len > 64 {
+                prefetch(&chunk.data[next.offset + 64..]);
+            }
         }
         let v = engine.handle_packet(now, from, chunk.frame_mut(i), PacketMeta { csum: rx_csum, ..PacketMeta::PLAIN });
         sent += drain(engine);
@@ -59,6 +61,19 @@ pub fn feed(engine: &mut Engine, chunk: &mut Chunk, from: Port, rx_csum: Checksu
         }
     }
     sent
+}
+
+/// The receivers of `chunk`'s flows acknowledge everything before it with
+/// the largest window ([`Chunk::receiver_acks`]): fed to `engine` from the
+/// other port than `from` on the chunk's clock (`base`), untimed, before
+/// the chunk itself (a gateway takes data from outside only inside what its
+/// receiver allows).
+pub fn open_windows(engine: &mut Engine, chunk: &Chunk, from: Port, rx_csum: Checksum, base: Instant) {
+    let back = match from {
+        Port::Outer => Port::Inner,
+        Port::Inner => Port::Outer,
+    };
+    feed(engine, &mut chunk.receiver_acks(), back, rx_csum, base);
 }
 
 /// Opens the trace's bulk flows on `engine`: their SYNs arrive on `from`,

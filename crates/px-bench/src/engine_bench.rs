@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use px_gateway::{Config, Engine, Port};
 use px_wire::offload::Checksum;
 
-use crate::drive::{drain, feed, open_flows};
+use crate::drive::{drain, feed, open_flows, open_windows};
 use crate::trace::{Chunk, Direction, Trace, TraceConfig};
 
 /// What one run measured.
@@ -113,6 +113,9 @@ pub(crate) fn run_direction(
     let mut round = 0;
     while done < packets {
         trace.fill(&mut chunk, packets - done, chunk_bytes);
+        if from == Port::Outer {
+            open_windows(&mut engine, &chunk, from, rx_csum, base);
+        }
         done += chunk.frames.len();
         payload += chunk.payload_bytes;
         let memcpy_first = round % 2 == 1;

@@ -394,23 +394,77 @@ fn emit_headers(f: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, ident: u16, h: &Tcp,
     t[16..20].copy_from_slice(&[0, 0, 0, 0]);
 }
 
+/// The window scale both ends of the trace's flows announce: the largest
+/// (RFC 7323 §2.3), so that one window of the receivers' (65,535 << 14,
+/// 1 GiB) covers what a benchmark sends between two of their ACKs.
+pub const WINDOW_SHIFT: u8 = 14;
+
 /// Ethernet + IPv4 (DF) + a TCP SYN or SYN-ACK (`tcp`) with MSS, NOP NOP
-/// timestamps (`ts`: TSval, TSecr); checksums complete.
+/// timestamps (`ts`: TSval, TSecr), NOP and window scale [`WINDOW_SHIFT`];
+/// checksums complete.
 fn write_syn(chunk: &mut Chunk, (src, dst): (Ipv4Addr, Ipv4Addr), tcp: &Tcp, mss: u16, ts: (u32, u32), flow: u32) {
-    const HDR: usize = 14 + 20 + 36;
+    const HDR: usize = 14 + 20 + 40;
     let offset = chunk.data.len();
     chunk.data.resize(offset + HDR, 0);
     let f = &mut chunk.data[offset..];
-    emit_headers(f, src, dst, 0, tcp, 36, 0, 65_535);
-    let t = &mut f[34..70];
+    emit_headers(f, src, dst, 0, tcp, 40, 0, 65_535);
+    let t = &mut f[34..74];
     t[20..22].copy_from_slice(&[2, 4]);
     t[22..24].copy_from_slice(&mss.to_be_bytes());
     t[24..28].copy_from_slice(&[1, 1, 8, 10]);
     t[28..32].copy_from_slice(&ts.0.to_be_bytes());
     t[32..36].copy_from_slice(&ts.1.to_be_bytes());
-    let c = pseudo_v4(src, dst, 6, 36).plus(Sum::of(&f[34..HDR])).checksum();
+    t[36..40].copy_from_slice(&[1, 3, 3, WINDOW_SHIFT]);
+    let c = pseudo_v4(src, dst, 6, 40).plus(Sum::of(&f[34..HDR])).checksum();
     f[50..52].copy_from_slice(&c.to_be_bytes());
     chunk.frames.push(FrameRef { offset, len: HDR, t_ns: 0, flow, payload_at: HDR as u16 });
+}
+
+impl Chunk {
+    /// Appends `other`'s frames (and their payload count) after this
+    /// chunk's.
+    pub fn append(&mut self, other: &Chunk) {
+        let base = self.data.len();
+        self.data.extend_from_slice(&other.data);
+        self.frames.extend(other.frames.iter().map(|f| FrameRef { offset: base + f.offset, ..*f }));
+        self.payload_bytes += other.payload_bytes;
+    }
+
+    /// What the receivers of this chunk's flows send before it arrives, at
+    /// the time of its first frame: for each TCP/IPv4 flow, in the order
+    /// its first frame comes, an ACK of everything before that frame with
+    /// the largest window (65,535 << [`WINDOW_SHIFT`]). A trace carries one
+    /// direction only; a gateway takes data from outside as the
+    /// connection's only inside what the receiver allows (its ACK plus its
+    /// window, as Linux's conntrack does), so a benchmark hands it these
+    /// first, untimed.
+    pub fn receiver_acks(&self) -> Chunk {
+        let mut acks = Chunk::default();
+        let t_ns = self.frames.first().map_or(0, |f| f.t_ns);
+        let mut seen = std::collections::HashSet::new();
+        for fr in &self.frames {
+            let f = &self.data[fr.offset..fr.offset + fr.len];
+            let Some((key, _)) = crate::replay::tcp4(f) else { continue };
+            if !seen.insert(key) {
+                continue;
+            }
+            let th = 14 + (f[14] & 0x0f) as usize * 4;
+            let be32 = |at: usize| u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
+            let be16 = |at: usize| u16::from_be_bytes([f[at], f[at + 1]]);
+            let (src, dst): (Ipv4Addr, Ipv4Addr) = (be32(30).into(), be32(26).into());
+            let tcp = Tcp { sport: be16(th + 2), dport: be16(th), seq: be32(th + 8), ack: be32(th + 4), flags: 0x10 };
+            const HDR: usize = 14 + 20 + 20;
+            let offset = acks.data.len();
+            acks.data.resize(offset + HDR, 0);
+            let a = &mut acks.data[offset..];
+            emit_headers(a, src, dst, 0, &tcp, 20, 0, 65_535);
+            a[0..12].copy_from_slice(&[&f[6..12], &f[0..6]].concat());
+            let c = pseudo_v4(src, dst, 6, 20).plus(Sum::of(&a[34..HDR])).checksum();
+            a[50..52].copy_from_slice(&c.to_be_bytes());
+            acks.frames.push(FrameRef { offset, len: HDR, t_ns, flow: fr.flow, payload_at: HDR as u16 });
+        }
+        acks
+    }
 }
 
 #[cfg(test)]
@@ -461,6 +515,50 @@ mod tests {
     }
 
     #[test]
+    fn receivers_acknowledge_each_flow_up_to_its_first_frame_with_the_largest_window() {
+        let cfg = TraceConfig { flows: 5, small_share: 0.0, ..TraceConfig::inbound_default() };
+        let mut t = Trace::new(cfg, 8948);
+        let mut c = Chunk::default();
+        t.fill(&mut c, 200, usize::MAX);
+        let acks = c.receiver_acks();
+        assert_eq!(acks.frames.len(), 5, "one per flow");
+        for a in &acks.frames {
+            let frame = &acks.data[a.offset..a.offset + a.len];
+            let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+            let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else { panic!("not ipv4") };
+            let Some(etherparse::TransportSlice::Tcp(ack)) = p.transport else { panic!("not tcp") };
+            let want = ack.to_header().calc_checksum_ipv4(&ip.header().to_header(), ack.payload()).unwrap();
+            assert_eq!(ack.checksum(), want);
+            assert!(ack.ack() && !ack.syn() && ack.payload().is_empty() && ack.window_size() == 65_535);
+            // The flow's first data frame: the ACK answers it, the other way.
+            let first = c.frames.iter().find(|f| f.flow == a.flow).unwrap();
+            let d = etherparse::SlicedPacket::from_ethernet(&c.data[first.offset..first.offset + first.len]).unwrap();
+            let Some(etherparse::TransportSlice::Tcp(data)) = d.transport else { panic!("not tcp") };
+            assert_eq!((ack.source_port(), ack.destination_port()), (data.destination_port(), data.source_port()));
+            assert_eq!(ack.acknowledgment_number(), data.sequence_number());
+            assert_eq!(ack.sequence_number(), data.acknowledgment_number());
+        }
+    }
+
+    #[test]
+    fn an_appended_chunk_keeps_its_frames_and_payload() {
+        let cfg = TraceConfig { flows: 3, ..TraceConfig::inbound_default() };
+        let mut t = Trace::new(cfg, 8948);
+        let (mut a, mut b) = (Chunk::default(), Chunk::default());
+        t.fill(&mut a, 10, usize::MAX);
+        t.fill(&mut b, 10, usize::MAX);
+        let mut joined = Chunk::default();
+        joined.append(&a);
+        joined.append(&b);
+        assert_eq!(joined.frames.len(), 20);
+        assert_eq!(joined.payload_bytes, a.payload_bytes + b.payload_bytes);
+        for (i, f) in b.frames.iter().enumerate() {
+            let g = joined.frames[10 + i];
+            assert_eq!(&joined.data[g.offset..g.offset + g.len], &b.data[f.offset..f.offset + f.len]);
+        }
+    }
+
+    #[test]
     fn handshakes_announce_each_sides_mss() {
         let cfg = TraceConfig { flows: 3, ..TraceConfig::inbound_default() };
         let mut t = Trace::new(cfg, 8948);
@@ -479,13 +577,14 @@ mod tests {
                 assert!(tcp.syn() && tcp.ack() == syn_ack && tcp.payload().is_empty());
                 let opts: Vec<_> = tcp.options_iterator().filter_map(Result::ok).collect();
                 assert!(opts.contains(&etherparse::TcpOptionElement::MaximumSegmentSize(mss)), "{opts:?}");
+                assert!(opts.contains(&etherparse::TcpOptionElement::WindowScale(WINDOW_SHIFT)), "{opts:?}");
             }
         }
         // The data continues the handshake: first data seq = SYN seq + 1.
         let data = &c.data[c.frames[0].offset..];
         let first = etherparse::TcpSlice::from_slice(&data[34..c.frames[0].len]).unwrap();
         let i = c.frames[0].flow as usize;
-        let syn = etherparse::TcpSlice::from_slice(&syns.data[syns.frames[i].offset + 34..][..36]).unwrap();
+        let syn = etherparse::TcpSlice::from_slice(&syns.data[syns.frames[i].offset + 34..][..40]).unwrap();
         assert_eq!(first.sequence_number(), syn.sequence_number().wrapping_add(1));
     }
 }

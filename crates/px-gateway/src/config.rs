@@ -48,6 +48,12 @@ pub struct Config {
     /// MTU of the outer (legacy) port.
     #[serde(skip)]
     pub emtu: u16,
+    /// The largest IP packet the outer port itself can send (its link
+    /// MTU), which `emtu` may undercut when told to: what bounds packets
+    /// passed untouched toward a verified neighbour (`crate::imtu`). 0:
+    /// not known, `emtu`.
+    #[serde(skip)]
+    pub outer_link_mtu: u16,
     /// Longest a partial segment is held waiting to be filled.
     #[serde(rename = "merge_timeout_us", with = "crate::units::duration_us")]
     pub merge_timeout: Duration,
@@ -125,6 +131,7 @@ impl Default for Config {
         Config {
             imtu: 9000,
             emtu: 1500,
+            outer_link_mtu: 0,
             merge_timeout: DEFAULT_MERGE_TIMEOUT,
             max_flows: 65_536,
             max_held_bytes: 64 << 20,
@@ -183,6 +190,12 @@ impl Config {
         check((576..=65_535).contains(&self.emtu), "emtu", self.emtu, "576..=65535")?;
         check(self.emtu <= self.imtu, "emtu", self.emtu, "at most imtu")?;
         check(
+            self.outer_link_mtu == 0 || self.outer_link_mtu >= 576,
+            "outer_link_mtu",
+            self.outer_link_mtu,
+            "0 (the eMTU) or 576..=65535",
+        )?;
+        check(
             self.merge_timeout <= Duration::from_millis(10),
             "merge_timeout",
             format!("{:?}", self.merge_timeout),
@@ -216,6 +229,12 @@ impl Config {
         Ok(())
     }
 
+    /// The largest IP packet the outer port sends: its link MTU, or the
+    /// eMTU when that is not known.
+    pub fn outer_port_mtu(&self) -> u16 {
+        if self.outer_link_mtu == 0 { self.emtu } else { self.outer_link_mtu }
+    }
+
     /// Largest TCP payload toward the inner port for a header of this size.
     pub fn inner_payload_cap(&self, ip_and_tcp_header_len: usize) -> usize {
         (self.imtu as usize).saturating_sub(ip_and_tcp_header_len)
@@ -231,6 +250,7 @@ impl Config {
         let fixed = [
             ("imtu", self.imtu != new.imtu, new.imtu.to_string()),
             ("emtu", self.emtu != new.emtu, new.emtu.to_string()),
+            ("outer_link_mtu", self.outer_link_mtu != new.outer_link_mtu, new.outer_link_mtu.to_string()),
             ("inner_gso", self.inner_gso != new.inner_gso, new.inner_gso.to_string()),
             ("outer_gso", self.outer_gso != new.outer_gso, new.outer_gso.to_string()),
             ("hash_seed", self.hash_seed != new.hash_seed, new.hash_seed.to_string()),

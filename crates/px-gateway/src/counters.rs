@@ -228,6 +228,17 @@ pub struct Counters {
     /// (`crate::imtu`), passed on untouched: no merge, no split, no MSS
     /// rewrite, caravans unopened.
     pub imtu_passed: u64,
+    /// Echo probes sent toward a destination of a verified neighbour to
+    /// confirm that its own path carries the verified size
+    /// (`crate::confirm`).
+    pub imtu_probes: u64,
+    /// Replies to those probes that arrived whole with their mark: the
+    /// destination's packets pass untouched from then on.
+    pub imtu_confirmed: u64,
+    /// ICMP errors about those probes (a smaller hop on the way), taken by
+    /// the gateway: the inner host whose address the probe bore did not
+    /// send it.
+    pub imtu_probe_errors: u64,
     pub pmtu_learned: u64,
     pub icmp_sent: u64,
     pub icmp_rate_limited: u64,
@@ -280,7 +291,7 @@ pub struct FastPathCounters {
     pub install_failed: u64,
     /// Flows handed back by the kernel, by reason (index:
     /// [`ReturnReason::ALL`](crate::fast_path::ReturnReason::ALL)).
-    pub returned: [u64; 6],
+    pub returned: [u64; 5],
     /// Flows taken back because a control segment (SYN, FIN, RST, URG)
     /// of theirs was read from a socket queue filled before the install.
     pub backlog: u64,
@@ -292,6 +303,10 @@ pub struct FastPathCounters {
     /// ICMP errors quoting a flow in the kernel, checked against windows
     /// read from it (the flow stays).
     pub icmp_catch_ups: u64,
+    /// Reads of the inner host's window from the kernel, for flows whose
+    /// outbound direction it carries (a segment from outside lay beyond
+    /// the engine's copy; at most one a millisecond per flow).
+    pub window_reads: u64,
     /// Flows the engine took back itself: a changed path MTU, a reload or
     /// stop, the flow leaving the table.
     pub reclaimed_pmtu: u64,
@@ -381,7 +396,7 @@ impl Counters {
             a.tx_packets += b.tx_packets;
             a.tx_bytes += b.tx_bytes;
         }
-        let pairs: [(&mut u64, u64); 31] = [
+        let pairs: [(&mut u64, u64); 34] = [
             (&mut self.forwarded, o.forwarded),
             (&mut self.merged_in, o.merged_in),
             (&mut self.merged_out, o.merged_out),
@@ -399,6 +414,9 @@ impl Counters {
             (&mut self.syns_ignored, o.syns_ignored),
             (&mut self.signed_passed, o.signed_passed),
             (&mut self.imtu_passed, o.imtu_passed),
+            (&mut self.imtu_probes, o.imtu_probes),
+            (&mut self.imtu_confirmed, o.imtu_confirmed),
+            (&mut self.imtu_probe_errors, o.imtu_probe_errors),
             (&mut self.pmtu_learned, o.pmtu_learned),
             (&mut self.icmp_sent, o.icmp_sent),
             (&mut self.icmp_rate_limited, o.icmp_rate_limited),
@@ -434,13 +452,14 @@ impl Counters {
 impl FastPathCounters {
     /// Adds another engine's counters to these.
     pub fn accumulate(&mut self, o: &FastPathCounters) {
-        let pairs: [(&mut u64, u64); 15] = [
+        let pairs: [(&mut u64, u64); 16] = [
             (&mut self.installed, o.installed),
             (&mut self.table_full, o.table_full),
             (&mut self.install_failed, o.install_failed),
             (&mut self.backlog, o.backlog),
             (&mut self.passed_on, o.passed_on),
             (&mut self.icmp_catch_ups, o.icmp_catch_ups),
+            (&mut self.window_reads, o.window_reads),
             (&mut self.reclaimed_pmtu, o.reclaimed_pmtu),
             (&mut self.reclaimed_config, o.reclaimed_config),
             (&mut self.reclaimed_removed, o.reclaimed_removed),

@@ -8,7 +8,9 @@
 //! never creates a flow: it only carries what it was given, hands a
 //! direction back ([`Progress::returned`]) on what it does not handle, and
 //! forwards unchanged, as a router would, a segment from outside that lies
-//! too far from the stream to be the connection's.
+//! outside what the inner host allows (the engine's own rule,
+//! [`ReceiveWindow::admits`](crate::ReceiveWindow::admits), with the
+//! window the datapath keeps from the inner host's packets).
 //!
 //! This leaf holds the types and the per-flow state (`FastState`); the
 //! engine's side (when a flow goes to the kernel and comes back) is
@@ -17,40 +19,18 @@
 //! and for the few packets of an offloaded flow that reach user space),
 //! never per forwarded packet, and tests give the engine a fake one.
 
-use core::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::conntrack::ReceiveWindow;
 use crate::flow::FlowKey;
 use crate::port::Port;
 use crate::segment::Layout;
 
-/// One direction of a flow as the datapath keys it: the packet's own
-/// source and destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DirKey {
-    pub src: IpAddr,
-    pub dst: IpAddr,
-    pub sport: u16,
-    pub dport: u16,
-}
-
-impl DirKey {
-    /// The direction of `key`'s connection that arrives on `from`.
-    pub fn of(key: &FlowKey, from: Port) -> DirKey {
-        let (outer, inner, op, ip) = key.parts();
-        match from {
-            Port::Outer => DirKey { src: outer, dst: inner, sport: op, dport: ip },
-            Port::Inner => DirKey { src: inner, dst: outer, sport: ip, dport: op },
-        }
-    }
-}
-
 /// What the datapath is to do with one direction of an offloaded flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Direction {
-    pub key: DirKey,
     /// The port its packets arrive on (they leave by the other).
     pub from: Port,
     /// Payload of each segment on the egress: a super-packet is re-cut to
@@ -60,19 +40,27 @@ pub struct Direction {
     /// data segment with another header length is handed back (its
     /// options would make a segment of `segment` bytes too big).
     pub tcp_header_len: u8,
-    /// Check the sequence against the stream (segments from outside).
-    pub check_window: bool,
-    /// Where the stream is: the end of the furthest data seen.
+    /// Where the stream is: the end of the furthest data seen. Segments
+    /// from outside are checked against it and the inner host's window.
     pub next_seq: u32,
 }
 
 /// What to offload of a flow: either direction or both. Each direction
 /// goes on its own terms (its data's GRO batches), and comes back alone
-/// unless the connection's state changes (SYN, FIN, RST, URG).
+/// unless the connection's state changes (SYN, FIN, RST, URG). The
+/// datapath keys the flow as the engine does; a packet that arrives on the
+/// other port than its direction's is not the flow's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Offload {
+    pub key: FlowKey,
     pub inbound: Option<Direction>,
     pub outbound: Option<Direction>,
+    /// What the inner host allows the outer host to send now; the
+    /// datapath keeps it up to date from the inner host's packets, with
+    /// `inner_shift` (RFC 7323), and takes nothing from outside beyond it
+    /// as the connection's ([`ReceiveWindow::admits`]).
+    pub receiver: ReceiveWindow,
+    pub inner_shift: u8,
 }
 
 impl Offload {
@@ -93,8 +81,6 @@ pub enum ReturnReason {
     Options,
     /// One segment too big for the egress that only the engine can cut.
     Lone,
-    /// A super-packet smaller than the flow's minimum.
-    Small,
     /// The kernel refused to change the segment size.
     Adjust,
     /// Anything else the datapath reports.
@@ -103,14 +89,8 @@ pub enum ReturnReason {
 
 impl ReturnReason {
     /// Every reason, in counter order.
-    pub const ALL: [ReturnReason; 6] = [
-        ReturnReason::Flags,
-        ReturnReason::Options,
-        ReturnReason::Lone,
-        ReturnReason::Small,
-        ReturnReason::Adjust,
-        ReturnReason::Other,
-    ];
+    pub const ALL: [ReturnReason; 5] =
+        [ReturnReason::Flags, ReturnReason::Options, ReturnReason::Lone, ReturnReason::Adjust, ReturnReason::Other];
 
     /// Its name in metrics and status output.
     pub fn name(self) -> &'static str {
@@ -118,7 +98,6 @@ impl ReturnReason {
             ReturnReason::Flags => "flags",
             ReturnReason::Options => "options",
             ReturnReason::Lone => "lone",
-            ReturnReason::Small => "small",
             ReturnReason::Adjust => "adjust",
             ReturnReason::Other => "other",
         }
@@ -130,6 +109,12 @@ impl ReturnReason {
 pub struct Progress {
     /// The end of the furthest data it carried (or the value installed).
     pub next_seq: u32,
+    /// How far `next_seq` moved since the install, in bytes: 64 bits, so
+    /// that a direction that carried more than 2 GiB (where a 32-bit
+    /// comparison wraps) still catches the engine up.
+    pub advanced: u64,
+    /// The last ACK its packets carried (of the other direction's data).
+    pub ack: u32,
     /// Handed back to user space (and why); `None`: still carried.
     pub returned: Option<ReturnReason>,
     /// Packets it carried (a super-packet counts once), the wire segments
@@ -142,6 +127,24 @@ pub struct Progress {
     pub bytes: u64,
     /// Of `segs_out`, those with payload.
     pub data_out: u64,
+}
+
+/// What a datapath did with a flow: each direction it carries (or handed
+/// back), and what the inner host allows now, as it saw the inner host's
+/// packets (all of them, whichever side carried them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowProgress {
+    /// By the port the direction's packets arrive on (`Port as usize`);
+    /// `None`: a direction the engine carries.
+    pub dirs: [Option<Progress>; 2],
+    pub receiver: ReceiveWindow,
+}
+
+impl FlowProgress {
+    /// The direction arriving on `from`, if the datapath carries it.
+    pub fn dir(&self, from: Port) -> Option<&Progress> {
+        self.dirs[from as usize].as_ref()
+    }
 }
 
 /// Why a datapath refused a flow.
@@ -157,13 +160,15 @@ pub enum InstallError {
 
 /// A kernel (or fake) datapath the engine offloads flows to.
 pub trait Datapath: Send + core::fmt::Debug {
-    /// Starts carrying both directions of a flow (replacing what it had
-    /// for them).
+    /// Starts carrying the directions of `o` (a new flow, or another
+    /// direction of one it carries).
     fn install(&mut self, o: &Offload) -> Result<(), InstallError>;
-    /// What it did with a direction, if it carries it.
-    fn progress(&self, key: &DirKey) -> Option<Progress>;
-    /// Stops carrying a direction; returns what it did with it.
-    fn withdraw(&mut self, key: &DirKey) -> Option<Progress>;
+    /// What it did with a flow, if it carries a direction of it.
+    fn progress(&self, key: &FlowKey) -> Option<FlowProgress>;
+    /// Stops carrying the direction arriving on `from` (the flow leaves the
+    /// datapath once it carries neither); returns what it had done with
+    /// the flow.
+    fn withdraw(&mut self, key: &FlowKey, from: Port) -> Option<FlowProgress>;
 }
 
 /// Where one flow stands with the fast path.
@@ -179,6 +184,11 @@ pub(crate) struct FastState {
     pub segments: u32,
     /// Packets the datapath had carried at the last look (idle checks).
     pub seen_packets: u64,
+    /// When the inner host's window was last read from the datapath
+    /// (while the datapath carries its packets and a segment from outside
+    /// lay beyond the engine's copy): at most once per
+    /// [`WINDOW_READ_EVERY`].
+    pub window_read_at: Option<Instant>,
     /// When it was last handed back, and how many times in a row it came
     /// back soon after being installed (backoff).
     pub returned_at: Option<Instant>,
@@ -201,6 +211,12 @@ pub(crate) struct FastState {
     pub out_packets: u32,
     pub out_lone: u32,
 }
+
+/// How often the engine may read the inner host's window from the
+/// datapath for one flow: a segment from outside beyond its own copy
+/// triggers the read, and a blind sender must not turn each of its
+/// packets into a system call.
+pub(crate) const WINDOW_READ_EVERY: Duration = Duration::from_millis(1);
 
 /// Packets each way [`FastState`]'s batch figures cover before they are
 /// halved.
@@ -312,6 +328,7 @@ impl FastState {
         self.since = None;
         self.dirs = [None, None];
         self.seen_packets = 0;
+        self.window_read_at = None;
         self.pending = false;
         if lone {
             return;
@@ -327,17 +344,6 @@ impl FastState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dir_keys_are_the_packets_own_addresses() {
-        let (o, i): (IpAddr, IpAddr) = ("198.51.100.1".parse().unwrap(), "203.0.113.1".parse().unwrap());
-        let k = FlowKey::new(o, i, 40000, 5201);
-        assert_eq!(DirKey::of(&k, Port::Outer), DirKey { src: o, dst: i, sport: 40000, dport: 5201 });
-        assert_eq!(DirKey::of(&k, Port::Inner), DirKey { src: i, dst: o, sport: 5201, dport: 40000 });
-        let (o6, i6): (IpAddr, IpAddr) = ("2001:db8::1".parse().unwrap(), "2001:db8:1::1".parse().unwrap());
-        let k6 = FlowKey::new(o6, i6, 1, 2);
-        assert_eq!(DirKey::of(&k6, Port::Inner), DirKey { src: i6, dst: o6, sport: 2, dport: 1 });
-    }
 
     #[test]
     fn backoff_doubles_for_quick_returns_and_starts_over_after_a_stable_stay() {

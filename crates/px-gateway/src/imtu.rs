@@ -8,12 +8,18 @@
 //! measurement) with [`ImtuTable::insert`] / [`ImtuTable::remove`]. No I/O,
 //! no clock.
 //!
+//! A prefix may also be *excluded* ([`ImtuTable::exclude`]): a route more
+//! specific than a verified prefix that the forwarding table sends
+//! elsewhere (through a legacy path) must not inherit the covering
+//! prefix's iMTU; its destinations are translated.
+//!
 //! Guarantees: a lookup returns the entry of the longest prefix that
-//! contains the address (property-tested against a linear scan); an
-//! address of the other family never matches; entries are bounded by the
-//! caller's `capacity` (an update beyond it is refused, never silently
-//! dropped); [`verdict`] trusts an advertisement only up to what was
-//! measured, so a lie can lower the table's size but never raise it.
+//! contains the address, `None` if that entry is an exclusion
+//! (property-tested against a linear scan); an address of the other family
+//! never matches; entries are bounded by the caller's `capacity` (an
+//! update beyond it is refused, never silently dropped); [`verdict`]
+//! trusts an advertisement only at a size a DF-set probe carried whole, so
+//! a lie can lower the table's size but never raise it.
 //!
 //! Lookup cost: one hash probe per distinct prefix length present in that
 //! family (a border learns a handful: /24, /48...), longest first.
@@ -83,6 +89,9 @@ fn mask6(a: u128, len: u8) -> u128 {
     a & u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
 }
 
+/// The value an excluded prefix holds (no iMTU is below 1280).
+const EXCLUDED: u16 = 0;
+
 /// Destinations toward which the gateway sends packets up to a verified
 /// iMTU without translating them.
 #[derive(Debug, Clone)]
@@ -99,11 +108,21 @@ impl ImtuTable {
     }
 
     /// Sets the verified iMTU of `prefix` (its host bits are ignored);
-    /// returns the previous value.
+    /// returns the previous value (0: it was excluded).
     pub fn insert(&mut self, prefix: Prefix, mtu: u16) -> Result<Option<u16>, ImtuError> {
         if mtu < 1280 {
             return Err(ImtuError::Mtu(u32::from(mtu)));
         }
+        self.set(prefix, mtu)
+    }
+
+    /// Makes `prefix` translated whatever covers it (a more-specific route
+    /// that the forwarding table sends elsewhere).
+    pub fn exclude(&mut self, prefix: Prefix) -> Result<Option<u16>, ImtuError> {
+        self.set(prefix, EXCLUDED)
+    }
+
+    fn set(&mut self, prefix: Prefix, mtu: u16) -> Result<Option<u16>, ImtuError> {
         if self.get(prefix).is_none() && self.len() >= self.capacity {
             return Err(ImtuError::Full(self.capacity));
         }
@@ -122,7 +141,7 @@ impl ImtuTable {
         }
     }
 
-    /// The entry of exactly `prefix`.
+    /// The entry of exactly `prefix` (0: excluded).
     pub fn get(&self, prefix: Prefix) -> Option<u16> {
         match prefix.addr {
             IpAddr::V4(a) => self.v4.by_len[usize::from(prefix.len)].get(&mask4(a.into(), prefix.len)).copied(),
@@ -131,9 +150,10 @@ impl ImtuTable {
     }
 
     /// The verified iMTU toward `dst`: the longest prefix containing it,
-    /// with that prefix's length; `None` for a destination to translate.
+    /// with that prefix's length; `None` for a destination to translate
+    /// (none contains it, or the longest is excluded).
     pub fn lookup(&self, dst: IpAddr) -> Option<(u8, u16)> {
-        match dst {
+        let found = match dst {
             IpAddr::V4(a) => {
                 let a = u32::from(a);
                 self.v4.lookup(|len| mask4(a, len))
@@ -142,7 +162,8 @@ impl ImtuTable {
                 let a = u128::from(a);
                 self.v6.lookup(|len| mask6(a, len))
             }
-        }
+        };
+        found.filter(|(_, m)| *m != EXCLUDED)
     }
 
     /// Prefixes held.
@@ -222,6 +243,12 @@ impl ImtuReplica {
         }
     }
 
+    /// Whether any prefix is verified (one test per packet when none is).
+    #[inline]
+    pub fn any(&self) -> bool {
+        !self.table.is_empty()
+    }
+
     /// The verified iMTU toward `dst` (see [`ImtuTable::lookup`]).
     #[inline]
     pub fn lookup(&self, dst: IpAddr) -> Option<u16> {
@@ -232,11 +259,13 @@ impl ImtuReplica {
     }
 }
 
-/// What the gateway makes of an advertised iMTU once it has measured the
+/// What the gateway makes of an advertised iMTU once it has probed the
 /// path toward the neighbour's responder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trust {
-    /// The measured path MTU carries the advertised size: use it.
+    /// A DF-set probe of this size, with a fresh nonce, arrived whole: use
+    /// it (the advertised size, or less when the gateway's outer port or
+    /// the path carries less, see [`verdict`]).
     Verified(u16),
     /// The path carries less than advertised (a hop with a smaller MTU
     /// between here and the neighbour): the advertisement is not trusted,
@@ -247,21 +276,43 @@ pub enum Trust {
         /// What the path carried.
         measured: u16,
     },
+    /// The responder reports that the size arrived, but no DF-set probe of
+    /// that size with a fresh nonce was confirmed whole: its report (made
+    /// from a probe that arrived in fragments, or invented) is not
+    /// believed; translated.
+    NotBelieved {
+        /// What the neighbour claimed.
+        advertised: u16,
+        /// What its responder reported.
+        reported: u16,
+    },
     /// Not measured (no answer): translated until a measurement succeeds.
     Unverified,
 }
 
-/// The verdict on an `advertised` iMTU given the path MTU `measured`
-/// toward the neighbour's responder (`None`: no answer). F-PMTUD reports
-/// the largest fragment, exact only to 8 bytes when the path MTU is not a
-/// multiple of 8; a shortfall within `tolerance` bytes still verifies, at
-/// the measured size (never more than measured).
-pub fn verdict(advertised: u16, measured: Option<u16>, tolerance: u16) -> Trust {
-    match measured {
-        None => Trust::Unverified,
-        Some(m) if m >= advertised => Trust::Verified(advertised),
-        Some(m) if advertised - m <= tolerance && m >= 1280 => Trust::Verified(m),
-        Some(m) => Trust::Lie { advertised, measured: m },
+/// What was found on the path toward a neighbour's responder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Evidence {
+    /// The largest size a DF-set probe with a fresh nonce of its own was
+    /// confirmed at, whole (`None`: none was).
+    pub confirmed: Option<u16>,
+    /// What a path-MTU measurement toward the responder reported
+    /// (`None`: no answer). Tells a lie from silence; never trusted alone.
+    pub measured: Option<u16>,
+}
+
+/// The verdict on an `advertised` iMTU, asked at `target` (the advertised
+/// size within what the gateway's outer port sends), from the evidence.
+/// Trusted only at a size a fresh DF-set probe carried whole: at most
+/// `target`, and no less than `target - tolerance` (F-PMTUD's 8-byte
+/// fragment alignment: a path a few bytes short still verifies, at what
+/// it carried, never more).
+pub fn verdict(advertised: u16, target: u16, e: Evidence, tolerance: u16) -> Trust {
+    match (e.confirmed, e.measured) {
+        (Some(c), _) if c <= target && target - c <= tolerance && c >= 1280 => Trust::Verified(c),
+        (_, Some(m)) if m < target => Trust::Lie { advertised, measured: m },
+        (_, Some(m)) => Trust::NotBelieved { advertised, reported: m },
+        (_, None) => Trust::Unverified,
     }
 }
 
@@ -330,17 +381,42 @@ mod tests {
     }
 
     #[test]
-    fn a_lie_is_never_trusted_beyond_what_was_measured() {
-        assert_eq!(verdict(9000, Some(9000), 8), Trust::Verified(9000));
-        assert_eq!(verdict(9000, Some(8996), 8), Trust::Verified(8996));
-        assert_eq!(verdict(9000, Some(1500), 8), Trust::Lie { advertised: 9000, measured: 1500 });
-        assert_eq!(verdict(9000, None, 8), Trust::Unverified);
-        assert_eq!(verdict(4000, Some(9000), 8), Trust::Verified(4000));
+    fn a_claim_is_trusted_only_at_a_size_a_fresh_df_probe_carried() {
+        let e = |confirmed, measured| Evidence { confirmed, measured };
+        assert_eq!(verdict(9000, 9000, e(Some(9000), None), 8), Trust::Verified(9000));
+        assert_eq!(verdict(9000, 9000, e(Some(8996), Some(8996)), 8), Trust::Verified(8996));
+        assert_eq!(verdict(9000, 9000, e(None, Some(1500)), 8), Trust::Lie { advertised: 9000, measured: 1500 });
+        // The responder says 9000 arrived, no DF-set 9000 was confirmed:
+        // a report made from fragments (or invented) is not believed.
+        assert_eq!(
+            verdict(9000, 9000, e(None, Some(9000)), 8),
+            Trust::NotBelieved { advertised: 9000, reported: 9000 }
+        );
+        assert_eq!(verdict(9000, 9000, e(None, None), 8), Trust::Unverified);
+        // Bounded by the outer port: asked and trusted at 4000.
+        assert_eq!(verdict(9000, 4000, e(Some(4000), None), 8), Trust::Verified(4000));
+        // A confirmation above the target, or far below it, is no verdict.
+        assert_eq!(verdict(9000, 4000, e(Some(9000), None), 8), Trust::Unverified);
+        assert_eq!(verdict(9000, 9000, e(Some(4000), Some(4000)), 8), Trust::Lie { advertised: 9000, measured: 4000 });
+    }
+
+    #[test]
+    fn an_excluded_more_specific_prefix_is_translated() {
+        let mut t = ImtuTable::new(8);
+        t.insert(p("203.0.113.0/24"), 9000).unwrap();
+        t.exclude(p("203.0.113.192/26")).unwrap();
+        assert_eq!(t.lookup("203.0.113.65".parse().unwrap()), Some((24, 9000)));
+        assert_eq!(t.lookup("203.0.113.193".parse().unwrap()), None);
+        // A verified more-specific inside the exclusion wins again.
+        t.insert(p("203.0.113.240/28"), 4000).unwrap();
+        assert_eq!(t.lookup("203.0.113.241".parse().unwrap()), Some((28, 4000)));
+        assert_eq!(t.len(), 3);
     }
 
     #[derive(Debug, Clone)]
     enum Op {
         Insert(Prefix, u16),
+        Exclude(Prefix),
         Remove(Prefix),
     }
 
@@ -368,6 +444,7 @@ mod tests {
             ops in proptest::collection::vec(
                 prop_oneof![
                     (prefix(), 1280u16..=9000).prop_map(|(p, m)| Op::Insert(p, m)),
+                    prefix().prop_map(Op::Exclude),
                     prefix().prop_map(Op::Remove),
                 ],
                 0..60,
@@ -384,6 +461,11 @@ mod tests {
                         naive.retain(|(q, _)| !same(q, &p));
                         naive.push((p, m));
                     }
+                    Op::Exclude(p) => {
+                        t.exclude(p).unwrap();
+                        naive.retain(|(q, _)| !same(q, &p));
+                        naive.push((p, 0));
+                    }
                     Op::Remove(p) => {
                         let had = naive.iter().find(|(q, _)| same(q, &p)).map(|e| e.1);
                         prop_assert_eq!(t.remove(p), had);
@@ -393,7 +475,12 @@ mod tests {
                 prop_assert_eq!(t.len(), naive.len());
             }
             for a in probes {
-                let want = naive.iter().filter(|(p, _)| p.contains(a)).max_by_key(|(p, _)| p.len).map(|(p, m)| (p.len, *m));
+                let want = naive
+                    .iter()
+                    .filter(|(p, _)| p.contains(a))
+                    .max_by_key(|(p, _)| p.len)
+                    .map(|(p, m)| (p.len, *m))
+                    .filter(|(_, m)| *m != 0);
                 prop_assert_eq!(t.lookup(a), want);
             }
         }

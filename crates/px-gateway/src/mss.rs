@@ -9,8 +9,9 @@
 //! no segment toward a host is ever larger than it said it takes (RFC 6691).
 
 use px_wire::IpVersion;
-use px_wire::tcp::TcpSegment;
+use px_wire::tcp::{TcpOption, TcpSegment};
 
+use crate::conntrack::Scale;
 use crate::segment::Seg;
 
 /// Which way a SYN's MSS option may be rewritten.
@@ -50,6 +51,17 @@ pub(crate) fn default_mss(version: IpVersion) -> u16 {
 /// headers.
 pub(crate) fn mss_for(mtu: u16, version: IpVersion) -> u16 {
     mtu - if version == IpVersion::V4 { 40 } else { 60 }
+}
+
+/// The window scale option of a SYN (RFC 7323 §2.2).
+pub(crate) fn announced_scale(frame: &[u8], seg: &Seg) -> Scale {
+    let t = TcpSegment::new_unchecked(&frame[seg.info.l4..seg.info.end]);
+    t.options()
+        .find_map(|o| match o {
+            Ok((_, TcpOption::WindowScale(s))) => Some(Scale::Shift(s)),
+            _ => None,
+        })
+        .unwrap_or(Scale::Absent)
 }
 
 /// The MSS option of a SYN, as announced (`None`: no option).

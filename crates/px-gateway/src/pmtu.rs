@@ -19,11 +19,17 @@
 //! What may be learned is decided by the engine (`engine/learn.rs`, RFC
 //! 5927 validation, against the per-flow sequence windows that
 //! `crate::conntrack` keeps); this file only keeps what was learned.
+//!
+//! The same log carries the other direction of knowledge: sizes a
+//! destination's path was *seen to carry* (an echo of that size came back
+//! whole, `crate::confirm`), which let packets toward a verified neighbour
+//! pass untouched. Those are kept apart ([`PmtuReplica::carried`]), with
+//! their own expiry, and may go up as well as down.
 
 use core::net::IpAddr;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::flow::FlowKey;
@@ -55,6 +61,7 @@ pub(crate) struct Candidate {
 enum Change {
     Learned { to: Port, dst: IpAddr, mtu: u16, expiry: Instant },
     Proposed(Candidate),
+    Carried { dst: IpAddr, size: u16, expiry: Instant },
 }
 
 #[derive(Debug, Clone)]
@@ -78,10 +85,16 @@ impl PmtuCache {
     /// hash while nothing was learned (the common case on the hot path).
     #[inline]
     pub fn get(&self, dst: IpAddr, now: Instant) -> Option<u16> {
+        self.get_until(dst, now).map(|(m, _)| m)
+    }
+
+    /// [`PmtuCache::get`], with the entry's expiry.
+    #[inline]
+    pub fn get_until(&self, dst: IpAddr, now: Instant) -> Option<(u16, Instant)> {
         if self.map.is_empty() {
             return None;
         }
-        self.map.get(&dst).filter(|(_, exp, _)| *exp > now).map(|(m, _, _)| *m)
+        self.map.get(&dst).filter(|(_, exp, _)| *exp > now).map(|(m, exp, _)| (*m, *exp))
     }
 
     /// Records `mtu` toward `dst` (only ever lowers a live entry). Returns
@@ -126,6 +139,8 @@ type Caches = [PmtuCache; 2];
 #[derive(Debug)]
 struct Learned {
     caches: Caches,
+    /// Sizes destinations' paths were seen to carry (`crate::confirm`).
+    carried: PmtuCache,
     /// The latest changes, each with its generation.
     log: VecDeque<(u64, Change)>,
 }
@@ -139,17 +154,44 @@ pub struct SharedPmtu {
     generation: AtomicU64,
     /// Replicas made so far: numbers the engines of a gateway.
     replicas: AtomicU64,
+    /// The moment the engines count probe seconds from (`crate::confirm`):
+    /// the time the first of them asked.
+    epoch: OnceLock<Instant>,
 }
 
 impl SharedPmtu {
     /// A cache for one gateway, bounded by `max` destinations per direction.
     pub fn new(max: usize, lifetime: Duration) -> Arc<SharedPmtu> {
         let cache = PmtuCache::new(max, lifetime);
+        let carried = PmtuCache::new(max, crate::confirm::CARRIED_FOR);
         Arc::new(SharedPmtu {
-            learned: Mutex::new(Learned { caches: [cache.clone(), cache], log: VecDeque::new() }),
+            learned: Mutex::new(Learned { caches: [cache.clone(), cache], carried, log: VecDeque::new() }),
             generation: AtomicU64::new(0),
             replicas: AtomicU64::new(0),
+            epoch: OnceLock::new(),
         })
+    }
+
+    /// Records that the path toward `dst` carried `size` (until `expiry`).
+    pub(crate) fn carry(&self, dst: IpAddr, size: u16, expiry: Instant) {
+        let mut l = self.lock();
+        l.carried.set(dst, size, expiry);
+        self.log(&mut l, Change::Carried { dst, size, expiry });
+    }
+
+    /// Every destination whose path was seen to carry a size, with that
+    /// size and how long it stays (for `px status`).
+    pub fn carried(&self, now: Instant) -> Vec<(IpAddr, u16, Duration)> {
+        let l = self.lock();
+        let mut out: Vec<_> = l
+            .carried
+            .map
+            .iter()
+            .filter(|(_, (_, expiry, _))| *expiry > now)
+            .map(|(dst, (size, expiry, _))| (*dst, *size, expiry.saturating_duration_since(now)))
+            .collect();
+        out.sort_by_key(|e| e.0);
+        out
     }
 
     /// Learns `mtu` toward `dst` through `to`; whether it changed anything.
@@ -207,6 +249,7 @@ impl SharedPmtu {
 pub(crate) struct PmtuReplica {
     shared: Arc<SharedPmtu>,
     caches: Caches,
+    carried: PmtuCache,
     generation: u64,
     /// This engine's number among those sharing the cache (0, 1, ...).
     pub engine: u64,
@@ -221,8 +264,12 @@ pub(crate) struct PmtuReplica {
 
 impl PmtuReplica {
     pub fn new(shared: Arc<SharedPmtu>) -> PmtuReplica {
-        let caches = shared.lock().caches.clone();
+        let (caches, carried) = {
+            let l = shared.lock();
+            (l.caches.clone(), l.carried.clone())
+        };
         PmtuReplica {
+            carried,
             generation: shared.generation.load(Ordering::Acquire),
             engine: shared.replicas.fetch_add(1, Ordering::Relaxed),
             shared,
@@ -281,12 +328,16 @@ impl PmtuReplica {
                         _ if g <= self.generation => {}
                         Change::Learned { to, dst, mtu, expiry } => self.caches[to as usize].set(dst, mtu, expiry),
                         Change::Proposed(c) => candidates.push(c),
+                        Change::Carried { dst, size, expiry } => self.carried.set(dst, size, expiry),
                     }
                 }
             }
             // Fell behind the log: candidates missed are lost (the router
             // sends its error again when the sender retransmits).
-            _ => self.caches = l.caches.clone(),
+            _ => {
+                self.caches = l.caches.clone();
+                self.carried = l.carried.clone();
+            }
         }
         self.generation = newest;
     }
@@ -307,6 +358,26 @@ impl PmtuReplica {
     #[inline]
     pub fn get(&self, to: Port, dst: IpAddr, now: Instant) -> Option<u16> {
         self.caches[to as usize].get(dst, now)
+    }
+
+    /// The size the path toward `dst` was seen to carry, and until when.
+    #[inline]
+    pub fn carried(&self, dst: IpAddr, now: Instant) -> Option<(u16, Instant)> {
+        self.carried.get_until(dst, now)
+    }
+
+    /// Records through the shared cache (and at once in this replica) that
+    /// the path toward `dst` carried `size`.
+    pub fn carry(&mut self, dst: IpAddr, size: u16, now: Instant) {
+        let expiry = now + crate::confirm::CARRIED_FOR;
+        self.shared.carry(dst, size, expiry);
+        self.carried.set(dst, size, expiry);
+    }
+
+    /// The engines' shared epoch for probe seconds: `now` if none asked
+    /// before.
+    pub fn epoch(&self, now: Instant) -> Instant {
+        *self.shared.epoch.get_or_init(|| now)
     }
 }
 

@@ -218,7 +218,7 @@ mod tests {
             let info = parsed(&f);
             let s = Seg::parse(&f, &info).unwrap();
             let l4 = L2 + if v6 { 40 } else { 20 };
-            assert_eq!((s.th, s.seq, s.ack, s.window), (32, 1000, 1, 1000));
+            assert_eq!((s.th, s.seq, s.ack, s.window), (32, 1000, 1, 65_535));
             assert_eq!((s.src_port, s.dst_port), (40000, 80));
             assert_eq!(s.flags, flags::ACK | flags::PSH | flags::FIN);
             assert_eq!(s.tsval_at, Some(24), "NOP NOP TS: TSval at 20 + 4");

@@ -170,82 +170,123 @@ fn a_blind_rst_near_the_window_does_not_end_the_connection() {
     }
 }
 
-/// An RST from outside at exactly the expected sequence ends the
-/// connection: the next SYN on the tuple starts a new one (its MSS raised).
+/// An RST from outside at exactly the gateway's expected sequence does not
+/// end the connection for the gateway (issue 35: a blind sweep can learn
+/// that sequence, and it need not be the end host's): a SYN from outside
+/// afterwards passes as it came (its MSS not raised) and starts a new
+/// connection only when the inner host answers it with a SYN-ACK (the
+/// SYN-ACK's MSS is then clamped, and the new stream merges).
 #[test]
-fn an_exact_rst_ends_the_connection() {
-    let mut h = Harness::new(test_config());
-    open_connection(&mut h, false, 1, ISN, Some(8960));
-    let _ = bulk_in(&mut h, false, 0, 4);
-    let mut rst = inbound(false, 4 * 1448, 0);
-    rst.flags = Flags { rst: true, ..Flags::default() };
-    let _ = h.feed_tcp(Port::Outer, &rst);
-    h.take();
-    let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(false, 1, 0x1234_5678, 1460, None));
-    let w = h.check_outputs().unwrap();
-    assert_eq!(w[0].1.mss(), Some(8960), "a new connection: MSS raised");
-}
-
-/// (b) A spoofed SYN between the inner host's SYN-ACK and the client's ACK
-/// (one WAN round trip) does not restart the handshake.
-#[test]
-fn a_spoofed_syn_during_the_handshake_is_ignored() {
+fn after_an_exact_rst_from_outside_a_syn_is_new_only_when_the_inner_host_answers_it() {
     for v6 in [false, true] {
         let mut h = Harness::new(test_config());
+        open_connection(&mut h, v6, 1, ISN, Some(8960));
+        let mss = if v6 { 1428 } else { 1448 };
+        let _ = bulk_in(&mut h, v6, 0, 4);
+        let mut rst = inbound(v6, 4 * mss, 0);
+        rst.flags = Flags { rst: true, ..Flags::default() };
+        let _ = h.feed_tcp(Port::Outer, &rst);
+        h.take();
         let omss = if v6 { 1440 } else { 1460 };
-        let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(v6, 1, ISN - 1, omss, None));
-        let _ = h.feed_tcp(Port::Inner, &inner_syn_ack(v6, 1, INNER_ISN, ISN, Some(8960)));
-        let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(v6, 1, 0x0bad_0000, 1, None));
-        let mut ack = TcpSpec::inbound(v6, 1, ISN, vec![]).ts(1, 1);
-        ack.ack = INNER_ISN + 1;
+        let new_isn = 0x1234_5678;
+        let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(v6, 1, new_isn, omss, None));
+        let w = h.check_outputs().unwrap();
+        assert_eq!(w[0].1.mss(), Some(omss), "v6={v6}: passed as it came, not raised");
+        assert_eq!(h.eng.counters().syns_ignored, 1);
+        // The inner host answers: its old connection is gone.
+        let _ = h.feed_tcp(Port::Inner, &inner_syn_ack(v6, 1, 5000, new_isn + 1, Some(if v6 { 8940 } else { 8960 })));
+        let w = h.check_outputs().unwrap();
+        assert_eq!(w[0].1.mss(), Some(omss), "v6={v6}: the SYN-ACK of a new connection is clamped");
+        let mut ack = TcpSpec::inbound(v6, 1, new_isn + 1, vec![]).ts(1, 1);
+        ack.ack = 5001;
         let _ = h.feed_tcp(Port::Outer, &ack);
         h.take();
-        assert_eq!(h.eng.counters().syns_ignored, 1, "v6={v6}");
-        assert_eq!(bulk_out(&mut h, v6, 0), full_pieces(v6), "v6={v6}");
+        let merged = bulk_in(&mut h, v6, (new_isn + 1).wrapping_sub(ISN), 12);
+        assert!(merged.iter().any(|s| *s > 8000), "v6={v6}: the new stream merges: {merged:?}");
     }
 }
 
-/// (c) After the flow entry expired and came back from the handshake
-/// memory, the expected sequence is unknown: an RST from outside is then
-/// not enough to end the connection.
-#[test]
-fn after_a_recall_an_rst_from_outside_needs_the_sequence_too() {
-    let cfg = Config { flow_idle_timeout: Duration::from_secs(5), ..test_config() };
-    let mut h = Harness::new(cfg);
-    open_connection(&mut h, false, 1, ISN, Some(8960));
-    let _ = bulk_in(&mut h, false, 0, 4);
-    h.advance(Duration::from_secs(7));
-    h.poke();
-    assert_eq!(h.eng.flow_count(), 0, "expired");
-    let _ = bulk_out(&mut h, false, 0);
-    let mut rst = inbound(false, 0x2222_0000, 0);
-    rst.flags = Flags { rst: true, ..Flags::default() };
-    let _ = h.feed_tcp(Port::Outer, &rst);
-    let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(false, 1, 0x1234_5678, 1, None));
-    h.take();
-    assert_eq!(bulk_out(&mut h, false, 8000), full_pieces(false));
+// ---- issue 35 item 1: a blind sweep --------------------------------------------
+
+/// The inner host of flow 1 acknowledges the outer host's stream up to
+/// offset `off` and allows `win << 7` bytes past it.
+fn inner_ack(h: &mut Harness, v6: bool, off: u32, win: u16) {
+    let mut a = outbound(v6, 0, 0);
+    a.ack = ISN.wrapping_add(off);
+    a.window = win;
+    let _ = h.feed_tcp(Port::Inner, &a);
 }
 
-/// A FIN from outside counts only at the expected sequence: a spoofed FIN
-/// plus the inner host's real one do not end the connection, and a spoofed
-/// SYN afterwards does not reset the outer host's stream (which still
-/// sends: a half-close) nor what the handshake said.
+/// A sender that knows only addresses and ports sends 1-byte segments
+/// 256 KiB apart across the whole sequence space (16,384 segments) while
+/// the real stream goes on, acknowledged by the inner host with 64 KiB of
+/// window. Before issue 35, the byte that landed within 256 KiB of the
+/// stream moved the expectation there, the next byte of the sweep was then
+/// within 256 KiB of it, and so on: the sweep carried the expectation away,
+/// and every real segment was out of order from then on (merging stopped).
+/// Now only what the inner host's window allows moves it.
 #[test]
-fn a_spoofed_fin_does_not_end_the_connection() {
-    let mut h = Harness::new(test_config());
-    open_connection(&mut h, false, 1, ISN, Some(8960));
-    let _ = bulk_in(&mut h, false, 0, 4);
-    let mut fin = inbound(false, 0x0300_0000, 0);
-    fin.flags = Flags { fin: true, ack: true, ..Flags::default() };
-    let _ = h.feed_tcp(Port::Outer, &fin);
-    let mut inner_fin = outbound(false, 0, 0);
-    inner_fin.flags = Flags { fin: true, ack: true, ..Flags::default() };
-    let _ = h.feed_tcp(Port::Inner, &inner_fin);
-    let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(false, 1, 0x1234_5678, 1, None));
-    h.take();
-    assert_eq!(h.eng.counters().syns_ignored, 1);
-    let merged = bulk_in(&mut h, false, 4 * 1448, 12);
-    assert!(merged.iter().any(|s| *s > 8000), "the outer host's stream still merges: {merged:?}");
+fn a_blind_sweep_does_not_stop_merging() {
+    for v6 in [false, true] {
+        let mut h = Harness::new(test_config());
+        open_connection(&mut h, v6, 1, ISN, Some(8960));
+        let mss = if v6 { 1428u32 } else { 1448 };
+        inner_ack(&mut h, v6, 0, 512);
+        h.take();
+        let (mut off, mut merged, mut bursts) = (0u32, 0usize, 0usize);
+        for k in 0..(1u32 << 14) {
+            // The first byte lands 1000 bytes into the stream's window.
+            let _ = h.feed_tcp(Port::Outer, &inbound(v6, 1000u32.wrapping_add(k << 18), 1));
+            if k % 256 == 0 {
+                let sizes = bulk_in(&mut h, v6, off, 12);
+                merged += sizes.iter().filter(|s| **s > 4000).count();
+                bursts += 1;
+                off += 12 * mss;
+                inner_ack(&mut h, v6, off, 512);
+            }
+            h.take();
+        }
+        // 12 segments merge into 2 (or 1 and the rest behind a sweep byte).
+        assert!(merged >= bursts, "v6={v6}: {merged} merged segments in {bursts} bursts of real data");
+    }
+}
+
+/// The same sweep with no real data in between: its byte inside the
+/// window moves the gateway's expectation to just after it, which the
+/// sender can then hit with an RST after each byte it sent. Before issue 35
+/// that RST ended the connection for the gateway, and a SYN with MSS 48
+/// became the flow's outer MSS: the inner host's segments left cut into
+/// 36-byte pieces. Now an RST from outside alone ends nothing, the SYN
+/// passes as it came (the inner host answers an established connection's
+/// SYN with an ACK, not a SYN-ACK), and the flow keeps its sizes and merges
+/// as soon as its stream passes the byte.
+#[test]
+fn a_blind_sweep_then_an_rst_and_a_syn_with_mss_48_do_not_shrink_the_flow() {
+    for v6 in [false, true] {
+        let mut h = Harness::new(test_config());
+        open_connection(&mut h, v6, 1, ISN, Some(8960));
+        let mss = if v6 { 1428u32 } else { 1448 };
+        inner_ack(&mut h, v6, 0, 512);
+        let _ = bulk_in(&mut h, v6, 0, 12);
+        let off = 12 * mss;
+        inner_ack(&mut h, v6, off, 512);
+        h.take();
+        // A sweep whose byte lands 5000 bytes ahead of the stream.
+        let base = off + 5000;
+        for k in 0..(1u32 << 14) {
+            let _ = h.feed_tcp(Port::Outer, &inbound(v6, base.wrapping_add(k << 18), 1));
+        }
+        for k in 0..(1u32 << 14) {
+            let mut rst = inbound(v6, base.wrapping_add(k << 18).wrapping_add(1), 0);
+            rst.flags = Flags { rst: true, ..Flags::default() };
+            let _ = h.feed_tcp(Port::Outer, &rst);
+        }
+        let _ = h.feed_tcp(Port::Outer, &outer_syn_ack(v6, 1, 0x1234_5678, 48, None));
+        h.take();
+        assert_eq!(bulk_out(&mut h, v6, 0), full_pieces(v6), "v6={v6}: the outer MSS is the handshake's");
+        let merged = bulk_in(&mut h, v6, off, 24);
+        assert!(merged.iter().any(|s| *s > 8000), "v6={v6}: merged once past the byte: {merged:?}");
+    }
 }
 
 // ---- item 4: a tiny announced MSS --------------------------------------------------
@@ -344,4 +385,133 @@ fn tiny_pieces_take_small_buffers() {
     assert_eq!(pieces.len(), 1600);
     assert!(pieces.iter().all(|p| *p == 40));
     assert!(h.queued_buffer_bytes <= 1600 * 256, "{} buffer bytes", h.queued_buffer_bytes);
+}
+
+// ---- issue 35 items 1, 3, 4: with the kernel fast path (its model) ----------
+
+/// A harness with the kernel fast path's model, flow 1 open, its inner
+/// host allowing 64 KiB past its ACK, and the flow carried by the kernel
+/// after a few GRO super-packets. Returns the stream offset reached.
+fn offloaded(v6: bool) -> (Harness, common::kernel::KernelModel, u32) {
+    let mut h = Harness::new(Config { fast_path: true, offload_after: 4, ..test_config() });
+    let k = h.attach_kernel();
+    open_connection(&mut h, v6, 1, ISN, Some(8960));
+    inner_ack(&mut h, v6, 0, 512);
+    let mut off = 0;
+    for _ in 0..3 {
+        off = super_packet(&mut h, v6, off);
+        inner_ack(&mut h, v6, off, 512);
+        h.quiet();
+    }
+    h.take();
+    assert_eq!(h.eng.flows_in_kernel(), 1, "v6={v6}: the flow went to the kernel");
+    (h, k, off)
+}
+
+/// A GRO super-packet of 10 segments of flow 1 from outside at `off`;
+/// returns the offset after it.
+fn super_packet(h: &mut Harness, v6: bool, off: u32) -> u32 {
+    let mss = if v6 { 1428 } else { 1448 };
+    let mut meta = gro_meta(Checksum::Valid, mss as u16);
+    if v6 && let Some(g) = meta.gso.as_mut() {
+        g.kind = GsoKind::TcpV6;
+    }
+    let v = h.feed(Port::Outer, inbound(v6, off, 10 * mss as usize).build(), meta);
+    assert!(!matches!(v, Verdict::Dropped(_)), "{v:?}");
+    off + 10 * mss
+}
+
+/// Whether the kernel (its model) took the last input: the engine did not
+/// see it.
+fn kernel_took(h: &Harness, fed_before: u64) -> bool {
+    h.tally.fed == fed_before
+}
+
+/// The blind sweep against a flow in the kernel: the kernel takes nothing
+/// beyond the inner host's window as the connection's (the same rule as
+/// the engine, with the window it keeps from the inner host's packets), so
+/// it keeps re-cutting the real super-packets, and the real FIN hands the
+/// flow back. Before issue 35 the sweep carried the kernel's expected
+/// sequence away: every real segment was "foreign", forwarded as it came,
+/// and the FIN passed without handing the flow back.
+#[test]
+fn with_the_fast_path_a_blind_sweep_neither_stops_the_kernel_nor_lets_the_fin_pass() {
+    for v6 in [false, true] {
+        let (mut h, k, mut off) = offloaded(v6);
+        let (mut carried, mut real) = (0, 0);
+        for j in 0..(1u32 << 14) {
+            let fed = h.tally.fed;
+            let _ = h.feed(Port::Outer, inbound(v6, 1000u32.wrapping_add(j << 18), 1).build(), PacketMeta::PLAIN);
+            let _ = kernel_took(&h, fed);
+            if j % 512 == 0 {
+                let fed = h.tally.fed;
+                off = super_packet(&mut h, v6, off);
+                carried += kernel_took(&h, fed) as u32;
+                real += 1;
+                inner_ack(&mut h, v6, off, 512);
+            }
+        }
+        assert_eq!(carried, real, "v6={v6}: the kernel carried every real super-packet");
+        assert_eq!(h.eng.flows_in_kernel(), 1, "v6={v6}: the sweep handed nothing back");
+        let mut fin = inbound(v6, off, 0);
+        fin.flags = Flags { fin: true, ack: true, ..Flags::default() };
+        let fed = h.tally.fed;
+        let _ = h.feed_tcp(Port::Outer, &fin);
+        assert!(!kernel_took(&h, fed), "v6={v6}: the FIN went to the engine");
+        assert_eq!((h.eng.flows_in_kernel(), k.entries()), (0, 0), "v6={v6}: and took the flow back");
+    }
+}
+
+/// Issue 35 item 3: frames carrying the flow's outbound addresses (inner
+/// host → outer host) that arrive on the outer port (anyone on the outer
+/// layer-2 segment can send them) are not the flow's: the kernel leaves
+/// them to the engine, nothing is sent back out of the outer port by the
+/// kernel, and a hundred RSTs this way do not make the flow flap.
+#[test]
+fn frames_with_the_flows_outbound_addresses_on_the_outer_port_are_no_flow() {
+    for v6 in [false, true] {
+        let (mut h, k, off) = offloaded(v6);
+        let installs = k.log.lock().unwrap().len();
+        for j in 0..100u32 {
+            let mut s = outbound(v6, 0, if j % 2 == 0 { 100 } else { 0 });
+            s.ack = ISN.wrapping_add(off);
+            s.flags = if j % 2 == 0 { Flags::ack() } else { Flags { rst: true, ack: true, ..Flags::default() } };
+            let fed = h.tally.fed;
+            let _ = h.feed_tcp(Port::Outer, &s);
+            assert!(!kernel_took(&h, fed), "v6={v6}: the kernel took a frame from the wrong port");
+        }
+        assert_eq!(k.log.lock().unwrap().len(), installs, "v6={v6}: the flow moved");
+        assert_eq!(h.eng.flows_in_kernel(), 1, "v6={v6}");
+        let fed = h.tally.fed;
+        super_packet(&mut h, v6, off);
+        assert!(kernel_took(&h, fed), "v6={v6}: the flow is still the kernel's");
+    }
+}
+
+/// Issue 35 item 4: IPv4 frames of an offloaded flow that the engine drops
+/// as malformed (a bad header checksum; a total length of 0 on a packet
+/// that is not a GRO super-packet) are not forwarded by the kernel either:
+/// they go to the engine, which drops them, and nothing reaches the inner
+/// host.
+#[test]
+fn malformed_ipv4_frames_of_an_offloaded_flow_never_reach_the_inner_host() {
+    let (mut h, k, off) = offloaded(false);
+    let good = inbound(false, off, 1448).build();
+    let mut bad_sum = good.clone();
+    bad_sum[14 + 8] ^= 1; // TTL changed, checksum not
+    let mut zero_len = good.clone();
+    zero_len[14 + 2..14 + 4].copy_from_slice(&[0, 0]);
+    let c = u16::from_be_bytes([zero_len[24], zero_len[25]]).wrapping_add(u16::from_be_bytes([good[16], good[17]]));
+    zero_len[24..26].copy_from_slice(&c.to_be_bytes()); // the header checksum kept right
+    for (what, f) in [("bad checksum", bad_sum), ("total length 0", zero_len)] {
+        for _ in 0..200 {
+            let fed = h.tally.fed;
+            let v = h.feed(Port::Outer, f.clone(), PacketMeta::PLAIN);
+            assert!(!kernel_took(&h, fed), "{what}: the kernel forwarded it");
+            assert_eq!(v, Verdict::Dropped(px_gateway::DropReason::Malformed), "{what}");
+        }
+        assert!(h.take().is_empty(), "{what}: something reached a host");
+    }
+    assert_eq!(h.eng.counters().drops(px_gateway::DropReason::Malformed), 400);
+    assert_eq!((h.eng.flows_in_kernel(), k.entries()), (1, 1), "the flow stays in the kernel");
 }

@@ -469,6 +469,8 @@ fn gro_super_packets_go_on_as_gso_frames_of_inner_mss_pieces() {
         assert!(d.iter().all(|w| w.payload.len() == imss && !w.tcp().unwrap().psh));
         assert_eq!(d[0].tcp().unwrap().sequence_number, ISN.wrapping_add(off));
         off += total as u32;
+        // The inner host acknowledges 1's pieces: the window opens for 2.
+        inner_acks(&mut h, v6, 1, ISN.wrapping_add(off - (total - whole) as u32));
         // 2: the tail of 1 is held; this one completes it first.
         let held = total - whole;
         let mut s = seg(v6, 1, off, total);

@@ -261,6 +261,76 @@ fn too_big(rng: &mut ChaCha8Rng, v6: bool) -> Input {
     Input { from: Port::Outer, frame: v, meta: PacketMeta::PLAIN, after: Duration::ZERO, off_path: true }
 }
 
+/// The window shift of the legitimate trace's inner host (its SYN-ACK and
+/// the outer SYN carry [`WINDOW_SCALE`]).
+const SHIFT: u32 = WINDOW_SCALE as u32;
+
+/// A blind sweep (issue 35) interleaved with `clean`: 1-byte segments,
+/// RSTs and SYNs with MSS 48, 256 KiB apart, from just beyond what the
+/// inner host allows at that point of the trace (its highest ACK plus its
+/// window) or from just behind its largest window before the stream, on
+/// around the sequence space, but never inside that window: what a blind
+/// sender lands almost always. Before issue 35, a byte within 256 KiB of
+/// the stream moved it, and the sweep carried it away.
+fn with_sweep(rng: &mut ChaCha8Rng, v6: bool, clean: &[Input], packets: usize) -> Vec<Input> {
+    let (mut allowed, mut max_win, mut next) = (None::<u32>, 0u32, ISN);
+    let mut out = Vec::with_capacity(clean.len() + packets);
+    let per_input = packets.div_ceil(clean.len().max(1));
+    for i in clean {
+        out.push(i.clone());
+        let h = etherparse::PacketHeaders::from_ethernet_slice(&i.frame).unwrap();
+        let Some(etherparse::TransportHeader::Tcp(t)) = h.transport else { continue };
+        let len = h.payload.slice().len() as u32 + t.syn as u32 + t.fin as u32;
+        match i.from {
+            Port::Inner if t.ack && !t.rst => {
+                let win = (t.window_size as u32) << if t.syn { 0 } else { SHIFT };
+                let end = t.acknowledgment_number.wrapping_add(win);
+                allowed = Some(allowed.map_or(end, |a| if (end.wrapping_sub(a) as i32) > 0 { end } else { a }));
+                max_win = max_win.max(win);
+            }
+            Port::Outer => {
+                let end = t.sequence_number.wrapping_add(len);
+                if (end.wrapping_sub(next) as i32) > 0 {
+                    next = end;
+                }
+            }
+            _ => {}
+        }
+        // Nothing before the inner host's window is known: the sweep waits.
+        let Some(allowed) = allowed else { continue };
+        let behind = next.wrapping_sub(max_win).wrapping_sub(1);
+        // The sequence numbers outside the window, from just beyond it to
+        // just behind it (the window wraps the other way round).
+        let outside = behind.wrapping_sub(allowed).wrapping_sub(1);
+        for _ in 0..per_input {
+            let k = rng.gen_range(0..=outside / (256 << 10));
+            let seq = if rng.gen_bool(0.5) {
+                allowed.wrapping_add(1).wrapping_add(k << 18)
+            } else {
+                // Ends at or before `behind`.
+                behind.wrapping_sub(k << 18).wrapping_sub(1)
+            };
+            let mut s = TcpSpec::inbound(v6, 1, seq, vec![]);
+            s.ack = miss(rng, INNER_ISN);
+            match rng.gen_range(0..3) {
+                0 => s.payload = vec![0x5a],
+                1 => s.flags = Flags { rst: true, ..Flags::default() },
+                _ => {
+                    s = outer_syn(v6, 1, seq, 48);
+                }
+            }
+            out.push(Input {
+                from: Port::Outer,
+                frame: s.build(),
+                meta: PacketMeta::PLAIN,
+                after: Duration::ZERO,
+                off_path: true,
+            });
+        }
+    }
+    out
+}
+
 /// What left the engine, legitimate frames only, cut to wire frames.
 #[derive(Debug, Default, PartialEq)]
 struct Legit {
@@ -276,7 +346,7 @@ struct Legit {
     icmp: usize,
     /// With the fast path: every install and withdrawal, in order, and
     /// how many inputs the kernel carried.
-    moves: Vec<(bool, px_gateway::fast_path::DirKey)>,
+    moves: Vec<(bool, px_gateway::FlowKey, Port)>,
     in_kernel: usize,
 }
 
@@ -344,6 +414,26 @@ fn run_with(inputs: &[Input], fast: bool) -> Legit {
     got
 }
 
+/// The legitimate output of `b` (the run with `extra` hostile packets) is
+/// that of `a` (without them): nothing legitimate dropped, no ICMP error
+/// more, the same frames toward the outside, the same bytes and control
+/// frames toward the inside, and at most one more data frame there per
+/// hostile packet. `what` starts each failure's message.
+fn same_output(a: &Legit, b: &Legit, extra: usize, what: &str) -> Result<(), TestCaseError> {
+    prop_assert_eq!(b.dropped, 0, "{}a legitimate input was dropped", what);
+    prop_assert_eq!(b.icmp, a.icmp, "{}an ICMP error reached a host", what);
+    prop_assert!(a.outer == b.outer, "{what}toward the outside, the legitimate frames differ");
+    prop_assert!(a.inner_bytes == b.inner_bytes, "{what}toward the inside, the payload differs");
+    prop_assert!(a.inner_control == b.inner_control, "{what}toward the inside, the frames without payload differ");
+    prop_assert!(
+        b.inner_data_frames <= a.inner_data_frames + extra,
+        "{what}{} data frames with {extra} hostile packets, {} without",
+        b.inner_data_frames,
+        a.inner_data_frames
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -363,18 +453,7 @@ proptest! {
         let a = run(&clean);
         let b = run(&mixed);
         prop_assert_eq!(a.dropped, 0);
-        prop_assert_eq!(b.dropped, 0, "a legitimate input was dropped");
-        prop_assert_eq!(b.icmp, a.icmp, "an ICMP error reached a host");
-        prop_assert!(a.outer == b.outer, "toward the outside, the legitimate frames differ");
-        prop_assert!(a.inner_bytes == b.inner_bytes, "toward the inside, the payload differs");
-        prop_assert!(a.inner_control == b.inner_control, "toward the inside, the frames without payload differ");
-        prop_assert!(
-            b.inner_data_frames <= a.inner_data_frames + spoofs,
-            "{} data frames with {} off-path packets, {} without",
-            b.inner_data_frames,
-            spoofs,
-            a.inner_data_frames
-        );
+        same_output(&a, &b, spoofs, "")?;
     }
 
     #[test]
@@ -395,6 +474,24 @@ proptest! {
         prop_assert!(a.outer_bytes == b.outer_bytes, "toward the outside, the payload differs");
         prop_assert!(a.inner_bytes == b.inner_bytes, "toward the inside, the payload differs");
         prop_assert!(a.inner_control == b.inner_control, "toward the inside, the frames without payload differ");
+    }
+
+    /// A blind sweep changes neither the legitimate output (toward the
+    /// outside the same frames; toward the inside the same bytes, at most
+    /// one more data segment per sweep packet) nor, with the kernel fast
+    /// path, when the flow moves to the kernel and back.
+    #[test]
+    fn a_blind_sweep_changes_neither_the_output_nor_the_moves(seed: u64, v6: bool, packets in 1usize..200) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        for fast in [false, true] {
+            let clean = legit_with(&mut rng, v6, fast);
+            let mixed = with_sweep(&mut rng, v6, &clean, packets);
+            let swept = mixed.len() - clean.len();
+            let a = run_with(&clean, fast);
+            let b = run_with(&mixed, fast);
+            prop_assert!(a.moves == b.moves, "fast={}: the flow moved differently: {:?} against {:?}", fast, a.moves, b.moves);
+            same_output(&a, &b, swept, &format!("fast={fast}: "))?;
+        }
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub mod fanout;
 pub mod frag_capture;
 pub mod iface;
 pub mod ifaddr;
+pub mod process;
 pub mod raw_ip;
 pub mod ring;
 pub mod route_table;

@@ -1,5 +1,6 @@
 //! Routes with an MTU from one kernel routing table, over rtnetlink: what
-//! the gateway's iMTU follower reads (issue 30). A routing daemon (BIRD's
+//! the gateway's iMTU follower reads (issue 30), and the forwarding table
+//! it checks them against (issue 35: [`dump_all`]). A routing daemon (BIRD's
 //! `krt_mtu`) writes each neighbour b-network's advertised iMTU as the
 //! `mtu` metric (`RTAX_MTU`) of its prefix in a table of its own;
 //! [`dump_table`] lists those routes, and a [`RouteMonitor`] wakes the
@@ -92,10 +93,19 @@ fn attrs(b: &[u8], base: usize) -> Result<Vec<(u16, &[u8])>, usize> {
     Ok(out)
 }
 
+/// Which routes of a table a dump keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Those that carry an `mtu` metric (an iMTU table).
+    WithMtu,
+    /// All of them (a forwarding table; `mtu` 0 where there is none).
+    All,
+}
+
 /// Parses a buffer of netlink messages from a route dump, adding the
-/// routes of `table` that carry an MTU to `out`. Returns `Ok(true)` at the
+/// routes of `table` that `keep` names to `out`. Returns `Ok(true)` at the
 /// end of the dump (`NLMSG_DONE`).
-pub fn parse_routes(buf: &[u8], table: u32, out: &mut Vec<MtuRoute>) -> Result<bool, RouteError> {
+pub fn parse_routes(buf: &[u8], table: u32, keep: Keep, out: &mut Vec<MtuRoute>) -> Result<bool, RouteError> {
     let mut at = 0;
     while at + NLMSG_HDR <= buf.len() {
         let h = &buf[at..];
@@ -141,7 +151,7 @@ pub fn parse_routes(buf: &[u8], table: u32, out: &mut Vec<MtuRoute>) -> Result<b
                         _ => {}
                     }
                 }
-                if tbl == table && r.mtu != 0 {
+                if tbl == table && (r.mtu != 0 || keep == Keep::All) {
                     out.push(r);
                 }
             }
@@ -183,6 +193,16 @@ fn recv(fd: &OwnedFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
 /// The routes of kernel table `table` (IPv4 and IPv6) that carry an `mtu`
 /// metric, in the calling thread's network namespace.
 pub fn dump_table(table: u32) -> Result<Vec<MtuRoute>, RouteError> {
+    dump(table, Keep::WithMtu)
+}
+
+/// Every route of kernel table `table` (IPv4 and IPv6), in the calling
+/// thread's network namespace: what the forwarding decision chooses from.
+pub fn dump_all(table: u32) -> Result<Vec<MtuRoute>, RouteError> {
+    dump(table, Keep::All)
+}
+
+fn dump(table: u32, keep: Keep) -> Result<Vec<MtuRoute>, RouteError> {
     let fd = socket(0)?;
     let mut req = [0u8; NLMSG_HDR + RTMSG_LEN];
     req[0..4].copy_from_slice(&((NLMSG_HDR + RTMSG_LEN) as u32).to_ne_bytes());
@@ -200,7 +220,7 @@ pub fn dump_table(table: u32) -> Result<Vec<MtuRoute>, RouteError> {
     let mut out = Vec::new();
     loop {
         let n = recv(&fd, &mut buf, 0).map_err(|source| RouteError::Socket { step: "recv", source })?;
-        if n == 0 || parse_routes(&buf[..n], table, &mut out)? {
+        if n == 0 || parse_routes(&buf[..n], table, keep, &mut out)? {
             return Ok(out);
         }
     }
@@ -294,11 +314,16 @@ mod tests {
         buf.extend(newroute(libc::AF_INET, &[198, 51, 100, 0], 24, 254, Some(1500)));
         buf.extend(newroute(libc::AF_INET6, &v6, 48, 30, Some(9000)));
         let mut out = Vec::new();
-        assert!(!parse_routes(&buf, 30, &mut out).unwrap());
+        assert!(!parse_routes(&buf, 30, Keep::WithMtu, &mut out).unwrap());
         assert_eq!(out.len(), 2, "{out:?}");
         assert_eq!(out[0], MtuRoute { dst: "203.0.113.64".parse().unwrap(), len: 26, mtu: 9000, gateway: None });
         assert_eq!(out[1].dst, "2001:db8:2::".parse::<IpAddr>().unwrap());
-        assert!(parse_routes(&done(), 30, &mut out).unwrap());
+        assert!(parse_routes(&done(), 30, Keep::WithMtu, &mut out).unwrap());
+        // A forwarding table: every route of it, with or without an MTU.
+        let mut all = Vec::new();
+        assert!(!parse_routes(&buf, 30, Keep::All, &mut all).unwrap());
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert_eq!((all[1].dst, all[1].mtu), ("203.0.113.128".parse().unwrap(), 0));
     }
 
     #[test]
@@ -306,10 +331,10 @@ mod tests {
         let buf = newroute(libc::AF_INET, &[203, 0, 113, 64], 26, 30, Some(9000));
         for cut in 1..buf.len() {
             let mut out = Vec::new();
-            let _ = parse_routes(&buf[..cut], 30, &mut out);
+            let _ = parse_routes(&buf[..cut], 30, Keep::All, &mut out);
         }
         let mut bad = buf.clone();
         bad[NLMSG_HDR + RTMSG_LEN] = 200; // an attribute longer than the message
-        assert!(matches!(parse_routes(&bad, 30, &mut Vec::new()), Err(RouteError::Malformed(_))));
+        assert!(matches!(parse_routes(&bad, 30, Keep::WithMtu, &mut Vec::new()), Err(RouteError::Malformed(_))));
     }
 }

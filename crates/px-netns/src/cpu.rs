@@ -116,6 +116,20 @@ pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks / hz.max(1.0))
 }
 
+/// How many times `cpu` ran the network receive softirq (`NET_RX` of
+/// `/proc/softirqs`): each run takes a batch of packets, so packets per
+/// run say how well a receiver's per-batch work (the interrupt, the
+/// softirq's entry, the wake-up) is spread.
+pub fn net_rx_softirqs(cpu: usize) -> Option<u64> {
+    parse_softirq(&std::fs::read_to_string("/proc/softirqs").ok()?, "NET_RX", cpu)
+}
+
+/// One count of a `/proc/softirqs` text: the row `name`, the column `cpu`.
+pub fn parse_softirq(text: &str, name: &str, cpu: usize) -> Option<u64> {
+    let row = text.lines().find(|l| l.trim_start().starts_with(&format!("{name}:")))?;
+    row.split_whitespace().nth(cpu + 1)?.parse().ok()
+}
+
 /// One reading of `/proc/stat`'s per-CPU lines.
 #[derive(Debug, Clone)]
 pub struct CpuTimes {
@@ -209,6 +223,15 @@ fn parse_proc_stat(text: &str) -> Vec<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_softirq_count_is_read_by_row_and_cpu() {
+        let t = "                    CPU0       CPU1\n          HI:          1          2\n      NET_RX:     123456      789\n";
+        assert_eq!(parse_softirq(t, "NET_RX", 0), Some(123_456));
+        assert_eq!(parse_softirq(t, "NET_RX", 1), Some(789));
+        assert_eq!(parse_softirq(t, "NET_RX", 2), None);
+        assert_eq!(parse_softirq(t, "NET_TX", 0), None);
+    }
 
     #[test]
     fn proc_stat_per_cpu() {

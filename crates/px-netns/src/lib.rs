@@ -26,6 +26,7 @@
 pub mod addr;
 pub mod cleanup;
 pub mod cmd;
+pub mod counters;
 pub mod cpu;
 mod element;
 pub mod gateway;
@@ -42,6 +43,7 @@ pub mod traffic;
 pub use addr::{AddrError, DocPrefix};
 pub use cleanup::{TempFile, cleanup_all, install_signal_cleanup, interrupted};
 pub use cmd::CmdError;
+pub use counters::DevCounters;
 pub use element::{send_frame, send_or_drop};
 pub use impair::{ImpairSpec, ImpairStats, Impairment};
 pub use line::{Addressing, Line, LineImpairment, LineSpec};

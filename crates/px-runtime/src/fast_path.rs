@@ -19,43 +19,44 @@
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use aya::Ebpf;
 use aya::maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray};
 use aya::programs::{SchedClassifier, TcAttachType};
-use px_gateway::Port;
-use px_gateway::fast_path::{Datapath, DirKey, InstallError, Offload, Progress, ReturnReason};
+use aya::{Ebpf, EbpfLoader};
+use px_gateway::fast_path::{Datapath, FlowProgress, InstallError, Offload, Progress, ReturnReason};
+use px_gateway::{FlowKey, Port, ReceiveWindow};
 
-/// The program, built by `build.rs` (empty without clang).
-static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fast_path.o"));
+/// The program, built by `build.rs` (empty without clang), aligned for
+/// the ELF parser as aya's own projects embed theirs.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fast_path.o"));
 
-/// Entries of the kernel's flow table (two per flow): `px_flows` in the C.
+/// Entries of the kernel's flow table (one per flow): `PX_TABLE_ENTRIES`
+/// in `bpf/fast_path.h`.
 pub const TABLE_ENTRIES: usize = 65_536;
 
-/// `px_key` in `bpf/fast_path.c`.
+/// `struct px_key` in `bpf/fast_path.h`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Key {
-    saddr: [u32; 4],
-    daddr: [u32; 4],
-    sport: u16,
-    dport: u16,
+    outer: [u32; 4],
+    inner: [u32; 4],
+    outer_port: u16,
+    inner_port: u16,
     family: u8,
     pad: [u8; 3],
 }
 
-/// `px_flow` in `bpf/fast_path.c`.
+/// `struct px_dir` in `bpf/fast_path.h`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Value {
+struct Dir {
     state: u32,
-    out_ifindex: u32,
-    gso_target: u16,
-    min_payload: u16,
-    check_window: u8,
-    tcp_hlen: u8,
-    pad: [u8; 2],
-    next_seq: u32,
     return_reason: u32,
+    next_seq: u32,
+    ack: u32,
+    gso_target: u16,
+    tcp_hlen: u8,
+    pad: [u8; 5],
+    advanced: u64,
     packets: u64,
     segs_in: u64,
     segs_out: u64,
@@ -64,47 +65,60 @@ struct Value {
     data_out: u64,
 }
 
+/// `struct px_flow` in `bpf/fast_path.h`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Value {
+    dir: [Dir; 2],
+    rcv_end: u32,
+    rcv_max_win: u32,
+    rcv_shift: u8,
+    pad: [u8; 7],
+}
+
 // SAFETY: plain `repr(C)` data of integers with every bit pattern valid,
 // the layout the C program uses (sizes checked in the tests).
 unsafe impl aya::Pod for Key {}
 // SAFETY: as for `Key`.
 unsafe impl aya::Pod for Value {}
 
+const STATE_USER: u32 = 0;
 const STATE_ON: u32 = 1;
 const STATE_RETURNED: u32 = 2;
 
 /// The C program's `px_reason`s, by index: what each packet that reached
 /// it became.
-pub const REASONS: [&str; 13] = [
+pub const REASONS: [&str; 14] = [
     "resized",
     "as_is",
     "no_flow",
     "not_tcp",
+    "malformed",
     "flags",
     "options",
     "lone",
-    "small",
     "adjust",
     "foreign",
     "foreign_big",
     "returned",
+    "engine",
     "vlan",
 ];
 
 fn return_reason(r: u32) -> ReturnReason {
     match r {
-        4 => ReturnReason::Flags,
-        5 => ReturnReason::Options,
-        6 => ReturnReason::Lone,
-        7 => ReturnReason::Small,
+        5 => ReturnReason::Flags,
+        6 => ReturnReason::Options,
+        7 => ReturnReason::Lone,
         8 => ReturnReason::Adjust,
         _ => ReturnReason::Other,
     }
 }
 
 impl Key {
-    fn of(k: &DirKey) -> Key {
-        let mut key = Key { sport: k.sport.to_be(), dport: k.dport.to_be(), ..Key::default() };
+    fn of(k: &FlowKey) -> Key {
+        let (outer, inner, outer_port, inner_port) = k.parts();
+        let mut key = Key { outer_port: outer_port.to_be(), inner_port: inner_port.to_be(), ..Key::default() };
         let words = |a: IpAddr, out: &mut [u32; 4]| match a {
             // Network byte order in memory, as the program copies them.
             IpAddr::V4(v) => out[0] = u32::from_ne_bytes(v.octets()),
@@ -114,17 +128,19 @@ impl Key {
                 }
             }
         };
-        key.family = if k.src.is_ipv4() { 4 } else { 6 };
-        words(k.src, &mut key.saddr);
-        words(k.dst, &mut key.daddr);
+        key.family = if outer.is_ipv4() { 4 } else { 6 };
+        words(outer, &mut key.outer);
+        words(inner, &mut key.inner);
         key
     }
 }
 
-impl Value {
-    fn progress(&self) -> Progress {
-        Progress {
+impl Dir {
+    fn progress(&self) -> Option<Progress> {
+        (self.state != STATE_USER).then(|| Progress {
             next_seq: self.next_seq,
+            advanced: self.advanced,
+            ack: self.ack,
             returned: (self.state == STATE_RETURNED).then(|| return_reason(self.return_reason)),
             packets: self.packets,
             segs_in: self.segs_in,
@@ -132,6 +148,15 @@ impl Value {
             full_out: self.full_out,
             bytes: self.bytes,
             data_out: self.data_out,
+        })
+    }
+}
+
+impl Value {
+    fn progress(&self) -> FlowProgress {
+        FlowProgress {
+            dirs: [self.dir[Port::Inner as usize].progress(), self.dir[Port::Outer as usize].progress()],
+            receiver: ReceiveWindow { end: self.rcv_end, max_win: self.rcv_max_win },
         }
     }
 }
@@ -168,6 +193,7 @@ type Table = BpfHashMap<MapData, Key, Value>;
 pub struct FastPath {
     table: Arc<Mutex<Table>>,
     reasons: Arc<Mutex<PerCpuArray<MapData, u64>>>,
+    /// Interface index of the inner and the outer port.
     ifindex: [u32; 2],
     // Last: the maps above close before the object that holds the links.
     _ebpf: Ebpf,
@@ -208,16 +234,14 @@ impl FastPath {
         if !Self::built() {
             return Err(FastPathError::NotBuilt);
         }
-        // The ELF parser wants the object aligned: a copy in u64 words.
-        let mut words = vec![0u64; OBJECT.len().div_ceil(8)];
-        // SAFETY: `words` has at least OBJECT.len() bytes; u8 has no
-        // alignment, and every byte pattern is a valid u64.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), OBJECT.len()) };
-        bytes.copy_from_slice(OBJECT);
-        let mut ebpf = Ebpf::load(bytes)?;
         let ifindex =
             |port: &str| px_io::ifindex(port).map_err(|source| FastPathError::Port { port: port.into(), source });
         let ifindex = [ifindex(inner)?, ifindex(outer)?];
+        // Which port a packet arrived on says which way it goes.
+        let mut ebpf = EbpfLoader::new()
+            .override_global("px_inner_ifindex", &ifindex[0], true)
+            .override_global("px_outer_ifindex", &ifindex[1], true)
+            .load(OBJECT)?;
         {
             let prog: &mut SchedClassifier = ebpf
                 .program_mut("px_fast_path")
@@ -250,12 +274,12 @@ impl FastPath {
 
     /// A handle for one worker's engine.
     pub fn datapath(&self) -> KernelDatapath {
-        KernelDatapath { table: self.table.clone(), ifindex: self.ifindex }
+        KernelDatapath { table: self.table.clone() }
     }
 
     /// A handle for the metrics: the reasons and the live table.
     pub fn stats(&self) -> FastPathStats {
-        FastPathStats { table: self.table.clone(), reasons: self.reasons.clone(), inner_ifindex: self.ifindex[0] }
+        FastPathStats { table: self.table.clone(), reasons: self.reasons.clone() }
     }
 }
 
@@ -264,7 +288,6 @@ impl FastPath {
 pub struct FastPathStats {
     table: Arc<Mutex<Table>>,
     reasons: Arc<Mutex<PerCpuArray<MapData, u64>>>,
-    inner_ifindex: u32,
 }
 
 impl std::fmt::Debug for FastPathStats {
@@ -275,8 +298,8 @@ impl std::fmt::Debug for FastPathStats {
 
 impl FastPathStats {
     /// Packets by [`REASONS`] since the program was attached, all CPUs.
-    pub fn reasons(&self) -> [u64; 13] {
-        let mut out = [0u64; 13];
+    pub fn reasons(&self) -> [u64; REASONS.len()] {
+        let mut out = [0u64; REASONS.len()];
         let r = self.reasons.lock().unwrap_or_else(|p| p.into_inner());
         for (i, o) in out.iter_mut().enumerate() {
             if let Ok(v) = r.get(&(i as u32), 0) {
@@ -291,15 +314,17 @@ impl FastPathStats {
         let t = self.table.lock().unwrap_or_else(|p| p.into_inner());
         let mut l = Live::default();
         for (_, v) in t.iter().flatten() {
-            l.directions += 1;
-            l.returned += (v.state == STATE_RETURNED) as u64;
-            l.packets += v.packets;
-            l.segs_in += v.segs_in;
-            l.segs_out += v.segs_out;
-            l.bytes += v.bytes;
-            if v.out_ifindex == self.inner_ifindex {
-                l.full_in += v.full_out;
-                l.data_in += v.data_out;
+            for (i, d) in v.dir.iter().enumerate().filter(|(_, d)| d.state != STATE_USER) {
+                l.directions += 1;
+                l.returned += (d.state == STATE_RETURNED) as u64;
+                l.packets += d.packets;
+                l.segs_in += d.segs_in;
+                l.segs_out += d.segs_out;
+                l.bytes += d.bytes;
+                if i == Port::Outer as usize {
+                    l.full_in += d.full_out;
+                    l.data_in += d.data_out;
+                }
             }
         }
         l
@@ -309,13 +334,11 @@ impl FastPathStats {
 /// One worker's handle on the kernel's flow table (a [`Datapath`]).
 pub struct KernelDatapath {
     table: Arc<Mutex<Table>>,
-    /// Interface index of the inner and the outer port.
-    ifindex: [u32; 2],
 }
 
 impl std::fmt::Debug for KernelDatapath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelDatapath").field("ifindex", &self.ifindex).finish_non_exhaustive()
+        f.debug_struct("KernelDatapath").finish_non_exhaustive()
     }
 }
 
@@ -323,56 +346,58 @@ impl KernelDatapath {
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
 
-    fn out_ifindex(&self, from: Port) -> u32 {
-        match from {
-            Port::Outer => self.ifindex[0],
-            Port::Inner => self.ifindex[1],
-        }
+fn install_error(e: MapError) -> InstallError {
+    match &e {
+        MapError::SyscallError(s) if s.io_error.raw_os_error() == Some(libc::E2BIG) => InstallError::Full,
+        _ => InstallError::Failed(e.to_string()),
     }
 }
 
 impl Datapath for KernelDatapath {
     fn install(&mut self, o: &Offload) -> Result<(), InstallError> {
         let mut t = self.lock();
-        let mut done = Vec::with_capacity(2);
+        let key = Key::of(&o.key);
+        // Another direction of a flow the kernel carries keeps what the
+        // kernel saw of the inner host's window since; a new flow starts
+        // from the engine's.
+        let mut v = t.get(&key, 0).unwrap_or(Value {
+            rcv_end: o.receiver.end,
+            rcv_max_win: o.receiver.max_win,
+            rcv_shift: o.inner_shift,
+            ..Value::default()
+        });
         for d in o.directions() {
-            let v = Value {
+            v.dir[d.from as usize] = Dir {
                 state: STATE_ON,
-                out_ifindex: self.out_ifindex(d.from),
-                gso_target: d.segment,
-                min_payload: 0,
-                check_window: d.check_window as u8,
-                tcp_hlen: d.tcp_header_len,
                 next_seq: d.next_seq,
-                ..Value::default()
+                gso_target: d.segment,
+                tcp_hlen: d.tcp_header_len,
+                ..Dir::default()
             };
-            let key = Key::of(&d.key);
-            if let Err(e) = t.insert(key, v, 0) {
-                // Both directions or neither.
-                for k in &done {
-                    let _ = t.remove(k);
-                }
-                return Err(match &e {
-                    MapError::SyscallError(s) if s.io_error.raw_os_error() == Some(libc::E2BIG) => InstallError::Full,
-                    _ => InstallError::Failed(e.to_string()),
-                });
-            }
-            done.push(key);
         }
-        Ok(())
+        t.insert(key, v, 0).map_err(install_error)
     }
 
-    fn progress(&self, key: &DirKey) -> Option<Progress> {
+    fn progress(&self, key: &FlowKey) -> Option<FlowProgress> {
         self.lock().get(&Key::of(key), 0).ok().map(|v| v.progress())
     }
 
-    fn withdraw(&mut self, key: &DirKey) -> Option<Progress> {
+    fn withdraw(&mut self, key: &FlowKey, from: Port) -> Option<FlowProgress> {
         let mut t = self.lock();
         let k = Key::of(key);
-        let v = t.get(&k, 0).ok()?;
-        let _ = t.remove(&k);
-        Some(v.progress())
+        let mut v = t.get(&k, 0).ok()?;
+        let fp = v.progress();
+        v.dir[from as usize] = Dir::default();
+        if v.dir.iter().all(|d| d.state == STATE_USER) {
+            let _ = t.remove(&k);
+        } else {
+            // The other direction stays; counts it made between the read
+            // and this write are lost (a few packets, for status only).
+            let _ = t.insert(k, v, 0);
+        }
+        Some(fp)
     }
 }
 
@@ -384,32 +409,24 @@ mod tests {
     fn layouts_match_the_c_program() {
         // struct px_key: 4 + 4 address words, two ports, family, 3 pad.
         assert_eq!(size_of::<Key>(), 40);
-        // struct px_flow: 24 bytes of fields, six u64 counters.
-        assert_eq!(size_of::<Value>(), 72);
-        assert_eq!(std::mem::offset_of!(Value, next_seq), 16);
-        assert_eq!(std::mem::offset_of!(Value, packets), 24);
+        // struct px_dir: 24 bytes of fields, seven u64 counters.
+        assert_eq!(size_of::<Dir>(), 80);
+        assert_eq!(std::mem::offset_of!(Dir, advanced), 24);
+        // struct px_flow: two directions, the inner host's window.
+        assert_eq!(size_of::<Value>(), 176);
+        assert_eq!(std::mem::offset_of!(Value, rcv_end), 160);
     }
 
     #[test]
-    fn keys_hold_addresses_and_ports_as_on_the_wire() {
-        let k = Key::of(&DirKey {
-            src: "198.51.100.1".parse().unwrap(),
-            dst: "203.0.113.2".parse().unwrap(),
-            sport: 0x1234,
-            dport: 80,
-        });
+    fn keys_hold_the_flow_outer_host_first_as_on_the_wire() {
+        let k = Key::of(&FlowKey::new("198.51.100.1".parse().unwrap(), "203.0.113.2".parse().unwrap(), 0x1234, 80));
         // SAFETY: reading a plain repr(C) struct's bytes.
         let b: [u8; 40] = unsafe { std::mem::transmute(k) };
         assert_eq!(&b[0..4], &[198, 51, 100, 1]);
         assert_eq!(&b[16..20], &[203, 0, 113, 2]);
         assert_eq!(&b[32..36], &[0x12, 0x34, 0, 80]);
         assert_eq!(b[36], 4);
-        let k6 = Key::of(&DirKey {
-            src: "2001:db8::1".parse().unwrap(),
-            dst: "2001:db8::2".parse().unwrap(),
-            sport: 1,
-            dport: 2,
-        });
+        let k6 = Key::of(&FlowKey::new("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap(), 1, 2));
         // SAFETY: as above.
         let b6: [u8; 40] = unsafe { std::mem::transmute(k6) };
         assert_eq!(&b6[0..2], &[0x20, 0x01]);

@@ -134,7 +134,10 @@ pub fn is_host_namespace(me: u64, init: Option<u64>, named: &[u64]) -> bool {
 }
 
 /// The nftables table that drops the kernel's RSTs for our ports; removed
-/// on drop.
+/// on drop. Its name is the marker of its owner: `px_survey_PID_START`,
+/// this process's PID and start time ([`px_io::process`]), so that a table
+/// left by a survey killed with SIGKILL is known as stale even after its
+/// PID went to another process.
 struct RstFilter {
     table: String,
 }
@@ -142,7 +145,7 @@ struct RstFilter {
 impl RstFilter {
     fn install(ports: (u16, u16)) -> Result<RstFilter, SurveyError> {
         remove_stale_tables();
-        let table = format!("px_survey_{}", std::process::id());
+        let table = table_name(std::process::id(), px_io::process::own_start_time());
         let script = format!(
             "add table ip {table}\n\
              add chain ip {table} out {{ type filter hook output priority 0; policy accept; }}\n\
@@ -160,15 +163,52 @@ impl Drop for RstFilter {
     }
 }
 
+const TABLE_PREFIX: &str = "px_survey_";
+
+/// The table of the survey run by process `pid`, started at `start`.
+fn table_name(pid: u32, start: Option<u64>) -> String {
+    match start {
+        Some(s) => format!("{TABLE_PREFIX}{pid}_{s}"),
+        None => format!("{TABLE_PREFIX}{pid}"),
+    }
+}
+
+/// The owner a table's name records, if it is a survey's table:
+/// `px_survey_PID_START`, or `px_survey_PID` (older versions).
+fn table_owner(name: &str) -> Option<(u32, Option<u64>)> {
+    let rest = name.strip_prefix(TABLE_PREFIX)?;
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match rest.split_once('_') {
+        Some((pid, start)) if all_digits(pid) && all_digits(start) => {
+            Some((pid.parse().ok()?, Some(start.parse().ok()?)))
+        }
+        None if all_digits(rest) => Some((rest.parse().ok()?, None)),
+        _ => None,
+    }
+}
+
+/// Whether the survey that owns table `name` is gone: its process does not
+/// run (by PID and start time; a table of an older version, without the
+/// start time, also when its PID now runs something else than `px`).
+/// Tables that are not a survey's are never stale.
+fn is_stale(name: &str, running: impl Fn(u32, Option<u64>) -> bool, command: impl Fn(u32) -> Option<String>) -> bool {
+    match table_owner(name) {
+        Some((pid, Some(start))) => !running(pid, Some(start)),
+        Some((pid, None)) => !running(pid, None) || command(pid).is_none_or(|c| c.trim() != "px"),
+        None => false,
+    }
+}
+
 /// Removes the tables of surveys that were killed (no cleanup on SIGKILL)
-/// in this namespace: `px_survey_PID` whose process is gone.
+/// in this namespace (see [`is_stale`]).
 fn remove_stale_tables() {
     let Ok(out) = Command::new("nft").args(["list", "tables", "ip"]).output() else { return };
+    let command = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        if let Some(pid) = line.trim().strip_prefix("table ip px_survey_").and_then(|p| p.parse::<u32>().ok())
-            && !Path::new(&format!("/proc/{pid}")).exists()
+        if let Some(name) = line.trim().strip_prefix("table ip ")
+            && is_stale(name, px_io::process::is_running, command)
         {
-            let _ = nft(&format!("delete table ip px_survey_{pid}\n"));
+            let _ = nft(&format!("delete table ip {name}\n"));
         }
     }
 }
@@ -337,5 +377,59 @@ mod tests {
         assert!(!is_host_namespace(8, None, &[5, 8]), "a namespace of `ip netns`");
         assert!(is_host_namespace(7, None, &[5, 8]), "PID 1 hidden and not a named namespace: assume the host's");
         assert!(is_host_namespace(7, None, &[]));
+    }
+
+    /// Issue 35 item 6: a table is stale when the survey that made it is
+    /// gone, by PID and start time: a PID that runs again (another
+    /// process) keeps no table; a table of a live survey, or one that is
+    /// not a survey's, is never touched.
+    #[test]
+    fn a_table_is_stale_when_its_survey_is_gone_even_if_its_pid_runs_again() {
+        let running = |pid: u32, start: Option<u64>| pid == 10 && start.is_none_or(|s| s == 500);
+        let command = |pid: u32| (pid == 10).then(|| "px\n".to_string());
+        assert!(!is_stale("px_survey_10_500", running, command), "a live survey");
+        assert!(is_stale("px_survey_10_499", running, command), "its PID runs again, another process");
+        assert!(is_stale("px_survey_11_500", running, command), "dead");
+        // Older tables without the start time: stale once the PID is gone
+        // or runs something else than px.
+        assert!(!is_stale("px_survey_10", running, command));
+        assert!(is_stale("px_survey_11", running, command));
+        assert!(is_stale("px_survey_10", running, |_| Some("sshd\n".into())));
+        for other in ["filter", "px_survey_", "px_survey_x", "px_survey_10_x", "px_survey_10_500_1", "nat"] {
+            assert!(!is_stale(other, |_, _| false, |_| None), "{other} is not a survey's table");
+        }
+        let me = table_name(std::process::id(), px_io::process::own_start_time());
+        assert_eq!(table_owner(&me), Some((std::process::id(), px_io::process::own_start_time())));
+    }
+
+    /// The same with real tables (root, in a namespace of its own): a table
+    /// named after this test's own PID but another start time (a killed
+    /// survey whose PID this process got) is removed; this process's own
+    /// table and a table that is not a survey's stay.
+    #[test]
+    fn stale_tables_are_removed_at_start() {
+        if !px_netns::require_root_or_skip("stale_tables_are_removed_at_start") {
+            return;
+        }
+        if Command::new("nft").arg("--version").output().is_err() {
+            eprintln!("SKIP stale_tables_are_removed_at_start: nft is not installed");
+            return;
+        }
+        let ns = px_netns::Netns::new("svnft").unwrap();
+        let me = std::process::id();
+        let start = px_io::process::own_start_time().unwrap();
+        let (reused, own) = (table_name(me, Some(start + 1)), table_name(me, Some(start)));
+        let tables = ns
+            .run(|| {
+                for t in [&reused, &own, &"unrelated".to_string()] {
+                    nft(&format!("add table ip {t}\n")).unwrap();
+                }
+                remove_stale_tables();
+                let out = Command::new("nft").args(["list", "tables", "ip"]).output().unwrap();
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            })
+            .unwrap();
+        assert!(!tables.contains(&format!("table ip {reused}\n")), "a reused PID kept its table: {tables}");
+        assert!(tables.contains(&format!("table ip {own}\n")) && tables.contains("table ip unrelated\n"), "{tables}");
     }
 }

@@ -11,6 +11,7 @@
 pub mod caravan;
 pub mod checksum;
 pub mod crc32c;
+pub mod echo;
 pub mod error;
 pub mod ethernet;
 pub mod icmp;

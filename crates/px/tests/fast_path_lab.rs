@@ -171,6 +171,26 @@ fn flows_move_to_the_kernel_and_back_without_a_lost_byte() {
     assert!(back >= 2, "FIN and RST should each hand a flow back: {}", exit.stats);
 }
 
+/// The IDs of the BPF programs process `pid` holds open (its fds to
+/// programs, from `/proc/PID/fdinfo`), sorted.
+fn bpf_programs_of(pid: u32) -> Vec<u32> {
+    let dir = format!("/proc/{pid}/fd");
+    let mut ids: Vec<u32> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .filter_map(|e| {
+            let e = e.ok()?;
+            if std::fs::read_link(e.path()).ok()?.to_str()? != "anon_inode:bpf-prog" {
+                return None;
+            }
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", e.file_name().to_str()?)).ok()?;
+            info.lines().find_map(|l| l.strip_prefix("prog_id:")).and_then(|v| v.trim().parse().ok())
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 /// `kill -9` with flows in the kernel: the kernel frees the program with
 /// the process (it is not pinned), so the ports carry nothing more (fail
 /// closed, as without the fast path) and no BPF program is left behind;
@@ -184,8 +204,13 @@ fn kill_9_with_flows_in_the_kernel_leaves_nothing_behind() {
     let lab = GwLab::build(None);
     let gw = Gateway::start(&lab, &["--offload", "on"]);
     lab.ping_both();
-    let programs = || run_in(lab.ns(lab.gw), "bpftool", &["prog", "show"]).1.matches("px_fast_path").count();
-    assert_eq!(programs(), 1, "the program is loaded once");
+    // This gateway's programs only (BPF programs are machine-wide, and
+    // other gateways may run beside this test): the IDs it holds.
+    let ids = bpf_programs_of(gw.pid);
+    assert_eq!(ids.len(), 1, "the program is loaded once: {ids:?}");
+    let alive = |id: u32| run_in(lab.ns(lab.gw), "bpftool", &["prog", "show", "id", &id.to_string()]);
+    let (found, shown) = alive(ids[0]);
+    assert!(found && shown.contains("px_fast_path"), "program {} is not the fast path: {shown}", ids[0]);
     let progress = AtomicU64::new(0);
     let spec = BulkSpec {
         server: sock(BNET_V4, 5431),
@@ -214,7 +239,8 @@ fn kill_9_with_flows_in_the_kernel_leaves_nothing_behind() {
     drop(gw);
     assert_eq!(after_kill, 0, "bytes still moved after the gateway died");
     assert!(stalled, "the transfer should stall without the gateway");
-    assert_eq!(programs(), 0, "a BPF program outlived the gateway");
+    let left: Vec<u32> = ids.iter().copied().filter(|&id| alive(id).0).collect();
+    assert!(left.is_empty(), "BPF programs {left:?} outlived the gateway");
     // A new gateway carries traffic again (fresh connections).
     let gw = Gateway::start(&lab, &["--offload", "on"]);
     exact_both_ways(&lab, LEGACY_V4, BNET_V4, 5433, 1, 8 << 20);

@@ -43,6 +43,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::attacker::*;
 use common::*;
 use px_io::{PacketSocket, SocketConfig};
 use px_lab::observe::FrameObserver;
@@ -54,9 +55,6 @@ const MAX_HELD: u64 = 16 << 20;
 const PMTU_CACHE: u64 = 4096;
 const FLOOD_SYNS: u32 = 1_000_000;
 const TRANSACTIONS: u32 = 1000;
-const ATK_DEV: &str = "px-ae";
-const ATK_PEER: &str = "px-la";
-const BRIDGE: &str = "px-lbr";
 
 /// The gateway's peak memory may not exceed what its configuration
 /// allows:
@@ -88,112 +86,6 @@ fn memory_bound(rss_at_start_kib: u64) -> u64 {
 fn proc_status_kib(pid: u32, key: &str) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     s.lines().find_map(|l| l.strip_prefix(key)?.trim().trim_end_matches("kB").trim().parse().ok()).unwrap_or(0)
-}
-
-fn mac_of(ns: &Netns, dev: &str) -> [u8; 6] {
-    let out = ns.ip(&["-br", "link", "show", "dev", dev]).unwrap();
-    let m = out.split_whitespace().nth(2).unwrap_or_else(|| panic!("no MAC in {out:?}"));
-    let mut mac = [0u8; 6];
-    for (b, h) in mac.iter_mut().zip(m.split(':')) {
-        *b = u8::from_str_radix(h, 16).unwrap();
-    }
-    mac
-}
-
-// ---- crafted frames -----------------------------------------------------------
-
-fn sum(data: &[u8], mut acc: u32) -> u32 {
-    let mut c = data.chunks_exact(2);
-    for w in &mut c {
-        acc += u32::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    if let [b] = c.remainder() {
-        acc += u32::from(*b) << 8;
-    }
-    acc
-}
-
-fn fold(mut acc: u32) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
-}
-
-#[derive(Clone, Copy)]
-enum Ip {
-    V4([u8; 4]),
-    V6([u8; 16]),
-}
-
-fn v4(s: &str) -> [u8; 4] {
-    s.parse::<std::net::Ipv4Addr>().unwrap().octets()
-}
-
-/// Ethernet + IP header + `l4` (its checksum at `csum_at`, if any, filled
-/// from the pseudo-header) with `tos` (DSCP << 2 | ECN).
-#[allow(clippy::too_many_arguments)]
-fn frame(
-    dst: [u8; 6],
-    src: [u8; 6],
-    s: Ip,
-    d: Ip,
-    proto: u8,
-    tos: u8,
-    mut l4: Vec<u8>,
-    csum_at: Option<usize>,
-) -> Vec<u8> {
-    let mut f = Vec::with_capacity(14 + 40 + l4.len());
-    f.extend_from_slice(&dst);
-    f.extend_from_slice(&src);
-    if let Some(at) = csum_at {
-        let (sb, db): (&[u8], &[u8]) = match (&s, &d) {
-            (Ip::V4(s), Ip::V4(d)) => (s, d),
-            (Ip::V6(s), Ip::V6(d)) => (s, d),
-            _ => unreachable!(),
-        };
-        let pseudo = sum(sb, sum(db, u32::from(proto) + l4.len() as u32));
-        let c = fold(sum(&l4, pseudo));
-        l4[at..at + 2].copy_from_slice(&c.to_be_bytes());
-    }
-    match (s, d) {
-        (Ip::V4(s), Ip::V4(d)) => {
-            f.extend_from_slice(&[0x08, 0x00]);
-            let tl = (20 + l4.len()) as u16;
-            let mut h = [0x45, tos, 0, 0, 0, 1, 0x40, 0, 64, proto, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-            h[2..4].copy_from_slice(&tl.to_be_bytes());
-            h[12..16].copy_from_slice(&s);
-            h[16..20].copy_from_slice(&d);
-            let c = fold(sum(&h, 0));
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-            f.extend_from_slice(&h);
-        }
-        (Ip::V6(s), Ip::V6(d)) => {
-            f.extend_from_slice(&[0x86, 0xdd]);
-            f.extend_from_slice(&[0x60 | (tos >> 4), tos << 4, 0, 0]);
-            f.extend_from_slice(&(l4.len() as u16).to_be_bytes());
-            f.extend_from_slice(&[proto, 64]);
-            f.extend_from_slice(&s);
-            f.extend_from_slice(&d);
-        }
-        _ => unreachable!(),
-    }
-    f.extend_from_slice(&l4);
-    f
-}
-
-/// A TCP header (+ options, no payload); checksum left for [`frame`].
-fn tcp(sport: u16, dport: u16, seq: u32, ack: u32, flags: u8, opts: &[u8]) -> Vec<u8> {
-    let mut t = Vec::with_capacity(20 + opts.len());
-    t.extend_from_slice(&sport.to_be_bytes());
-    t.extend_from_slice(&dport.to_be_bytes());
-    t.extend_from_slice(&seq.to_be_bytes());
-    t.extend_from_slice(&ack.to_be_bytes());
-    t.push((((20 + opts.len()) / 4) as u8) << 4);
-    t.push(flags);
-    t.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
-    t.extend_from_slice(opts);
-    t
 }
 
 fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
@@ -256,16 +148,6 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
-}
-
-fn send(sock: &PacketSocket, f: &[u8], failures: &mut u64) {
-    for _ in 0..200 {
-        match send_frame(sock, &PacketMeta::PLAIN, f) {
-            Ok(()) => return,
-            Err(_) => std::thread::sleep(Duration::from_micros(50)),
-        }
-    }
-    *failures += 1;
 }
 
 /// Sends the whole attack from `dev` in the calling thread's namespace.
@@ -419,49 +301,6 @@ fn interactive(client: &Netns, server: &Netns, port: u16) -> Duration {
     })
 }
 
-/// The legacy host's link and a veth to the attacker joined by a bridge
-/// in the legacy namespace; the legacy host's addresses move to the bridge.
-fn attach_attacker(lab: &mut GwLab) -> px_lab::NsId {
-    let atk = lab.line.topo.add_ns("atk").expect("attacker namespace");
-    lab.line.topo.add_veth((lab.legacy, ATK_PEER), (atk, ATK_DEV), EMTU).expect("attacker link");
-    let l = lab.ns(lab.legacy);
-    let ip = |args: &[&str]| l.ip(args).unwrap_or_else(|e| panic!("ip {args:?}: {e}"));
-    // No netfilter on the bridge: with br_netfilter loaded (by anything
-    // on the machine) it would validate IP headers and drop the malformed
-    // frames before they reach the gateway; a wire does not.
-    for key in ["iptables", "ip6tables", "arptables"] {
-        let _ = l.set_sysctl(&format!("net.bridge.bridge-nf-call-{key}"), "0");
-    }
-    ip(&[
-        "link",
-        "add",
-        BRIDGE,
-        "type",
-        "bridge",
-        "stp_state",
-        "0",
-        "forward_delay",
-        "0",
-        "nf_call_iptables",
-        "0",
-        "nf_call_ip6tables",
-        "0",
-        "nf_call_arptables",
-        "0",
-    ]);
-    ip(&["link", "set", BRIDGE, "mtu", &EMTU.to_string()]);
-    ip(&["addr", "flush", "dev", LEGACY_DEV]);
-    ip(&["link", "set", LEGACY_DEV, "master", BRIDGE]);
-    ip(&["link", "set", ATK_PEER, "master", BRIDGE]);
-    ip(&["link", "set", BRIDGE, "up"]);
-    ip(&["addr", "add", &format!("{LEGACY_V4}/24"), "dev", BRIDGE]);
-    ip(&["addr", "add", &format!("{LEGACY_V6}/64"), "dev", BRIDGE, "nodad"]);
-    // The attacker sends wire-sized frames, as the hosts do.
-    let off = px_lab::Offloads { tso: Some(false), gso: Some(false), gro: Some(false) };
-    lab.ns(atk).set_offloads(ATK_DEV, off).unwrap();
-    atk
-}
-
 /// Sets its flag when dropped, on every way out of a scope.
 struct SetOnDrop<'a>(&'a AtomicBool);
 
@@ -495,8 +334,8 @@ fn hostile_traffic_leaves_the_live_flows_intact_and_memory_bounded() {
     lab.ping_both();
     let rss_start = proc_status_kib(gw.pid, "VmRSS:");
     let a = Attack {
-        dst_mac: mac_of(lab.ns(lab.bnet), BNET_DEV),
-        src_mac: mac_of(lab.ns(atk), ATK_DEV),
+        dst_mac: mac_bytes(lab.ns(lab.bnet), BNET_DEV),
+        src_mac: mac_bytes(lab.ns(atk), ATK_DEV),
         legacy: v4(LEGACY_V4),
         bnet: v4(BNET_V4),
         client_port: 0,

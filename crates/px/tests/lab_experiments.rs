@@ -68,6 +68,24 @@ fn positive(v: &Value, paths: &[&str]) {
     }
 }
 
+/// Issue 39 (end-host gain): the receiver's CPU split, with the frames it
+/// took in and its receive batches. Through the gateway the frames are
+/// larger than through the router (the gateway's merge, read from the
+/// receiver's device counters), and the router's runs are paced to the
+/// gateway's throughput (both receivers at the same load).
+fn check_split(v: &Value, split: &str) {
+    for m in ["copy_s_per_gb", "discard_s_per_gb", "rx_frame_bytes", "frames_per_softirq"] {
+        positive(v, &[&format!("{split}.{m}.0"), &format!("{split}.{m}.1")]);
+    }
+    let frame = |p: usize| num(v, &format!("{split}.rx_frame_bytes.{p}"));
+    assert!((1400.0..1600.0).contains(&frame(0)), "router frames: {v}");
+    assert!(frame(1) > 2.0 * frame(0) && frame(1) <= 9100.0, "gateway frames: {v}");
+    for m in 0..2 {
+        let (router, gateway) = (num(v, &format!("{split}.gbps.{m}.0")), num(v, &format!("{split}.gbps.{m}.1")));
+        assert!(router <= 1.1 * gateway + 0.05, "the router's run {m} was not paced to the gateway's: {v}");
+    }
+}
+
 #[test]
 fn receiver_smoke() {
     if skip("receiver_smoke", &["iperf3", "taskset", "ethtool"]) {
@@ -86,6 +104,9 @@ fn receiver_smoke() {
     assert!(num(&v, "udp.datagrams_per_caravan") > 1.0, "caravans carried one datagram each: {v}");
     assert!(v["congestion_control"].as_str().unwrap().contains("cubic"), "{v}");
     assert!(v["offloads"].as_str().unwrap().contains("LRO"), "{v}");
+    check_split(&v, "tcp_split");
+    let gro_off = |k: &str| num(&v, &format!("tcp.gro_off.{k}"));
+    assert!(gro_off("gateway_rx_frame_bytes") > 2.0 * gro_off("router_rx_frame_bytes"), "{v}");
 }
 
 #[test]
@@ -206,4 +227,5 @@ fn demo_smoke_has_bnet_cpu_and_observer_figures() {
         assert_eq!(num(&v, &format!("{dir}.router_max_frame_inner")), 1500.0, "{v}");
     }
     assert!(v["bnet_cpu_accounting"].as_str().unwrap().contains("/proc/stat"), "{v}");
+    check_split(&v, "bnet_cpu_split");
 }

@@ -268,15 +268,23 @@ impl TraceFiles {
         let inbound = TraceConfig { flows: s.flows, ..TraceConfig::inbound_default() };
         let outbound = TraceConfig { flows: s.flows, ..TraceConfig::outbound_default() };
         let bulk = TraceConfig { flows: s.bulk_flows, small_share: 0.0, ..TraceConfig::inbound_default() };
+        // Toward the inside, the receivers' ACKs with their largest window
+        // follow their SYN-ACKs (the gateway takes data from outside only
+        // inside what the receiver allows: `Chunk::receiver_acks`).
+        let with_acks = |cfg: &TraceConfig, n: usize| {
+            let mut f = trace_frames(cfg, n, imtu, emtu);
+            f.synacks.append(&f.data.receiver_acks());
+            f
+        };
         Ok(TraceFiles {
-            inbound: TracePcaps::write(dir, "inbound", &trace_frames(&inbound, s.inbound_frames, imtu, emtu), s.flows)?,
+            inbound: TracePcaps::write(dir, "inbound", &with_acks(&inbound, s.inbound_frames), s.flows)?,
             outbound: TracePcaps::write(
                 dir,
                 "outbound",
                 &trace_frames(&outbound, s.outbound_frames, imtu, emtu),
                 s.flows,
             )?,
-            bulk: TracePcaps::write(dir, "bulk", &trace_frames(&bulk, s.bulk_frames, imtu, emtu), s.bulk_flows)?,
+            bulk: TracePcaps::write(dir, "bulk", &with_acks(&bulk, s.bulk_frames), s.bulk_flows)?,
         })
     }
 

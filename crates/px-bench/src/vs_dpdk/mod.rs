@@ -37,7 +37,7 @@ use pcap_file::{Endianness, TsResolution};
 use px_gateway::{Config, Engine, Port};
 use px_wire::offload::Checksum;
 
-use crate::drive::{drain, feed, open_flows};
+use crate::drive::{drain, feed, open_flows, open_windows};
 use crate::trace::{Chunk, Direction, Trace, TraceConfig};
 
 /// What DPDK 22.11's GRO/GSO do differently, printed beside the figures.
@@ -127,6 +127,9 @@ pub fn engine_run(
     copy_chunk(&frames.synacks, &mut synacks);
     open_flows(&mut engine, [&mut syns, &mut synacks], from, rx_csum);
     let base = Instant::now();
+    if from == Port::Outer {
+        open_windows(&mut engine, &frames.data, from, rx_csum, base);
+    }
     let primed = engine.counters().clone();
     copy_chunk(&frames.data, work);
     let t0 = Instant::now();

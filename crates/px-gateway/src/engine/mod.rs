@@ -87,6 +87,9 @@ pub struct Footprint {
     pub pool_free: usize,
     /// Slots of the handshake memory (fixed at start by `max_flows`).
     pub handshake_slots: usize,
+    /// Destinations of verified neighbours with a probe schedule (at most
+    /// 4,096, `confirm.rs`).
+    pub imtu_probing: usize,
 }
 
 /// How often idle flows are looked for when nothing else wakes the engine.
@@ -123,6 +126,10 @@ pub struct Engine {
     in_kernel: usize,
     /// Neighbour b-networks with a verified iMTU (issue 30, [`imtu`]).
     pub(crate) imtu: crate::imtu::ImtuReplica,
+    /// When each of their destinations may be probed next (`crate::confirm`).
+    pub(crate) imtu_schedule: crate::confirm::Schedule,
+    /// Bounds the probes sent per second.
+    pub(crate) imtu_probe_rate: crate::router::limit::IcmpLimiter,
 }
 
 impl Engine {
@@ -157,6 +164,8 @@ impl Engine {
             pending_offload: Vec::new(),
             in_kernel: 0,
             imtu: crate::imtu::ImtuReplica::default(),
+            imtu_schedule: crate::confirm::Schedule::default(),
+            imtu_probe_rate: crate::router::limit::IcmpLimiter::new(crate::confirm::PROBES_PER_SEC),
             cfg,
         })
     }
@@ -220,6 +229,7 @@ impl Engine {
             queued: self.out.len(),
             pool_free: self.pool.free_buffers(),
             handshake_slots: self.handshakes.slots(),
+            imtu_probing: self.imtu_schedule.len(),
         }
     }
 
@@ -320,7 +330,7 @@ impl Engine {
         if info.version == IpVersion::V4 && !Ipv4Packet::new_unchecked(&frame[info.l3..info.l4]).verify_checksum() {
             return self.drop(DropReason::Malformed);
         }
-        if let Some(v) = self.verified_passthrough(from, frame, info, meta) {
+        if let Some(v) = self.verified_passthrough(now, from, frame, info, meta) {
             return without_trailer(v, info.end, frame.len());
         }
         // By reference again, for the same reason.

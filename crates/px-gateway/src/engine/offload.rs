@@ -34,18 +34,28 @@
 //! before going again, doubled for each quick return (`fast_path.rs`).
 //!
 //! **Off-path senders** cannot steer this: a segment from outside that
-//! lies more than `MAX_AHEAD` from the stream is forwarded by the datapath
-//! unchanged (as the engine forwards a `Track::Foreign` segment) without
-//! handing the flow back, and nothing from outside makes a flow qualify
-//! that would not without it (the conditions are the conntrack's, which
-//! believes from outside only what an end host would).
+//! lies outside what the inner host allows (`ReceiveWindow::admits`, the
+//! same rule as the engine's) is forwarded by the datapath unchanged (as
+//! the engine forwards a `Track::Foreign` segment) without handing the
+//! flow back; the datapath keeps the inner host's window up to date from
+//! its packets, and a segment that arrives on the other port than its
+//! direction's is not the flow's. Nothing from outside makes a flow
+//! qualify that would not without it (the conditions are the conntrack's,
+//! which believes from outside only what an end host would).
+//!
+//! **Catching up.** When a direction comes back, the engine adopts the
+//! datapath's view: the furthest sequence if it moved at all (by the
+//! datapath's 64-bit count, so a direction that carried more than 2 GiB,
+//! where a 32-bit comparison wraps, still catches up), the inner host's
+//! window (the datapath saw every packet of the inner host since the
+//! install), and the ICMP windows.
 
 use std::time::Instant;
 
 use px_wire::tcp::flags;
 
 use super::Engine;
-use crate::fast_path::{DirKey, Direction, InstallError, Offload, Progress, ReturnReason};
+use crate::fast_path::{Direction, FlowProgress, InstallError, Offload, ReturnReason, WINDOW_READ_EVERY};
 use crate::port::Port;
 use crate::segment::{Layout, Seg};
 
@@ -119,7 +129,8 @@ impl Engine {
     #[inline(never)]
     fn kernel_still_carries(&mut self, idx: u32, dir: &Direction, seg: &Seg, now: Instant) -> bool {
         let control = seg.flags & (flags::SYN | flags::FIN | flags::RST | flags::URG) != 0;
-        let progress = self.datapath.as_ref().and_then(|d| d.progress(&dir.key));
+        let key = self.flows.get(idx).map(|f| f.key);
+        let progress = key.and_then(|k| self.datapath.as_ref()?.progress(&k)).and_then(|p| p.dirs[dir.from as usize]);
         let returned = progress.and_then(|p| p.returned);
         if progress.is_some() && returned.is_none() && !control {
             self.counters.fast_path.passed_on += 1;
@@ -204,11 +215,13 @@ impl Engine {
             return None;
         }
         let next_in = c.next_in?;
+        // The datapath checks segments from outside against the inner
+        // host's window as the engine does: it must be known.
+        let receiver = c.receiver?;
+        let inner_shift = c.handshake.inner_shift()?;
         let (layout_in, layout_out) = f.fast.layouts()?;
-        let inbound_key = DirKey::of(&f.key, Port::Outer);
-        let outbound_key = DirKey::of(&f.key, Port::Inner);
-        let seg_in = self.kernel_segment(idx, Port::Outer, &layout_in, inbound_key.dst, now);
-        let seg_out = self.kernel_segment(idx, Port::Inner, &layout_out, outbound_key.dst, now);
+        let seg_in = self.kernel_segment(idx, Port::Outer, &layout_in, f.key.inner().ip(), now);
+        let seg_out = self.kernel_segment(idx, Port::Inner, &layout_out, f.key.outer().ip(), now);
         let tcp_len = |l: &Layout| (px_wire::tcp::MIN_HEADER_LEN + l.options as usize) as u8;
         // What the engine holds is inbound data: only the inbound
         // direction waits for it to be sent.
@@ -216,23 +229,25 @@ impl Engine {
         let inbound =
             (f.fast.dir(Port::Outer).is_none() && nothing_held && f.fast.inbound_suits_kernel(seg_in)).then(|| {
                 Direction {
-                    key: inbound_key,
                     from: Port::Outer,
                     segment: seg_in.min(u16::MAX as usize) as u16,
                     tcp_header_len: tcp_len(&layout_in),
-                    check_window: true,
                     next_seq: next_in.0,
                 }
             });
         let outbound = (f.fast.dir(Port::Inner).is_none() && f.fast.outbound_suits_kernel()).then(|| Direction {
-            key: outbound_key,
             from: Port::Inner,
             segment: seg_out.min(u16::MAX as usize) as u16,
             tcp_header_len: tcp_len(&layout_out),
-            check_window: false,
             next_seq: c.windows.seq_out.end().unwrap_or(0),
         });
-        (inbound.is_some() || outbound.is_some()).then_some(Offload { inbound, outbound })
+        (inbound.is_some() || outbound.is_some()).then_some(Offload {
+            key: f.key,
+            inbound,
+            outbound,
+            receiver,
+            inner_shift,
+        })
     }
 
     /// The segment size the engine cuts the direction arriving on `from`
@@ -301,9 +316,10 @@ impl Engine {
 
     /// Withdraws the direction arriving on `from` of flow `idx`; returns
     /// what the kernel did with it, and counts that.
-    fn withdraw_direction(&mut self, idx: u32, from: Port) -> Option<Progress> {
-        let dir = self.flows.get(idx).and_then(|f| f.fast.dir(from).copied())?;
-        let p = self.datapath.as_mut().and_then(|d| d.withdraw(&dir.key));
+    fn withdraw_direction(&mut self, idx: u32, from: Port) -> Option<crate::fast_path::Progress> {
+        let key = self.flows.get(idx).filter(|f| f.fast.dir(from).is_some())?.key;
+        let fp = self.datapath.as_mut().and_then(|d| d.withdraw(&key, from))?;
+        let p = fp.dirs[from as usize];
         if let Some(p) = &p {
             let c = &mut self.counters.fast_path;
             c.kernel_packets += p.packets;
@@ -315,8 +331,8 @@ impl Engine {
                 c.kernel_data_in += p.data_out;
             }
         }
-        if let (Some(p), Some(f)) = (&p, self.flows.get_mut(idx)) {
-            catch_up(&mut f.conn, from, p);
+        if let Some(f) = self.flows.get_mut(idx) {
+            catch_up(&mut f.conn, &fp);
         }
         p
     }
@@ -365,16 +381,34 @@ impl Engine {
     /// Brings flow `idx`'s expected sequence and ICMP windows up to what
     /// the kernel carried, leaving the flow there.
     pub(crate) fn catch_up_with_kernel(&mut self, idx: u32) {
-        let Some(f) = self.flows.get(idx) else { return };
-        let dirs = f.fast.dirs;
-        let Some(d) = self.datapath.as_ref() else { return };
-        let progress: Vec<(Port, Progress)> =
-            dirs.iter().flatten().filter_map(|dir| d.progress(&dir.key).map(|p| (dir.from, p))).collect();
+        let Some(key) = self.flows.get(idx).filter(|f| f.fast.in_kernel()).map(|f| f.key) else { return };
+        let Some(fp) = self.datapath.as_ref().and_then(|d| d.progress(&key)) else { return };
         self.counters.fast_path.icmp_catch_ups += 1;
-        let Some(f) = self.flows.get_mut(idx) else { return };
-        for (from, p) in progress {
-            catch_up(&mut f.conn, from, &p);
+        if let Some(f) = self.flows.get_mut(idx) {
+            catch_up(&mut f.conn, &fp);
         }
+    }
+
+    /// A segment from outside of flow `idx` lay beyond what the engine
+    /// last knew the inner host to allow: if the kernel carries the inner
+    /// host's packets (so the engine did not see its latest ACKs), the
+    /// window is read from the kernel, at most once per
+    /// [`WINDOW_READ_EVERY`]. Whether it was read.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn window_from_kernel(&mut self, idx: u32, now: Instant) -> bool {
+        let Some(f) = self.flows.get(idx) else { return false };
+        let due = f.fast.window_read_at.is_none_or(|t| now.saturating_duration_since(t) >= WINDOW_READ_EVERY);
+        if f.fast.dir(Port::Inner).is_none() || !due {
+            return false;
+        }
+        let key = f.key;
+        let Some(fp) = self.datapath.as_ref().and_then(|d| d.progress(&key)) else { return false };
+        let Some(f) = self.flows.get_mut(idx) else { return false };
+        f.fast.window_read_at = Some(now);
+        f.conn.receiver = Some(fp.receiver);
+        self.counters.fast_path.window_reads += 1;
+        true
     }
 
     /// Takes every flow back (a reload, a stop).
@@ -401,8 +435,9 @@ impl Engine {
             let Some(f) = self.flows.get(idx) else { continue };
             let Some((lin, lout)) = f.fast.layouts() else { continue };
             let stale = f.fast.dirs.iter().flatten().any(|d| {
-                let layout = if d.from == Port::Outer { &lin } else { &lout };
-                self.kernel_segment(idx, d.from, layout, d.key.dst, now) != d.segment as usize
+                let (layout, dst) =
+                    if d.from == Port::Outer { (&lin, f.key.inner().ip()) } else { (&lout, f.key.outer().ip()) };
+                self.kernel_segment(idx, d.from, layout, dst, now) != d.segment as usize
             });
             if stale {
                 self.reclaim(idx, now, Reclaim::PathMtu);
@@ -413,10 +448,9 @@ impl Engine {
     /// Whether flow `idx`, idle in user space, still moves in the kernel;
     /// if so its last-seen time is brought to `now`.
     pub(crate) fn busy_in_kernel(&mut self, idx: u32, now: Instant) -> bool {
-        let Some(f) = self.flows.get(idx) else { return false };
-        let dirs = f.fast.dirs;
-        let Some(d) = self.datapath.as_ref() else { return false };
-        let packets: u64 = dirs.iter().flatten().filter_map(|dir| d.progress(&dir.key)).map(|p| p.packets).sum();
+        let Some(key) = self.flows.get(idx).filter(|f| f.fast.in_kernel()).map(|f| f.key) else { return false };
+        let Some(fp) = self.datapath.as_ref().and_then(|d| d.progress(&key)) else { return false };
+        let packets: u64 = fp.dirs.iter().flatten().map(|p| p.packets).sum();
         let Some(f) = self.flows.get_mut(idx) else { return false };
         if packets > f.fast.seen_packets {
             f.fast.seen_packets = packets;
@@ -427,20 +461,30 @@ impl Engine {
     }
 }
 
-/// What the kernel carried in the direction arriving on `from` brings the
-/// connection's state up to date: the expected inbound sequence (only
-/// forward, and only within what the engine would itself have moved it by)
-/// and the sequence window that ICMP errors are checked against.
-fn catch_up(c: &mut crate::conntrack::Conn, from: Port, p: &Progress) {
-    let end = px_wire::tcp::SeqNumber(p.next_seq);
-    match from {
-        Port::Outer => {
-            if c.next_in.is_some_and(|n| end.is_after(n)) {
-                c.next_in = Some(end);
-            }
-            c.windows.seq_in.on_data(p.next_seq, p.next_seq);
+/// What the kernel did with a flow brings the connection's state up to
+/// date, for each direction it carried: the expected inbound sequence
+/// (adopted whenever the kernel moved it: by its 64-bit count, never by a
+/// 32-bit comparison that wraps after 2 GiB) and the sequence windows that
+/// ICMP errors are checked against; and the inner host's window, which the
+/// kernel kept from every packet of the inner host since the install.
+fn catch_up(c: &mut crate::conntrack::Conn, fp: &FlowProgress) {
+    c.receiver = Some(fp.receiver);
+    for from in [Port::Outer, Port::Inner] {
+        let Some(p) = fp.dir(from) else { continue };
+        if p.advanced == 0 {
+            continue;
         }
-        Port::Inner => c.windows.seq_out.on_data(p.next_seq, p.next_seq),
+        if from == Port::Outer {
+            c.next_in = Some(px_wire::tcp::SeqNumber(p.next_seq));
+        }
+        let data = if from == Port::Outer { &mut c.windows.seq_in } else { &mut c.windows.seq_out };
+        data.catch_up(p.next_seq, p.advanced);
+    }
+    // Then what each direction's last ACK acknowledged of the other's data.
+    for from in [Port::Outer, Port::Inner] {
+        let Some(p) = fp.dir(from).filter(|p| p.packets > 0) else { continue };
+        let acked = if from == Port::Outer { &mut c.windows.seq_out } else { &mut c.windows.seq_in };
+        acked.on_ack(p.ack);
     }
 }
 
@@ -455,16 +499,28 @@ pub(crate) mod tests {
     use super::*;
     use crate::buf::Verdict;
     use crate::config::Config;
-    use crate::fast_path::Datapath;
+    use crate::conntrack::ReceiveWindow;
+    use crate::fast_path::{Datapath, Progress};
+    use crate::flow::FlowKey;
     use crate::test_frames::Tcp;
 
-    /// What a fake datapath holds: each direction installed, with what
-    /// the "kernel" did since.
+    /// What a fake datapath holds: each direction installed (by flow and
+    /// the port its packets arrive on), with what the "kernel" did since,
+    /// and the inner host's window per flow.
     #[derive(Debug, Default)]
     pub struct Table {
-        pub dirs: HashMap<DirKey, (Direction, Progress)>,
+        pub dirs: HashMap<(FlowKey, Port), (Direction, Progress)>,
+        pub receivers: HashMap<FlowKey, ReceiveWindow>,
         pub installs: u64,
         pub withdrawals: u64,
+    }
+
+    impl Table {
+        fn flow(&self, key: &FlowKey) -> Option<FlowProgress> {
+            let dir = |from| self.dirs.get(&(*key, from)).map(|(_, p)| *p);
+            let dirs = [dir(Port::Inner), dir(Port::Outer)];
+            dirs.iter().any(Option::is_some).then(|| FlowProgress { dirs, receiver: self.receivers[key] })
+        }
     }
 
     /// A datapath in memory; the test plays the kernel through `table`.
@@ -477,18 +533,24 @@ pub(crate) mod tests {
         fn install(&mut self, o: &Offload) -> Result<(), InstallError> {
             let mut t = self.table.lock().unwrap();
             t.installs += 1;
+            t.receivers.entry(o.key).or_insert(o.receiver);
             for d in o.directions() {
-                t.dirs.insert(d.key, (*d, Progress { next_seq: d.next_seq, ..Progress::default() }));
+                t.dirs.insert((o.key, d.from), (*d, Progress { next_seq: d.next_seq, ..Progress::default() }));
             }
             Ok(())
         }
-        fn progress(&self, key: &DirKey) -> Option<Progress> {
-            self.table.lock().unwrap().dirs.get(key).map(|(_, p)| *p)
+        fn progress(&self, key: &FlowKey) -> Option<FlowProgress> {
+            self.table.lock().unwrap().flow(key)
         }
-        fn withdraw(&mut self, key: &DirKey) -> Option<Progress> {
+        fn withdraw(&mut self, key: &FlowKey, from: Port) -> Option<FlowProgress> {
             let mut t = self.table.lock().unwrap();
             t.withdrawals += 1;
-            t.dirs.remove(key).map(|(_, p)| p)
+            let fp = t.flow(key)?;
+            t.dirs.remove(&(*key, from))?;
+            if t.flow(key).is_none() {
+                t.receivers.remove(key);
+            }
+            Some(fp)
         }
     }
 
@@ -582,9 +644,12 @@ pub(crate) mod tests {
             assert_eq!(inb.segment as usize, 9000 - ip - 32, "v6={v6}");
             assert_eq!(outb.segment as usize, 1500 - ip - 32);
             assert_eq!(inb.next_seq, next + 7 * MSS_IN as u32);
-            assert!(inb.check_window && !outb.check_window);
             assert_eq!((inb.tcp_header_len, outb.tcp_header_len), (32, 32));
-            assert_eq!(inb.key.sport, crate::test_frames::OUTER_PORT);
+            // The flow as the engine keys it, with what the inner host's
+            // SYN-ACK allowed (65,535 bytes past its ACK, unscaled).
+            let (key, receiver) = t.receivers.iter().next().unwrap();
+            assert_eq!(key.outer().port(), crate::test_frames::OUTER_PORT);
+            assert_eq!(*receiver, ReceiveWindow { end: 1 + 65_535, max_win: 65_535 });
         }
     }
 
@@ -625,6 +690,49 @@ pub(crate) mod tests {
         established(&mut e, now, false, 20);
         quiet(&mut e, now);
         assert_eq!(fake.table.lock().unwrap().installs, 0, "offload off");
+        // An AccECN connection (its SYN-ACK chose AccECN: AE, CWR, ECE =
+        // 0, 1, 0), and a TCP-MD5 one (its SYN signed).
+        for (what, synack_flags, syn_opts) in [
+            ("AccECN", flags::SYN | flags::ACK | flags::CWR, vec![2, 4, 0x05, 0xb4]),
+            ("TCP-MD5", flags::SYN | flags::ACK, [vec![2, 4, 0x05, 0xb4], vec![19, 18], vec![7; 16]].concat()),
+        ] {
+            let (mut e, fake, now) = engine(false);
+            let mut syn = Tcp::data(false, Port::Outer, 0, 0);
+            syn.flags = flags::SYN;
+            syn.opts = syn_opts;
+            while syn.opts.len() % 4 != 0 {
+                syn.opts.push(1);
+            }
+            feed(&mut e, now, &syn);
+            let mut sa = Tcp::data(false, Port::Inner, 0, 0);
+            sa.flags = synack_flags;
+            sa.opts = vec![2, 4, 0x23, 0x00];
+            sa.ack = 1;
+            feed(&mut e, now, &sa);
+            feed(&mut e, now, &Tcp::data(false, Port::Outer, 1, 0));
+            for i in 0..40 {
+                feed(&mut e, now, &Tcp::data(false, Port::Outer, 1 + i * MSS_IN as u32, MSS_IN));
+            }
+            quiet(&mut e, now);
+            assert_eq!(fake.table.lock().unwrap().installs, 0, "{what}: never goes to the kernel");
+        }
+    }
+
+    /// The kernel carried `moved` bytes of the inbound direction (the
+    /// inner host acknowledging them as they went) and handed it back for
+    /// a FIN: what the fake reports.
+    fn carried_then_fin(fake: &Fake, next: u32, moved: u64) -> u32 {
+        let mut t = fake.table.lock().unwrap();
+        let end = next.wrapping_add(moved as u32);
+        let ((k, _), (_, p)) = t.dirs.iter_mut().find(|(_, (d, _))| d.from == Port::Outer).unwrap();
+        let k = *k;
+        p.next_seq = end;
+        p.advanced = moved;
+        p.returned = Some(ReturnReason::Flags);
+        p.packets = 100;
+        p.bytes = moved;
+        t.receivers.insert(k, ReceiveWindow { end: end.wrapping_add(65_535), max_win: 65_535 });
+        end
     }
 
     #[test]
@@ -635,29 +743,41 @@ pub(crate) mod tests {
         assert_eq!(e.flows_in_kernel(), 1);
         // The kernel carried 10 MB, then handed a FIN back.
         let moved = 10_000_000u32;
-        let inb_key = {
-            let mut t = fake.table.lock().unwrap();
-            let (k, (_, p)) = t.dirs.iter_mut().find(|(_, (d, _))| d.from == Port::Outer).unwrap();
-            p.next_seq = next + moved;
-            p.returned = Some(ReturnReason::Flags);
-            p.packets = 100;
-            p.bytes = moved as u64;
-            *k
-        };
-        let mut fin = Tcp::data(false, Port::Outer, next + moved, 0);
+        let end = carried_then_fin(&fake, next, moved as u64);
+        let mut fin = Tcp::data(false, Port::Outer, end, 0);
         fin.flags = flags::FIN | flags::ACK;
         assert!(matches!(send(&mut e, now, &fin), Verdict::Forward { .. }));
         assert_eq!(e.flows_in_kernel(), 0);
         let t = fake.table.lock().unwrap();
         assert!(t.dirs.is_empty(), "both directions withdrawn");
-        assert!(!t.dirs.contains_key(&inb_key));
         let c = &e.counters().fast_path;
         assert_eq!(c.returned[ReturnReason::Flags as usize], 1);
         assert_eq!(c.kernel_bytes, moved as u64);
         // The FIN was taken at the expected sequence: the stream caught up.
         let f = e.flows.get(e.flows.indices().next().unwrap()).unwrap();
         assert!(f.conn.life.fin_outer, "FIN at the caught-up sequence counts");
-        assert_eq!(f.conn.next_in.map(|s| s.0), Some(next + moved + 1));
+        assert_eq!(f.conn.next_in.map(|s| s.0), Some(end + 1));
+    }
+
+    /// Issue 35 item 2: after more than 2 GiB in the kernel (here 3 GiB,
+    /// where a 32-bit comparison takes the kernel's sequence for an old
+    /// one), the engine still continues from the kernel's: by its 64-bit
+    /// count of how far the stream moved.
+    #[test]
+    fn after_more_than_2_gib_in_the_kernel_the_stream_catches_up_by_the_64_bit_count() {
+        for moved in [3u64 << 30, (4u64 << 30) + 1000, 5_000_000_000] {
+            let (mut e, fake, now) = engine(false);
+            let next = established(&mut e, now, false, 8);
+            quiet(&mut e, now);
+            let end = carried_then_fin(&fake, next, moved);
+            let mut fin = Tcp::data(false, Port::Outer, end, 0);
+            fin.flags = flags::FIN | flags::ACK;
+            assert!(matches!(send(&mut e, now, &fin), Verdict::Forward { .. }));
+            let f = e.flows.get(e.flows.indices().next().unwrap()).unwrap();
+            assert_eq!(f.conn.next_in.map(|s| s.0), Some(end.wrapping_add(1)), "{moved} bytes in the kernel");
+            assert!(f.conn.life.fin_outer, "{moved}: the FIN is at the stream");
+            assert!(f.conn.windows.seq_in.contains(end), "{moved}: the ICMP window is at the stream");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use px_wire::tcp::flags;
 use super::Engine;
 use crate::conntrack::{Syn, Track};
 use crate::counters::FlushReason;
-use crate::mss::{Rewrite, announced_mss, mss_for, rewrite_mss};
+use crate::mss::{Rewrite, announced_mss, announced_scale, mss_for, rewrite_mss};
 use crate::port::Port;
 use crate::segment::Seg;
 
@@ -25,10 +25,17 @@ impl Engine {
     pub(crate) fn track(&mut self, idx: u32, frame: &mut [u8], seg: &Seg, from: Port, now: Instant) -> Track {
         let Some(f) = self.flows.get_mut(idx) else { return Track::Plain };
         if from == Port::Outer && !seg.has(flags::SYN) && f.conn.is_foreign(seg) {
-            // Nothing of it is believed, not even its ACK.
-            self.counters.signed_passed += seg.signed as u64;
-            return Track::Foreign;
+            // Beyond what the engine knows the inner host to allow; the
+            // kernel may know more, if it carries the inner host's packets.
+            let foreign =
+                !self.window_from_kernel(idx, now) || self.flows.get(idx).is_none_or(|f| f.conn.is_foreign(seg));
+            if foreign {
+                // Nothing of it is believed, not even its ACK.
+                self.counters.signed_passed += seg.signed as u64;
+                return Track::Foreign;
+            }
         }
+        let Some(f) = self.flows.get_mut(idx) else { return Track::Plain };
         f.conn.on_sequence(from, seg);
         if seg.has(flags::SYN) {
             return self.track_syn(idx, frame, seg, from, now);
@@ -45,7 +52,7 @@ impl Engine {
     #[inline(never)]
     fn track_syn(&mut self, idx: u32, frame: &mut [u8], seg: &Seg, from: Port, now: Instant) -> Track {
         let Some(f) = self.flows.get_mut(idx) else { return Track::Plain };
-        match f.conn.on_syn(seg, from) {
+        match f.conn.on_syn(seg, from, announced_mss(frame, seg), announced_scale(frame, seg)) {
             Syn::Ignored => {
                 self.counters.syns_ignored += 1;
                 return Track::IgnoredSyn;

@@ -117,7 +117,11 @@ impl TcpSpec {
             dport,
             seq,
             ack: 1_000,
-            window: 512,
+            // The field as a host with window scaling sends it (with the
+            // handshake's scale 7, 8 MiB: an inner host allows the outer
+            // host that much past its ACK, so that the engine takes the
+            // data of these tests as the connection's).
+            window: 65_535,
             flags: Flags::ack(),
             urg_ptr: 0,
             opts: Vec::new(),
@@ -690,7 +694,7 @@ impl Harness {
     /// then applies the verdict.
     pub fn feed(&mut self, from: Port, mut frame: Vec<u8>, meta: PacketMeta) -> Verdict {
         self.oracle.record_in(from, &frame, matches!(meta.csum, Checksum::Partial { .. }));
-        if let Some(kernel::Taken::Kernel(meta)) = self.kernel.as_ref().map(|k| k.offer(&frame, &meta)) {
+        if let Some(kernel::Taken::Kernel(meta)) = self.kernel.as_ref().map(|k| k.offer(&frame, &meta, from)) {
             // The fast path carried it: the engine never sees it.
             let meta = kernel::as_partial(&mut frame, meta);
             self.out.push(Out { port: from.other(), frame, meta, at: self.now, forwarded: true });
@@ -1123,7 +1127,8 @@ pub const INNER_ISN: u32 = 77;
 /// The inner host's SYN-ACK of flow `n` (sequence `seq`) acknowledging
 /// `ack`, announcing `mss` (no MSS option with `None`).
 pub fn inner_syn_ack(v6: bool, n: u16, seq: u32, ack: u32, mss: Option<u16>) -> TcpSpec {
-    let opts = mss.map_or(vec![], |m| vec![TcpOptionElement::MaximumSegmentSize(m)]);
+    let mut opts = mss.map_or(vec![], |m| vec![TcpOptionElement::MaximumSegmentSize(m)]);
+    opts.extend([TcpOptionElement::Noop, TcpOptionElement::WindowScale(WINDOW_SCALE)]);
     let mut sa = TcpSpec::outbound(v6, n, seq, vec![]).with_opts(opts);
     sa.flags = Flags { syn: true, ack: true, ..Flags::default() };
     sa.ack = ack;
@@ -1146,16 +1151,31 @@ pub fn open_connection(h: &mut Harness, v6: bool, n: u16, isn: u32, inner_mss: O
     h.check_outputs().unwrap();
 }
 
+/// The window scale both hosts announce in their SYNs (Linux's with its
+/// default buffers).
+pub const WINDOW_SCALE: u8 = 7;
+
 /// A SYN of flow `n` from the outside host, sequence `seq`, announcing
-/// `mss` (then two NOPs).
+/// `mss` and window scale [`WINDOW_SCALE`].
 pub fn outer_syn(v6: bool, n: u16, seq: u32, mss: u16) -> TcpSpec {
     let mut s = TcpSpec::inbound(v6, n, seq, vec![]).with_opts(vec![
         TcpOptionElement::MaximumSegmentSize(mss),
         TcpOptionElement::Noop,
-        TcpOptionElement::Noop,
+        TcpOptionElement::WindowScale(WINDOW_SCALE),
     ]);
     s.flags = Flags { syn: true, ..Flags::default() };
     s
+}
+
+/// The inner host of flow `n` acknowledges the outer host's stream up to
+/// `ack` with a full window: what it allows the outer host to send moves on
+/// (the engine takes nothing beyond it as the connection's). The frame is
+/// checked and left out of what the test sees.
+pub fn inner_acks(h: &mut Harness, v6: bool, n: u16, ack: u32) {
+    let mut a = TcpSpec::outbound(v6, n, INNER_ISN.wrapping_add(1), vec![]);
+    a.ack = ack;
+    let _ = h.feed_tcp(Port::Inner, &a);
+    h.check_outputs().unwrap();
 }
 
 /// The inner host's SYN-ACK of flow `n` acknowledging `isn`, announcing the

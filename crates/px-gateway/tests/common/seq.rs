@@ -407,7 +407,8 @@ impl Driver<'_> {
             && f.caravans_reserved <= cfg.max_held_bytes.max(full)
             && f.deadlines <= 64 * (self.recent.len() + 1) + 2 * cfg.max_flows
             && f.pool_free <= 3 * 4096
-            && f.handshake_slots == self.peer.eng.footprint().handshake_slots;
+            && f.handshake_slots == self.peer.eng.footprint().handshake_slots
+            && f.imtu_probing <= 4096;
         if !ok {
             return Err(format!("footprint beyond the configuration: {f:?}, {} recent inputs", self.recent.len()));
         }

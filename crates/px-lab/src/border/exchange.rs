@@ -22,22 +22,21 @@
 //! translated, complete; B dropping its community mid-transfer: A falls
 //! back to translation without a lost byte. Every transfer sha256-checked.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::Scratch;
 use super::bird::Bird;
 use super::imtu::{IMTU_TABLE, announce_config, learn_config};
+use super::{BothWays, Exact, Scratch};
 use crate::{RunError, exp};
 use px_netns::gateway::GatewayProcess;
 use px_netns::netns::{LabChild, Netns, Offloads};
 use px_netns::observe::{FrameObserver, FrameSizes};
 use px_netns::topology::{NsId, Topology};
-use px_netns::traffic::{BulkResult, BulkSpec, Pace, bulk_tcp_counted};
+use px_netns::traffic::Pace;
 
 const AS_A: u32 = 64500;
 const AS_B: u32 = 64501;
@@ -95,19 +94,6 @@ impl Frames {
             to_frames: s.tx.frames,
         }
     }
-}
-
-/// One sha256-checked transfer.
-#[derive(Debug, Clone, Serialize)]
-pub struct Exact {
-    /// `a_to_b`, `b_to_a`, ...
-    pub what: String,
-    /// Bytes received.
-    pub bytes: u64,
-    /// Bytes sent minus bytes received.
-    pub lost: u64,
-    /// Sender's and receiver's digests equal.
-    pub exact: bool,
 }
 
 /// What the exchange run measured.
@@ -293,11 +279,7 @@ fn member_config(log: &str, me: &str, asn: u32, prefix: &str, imtu: Option<u32>)
     c
 }
 
-fn server(s: &str, port: u16) -> SocketAddr {
-    SocketAddr::new(s.parse().unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)), port)
-}
-
-/// Both directions at once between `a` and `other`, sha256 on.
+/// Both directions at once between A and `other`, sha256 on.
 fn both_ways(
     lab: &Lab,
     other: NsId,
@@ -306,37 +288,9 @@ fn both_ways(
     pace: Pace,
     names: [&str; 2],
     progress: &AtomicU64,
-) -> Result<Vec<(String, BulkResult)>, RunError> {
-    let mut to = BulkSpec::new(server(other_addr, 5101), 1, bytes);
-    let mut back = BulkSpec::new(server(HOST_A, 5102), 1, bytes);
-    for s in [&mut to, &mut back] {
-        s.sha256 = true;
-        s.pace = pace;
-        s.stall_timeout = Duration::from_secs(20);
-    }
-    let (a, o) = (lab.ns(lab.host_a), lab.ns(other));
-    let (r1, r2) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| bulk_tcp_counted(a, o, &to, progress));
-        let r2 = bulk_tcp_counted(o, a, &back, progress);
-        (h.join(), r2)
-    });
-    let r1 = r1.map_err(|_| RunError::Step("transfer thread panicked".into()))?;
-    Ok(vec![
-        (names[0].to_string(), r1.map_err(|e| format!("{}: {e}", names[0]))?),
-        (names[1].to_string(), r2.map_err(|e| format!("{}: {e}", names[1]))?),
-    ])
-}
-
-fn exacts(runs: &[(String, BulkResult)], want: u64) -> Vec<Exact> {
-    runs.iter()
-        .flat_map(|(name, r)| {
-            r.flows.iter().map(move |f| {
-                let exact =
-                    f.sent_sha256.is_some() && f.sent_sha256 == f.received_sha256 && (want == 0 || f.bytes == want);
-                Exact { what: name.clone(), bytes: f.bytes, lost: want.saturating_sub(f.bytes), exact }
-            })
-        })
-        .collect()
+) -> Vec<Exact> {
+    let w = BothWays { bytes, pace, stall: Duration::from_secs(20), names, ports: [5101, 5102] };
+    super::both_ways((lab.ns(lab.host_a), HOST_A), (lab.ns(other), other_addr), w, progress)
 }
 
 /// Runs the exchange experiment; `say` gets progress lines.
@@ -419,21 +373,18 @@ pub fn run(o: &ExchangeOptions, say: &dyn Fn(&str)) -> Result<ExchangeResult, Ru
 
     say("exchange: A <-> B (verified 9000)");
     let obs = FrameObserver::start(lab.ns(lab.ix), "p-b")?;
-    let runs = both_ways(&lab, lab.host_b, HOST_B, o.bytes, full, ["a_to_b", "b_to_a"], &progress)?;
+    transfers.extend(both_ways(&lab, lab.host_b, HOST_B, o.bytes, full, ["a_to_b", "b_to_a"], &progress));
     let bnet = Frames::of(obs.stop());
-    transfers.extend(exacts(&runs, o.bytes));
 
     say("exchange: A <-> L (legacy, translated)");
     let obs = FrameObserver::start(lab.ns(lab.ix), "p-l")?;
-    let runs = both_ways(&lab, lab.host_l, HOST_L, o.bytes, full, ["a_to_l", "l_to_a"], &progress)?;
+    transfers.extend(both_ways(&lab, lab.host_l, HOST_L, o.bytes, full, ["a_to_l", "l_to_a"], &progress));
     let legacy = Frames::of(obs.stop());
-    transfers.extend(exacts(&runs, o.bytes));
 
     say("exchange: A <-> C (claims 9000 behind a 1500 hop)");
     let obs = FrameObserver::start(lab.ns(lab.ix), "p-c")?;
-    let runs = both_ways(&lab, lab.host_c, HOST_C, o.bytes, full, ["a_to_c", "c_to_a"], &progress)?;
+    let liar_runs = both_ways(&lab, lab.host_c, HOST_C, o.bytes, full, ["a_to_c", "c_to_a"], &progress);
     let liar = Frames::of(obs.stop());
-    let liar_runs = exacts(&runs, o.bytes);
     transfers.extend(liar_runs.iter().cloned());
 
     say("exchange: A <-> B while B drops its claim");
@@ -454,9 +405,9 @@ pub fn run(o: &ExchangeOptions, say: &dyn Fn(&str)) -> Result<ExchangeResult, Ru
         let obs = FrameObserver::start(lab.ns(lab.ix), "p-b")?;
         let r = h.join().map_err(|_| RunError::Step("transfer thread panicked".into()))?;
         after = obs.stop();
-        r
+        Ok(r)
     })?;
-    transfers.extend(exacts(&runs, bytes));
+    transfers.extend(runs);
 
     let exit = gw.stop()?;
     let gateway_log: Vec<String> = exit.log.lines().filter(|l| l.contains("imtu:")).map(str::to_owned).collect();

@@ -6,6 +6,9 @@
 //! - [`exchange`]: the iMTU advertisement end to end: an exchange with a
 //!   route server, a true, a lying and a legacy neighbour, the gateway
 //!   verifying each claim before it sends large frames.
+//! - [`claims`]: what no iMTU claim may make the gateway do: a host of a
+//!   verified prefix behind a smaller hop with ICMP filtered, a lying
+//!   responder, a small outer port (issue 35).
 //! - [`imtu`]: the BIRD 2 configuration of the advertisement (the large
 //!   community `(AS, 1, iMTU)`, its copy into `krt_mtu` of table 30).
 //! - [`bird`]: BIRD 2 as a lab process (per-run configuration and control
@@ -16,6 +19,7 @@
 //! and files are removed on every exit path (drop, panic, SIGINT/SIGTERM).
 
 pub mod bird;
+pub mod claims;
 pub mod ecmp;
 pub mod exchange;
 pub mod imtu;
@@ -54,6 +58,103 @@ pub(crate) fn bird_parses(conf: &str) -> Result<(), String> {
     std::fs::write(&p, conf).map_err(|e| e.to_string())?;
     let out = std::process::Command::new("bird").arg("-p").arg("-c").arg(&p).output().map_err(|e| e.to_string())?;
     if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+}
+
+/// One sha256-checked transfer of a border run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Exact {
+    /// `a_to_b`, `b_to_a`, ...
+    pub what: String,
+    /// Bytes received (0 when it failed).
+    pub bytes: u64,
+    /// Bytes sent minus bytes received.
+    pub lost: u64,
+    /// Every byte arrived and the sender's and receiver's digests are equal.
+    pub exact: bool,
+    /// Why it failed, if it did (a stall, a reset).
+    pub error: Option<String>,
+}
+
+/// How [`both_ways`] runs its two transfers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BothWays<'a> {
+    /// Bytes each way.
+    pub bytes: u64,
+    /// How the senders write.
+    pub pace: px_netns::traffic::Pace,
+    /// Longest a transfer may stand still.
+    pub stall: std::time::Duration,
+    /// The two transfers' names (a → b, b → a).
+    pub names: [&'a str; 2],
+    /// The ports the two receivers listen on.
+    pub ports: [u16; 2],
+}
+
+/// Both directions at once between `a` (at address `a_addr`) and `b` (at
+/// `b_addr`), sha256 on, every received byte added to `progress`; a
+/// direction that fails is a result (`exact: false`, its error), not an
+/// error of the run.
+pub(crate) fn both_ways(
+    (a, a_addr): (&px_netns::Netns, &str),
+    (b, b_addr): (&px_netns::Netns, &str),
+    w: BothWays<'_>,
+    progress: &std::sync::atomic::AtomicU64,
+) -> Vec<Exact> {
+    use px_netns::traffic::{BulkSpec, bulk_tcp_counted};
+    let spec = |server: &str, port| {
+        let ip = server.parse().unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        let mut s = BulkSpec::new(std::net::SocketAddr::new(ip, port), 1, w.bytes);
+        s.sha256 = true;
+        s.pace = w.pace;
+        s.stall_timeout = w.stall;
+        s
+    };
+    let (to, back) = (spec(b_addr, w.ports[0]), spec(a_addr, w.ports[1]));
+    let (r1, r2) = std::thread::scope(|sc| {
+        let h = sc.spawn(|| bulk_tcp_counted(a, b, &to, progress));
+        let r2 = bulk_tcp_counted(b, a, &back, progress);
+        (h.join(), r2)
+    });
+    let r1 = r1.map_err(|_| "transfer thread panicked".to_string()).and_then(|r| r.map_err(|e| e.to_string()));
+    let one = |what: &str, r: Result<px_netns::traffic::BulkResult, String>| {
+        let (bytes, exact, error) = match r {
+            Ok(r) => {
+                let bytes: u64 = r.flows.iter().map(|f| f.bytes).sum();
+                let exact = bytes == w.bytes
+                    && r.flows.iter().all(|f| f.sent_sha256.is_some() && f.sent_sha256 == f.received_sha256);
+                (bytes, exact, None)
+            }
+            Err(e) => (0, false, Some(e)),
+        };
+        Exact { what: what.into(), bytes, lost: w.bytes.saturating_sub(bytes), exact, error }
+    };
+    vec![one(w.names[0], r1), one(w.names[1], r2.map_err(|e| e.to_string()))]
+}
+
+/// Reads counter families from a gateway's Prometheus endpoint `addr`
+/// (`127.0.0.1:PORT`) from inside its namespace `ns`, each summed over its
+/// label sets (workers, ports).
+pub(crate) fn scrape(ns: &crate::Netns, addr: &str, families: &[&str]) -> Result<Vec<u64>, crate::RunError> {
+    use std::io::{Read as _, Write as _};
+    let body = ns
+        .run(|| -> std::io::Result<String> {
+            let mut s = std::net::TcpStream::connect(addr)?;
+            s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+            let mut out = String::new();
+            s.read_to_string(&mut out)?;
+            Ok(out)
+        })?
+        .map_err(|e| format!("{}: metrics: {e}", ns.name()))?;
+    Ok(families
+        .iter()
+        .map(|family| {
+            body.lines()
+                .filter(|l| l.split(['{', ' ']).next() == Some(*family))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as u64
+        })
+        .collect())
 }
 
 impl Drop for Scratch {

@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::exp::iperf::Iperf;
+use crate::exp::sink::{self, CpuSplit};
 use px_netns::gateway::GatewayProcess;
 use px_netns::line::{Addressing, LEFT_V4, Line, LineSpec};
 use px_netns::observe::{FrameObserver, FrameSizes};
@@ -141,6 +142,10 @@ pub struct DemoResult {
     pub flows: u64,
     /// How `bnet_cpu_s_per_gb_*` are accounted.
     pub bnet_cpu_accounting: String,
+    /// The b-network host's CPU per GB inbound, split into its per-packet
+    /// and per-byte parts: px-lab's receiver reading with a copy and with
+    /// `MSG_TRUNC`, through the router and through the gateway.
+    pub bnet_cpu_split: CpuSplit,
 }
 
 /// How the CPU pass accounts the b-network host's CPU.
@@ -321,8 +326,12 @@ fn round(
 }
 
 /// The CPU pass: `[inbound, outbound]` × `[gateway, router]` of
-/// (Gbit/s, b-network host CPU seconds per GB).
-type CpuPass = [[(f64, f64); 2]; 2];
+/// (Gbit/s, b-network host CPU seconds per GB), and the inbound split of
+/// the b-network host's CPU.
+struct CpuPass {
+    iperf: [[(f64, f64); 2]; 2],
+    split: CpuSplit,
+}
 
 fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Result<CpuPass, String> {
     use px_netns::cpu::{self, CpuTimes, REST_CPU};
@@ -349,6 +358,15 @@ fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Resul
         let host_s = t0.since(bcpu).host_seconds(bnet_process_s);
         Ok((run.gbps, crate::exp::ratio(host_s, run.gbps * o.seconds as f64 / 8.0)))
     };
+    // px-lab's receiver, inbound: [copy, discard] through the gateway,
+    // then through the router at the gateway's throughput.
+    let ends = sink::Ends {
+        client: lab.left_ns(),
+        server: lab.right_ns(),
+        rx_dev: lab.spec.devs[3],
+        rx_cpu: bcpu,
+        tx_cpu: REST_CPU,
+    };
     let mut out = [[(0.0, 0.0); 2]; 2];
     lab.address(Addressing::Bump).map_err(lab_err)?;
     let gw = GatewayProcess::start(lab, &o.exe, gw_args)?;
@@ -356,12 +374,15 @@ fn cpu_pass(lab: &Line, o: &DemoOptions, gw_args: &[String], port: u16) -> Resul
     let bnet_addr = Addressing::Bump.right_addr(false);
     out[0][0] = one(true, bnet_addr, port)?;
     out[1][0] = one(false, bnet_addr, port + 1)?;
+    let split_gw = sink::path_runs(ends, bnet_addr, port + 4, o.flows as usize, o.seconds, None)?;
     stop_gateway(gw)?;
     lab.address(Addressing::Router).map_err(lab_err)?;
     let bnet_addr = Addressing::Router.right_addr(false);
     out[0][1] = one(true, bnet_addr, port + 2)?;
     out[1][1] = one(false, bnet_addr, port + 3)?;
-    Ok(out)
+    let pace = [split_gw[0].gbps, split_gw[1].gbps];
+    let split_router = sink::path_runs(ends, bnet_addr, port + 6, o.flows as usize, o.seconds, Some(pace))?;
+    Ok(CpuPass { iperf: out, split: CpuSplit::of_paths(&split_router, &split_gw) })
 }
 
 fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions) -> DemoResult {
@@ -377,7 +398,7 @@ fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions)
         let outer = |run: &Run| if inbound { run.legacy_link.tx } else { run.legacy_link.rx };
         let last = rounds.last().map(|r| pick_dir(r, inbound));
         let (obs_g, obs_r) = pick_dir(observed, inbound);
-        let [(_, cpu_g), (_, cpu_r)] = cpu[usize::from(!inbound)];
+        let [(_, cpu_g), (_, cpu_r)] = cpu.iperf[usize::from(!inbound)];
         let gateway_gbps = mean(&|r| pick_dir(r, inbound).0.gbps);
         let router_gbps = mean(&|r| pick_dir(r, inbound).1.gbps);
         let yields: Vec<f64> = rounds.iter().filter_map(|r| r.gstats.yield_).collect();
@@ -398,7 +419,7 @@ fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions)
             bnet_cpu_s_per_gb_gateway: cpu_g,
             bnet_cpu_s_per_gb_router: cpu_r,
             bnet_cpu_ratio: crate::exp::ratio(cpu_g, cpu_r),
-            cpu_pass_gbps: [cpu[usize::from(!inbound)][0].0, cpu[usize::from(!inbound)][1].0],
+            cpu_pass_gbps: [cpu.iperf[usize::from(!inbound)][0].0, cpu.iperf[usize::from(!inbound)][1].0],
             gateway_retransmits: rounds.iter().map(|r| pick_dir(r, inbound).0.retransmits).sum(),
             router_retransmits: rounds.iter().map(|r| pick_dir(r, inbound).1.retransmits).sum(),
             round_ratios: rounds
@@ -426,6 +447,7 @@ fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions)
         rounds: o.rounds,
         flows: o.flows,
         bnet_cpu_accounting: BNET_CPU_ACCOUNTING.into(),
+        bnet_cpu_split: cpu.split,
     }
 }
 

@@ -88,6 +88,8 @@ impl DemoResult {
         say!(out, "{:<44} {}", "gateway early flushes (all rounds)", crate::exp::flushes_text(&r.gateway_flushes));
         say!(out, "\nthroughput: no observer on the path (mean of rounds); frame sizes: a separate observed pass;");
         say!(out, "b-network host CPU: {}", r.bnet_cpu_accounting);
+        say!(out, "\nwhere the b-network host's CPU goes, inbound (px-lab's receiver, {} flows):", r.flows);
+        out.push_str(&r.bnet_cpu_split.lines());
         out
     }
 }

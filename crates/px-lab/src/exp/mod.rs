@@ -16,6 +16,7 @@
 //! pinning, RPS and CPU accounting are [`px_netns::cpu`].
 
 pub mod iperf;
+pub mod sink;
 
 use serde::Serialize;
 

@@ -95,6 +95,32 @@ pub(super) fn replay(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The inbound flows' receivers acknowledge what came before each pass
+    // and open their largest window (a gateway takes data from outside only
+    // inside what the receiver allows), as frames from the bnet side toward
+    // where the SYN-ACKs went.
+    let to = frames.inbound.synacks.frames.first().map(|f| {
+        let mut m = [0u8; 6];
+        m.copy_from_slice(&frames.inbound.synacks.data[f.offset..f.offset + 6]);
+        m
+    });
+    let send_acks = |data: &px_bench::trace::Chunk, txb: &mut TxBatch| -> Result<(), GatewayBenchError> {
+        let mut acks = data.receiver_acks();
+        for i in 0..acks.frames.len() {
+            if let Some(m) = to {
+                acks.frame_mut(i)[0..6].copy_from_slice(&m);
+            }
+        }
+        let all: Vec<(PacketMeta, &[u8])> =
+            acks.frames.iter().map(|f| (PacketMeta::PLAIN, &acks.data[f.offset..f.offset + f.len])).collect();
+        let mut at = 0;
+        while at < all.len() {
+            at += send_some(&tx[1], txb, &all[at..]).map_err(|e| GatewayBenchError::Socket(e.to_string()))?;
+            std::thread::yield_now();
+        }
+        Ok(())
+    };
+    send_acks(&frames.inbound.data, &mut txb)?;
     std::thread::sleep(Duration::from_millis(200));
     let done = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
@@ -161,6 +187,9 @@ pub(super) fn replay(
                 // The end of the trace: the next pass continues every flow.
                 steps[d].advance(chunk, ids);
                 next[d] = 0;
+                if d == 0 {
+                    send_acks(chunk, &mut txb)?;
+                }
             }
             let end = (next[d] + 64).min(chunk.frames.len());
             let pending: Vec<(PacketMeta, &[u8])> = chunk.frames[next[d]..end]

@@ -44,6 +44,7 @@ use px_netns::line::{Addressing, Line, LineSpec};
 use px_netns::netns::{LabChild, Netns, Offloads};
 
 use crate::exp::iperf::Iperf;
+use crate::exp::sink::{self, CpuSplit};
 use px_netns::TempFile;
 use px_netns::cpu::{self, CpuTimes, REST_CPU};
 
@@ -111,6 +112,10 @@ pub struct Case {
     pub gateway_rx_core_s_per_gb: f64,
     /// router / gateway CPU per GB (how much less the receiver works per byte).
     pub cpu_ratio: f64,
+    /// Bytes per frame the receiver took in through the router and the
+    /// gateway (how much the gateway merged: its per-packet saving).
+    pub router_rx_frame_bytes: f64,
+    pub gateway_rx_frame_bytes: f64,
 }
 
 /// TCP, GRO off and on.
@@ -163,6 +168,10 @@ pub struct UdpCase {
 pub struct ReceiverResult {
     /// TCP cases.
     pub tcp: TcpCases,
+    /// The receiver's CPU per GB split into its per-packet and per-byte
+    /// parts (px-lab's own receiver reading with a copy and with
+    /// `MSG_TRUNC`, receiver GRO off), through the router and the gateway.
+    pub tcp_split: CpuSplit,
     /// UDP, unless skipped.
     pub udp: Option<UdpCase>,
     /// TCP flows.
@@ -206,10 +215,13 @@ struct TcpRun {
     busy: f64,
     s_per_gb: f64,
     cc: (String, String),
+    frame_bytes: f64,
 }
 
 fn tcp_run(line: &Line, addr: &str, port: u16, o: &ReceiverOptions) -> Result<TcpRun, String> {
     let rx = cpu::rx_cpu();
+    let dev = line.spec.devs[3];
+    let before = line.right_ns().dev_counters(dev).map_err(|e| e.to_string())?;
     let t0 = CpuTimes::now();
     let run = Iperf {
         server: line.right_ns(),
@@ -225,7 +237,9 @@ fn tcp_run(line: &Line, addr: &str, port: u16, o: &ReceiverOptions) -> Result<Tc
     }
     .run()?;
     let u = t0.since(rx);
+    let frames = line.right_ns().dev_counters(dev).map_err(|e| e.to_string())?.since(&before);
     Ok(TcpRun {
+        frame_bytes: ratio(frames.rx_bytes as f64, frames.rx_packets as f64),
         gbps: run.gbps,
         busy: u.busy(),
         s_per_gb: ratio(u.host_seconds(run.server_cpu_s), gb(run.gbps, o.seconds as f64)),
@@ -243,6 +257,8 @@ fn case(router: &TcpRun, gateway: &TcpRun) -> Case {
         router_rx_core_s_per_gb: router.s_per_gb,
         gateway_rx_core_s_per_gb: gateway.s_per_gb,
         cpu_ratio: ratio(router.s_per_gb, gateway.s_per_gb),
+        router_rx_frame_bytes: router.frame_bytes,
+        gateway_rx_frame_bytes: gateway.frame_bytes,
     }
 }
 
@@ -315,6 +331,15 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, cr
     let mut runs: [[TcpRun; 2]; 2] = Default::default(); // [gro][router, gateway]
     let mut udp_runs: [Option<(u64, serde_json::Value)>; 2] = [None, None];
     let mut udp_gro_run_result = None;
+    // px-lab's receiver, GRO off: [copy, discard] through the gateway,
+    // then through the router at the gateway's throughput.
+    let ends = sink::Ends {
+        client: line.left_ns(),
+        server: line.right_ns(),
+        rx_dev: r_dev,
+        rx_cpu: cpu::rx_cpu(),
+        tx_cpu: REST_CPU,
+    };
 
     // Gateway phase: TCP with GRO off and on, then UDP caravans.
     line.address(Addressing::Bump).map_err(|e| e.to_string())?;
@@ -328,6 +353,9 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, cr
         say(&format!("px lab receiver: {} TCP flows via px gateway, receiver GRO {}…", o.flows, onoff(on)));
         runs[g][1] = tcp_run(&line, bnet, 5201 + g as u16, o)?;
     }
+    say("px lab receiver: px-lab's receiver via px gateway, reading with a copy and with MSG_TRUNC…");
+    set_gro(false).map_err(|e| e.to_string())?;
+    let split_gw = sink::path_runs(ends, bnet, 5221, o.flows as usize, o.seconds, None)?;
     if o.udp_seconds > 0 {
         say("px lab receiver: UDP via px gateway (caravans)…");
         udp_runs[1] = Some(udp_run(&line, o, &format!("{bnet}:{CARAVAN_PORT}"))?);
@@ -345,6 +373,10 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, cr
         say(&format!("px lab receiver: {} TCP flows via a Linux router, receiver GRO {}…", o.flows, onoff(on)));
         runs[g][0] = tcp_run(&line, bnet, 5211 + g as u16, o)?;
     }
+    say("px lab receiver: px-lab's receiver via a Linux router at the gateway's throughput, a copy and MSG_TRUNC…");
+    set_gro(false).map_err(|e| e.to_string())?;
+    let pace = [split_gw[0].gbps, split_gw[1].gbps];
+    let split_router = sink::path_runs(ends, bnet, 5231, o.flows as usize, o.seconds, Some(pace))?;
     if o.udp_seconds > 0 {
         say("px lab receiver: UDP via a Linux router (plain datagrams)…");
         udp_runs[0] = Some(udp_run(&line, o, &format!("{bnet}:{CARAVAN_PORT}"))?);
@@ -378,6 +410,7 @@ pub fn run(o: &ReceiverOptions, say: &dyn Fn(&str)) -> Result<ReceiverResult, cr
     };
     Ok(ReceiverResult {
         tcp: TcpCases { gro_off: case(&runs[0][0], &runs[0][1]), gro_on: case(&runs[1][0], &runs[1][1]) },
+        tcp_split: CpuSplit::of_paths(&split_router, &split_gw),
         udp,
         flows: o.flows,
         seconds: o.seconds,
@@ -425,8 +458,15 @@ impl Report for ReceiverResult {
             );
         }
         for (label, c) in [("GRO off", &self.tcp.gro_off), ("GRO on", &self.tcp.gro_on)] {
-            let _ = writeln!(s, "receiver core CPU per GB, router / gateway ({label}): {:.2}×", c.cpu_ratio);
+            let _ = writeln!(
+                s,
+                "receiver core CPU per GB, router / gateway ({label}): {:.2}× ({:.0} / {:.0} bytes per frame received)",
+                c.cpu_ratio, c.router_rx_frame_bytes, c.gateway_rx_frame_bytes
+            );
         }
+        let _ =
+            writeln!(s, "\nWhere the receiver's CPU goes ({} flows, receiver GRO off, px-lab's receiver):", self.flows);
+        s.push_str(&self.tcp_split.lines());
         if let Some(u) = &self.udp {
             let _ = writeln!(
                 s,

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+pub mod model;
 mod table;
 
 pub use table::{svg, table};
@@ -99,6 +100,12 @@ pub struct RttRow {
     pub p10_us: f64,
     pub p50_us: f64,
     pub p90_us: f64,
+    /// With a link rate, on the direct paths: what a real store-and-forward
+    /// path (two hops each way, the switch) adds to the round trip by
+    /// arithmetic ([`model::wire_us`]), to set beside the measured p50 less
+    /// the unshaped one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_wire_us: Option<f64>,
 }
 
 /// p50(9000) / p50(1500) of one protocol at one link rate.
@@ -338,6 +345,11 @@ fn cell(c: &mut PathConn, proto: &'static str, size: usize, o: &RttOptions) -> R
         p10_us,
         p50_us,
         p90_us,
+        model_wire_us: match (c.rate, c.path) {
+            (Some(r), "1500") => Some(model::wire_us(proto, size, 1500, r, 2)),
+            (Some(r), "9000") => Some(model::wire_us(proto, size, 9000, r, 2)),
+            _ => None,
+        },
     })
 }
 
@@ -569,7 +581,18 @@ mod tests {
     }
 
     fn row(rate: Option<u64>, path: &'static str, size: usize, p50_us: f64) -> RttRow {
-        RttRow { link_rate_bps: rate, path, proto: "udp", size, samples: 1, lost: 0, p10_us: 0.0, p50_us, p90_us: 0.0 }
+        RttRow {
+            link_rate_bps: rate,
+            path,
+            proto: "udp",
+            size,
+            samples: 1,
+            lost: 0,
+            p10_us: 0.0,
+            p50_us,
+            p90_us: 0.0,
+            model_wire_us: None,
+        }
     }
 
     #[test]

@@ -62,6 +62,39 @@ pub fn table(r: &RttResult) -> String {
             t.push('\n');
         }
     }
+    if rates.contains(&None) {
+        for &rate in rates.iter().filter(|r| r.is_some()) {
+            let _ = writeln!(
+                t,
+                "  {}: what shaping added to the p50 (shaped − unshaped), against what a store-and-forward wire adds\n  \
+                 by arithmetic (2 hops each way; rtt/model.rs), µs:",
+                rate_name(rate)
+            );
+            for proto in PROTOS {
+                let mut cells = Vec::new();
+                for size in [2000usize, 4500, 11000, 32000] {
+                    let get = |rate: Option<u64>, path: &str| {
+                        r.rows
+                            .iter()
+                            .find(|x| x.link_rate_bps == rate && x.path == path && x.proto == proto && x.size == size)
+                    };
+                    for path in ["1500", "9000"] {
+                        if let (Some(a), Some(b)) = (get(rate, path), get(None, path)) {
+                            cells.push(format!(
+                                "{size} B @{path}: {:.0} / {:.0}",
+                                a.p50_us - b.p50_us,
+                                a.model_wire_us.unwrap_or(f64::NAN)
+                            ));
+                        }
+                    }
+                }
+                if !cells.is_empty() {
+                    let _ = writeln!(t, "    {proto:<12} {}", cells.join(", "));
+                }
+            }
+            t.push('\n');
+        }
+    }
     let _ = writeln!(t, "  p50(9000) / p50(1500): median over sizes above one 1500 frame [at 11000 B]:");
     for x in &r.ratios {
         let at = x.at_11000.map_or_else(String::new, |a| format!(" [{a:.2}]"));

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    Df, Measurement, ProbeDatagram, REFUSED, Session, SessionConfig, SessionError, TooBig, confirm_probe,
+    Df, Measurement, OneAtATime, ProbeDatagram, REFUSED, Session, SessionConfig, SessionError, TooBig, confirm_probe,
     quotes_our_probe,
 };
 use crate::fpmtud::wire::{self, Reply};
@@ -28,7 +28,6 @@ pub struct IcmpSession {
     /// Wait for an answer before retrying.
     timer: Duration,
     start: Instant,
-    hard: Instant,
     size: u16,
     probes: u32,
     rounds: u32,
@@ -36,8 +35,7 @@ pub struct IcmpSession {
     /// Id of the latest probe; only its answer counts.
     id: u32,
     ptbs: u32,
-    /// When the latest probe is given up on; `None` when the next one is due.
-    deadline: Option<Instant>,
+    clock: OneAtATime,
     refused: bool,
     done: Option<Measurement>,
 }
@@ -56,14 +54,13 @@ impl IcmpSession {
             max_tries: cfg.icmp_tries,
             timer: (cfg.initial_rtt * 3).max(cfg.probe_timer),
             start: now,
-            hard: now + cfg.timeout,
             size: cfg.link_mtu,
             probes: 0,
             rounds: 0,
             tries: 0,
             id: 0,
             ptbs: 0,
-            deadline: None,
+            clock: OneAtATime::new(now, cfg.timeout),
             refused: false,
             done: None,
         })
@@ -75,7 +72,7 @@ impl IcmpSession {
     }
 
     fn finish(&mut self, now: Instant, answer: Option<u16>, note: String) {
-        self.deadline = None;
+        self.clock.next_now();
         self.done = Some(Measurement {
             method: "icmp".into(),
             pmtu: answer,
@@ -92,7 +89,7 @@ impl IcmpSession {
 
     /// The give-up rules, checked before each probe.
     fn check_end(&mut self, now: Instant) {
-        if now >= self.hard {
+        if self.clock.past_bound(now) {
             self.finish(now, None, "timed out".into());
         } else if self.refused {
             self.finish(now, None, REFUSED.into());
@@ -105,7 +102,7 @@ impl IcmpSession {
 
 impl Session for IcmpSession {
     fn poll_transmit(&mut self, now: Instant) -> Option<ProbeDatagram> {
-        if self.done.is_some() || self.deadline.is_some() {
+        if self.done.is_some() || self.clock.waiting() {
             return None;
         }
         self.check_end(now);
@@ -116,7 +113,7 @@ impl Session for IcmpSession {
         self.probes += 1;
         self.rounds += 1;
         self.tries += 1;
-        self.deadline = Some(now + self.timer);
+        self.clock.sent(now, self.timer);
         Some(confirm_probe(self.nonce, self.id, self.size, self.overhead, Df::Do))
     }
 
@@ -128,7 +125,7 @@ impl Session for IcmpSession {
         self.probes -= 1;
         self.rounds -= 1;
         self.tries -= 1;
-        self.deadline = None;
+        self.clock.next_now();
         match known_pmtu {
             Some(known) if known < self.size && known >= self.min_size() => self.size = known,
             _ => {
@@ -139,7 +136,7 @@ impl Session for IcmpSession {
     }
 
     fn on_datagram(&mut self, now: Instant, bytes: &[u8]) {
-        if self.done.is_some() || self.deadline.is_none() {
+        if self.done.is_some() || !self.clock.waiting() {
             return;
         }
         if let Ok(Reply::Report(r)) = wire::parse_reply(bytes)
@@ -161,7 +158,7 @@ impl Session for IcmpSession {
             self.ptbs += 1;
             self.size = mtu;
             self.tries = 0;
-            self.deadline = None;
+            self.clock.next_now();
         }
     }
 
@@ -174,17 +171,14 @@ impl Session for IcmpSession {
         if self.done.is_some() {
             return None;
         }
-        Some(self.deadline.map_or(self.hard, |d| d.min(self.hard)))
+        Some(self.clock.poll_timeout())
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         if self.done.is_some() {
             return;
         }
-        if self.deadline.is_some_and(|d| d <= now) {
-            self.deadline = None;
-        }
-        if self.deadline.is_none() || now >= self.hard {
+        if self.clock.expire(now) {
             self.check_end(now);
         }
     }

@@ -24,6 +24,9 @@
 //!   F-PMTUD's fragment report as a hint on IPv4. For a tool and for a
 //!   transport's first search; the in-band search keeps RFC 8899's rules
 //!   ([`DplpmtudSession`]).
+//! * [`ConfirmSession`]: not a search but one question, whether the path
+//!   carries one size whole with DF set (every probe of that size, with a
+//!   fresh nonce): what a gateway asks before it trusts a claimed iMTU.
 //! * [`AutoSession`]: [`ParallelSession`] with the hint on IPv4, without it
 //!   on IPv6; with legacy probes, F-PMTUD on IPv4 with an early hand-over
 //!   to DPLPMTUD when fragments do not get through, DPLPMTUD on IPv6.
@@ -37,6 +40,7 @@
 //! [`SessionConfig::timeout`].
 
 mod auto;
+mod confirm;
 mod dplpmtud;
 mod fpmtud;
 mod icmp;
@@ -45,6 +49,7 @@ mod parallel;
 mod scripted;
 
 pub use auto::AutoSession;
+pub use confirm::ConfirmSession;
 pub use dplpmtud::DplpmtudSession;
 pub use fpmtud::{FpmtudRun, FpmtudSession, PING_SIZE};
 pub use icmp::IcmpSession;
@@ -286,6 +291,54 @@ fn confirm_probe(nonce: u64, probe_id: u32, size: u16, overhead: u16, df: Df) ->
     let mut payload = vec![0u8; usize::from(size.saturating_sub(overhead))];
     let _ = ProbeRepr { kind: ProbeKind::Confirm, nonce, probe_id, ip_len: size }.emit(&mut payload);
     ProbeDatagram { size, df, payload }
+}
+
+/// The clock of a session that has one probe out at a time (classic
+/// PMTUD, a confirmation): the wait for the probe's answer, within the
+/// measurement's hard bound.
+#[derive(Debug, Clone, Copy)]
+struct OneAtATime {
+    /// When the probe out is given up on; `None` when the next is due.
+    deadline: Option<Instant>,
+    hard: Instant,
+}
+
+impl OneAtATime {
+    fn new(now: Instant, timeout: Duration) -> OneAtATime {
+        OneAtATime { deadline: None, hard: now + timeout }
+    }
+
+    /// A probe left at `now`; its answer is waited for `wait`.
+    fn sent(&mut self, now: Instant, wait: Duration) {
+        self.deadline = Some(now + wait);
+    }
+
+    /// Whether a probe is out and waited for.
+    fn waiting(&self) -> bool {
+        self.deadline.is_some()
+    }
+
+    /// The next probe is due now (an answer or an ICMP message came).
+    fn next_now(&mut self) {
+        self.deadline = None;
+    }
+
+    fn past_bound(&self, now: Instant) -> bool {
+        now >= self.hard
+    }
+
+    fn poll_timeout(&self) -> Instant {
+        self.deadline.map_or(self.hard, |d| d.min(self.hard))
+    }
+
+    /// At `now`: whether the give-up rules are due (the probe's wait or
+    /// the hard bound ended).
+    fn expire(&mut self, now: Instant) -> bool {
+        if self.deadline.is_some_and(|d| d <= now) {
+            self.deadline = None;
+        }
+        self.deadline.is_none() || now >= self.hard
+    }
 }
 
 /// The earlier of two optional deadlines.

@@ -179,6 +179,10 @@ pub struct ImtuFollowConfig {
     /// Bound on one measurement, milliseconds.
     #[serde(with = "px_gateway::units::millis")]
     pub probe_timeout_ms: u64,
+    /// The kernel routing table the gateway host forwards by (254: main),
+    /// whose more-specific routes carve exclusions out of verified
+    /// prefixes.
+    pub forwarding_table: u32,
 }
 
 impl Default for ImtuFollowConfig {
@@ -190,6 +194,7 @@ impl Default for ImtuFollowConfig {
             reverify_s: 300,
             max_prefixes: 4096,
             probe_timeout_ms: 2000,
+            forwarding_table: 254,
         }
     }
 }
@@ -205,7 +210,11 @@ impl ImtuFollowConfig {
         in_range("imtu_follow.responder_port", self.responder_port)?;
         in_range("imtu_follow.reverify_s", self.reverify_s)?;
         in_range("imtu_follow.max_prefixes", self.max_prefixes as u64)?;
-        in_range("imtu_follow.probe_timeout_ms", self.probe_timeout_ms)
+        in_range("imtu_follow.probe_timeout_ms", self.probe_timeout_ms)?;
+        if self.forwarding_table == 0 || self.forwarding_table == self.table {
+            return Err(invalid("imtu_follow.forwarding_table", self.forwarding_table));
+        }
+        Ok(())
     }
 }
 
@@ -298,6 +307,7 @@ pub const ALLOWED: &[(&str, &str)] = &[
     ("imtu_follow.reverify_s", "10..=86400"),
     ("imtu_follow.max_prefixes", "1..=1000000"),
     ("imtu_follow.probe_timeout_ms", "100..=30000"),
+    ("imtu_follow.forwarding_table", "1..=4294967295, not imtu_follow.table"),
     ("datapath", "\"af_packet\" or \"dpdk\""),
     ("dpdk.inner", "a DPDK device: a PCI address, or a virtual device and its arguments (net_memif0,socket=...)"),
     ("dpdk.outer", "a DPDK device other than `[dpdk] inner`"),
@@ -635,7 +645,8 @@ impl GatewayConfig {
         {
             return Err(ReloadError::Fixed(c.clone()));
         }
-        let engine = new.engine_config(running.imtu, running.emtu, running.hash_seed)?;
+        let mut engine = new.engine_config(running.imtu, running.emtu, running.hash_seed)?;
+        engine.outer_link_mtu = running.outer_link_mtu;
         running.live_change(&engine).map_err(|e| ReloadError::Engine(e.into()))?;
         Ok((changes, engine))
     }

@@ -5,19 +5,25 @@
 //! lock directory (`/run/px`, or systemd's `$RUNTIME_DIRECTORY`), named
 //! after the network namespace and the two ports, so that `px status` run
 //! in the gateway's namespace finds it alone ([`find`]). Who: the socket is
-//! made mode 0660, so the gateway's user and group (the package's `px`)
-//! and root may ask; like the metrics endpoint it only reads.
+//! made mode 0660 and given the group `px` when that group exists (the
+//! package's; otherwise the gateway's own), so the gateway's user, that
+//! group and root may ask; the mode and group are set on the socket
+//! itself, never through a symlink put in its place ([`restrict`]). Like
+//! the metrics endpoint it only reads.
 //!
 //! The protocol is one request line (`status`), one JSON answer, then the
-//! gateway closes. Bounded like the metrics endpoint: one client at a
-//! time, 256 bytes of request, 2 s deadlines, and a thread that ends
-//! within 100 ms of the stop flag without waiting for a client.
+//! gateway closes. Bounded like the metrics endpoint: each client on a
+//! short-lived thread of its own, at most 4 at a time (`MAX_CLIENTS`; one
+//! more is answered "busy" at once), 256 bytes of request, 1 s to send it
+//! and 2 s for the answer to leave, and an accepting thread that ends
+//! within 50 ms of the stop flag without waiting for a client.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,8 +34,16 @@ use super::status::{ConfigStatus, Identity, Status};
 
 /// The one request the socket answers.
 pub const REQUEST: &str = "status";
-/// How long a client may take to send its request or read the answer.
+/// How long a client may take to send its request.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(1);
+/// How long a client may take to read the answer.
 const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
+/// Clients served at the same time.
+const MAX_CLIENTS: usize = 4;
+/// How often the accepting thread looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(50);
+/// The group the socket is given when it exists.
+pub const GROUP: &str = "px";
 /// How long the server waits for every worker to list its flows.
 const FLOWS_WAIT: Duration = Duration::from_secs(1);
 /// How often rates are sampled.
@@ -116,9 +130,20 @@ pub fn query(path: &Path) -> Result<Status, ControlError> {
     let mut s = UnixStream::connect(path).map_err(io)?;
     s.set_read_timeout(Some(CLIENT_DEADLINE + FLOWS_WAIT)).map_err(io)?;
     s.set_write_timeout(Some(CLIENT_DEADLINE)).map_err(io)?;
-    s.write_all(format!("{REQUEST}\n").as_bytes()).map_err(io)?;
+    // A gateway that is busy answers and closes before it reads: what it
+    // said is read even if the request could not be written.
+    let sent = s.write_all(format!("{REQUEST}\n").as_bytes());
     let mut text = String::new();
-    s.read_to_string(&mut text).map_err(io)?;
+    let read = s.read_to_string(&mut text);
+    if text.is_empty() {
+        sent.map_err(io)?;
+        read.map_err(io)?;
+    }
+    if let Ok(serde_json::Value::Object(o)) = serde_json::from_str::<serde_json::Value>(&text)
+        && let Some(e) = o.get("error").and_then(|e| e.as_str())
+    {
+        return Err(ControlError::Answer { path: path.to_path_buf(), detail: e.to_string() });
+    }
     serde_json::from_str(&text)
         .map_err(|e| ControlError::Answer { path: path.to_path_buf(), detail: format!("{e}: {:.200}", text) })
 }
@@ -151,24 +176,35 @@ pub fn serve(path: &Path, src: Source, stop: Arc<AtomicBool>) -> Result<std::thr
         std::fs::create_dir_all(dir).map_err(io)?;
     }
     let l = UnixListener::bind(path).map_err(io)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(io)?;
+    restrict(path, group_id(GROUP)).map_err(io)?;
     l.set_nonblocking(true).map_err(io)?;
     let path = path.to_path_buf();
+    let src = Arc::new(src);
     std::thread::Builder::new()
         .name("px-control".into())
         .spawn(move || {
+            let active = Arc::new(AtomicUsize::new(0));
+            let mut poller = px_io::Poller::new();
+            poller.add(l.as_fd());
             let mut samples: (Option<(Instant, WorkerSnapshot)>, (Instant, WorkerSnapshot)) =
                 (None, (Instant::now(), WorkerSnapshot::default()));
             while !stop.load(Ordering::Relaxed) {
                 if samples.1.0.elapsed() >= SAMPLE_EVERY {
                     samples = (Some(samples.1), (Instant::now(), src.shared.total()));
                 }
-                match l.accept() {
-                    Ok((s, _)) => answer(s, &src, &samples.1, &stop),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(100))
+                if poller.wait(Some(STOP_POLL)).is_err() {
+                    std::thread::sleep(STOP_POLL);
+                }
+                loop {
+                    match l.accept() {
+                        Ok((s, _)) => accept(s, &src, &samples.1, &stop, &active),
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(_) => {
+                            // E.g. out of descriptors: wait instead of spinning.
+                            std::thread::sleep(STOP_POLL);
+                            break;
+                        }
                     }
-                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
                 }
             }
             let _ = std::fs::remove_file(&path);
@@ -176,10 +212,95 @@ pub fn serve(path: &Path, src: Source, stop: Arc<AtomicBool>) -> Result<std::thr
         .map_err(io)
 }
 
+/// Hands a client to a thread of its own, or tells it "busy" at once when
+/// [`MAX_CLIENTS`] are being served.
+fn accept(
+    s: UnixStream,
+    src: &Arc<Source>,
+    last: &(Instant, WorkerSnapshot),
+    stop: &Arc<AtomicBool>,
+    active: &Arc<AtomicUsize>,
+) {
+    if active.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+        active.fetch_sub(1, Ordering::AcqRel);
+        // One non-blocking attempt, never a wait.
+        if s.set_nonblocking(true).is_ok() {
+            let busy = format!("busy: {MAX_CLIENTS} clients are being served; try again");
+            let _ = (&s).write_all(serde_json::json!({ "error": busy }).to_string().as_bytes());
+        }
+        return;
+    }
+    let (src, last, stop, slot) = (src.clone(), last.clone(), stop.clone(), Slot(active.clone()));
+    // If the thread cannot start, the closure is dropped: the connection
+    // closes and the place is given back.
+    let _ = std::thread::Builder::new().name("px-control-conn".into()).spawn(move || {
+        let _slot = slot;
+        answer(s, &src, &last, &stop);
+    });
+}
+
+/// One of the [`MAX_CLIENTS`] places, given back on drop.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The id of group `name`, if it exists.
+pub fn group_id(name: &str) -> Option<u32> {
+    let c = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: a zeroed `group` is valid for getgrnam_r to fill.
+    let mut g: libc::group = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is live for the call; `buf` is as long as said.
+    let r = unsafe { libc::getgrnam_r(c.as_ptr(), &mut g, buf.as_mut_ptr().cast(), buf.len(), &mut out) };
+    (r == 0 && !out.is_null()).then_some(g.gr_gid)
+}
+
+/// Makes the socket at `path` mode 0660 and, if asked, of group `gid`,
+/// acting on the socket itself: `path` is opened without following a
+/// symlink (`O_PATH | O_NOFOLLOW`), must be a socket owned by this
+/// process's user, and is changed through that descriptor.
+pub fn restrict(path: &Path, gid: Option<u32>) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: `c` is a valid C string; the descriptor is owned at once.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // SAFETY: a zeroed `stat` is valid for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on a live descriptor and a live `stat`.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: geteuid has no preconditions.
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK || st.st_uid != unsafe { libc::geteuid() } {
+        return Err(std::io::Error::other(format!("{} is not this process's socket", path.display())));
+    }
+    if let Some(gid) = gid {
+        // SAFETY: fchownat on a live descriptor with an empty path.
+        let r = unsafe { libc::fchownat(fd.as_raw_fd(), c"".as_ptr(), u32::MAX, gid, libc::AT_EMPTY_PATH) };
+        // Not allowed (a user outside the group): the gateway's own group.
+        if r != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    // An O_PATH descriptor takes no fchmod; its /proc link changes the
+    // file it was opened on, not whatever the path names now.
+    std::fs::set_permissions(format!("/proc/self/fd/{}", fd.as_raw_fd()), std::fs::Permissions::from_mode(0o660))
+}
+
 /// One client: read its request, build the status, write it.
 fn answer(mut s: UnixStream, src: &Source, last: &(Instant, WorkerSnapshot), stop: &AtomicBool) {
     let _ = s.set_nonblocking(false);
-    let _ = s.set_read_timeout(Some(CLIENT_DEADLINE));
+    let _ = s.set_read_timeout(Some(REQUEST_DEADLINE));
     let _ = s.set_write_timeout(Some(CLIENT_DEADLINE));
     let mut line = String::new();
     let read = BufReader::new((&s).take(256)).read_line(&mut line);
@@ -226,6 +347,8 @@ fn status(src: &Source, last: &(Instant, WorkerSnapshot), stop: &AtomicBool) -> 
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::MetadataExt;
+
     #[test]
     fn a_stale_socket_file_is_not_a_running_gateway() {
         let dir = std::env::temp_dir().join(format!("px-control-stale-{}", std::process::id()));
@@ -320,5 +443,97 @@ mod tests {
         assert!(query(&path).is_ok());
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap();
+    }
+
+    /// A worker that answers flow requests as it publishes, until dropped.
+    struct Worker(Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>);
+
+    impl Worker {
+        fn start(shared: &Shared) -> Worker {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (shared, ws) = (shared.clone(), stop.clone());
+            let h = std::thread::spawn(move || {
+                while !ws.load(Ordering::Relaxed) {
+                    let want = shared.process.flows_wanted.load(Ordering::Relaxed);
+                    shared.publish(0, WorkerSnapshot { flows: 3, flows_answered: want, ..Default::default() });
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+            Worker(stop, Some(h))
+        }
+    }
+
+    impl Drop for Worker {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+            if let Some(h) = self.1.take() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// Issue 35 item 6: local clients that connect and say nothing do not
+    /// keep `px status` from its answer (before: served one at a time, 2 s
+    /// each, three idle clients made it fail); past the bound, a client is
+    /// told at once that the gateway is busy.
+    #[test]
+    fn idle_clients_do_not_hold_up_status() {
+        let path = temp("idle");
+        let shared = Shared::new(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let h = serve(&path, source(shared.clone()), stop.clone()).unwrap();
+        let _w = Worker::start(&shared);
+        let idle: Vec<UnixStream> = (0..3).map(|_| UnixStream::connect(&path).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(50));
+        let t0 = Instant::now();
+        let st = query(&path).expect("px status behind three idle clients");
+        assert_eq!(st.engine.flows, 3);
+        assert!(t0.elapsed() < Duration::from_millis(1500), "took {:?}", t0.elapsed());
+        // One more idle client fills the places: the next is told at once.
+        let more = UnixStream::connect(&path).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let t0 = Instant::now();
+        let e = query(&path).unwrap_err();
+        assert!(e.to_string().contains("busy"), "{e}");
+        assert!(t0.elapsed() < Duration::from_millis(500), "the busy answer took {:?}", t0.elapsed());
+        drop((idle, more));
+        let t0 = Instant::now();
+        while query(&path).is_err() {
+            assert!(t0.elapsed() < Duration::from_secs(5), "not served again after the idle clients left");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+    }
+
+    /// Issue 35 item 6: the socket's mode is set without following a
+    /// symlink (a path replaced by a link to another file does not make
+    /// that file group-writable), and its group is the one asked.
+    #[test]
+    fn the_socket_is_restricted_without_following_a_symlink() {
+        let dir = std::env::temp_dir().join(format!("px-control-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("target");
+        std::fs::write(&target, "x").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.join("link.sock");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(restrict(&link, None).is_err(), "a symlink was followed");
+        assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o600);
+        // A real socket: 0660, the group asked.
+        let sock = dir.join("s.sock");
+        let _l = UnixListener::bind(&sock).unwrap();
+        // Another group than this process's own (as root, any group may
+        // be given), else its own.
+        // SAFETY: getegid and geteuid have no preconditions.
+        let own = unsafe { libc::getegid() };
+        let other = group_id("daemon").or(group_id("nogroup")).filter(|_| unsafe { libc::geteuid() } == 0);
+        let gid = other.unwrap_or(own);
+        restrict(&sock, Some(gid)).unwrap();
+        let m = std::fs::symlink_metadata(&sock).unwrap();
+        assert_eq!((m.permissions().mode() & 0o777, m.gid()), (0o660, gid));
+        assert_eq!(group_id("root"), Some(0));
+        assert_eq!(group_id("px-no-such-group"), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,21 +3,30 @@
 //! serves is refused (two would deliver every frame twice) with the port
 //! and the first one's PID.
 //!
-//! The lock is an `flock(2)` on a file named after the interface — its
-//! network namespace, index and name, so equal names in two namespaces
-//! (the lab's) are two ports — in [`lock_dir`]: `$RUNTIME_DIRECTORY` when
-//! systemd gives one (the unit's `RuntimeDirectory=px`, writable by the
-//! `px` user inside its sandbox), otherwise `/run/px`. The kernel drops
-//! an `flock` when the last descriptor of it closes, so the lock goes with
-//! the process however it ends (`kill -9` included). The holder writes its
-//! PID into the file for the refusal to name, and removes the file when
-//! it lets go; a file left behind by a killed holder is simply locked
-//! again by the next one.
+//! The lock is a write lock on an open file description (`F_OFD_SETLK`,
+//! `F_WRLCK`: two opens conflict even in one process) of a file named
+//! after the interface — its network namespace, index and name, so equal
+//! names in two namespaces (the lab's) are two ports — in [`lock_dir`]:
+//! `$RUNTIME_DIRECTORY` when systemd gives one (the unit's
+//! `RuntimeDirectory=px`, writable by the `px` user inside its sandbox),
+//! otherwise `/run/px`. The kernel drops the lock when the file closes, so
+//! it goes with the process however it ends (`kill -9` included). The
+//! holder writes its PID and start time into the file for the refusal to
+//! name, and removes the file when it lets go; a file left behind by a
+//! killed holder is simply locked again by the next one.
+//!
+//! Nobody else can keep the port (issue 35 item 6): the file is mode 0600,
+//! so another local user cannot open it, let alone lock it; and a lock
+//! held on a file whose recorded holder is dead (its PID gone, or living
+//! again in a process that started at another time) is not a gateway's:
+//! whoever holds it (a reader that opened the file before, root), the
+//! file is removed and the port locked on a new one. A fail-closed gateway
+//! is never kept down by a lock it cannot explain.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -87,7 +96,21 @@ impl PortLock {
         // A few rounds at most: each retry follows a holder that let go
         // (and removed the file) while we opened it.
         for _ in 0..8 {
-            let (file, writable) = open(&path).map_err(io_err)?;
+            let (file, writable) = match open(&path) {
+                Ok(f) => f,
+                // Another user's file we may not even read (a root gateway
+                // killed, before a `px` one): the kernel's list of locks
+                // tells whether anyone holds it.
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => match locked(&path) {
+                    Some(false) => {
+                        std::fs::remove_file(&path).map_err(io_err)?;
+                        continue;
+                    }
+                    Some(true) => return Err(LockError::Held { port: port.into(), pid: None, path: path.clone() }),
+                    None => return Err(io_err(e)),
+                },
+                Err(e) => return Err(io_err(e)),
+            };
             match take(file, writable, &path).map_err(io_err)? {
                 Taken::Locked(lock) => return Ok(lock),
                 Taken::Held(file) => {
@@ -108,7 +131,11 @@ impl PortLock {
         let mut f = &self.file;
         f.set_len(0)?;
         f.rewind()?;
-        writeln!(f, "{}", std::process::id())
+        let pid = std::process::id();
+        match px_io::process::own_start_time() {
+            Some(start) => write!(f, "{pid}\nstart {start}\n"),
+            None => writeln!(f, "{pid}"),
+        }
     }
 }
 
@@ -137,7 +164,14 @@ enum Taken {
 /// Tries to lock `file`, opened from `path` (`writable`: read-write).
 fn take(file: File, writable: bool, path: &Path) -> io::Result<Taken> {
     if !try_lock(&file)? {
-        return Ok(Taken::Held(file));
+        return Ok(match holder(&file) {
+            // Whoever holds it, it is not the gateway the file names.
+            Some(h) if !h.alive() => {
+                remove_if_same(path, &file)?;
+                Taken::Stale
+            }
+            _ => Taken::Held(file),
+        });
     }
     // Still the file the path names? A holder removes it, still locked,
     // when it lets go: a file locked after that is nobody's lock.
@@ -156,19 +190,34 @@ fn take(file: File, writable: bool, path: &Path) -> io::Result<Taken> {
     Ok(Taken::Locked(lock))
 }
 
-/// Opens (or creates) the lock file, without following a symlink; read
-/// only if it is another user's.
+/// Removes `path` if it still names the file `file` is open on.
+fn remove_if_same(path: &Path, file: &File) -> io::Result<()> {
+    let same = std::fs::metadata(path).is_ok_and(|m| file.metadata().is_ok_and(|f| f.ino() == m.ino()));
+    match std::fs::remove_file(path) {
+        Err(e) if same && e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Opens (or creates, mode 0600) the lock file, without following a
+/// symlink; read only if it is another user's. A file of ours left by an
+/// older version with a wider mode is narrowed to 0600.
 fn open(path: &Path) -> io::Result<(File, bool)> {
     let rw = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .mode(0o644)
+        .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path);
     match rw {
-        Ok(f) => Ok((f, true)),
+        Ok(f) => {
+            if f.metadata().is_ok_and(|m| m.mode() & 0o077 != 0) {
+                let _ = f.set_permissions(std::fs::Permissions::from_mode(0o600));
+            }
+            Ok((f, true))
+        }
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
             let f = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)?;
             Ok((f, false))
@@ -177,39 +226,93 @@ fn open(path: &Path) -> io::Result<(File, bool)> {
     }
 }
 
-/// Takes the exclusive lock without waiting: `Ok(false)` if another open
-/// file (of any process, this one included) holds it.
+/// Takes the write lock of the open file description without waiting:
+/// `Ok(false)` if another open file (of any process, this one included)
+/// holds a lock on it. A read-only descriptor takes a read lock, which
+/// answers the same question (no other writer) for a file only read.
 fn try_lock(f: &File) -> io::Result<bool> {
+    let writable = f.metadata().is_ok() && fcntl_getfl(f).is_some_and(|fl| fl & libc::O_ACCMODE != libc::O_RDONLY);
+    // SAFETY: a zeroed `flock` is valid; the fields that matter are set.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = if writable { libc::F_WRLCK } else { libc::F_RDLCK } as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
     loop {
-        // SAFETY: flock on a descriptor `f` owns and keeps open.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        // SAFETY: fcntl with a live `flock` on a descriptor `f` owns and
+        // keeps open; an OFD lock needs `l_pid` 0 (zeroed above).
+        if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) } == 0 {
             return Ok(true);
         }
         let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::WouldBlock => return Ok(false),
-            io::ErrorKind::Interrupted => continue,
+        match e.raw_os_error() {
+            Some(libc::EAGAIN | libc::EACCES) => return Ok(false),
+            Some(libc::EINTR) => continue,
             _ => return Err(e),
         }
     }
 }
 
-/// The PID the holder wrote; it writes it just after it locks, so an
-/// empty file is read again for a moment.
-fn holder_pid(mut f: File) -> Option<u32> {
+fn fcntl_getfl(f: &File) -> Option<libc::c_int> {
+    // SAFETY: F_GETFL on a descriptor `f` owns.
+    let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+    (fl >= 0).then_some(fl)
+}
+
+/// A process as a lock file records it: its PID and, when known, its
+/// start time (clock ticks after boot, `/proc/PID/stat` field 22), which
+/// tells it from a later process that got the same PID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Holder {
+    pid: u32,
+    start: Option<u64>,
+}
+
+impl Holder {
+    fn parse(text: &str) -> Option<Holder> {
+        let mut lines = text.lines();
+        let pid = lines.next()?.trim().parse().ok()?;
+        let start = lines.find_map(|l| l.strip_prefix("start ")?.trim().parse().ok());
+        Some(Holder { pid, start })
+    }
+
+    /// Whether the process it names runs (the same process: same start).
+    fn alive(&self) -> bool {
+        px_io::process::is_running(self.pid, self.start)
+    }
+}
+
+/// The holder the file names; the holder writes it just after it locks,
+/// so an empty file is read again for a moment.
+fn holder(f: &File) -> Option<Holder> {
     let until = Instant::now() + Duration::from_millis(200);
+    let mut f = f;
     loop {
         let mut text = String::new();
-        if f.rewind().is_ok() && f.read_to_string(&mut text).is_ok() {
-            if let Ok(pid) = text.trim().parse() {
-                return Some(pid);
-            }
+        if f.rewind().is_ok()
+            && f.read_to_string(&mut text).is_ok()
+            && let Some(h) = Holder::parse(&text)
+        {
+            return Some(h);
         }
         if Instant::now() >= until {
             return None;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Whether the kernel lists a lock of any kind on the file `path` names
+/// (`/proc/locks`: `MAJ:MIN:INODE` of each lock); `None` if it cannot tell.
+fn locked(path: &Path) -> Option<bool> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    let (major, minor) = (libc::major(m.dev()), libc::minor(m.dev()));
+    let want = format!("{major:02x}:{minor:02x}:{}", m.ino());
+    let list = std::fs::read_to_string("/proc/locks").ok()?;
+    Some(list.lines().any(|l| l.split_whitespace().any(|w| w == want)))
+}
+
+/// The PID the holder wrote.
+fn holder_pid(f: File) -> Option<u32> {
+    holder(&f).map(|h| h.pid)
 }
 
 #[cfg(test)]
@@ -244,7 +347,8 @@ mod tests {
     fn a_port_is_locked_once() {
         let dir = Dir::new();
         let first = PortLock::acquire(&dir.0, "lo").unwrap();
-        assert_eq!(std::fs::read_to_string(first.path()).unwrap(), format!("{}\n", std::process::id()));
+        let me = Holder { pid: std::process::id(), start: px_io::process::own_start_time() };
+        assert_eq!(Holder::parse(&std::fs::read_to_string(first.path()).unwrap()), Some(me));
         let e = PortLock::acquire(&dir.0, "lo").unwrap_err();
         assert!(matches!(&e, LockError::Held { pid: Some(p), .. } if *p == std::process::id()), "{e:?}");
         let text = e.to_string();
@@ -296,7 +400,8 @@ mod tests {
         let path = lock_path(&dir.0, "lo").unwrap();
         std::fs::write(&path, "999999\n").unwrap();
         let lock = PortLock::acquire(&dir.0, "lo").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{}\n", std::process::id()));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(Holder::parse(&text).map(|h| h.pid), Some(std::process::id()));
         drop(lock);
     }
 
@@ -306,8 +411,44 @@ mod tests {
     #[ignore = "a helper process, started by the_lock_of_a_killed_process_is_released"]
     fn hold_a_lock_until_killed() {
         let Some(dir) = std::env::var_os("PX_LOCK_TEST_DIR") else { return };
-        let _lock = PortLock::acquire(Path::new(&dir), "lo").unwrap();
+        // The parent takes and drops the lock while it waits for this one
+        // to hold it: try again while it does.
+        let t0 = Instant::now();
+        let _lock = loop {
+            match PortLock::acquire(Path::new(&dir), "lo") {
+                Ok(l) => break l,
+                Err(LockError::Held { .. }) if t0.elapsed() < Duration::from_secs(10) => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
         std::thread::sleep(Duration::from_secs(30));
+    }
+
+    /// Starts [`hold_a_lock_until_killed`] as a process of its own and
+    /// waits until it holds the lock of `lo` in `dir`, as the refusal names
+    /// it (by its PID).
+    fn holder_process(dir: &Path) -> std::process::Child {
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "gateway::lock::tests::hold_a_lock_until_killed", "--ignored", "--quiet"])
+            .env("PX_LOCK_TEST_DIR", dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        loop {
+            match PortLock::acquire(dir, "lo") {
+                Err(LockError::Held { pid, .. }) if pid == Some(child.id()) => return child,
+                // Not the child's yet: let go (and remove the file) at once.
+                Ok(lock) => drop(lock),
+                Err(LockError::Held { .. }) => {}
+                Err(e) => panic!("{e}"),
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "the child did not take the lock");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Another process holding the lock refuses this one, named by its PID,
@@ -316,29 +457,90 @@ mod tests {
     #[test]
     fn the_lock_of_a_killed_process_is_released() {
         let dir = Dir::new();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "gateway::lock::tests::hold_a_lock_until_killed", "--ignored", "--quiet"])
-            .env("PX_LOCK_TEST_DIR", &dir.0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        let pid = loop {
-            match PortLock::acquire(&dir.0, "lo") {
-                Err(LockError::Held { pid, .. }) => break pid,
-                // Not the child's yet: let go (and remove the file) at once.
-                Ok(lock) => drop(lock),
-                Err(e) => panic!("{e}"),
-            }
-            assert!(t0.elapsed() < Duration::from_secs(10), "the child did not take the lock");
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        assert_eq!(pid, Some(child.id()));
+        let mut child = holder_process(&dir.0);
         child.kill().unwrap(); // SIGKILL, to the child we started
         child.wait().unwrap();
         let path = lock_path(&dir.0, "lo").unwrap();
         assert!(path.exists(), "a killed holder cannot remove its file");
         PortLock::acquire(&dir.0, "lo").expect("the killed holder's lock is gone");
+    }
+
+    /// Issue 35 item 6: the lock file is the gateway's alone (0600):
+    /// another local user cannot even open it.
+    #[test]
+    fn the_lock_file_is_the_gateways_alone() {
+        let dir = Dir::new();
+        let lock = PortLock::acquire(&dir.0, "lo").unwrap();
+        let mode = std::fs::metadata(lock.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "lock file mode {mode:o}");
+    }
+
+    /// Takes, on a read-only descriptor of `path`, every lock a reader can
+    /// take: a shared `flock` and an open-file-description read lock.
+    fn squat(path: &Path) -> File {
+        let f = OpenOptions::new().read(true).open(path).unwrap();
+        // SAFETY: flock on a descriptor `f` owns.
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) }, 0);
+        // SAFETY: a zeroed `flock` is valid; the fields are set below.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_RDLCK as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        // SAFETY: fcntl with a live `flock` on a descriptor `f` owns.
+        assert_eq!(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) }, 0);
+        f
+    }
+
+    /// Issue 35 item 6: after its holder was killed with SIGKILL, a local
+    /// reader holding whatever lock it can take on the file left behind
+    /// (a shared `flock`, a read lock) does not keep a fail-closed gateway
+    /// down: the file names a dead process, so the next gateway takes the
+    /// port (on a new file).
+    #[test]
+    fn a_readers_lock_does_not_keep_the_port_after_its_holder_is_killed() {
+        let dir = Dir::new();
+        let mut child = holder_process(&dir.0);
+        let path = lock_path(&dir.0, "lo").unwrap();
+        child.kill().unwrap(); // SIGKILL, to the child we started
+        child.wait().unwrap();
+        let _squatter = squat(&path);
+        let lock = PortLock::acquire(&dir.0, "lo").expect("a reader's lock kept the port of a dead gateway");
+        assert_eq!(
+            std::fs::read_to_string(lock.path()).unwrap().lines().next(),
+            Some(&*std::process::id().to_string())
+        );
+    }
+
+    /// A PID that lives again in another process is not the holder: the
+    /// file names the process by its PID and its start time.
+    #[test]
+    fn a_reused_pid_is_not_the_holder() {
+        let dir = Dir::new();
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let path = lock_path(&dir.0, "lo").unwrap();
+        // This process's PID, with another start time: a gateway that died
+        // and whose PID went to this test.
+        std::fs::write(&path, format!("{}\nstart 1\n", std::process::id())).unwrap();
+        let _squatter = squat(&path);
+        let lock = PortLock::acquire(&dir.0, "lo").expect("a reused PID was taken for the holder");
+        drop(lock);
+        // The holder's own record names it alive.
+        let live = PortLock::acquire(&dir.0, "lo").unwrap();
+        let e = PortLock::acquire(&dir.0, "lo").unwrap_err();
+        assert!(matches!(e, LockError::Held { pid: Some(p), .. } if p == std::process::id()), "{e:?}");
+        drop(live);
+    }
+
+    /// The kernel's list of locks says whether a file is locked: what a
+    /// gateway of another user consults for a lock file it may not open.
+    #[test]
+    fn the_kernels_list_tells_a_held_file_from_a_free_one() {
+        let dir = Dir::new();
+        let lock = PortLock::acquire(&dir.0, "lo").unwrap();
+        assert_eq!(locked(lock.path()), Some(true));
+        let path = lock.path().to_path_buf();
+        drop(lock);
+        std::fs::write(&path, "1\n").unwrap();
+        assert_eq!(locked(&path), Some(false), "a file nobody locks");
+        assert_eq!(locked(&dir.0.join("none")), None);
     }
 }

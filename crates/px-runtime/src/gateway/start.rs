@@ -58,6 +58,9 @@ impl Setup for AfPacket {
     fn mtus(&self) -> (u16, u16) {
         AfPacket::mtus(self)
     }
+    fn engine_config(&self, c: &mut px_gateway::Config) {
+        AfPacket::engine_config(self, c);
+    }
     fn prepare(&self, engine: &mut Engine) {
         AfPacket::prepare(self, engine);
     }
@@ -212,7 +215,9 @@ impl Running {
     /// The iMTU follower, if configured.
     fn follow_imtu(&mut self, cfg: &GatewayConfig, common: &Common) -> Result<(), GatewayError> {
         if let (Some(f), Some(s)) = (&cfg.imtu_follow, &common.imtu) {
-            self.follower = Some(imtu::spawn(f.clone(), s.clone(), self.stop.clone()).map_err(GatewayError::Thread)?);
+            let outer_mtu = common.config.outer_port_mtu();
+            self.follower =
+                Some(imtu::spawn(f.clone(), outer_mtu, s.clone(), self.stop.clone()).map_err(GatewayError::Thread)?);
         }
         Ok(())
     }

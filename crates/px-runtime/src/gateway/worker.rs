@@ -455,7 +455,7 @@ mod tests {
         let mut syn_ack = Vec::new();
         PacketBuilder::ethernet2([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
             .ipv4([203, 0, 113, 1], [198, 51, 100, 1], 64)
-            .tcp(80, 5000, 6, 1000)
+            .tcp(80, 5000, 6, 65_535)
             .syn()
             .ack(1)
             .options(&[etherparse::TcpOptionElement::MaximumSegmentSize(8960)])

@@ -26,8 +26,8 @@ use px_pmtud::rtt::ClassicRtt;
 use px_pmtud::search::SearchStrategy;
 pub use px_pmtud::session::Measurement;
 use px_pmtud::session::{
-    AutoSession, Df, DplpmtudSession, FpmtudSession, IPV6_MIN_MTU, IcmpSession, ParallelSession, Session,
-    SessionConfig, SessionError, TooBig,
+    AutoSession, ConfirmSession, Df, DplpmtudSession, FpmtudSession, IPV6_MIN_MTU, IcmpSession, ParallelSession,
+    Session, SessionConfig, SessionError, TooBig,
 };
 
 use px_io::{DfMode, UdpSocket, interface_mtu_of, random_u64};
@@ -281,6 +281,17 @@ pub fn measure(path: &Path, opts: &ProbeOptions, method: Method) -> Result<Measu
     }
 }
 
+/// Whether the path carries exactly `path`'s link MTU (`opts.max_size`)
+/// whole with DF set: three DF-set probes of that size at most, one fresh
+/// nonce drawn for this question only
+/// ([`px_pmtud::session::ConfirmSession`]).
+pub fn confirm(path: &Path, opts: &ProbeOptions) -> Result<Measurement, ProbeError> {
+    let cfg = SessionConfig { icmp_tries: 3, ..path.session_config(opts) };
+    let nonce = random_u64().map_err(io_err("getrandom"))?;
+    let mut s = ConfirmSession::new(&cfg, nonce, Instant::now()).map_err(|e| ProbeError::Config(e.to_string()))?;
+    drive(path, &mut s)
+}
+
 /// Runs `session` on `path` until it has an outcome.
 pub fn drive(path: &Path, session: &mut dyn Session) -> Result<Measurement, ProbeError> {
     let mut buf = vec![0u8; 65536];
@@ -424,6 +435,8 @@ mod tests {
             assert!(a.method.ends_with("parallel"), "{a:?}");
             let p = measure(&path, &o, Method::Parallel).unwrap();
             assert_eq!((p.pmtu, p.exact, p.round_trips, p.method.as_str()), (Some(1500), true, 1, "parallel"), "{p:?}");
+            let c = confirm(&path, &o).unwrap();
+            assert_eq!((c.pmtu, c.probes, c.method.as_str()), (Some(1500), 1, "confirm"), "{c:?}");
         });
     }
 

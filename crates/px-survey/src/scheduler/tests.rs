@@ -381,3 +381,20 @@ fn probes_are_counted_per_target() {
     let most = records.iter().map(|r| r.probes).max().unwrap_or(0);
     assert!(most < 80, "at most {most} packets for one target");
 }
+
+/// A resumed run takes an address's hop test from the earlier run's lines
+/// and sends no probe for it again.
+#[test]
+fn a_hop_test_of_an_earlier_run_is_not_repeated() {
+    let mut net = Net::new(3, 37);
+    let a = servers(&mut net, 1, 1, ServerSpec::default());
+    filtered(&mut net, 3, &a);
+    let earlier = crate::record::FragmentPath::decide(3, Some(2), vec![]);
+    let prior = Prior { paths: HashMap::from([(a[0], (earlier, "203.0.113.1:8080".to_string()))]), ..Prior::default() };
+    let mut s = Scheduler::new(tool_defaults(), targets(&a, &[80]), 3, prior);
+    let (records, _) = drive(&mut s, &mut net, Duration::from_secs(600));
+    let p = records[0].fragment_path.as_ref().expect("the earlier result");
+    assert_eq!((p.stop, p.tested_on.as_deref()), (Stop::LastHop, Some("203.0.113.1:8080")));
+    let ttl_limited = net.routers.iter().map(|r| r.icmp_sent + r.icmp_limited).sum::<u64>();
+    assert_eq!(ttl_limited, 0, "no hop probe sent");
+}

@@ -12,6 +12,8 @@
 
 #![allow(dead_code, unused_imports)] // each test binary uses a different part
 
+pub mod attacker;
+
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::Path;

@@ -4,8 +4,6 @@
 //! surviving gateway's yield from its metrics endpoint, and the result
 //! assembled from the scenario's raw outcome ([`summarize`]).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use px_netns::netns::Netns;
@@ -178,18 +176,9 @@ pub(super) fn bin_samples(raw: &[RawSample], bin: f64) -> Vec<Sample> {
 }
 
 /// Bytes received plus sent on each of `devs`, from the calling thread's
-/// namespace (`/proc/thread-self/net/dev`).
+/// namespace.
 pub(super) fn link_bytes(devs: &[&str; 2]) -> [u64; 2] {
-    let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap_or_default();
-    let mut out = [0u64; 2];
-    for line in text.lines() {
-        let Some((name, rest)) = line.split_once(':') else { continue };
-        if let Some(i) = devs.iter().position(|d| *d == name.trim()) {
-            let f: Vec<u64> = rest.split_whitespace().filter_map(|v| v.parse().ok()).collect();
-            out[i] = f.first().copied().unwrap_or(0) + f.get(8).copied().unwrap_or(0);
-        }
-    }
-    out
+    devs.map(|d| px_netns::counters::dev_counters_here(d).map_or(0, |c| c.rx_bytes + c.tx_bytes))
 }
 
 /// Waits until `ns`'s route to `prefix` has `paths` next hops.
@@ -279,26 +268,12 @@ impl GwMetrics {
 
 /// Reads a gateway's Prometheus endpoint from inside its namespace.
 pub(super) fn scrape(ns: &Netns) -> Result<GwMetrics, RunError> {
-    let body = ns
-        .run(|| -> std::io::Result<String> {
-            let mut s = TcpStream::connect(("127.0.0.1", METRICS_PORT))?;
-            s.set_read_timeout(Some(Duration::from_secs(2)))?;
-            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-            let mut out = String::new();
-            s.read_to_string(&mut out)?;
-            Ok(out)
-        })?
-        .map_err(|e| format!("{}: metrics: {e}", ns.name()))?;
-    let sum = |family: &str| -> u64 {
-        body.lines()
-            .filter(|l| l.split(['{', ' ']).next() == Some(family))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>() as u64
-    };
-    Ok(GwMetrics {
-        data_out: sum("px_gateway_inner_tcp_data_out_total"),
-        full_out: sum("px_gateway_inner_tcp_full_out_total"),
-    })
+    let m = super::super::scrape(
+        ns,
+        &format!("127.0.0.1:{METRICS_PORT}"),
+        &["px_gateway_inner_tcp_data_out_total", "px_gateway_inner_tcp_full_out_total"],
+    )?;
+    Ok(GwMetrics { data_out: m[0], full_out: m[1] })
 }
 
 #[cfg(test)]

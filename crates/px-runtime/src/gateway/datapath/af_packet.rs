@@ -43,6 +43,8 @@ pub struct AfPacket {
     fanout_base: u16,
     /// The MTUs (imtu, emtu): as configured, or the interfaces'.
     mtus: (u16, u16),
+    /// The outer interface's own MTU, whatever `emtu` says.
+    outer_link: u16,
 }
 
 impl AfPacket {
@@ -50,6 +52,7 @@ impl AfPacket {
     /// caller), turns GRO on when configured, attaches the fast path.
     pub fn start(cfg: &GatewayConfig) -> Result<AfPacket, GatewayError> {
         let mtus = (port_mtu("inner", &cfg.inner, cfg.imtu)?, port_mtu("outer", &cfg.outer, cfg.emtu)?);
+        let outer_link = port_mtu("outer", &cfg.outer, 0)?;
         let mut guards = Vec::new();
         for name in [&cfg.inner, &cfg.outer] {
             let key = key_of(cfg, name);
@@ -74,12 +77,18 @@ impl AfPacket {
         // One fan-out group per port and receiving socket kind; worker i
         // joins each as its i-th member.
         let fanout_base = (std::process::id() as u16 & 0x1fff) * 8;
-        Ok(AfPacket { guards, fast_path, fanout_base, mtus })
+        Ok(AfPacket { guards, fast_path, fanout_base, mtus, outer_link })
     }
 
     /// The port MTUs (imtu, emtu).
     pub fn mtus(&self) -> (u16, u16) {
         self.mtus
+    }
+
+    /// Tells the engine the outer port's own MTU: nothing passed untouched
+    /// toward a verified neighbour may exceed it (issue 35).
+    pub fn engine_config(&self, c: &mut px_gateway::Config) {
+        c.outer_link_mtu = self.outer_link;
     }
 
     /// The kernel fast path, if attached; why not otherwise.

@@ -38,7 +38,7 @@ pub struct WorkerSnapshot {
     pub in_kernel: usize,
     /// What the kernel fast path's program did with the packets it saw,
     /// by [`crate::fast_path::REASONS`] (in the gateway's final total only).
-    pub kernel_reasons: Option<[u64; 13]>,
+    pub kernel_reasons: Option<[u64; crate::fast_path::REASONS.len()]>,
     /// The engine's largest flows (`px status`), made only when asked for:
     /// the answer to request number `flows_answered` of
     /// [`ProcessCounters::flows_wanted`].
@@ -216,7 +216,7 @@ pub struct KernelScrape {
     /// What the flows in the kernel now carried so far.
     pub live: crate::fast_path::Live,
     /// Packets the program saw, by [`crate::fast_path::REASONS`].
-    pub reasons: [u64; 13],
+    pub reasons: [u64; crate::fast_path::REASONS.len()],
 }
 
 /// The sum of the workers' snapshots (the merge timeout: the largest).

@@ -313,6 +313,27 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.imtu_passed),
     },
     Family {
+        name: "px_gateway_imtu_probes_total",
+        kind: Counter,
+        help: "Echo probes sent to confirm that a verified neighbour's destination carries the verified size.",
+        counters: &["imtu_probes"],
+        rows: |s| counter(s, |c| c.imtu_probes),
+    },
+    Family {
+        name: "px_gateway_imtu_confirmed_total",
+        kind: Counter,
+        help: "Probe replies that arrived whole with their mark: the destination passes untouched.",
+        counters: &["imtu_confirmed"],
+        rows: |s| counter(s, |c| c.imtu_confirmed),
+    },
+    Family {
+        name: "px_gateway_imtu_probe_errors_total",
+        kind: Counter,
+        help: "ICMP errors about the gateway's own probes, taken (not passed to the inner host).",
+        counters: &["imtu_probe_errors"],
+        rows: |s| counter(s, |c| c.imtu_probe_errors),
+    },
+    Family {
         name: "px_gateway_pmtu_learned_total",
         kind: Counter,
         help: "Path MTUs learned from ICMP.",
@@ -734,6 +755,13 @@ pub const FAMILIES: &[Family] = &[
         help: "ICMP errors quoting a flow in the kernel, checked against windows read from the kernel.",
         counters: &["fast_path.icmp_catch_ups"],
         rows: |s| counter(s, |c| c.fast_path.icmp_catch_ups),
+    },
+    Family {
+        name: "px_gateway_fast_path_window_reads_total",
+        kind: Counter,
+        help: "Reads of the inner host's window from the kernel, for flows whose outbound packets it carries (a segment from outside lay beyond the engine's copy; at most one a millisecond per flow).",
+        counters: &["fast_path.window_reads"],
+        rows: |s| counter(s, |c| c.fast_path.window_reads),
     },
     Family {
         name: "px_gateway_fast_path_bytes_total",
