@@ -2,8 +2,10 @@
 # lab and the root tests use are present. Installs them when run as root;
 # otherwise says what is missing and carries on (those tests then skip).
 # clang and libbpf-dev build the kernel fast path's TC program (px-runtime's
-# build.rs); bpftool reads its maps in the root tests.
-PX_PACKAGES=(iproute2 ethtool iperf3 tcpdump tshark scamper iputils-tracepath iputils-ping nftables procps prometheus bird2 axel util-linux python3-scapy clang libbpf-dev bpftool)
+# build.rs); bpftool reads its maps in the root tests. libdpdk-dev and
+# pkg-config build the DPDK datapath (px-dpdk's build.rs; without them
+# `px gateway --datapath dpdk` refuses and its tests skip).
+PX_PACKAGES=(iproute2 ethtool iperf3 tcpdump tshark scamper iputils-tracepath iputils-ping nftables procps prometheus bird2 axel util-linux python3-scapy clang libbpf-dev bpftool libdpdk-dev pkg-config)
 
 px_missing_packages() {
   local missing=()

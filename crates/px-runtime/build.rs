@@ -4,27 +4,36 @@
 //! and the gateway says, when `offload = "on"` asks for it, that it was
 //! built without the fast path (`./scripts/test` and `./scripts/demo`
 //! install both).
+//!
+//! It also writes the Rust side of the program's contract,
+//! `$OUT_DIR/fast_path_contract.rs`, from `bpf/fast_path.h` (see
+//! `contract.rs` beside this file): the constants, the reasons and the
+//! map structs, with the layout clang gives them checked at compile time.
 
 use std::path::PathBuf;
 use std::process::Command;
 
+#[path = "build/contract.rs"]
+mod contract;
+
 fn main() {
     let src = "bpf/fast_path.c";
+    let header = "bpf/fast_path.h";
     println!("cargo:rerun-if-changed={src}");
-    println!("cargo:rerun-if-changed=bpf/fast_path.h");
+    println!("cargo:rerun-if-changed={header}");
+    println!("cargo:rerun-if-changed=build/contract.rs");
     println!("cargo:rerun-if-env-changed=PX_CLANG");
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("fast_path.o");
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let out = out_dir.join("fast_path.o");
     let clang = std::env::var("PX_CLANG").unwrap_or_else(|_| "clang".into());
-    // Debian keeps <asm/types.h> under the multiarch directory, which
-    // clang does not search for the bpf target.
-    let multiarch = Command::new("gcc")
-        .arg("-dumpmachine")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_else(|| format!("{}-linux-gnu", std::env::consts::ARCH));
+    let text = std::fs::read_to_string(header).unwrap_or_else(|e| panic!("{header}: {e}"));
+    let c = contract::parse(&text).unwrap_or_else(|e| panic!("{header}: {e}"));
+    // The layout clang gives the structs for the BPF target, when clang is
+    // here (without it there is no program to agree with).
+    let layouts = contract::clang_layouts(&clang, header, &c);
+    let rust = contract::rust(&c, layouts.as_ref());
+    std::fs::write(out_dir.join("fast_path_contract.rs"), rust).expect("write the contract");
+    let multiarch = contract::multiarch();
     let result = Command::new(&clang)
         .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"])
         .arg(format!("-I/usr/include/{multiarch}"))

@@ -149,6 +149,12 @@ impl Eal {
         Ok(Eal { runtime_dir })
     }
 
+    /// The EAL's runtime directory (`/var/run/dpdk/PREFIX` as root),
+    /// removed on drop.
+    pub fn runtime_dir(&self) -> Option<&std::path::Path> {
+        self.runtime_dir.as_deref()
+    }
+
     /// The port the EAL made for device `name` (a vdev's name, e.g.
     /// `net_memif0`, or a PCI address).
     pub fn port(&self, name: &str) -> Result<u16, DpdkError> {

@@ -262,6 +262,11 @@ pub struct ReceiveWindow {
 const MAX_WINDOW: u32 = 1 << 30;
 
 impl ReceiveWindow {
+    /// The largest window taken from an ACK (RFC 7323 §2.3: 2^30 bytes);
+    /// the kernel fast path's `PX_MAX_WINDOW` (`bpf/fast_path.h`) is
+    /// checked against it.
+    pub const MAX_WINDOW: u32 = MAX_WINDOW;
+
     /// The first ACK of the inner host: `ack` with a window of `win` bytes
     /// (already scaled).
     pub fn new(ack: u32, win: u32) -> ReceiveWindow {

@@ -76,8 +76,14 @@ impl<K: Copy + Eq + std::hash::Hash> Family<K> {
         self.lens.iter().find_map(|&len| self.by_len[usize::from(len)].get(&masked(len)).map(|m| (len, *m)))
     }
 
+    /// Over the lengths in use only: the engine asks per packet whether
+    /// the table is empty, and a family has up to 129 lengths.
     fn len(&self) -> usize {
-        self.by_len.iter().map(HashMap::len).sum()
+        self.lens.iter().map(|&l| self.by_len[usize::from(l)].len()).sum()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lens.is_empty()
     }
 }
 
@@ -173,7 +179,7 @@ impl ImtuTable {
 
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.v4.is_empty() && self.v6.is_empty()
     }
 }
 
@@ -473,6 +479,7 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(t.len(), naive.len());
+                prop_assert_eq!(t.is_empty(), naive.is_empty());
             }
             for a in probes {
                 let want = naive

@@ -82,6 +82,7 @@ pub fn cleanup_all() {
     }
     let names: Vec<String> = std::mem::take(&mut *lock(&NAMESPACES));
     for name in names {
+        crate::runfiles::remove_files_of_namespace(&name);
         if let Err(e) = cmd::run_args("ip", &["netns", "del", &name]) {
             eprintln!("px-lab: cleanup of namespace {name} failed: {e}");
         }

@@ -158,6 +158,9 @@ impl GatewayProcess {
         exe: &Path,
         args: &[S],
     ) -> Result<GatewayProcess, GatewayError> {
+        // Control sockets and port locks earlier gateways left for
+        // namespaces that are gone (a `kill -9`, an interrupted run).
+        crate::runfiles::sweep(Path::new(crate::runfiles::RUN_DIR));
         let tag = format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let dir = std::env::temp_dir();
         let log = dir.join(format!("px-lab-gw-{tag}.log"));

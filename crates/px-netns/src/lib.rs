@@ -36,6 +36,7 @@ pub mod link;
 pub mod machine;
 pub mod netns;
 pub mod observe;
+pub mod runfiles;
 pub mod shape;
 pub mod topology;
 pub mod traffic;

@@ -319,6 +319,7 @@ impl Drop for Netns {
         if self.persistent {
             return;
         }
+        crate::runfiles::remove_files_of_namespace(&self.name);
         if let Err(e) = cmd::run_args("ip", &["netns", "del", &self.name]) {
             eprintln!("px-lab: deleting namespace {} failed: {e}", self.name);
         }

@@ -294,3 +294,31 @@ fn impairment_delays_both_directions() {
     assert_eq!(stats.lost, [0, 0]);
     assert!(stats.forwarded[0] >= 4 && stats.forwarded[1] >= 4);
 }
+
+/// Issue 38 item 6: a gateway killed with SIGKILL leaves its control socket
+/// and port locks in /run/px, named after its namespace; deleting the
+/// namespace removes them (and leaves other namespaces' files alone).
+#[test]
+fn a_deleted_namespace_takes_its_gateway_files_along() {
+    if !require_root_or_skip("a_deleted_namespace_takes_its_gateway_files_along") {
+        return;
+    }
+    use px_netns::runfiles::{RUN_DIR, namespace_inode};
+    let dir = std::path::Path::new(RUN_DIR);
+    std::fs::create_dir_all(dir).unwrap();
+    let a = Netns::new("runfa").unwrap();
+    let b = Netns::new("runfb").unwrap();
+    let files = |ns: &Netns| {
+        let ino = namespace_inode(ns.name()).unwrap();
+        [dir.join(format!("gateway-net{ino}-gwo-gwi.sock")), dir.join(format!("port-net{ino}-2-gwi.lock"))]
+    };
+    let (fa, fb) = (files(&a), files(&b));
+    for f in fa.iter().chain(&fb) {
+        std::fs::write(f, "1").unwrap();
+    }
+    drop(a);
+    assert!(fa.iter().all(|f| !f.exists()), "{fa:?} left behind");
+    assert!(fb.iter().all(|f| f.exists()), "another namespace's files removed");
+    drop(b);
+    assert!(fb.iter().all(|f| !f.exists()));
+}

@@ -23,9 +23,11 @@
 // inner host keep that window up to date in the entry, whichever side
 // carries them.
 //
-// The layout of the maps and every constant are in fast_path.h
-// (crates/px-runtime/src/fast_path.rs holds the Rust side). Built by
-// px-runtime's build.rs with Debian's clang (-target bpf).
+// The layout of the maps and every constant are in fast_path.h, from
+// which px-runtime's build.rs generates the Rust side
+// (crates/px-runtime/build/contract.rs; the maps are read and written in
+// crates/px-runtime/src/fast_path.rs). Built by that build.rs with
+// Debian's clang (-target bpf).
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -276,8 +278,8 @@ int px_fast_path(struct __sk_buff *skb)
 		// The inner host's ACK and window: what it allows the outer host
 		// to send (the engine's conntrack::ReceiveWindow::on_ack).
 		__u32 win = (__u32)bpf_ntohs(th->window) << (f->rcv_shift & 15);
-		if (win > (1U << 30))
-			win = 1U << 30;
+		if (win > PX_MAX_WINDOW)
+			win = PX_MAX_WINDOW;
 		__u32 allowed = bpf_ntohl(th->ack_seq) + win;
 		if (seq_since(allowed, f->rcv_end) > 0)
 			f->rcv_end = allowed;

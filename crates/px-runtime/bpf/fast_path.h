@@ -2,8 +2,13 @@
 //
 // The contract between the kernel fast path (fast_path.c) and the gateway
 // that loads it: the flow table's key and value, the reasons a packet took
-// the path it took, the states and constants
-// (crates/px-runtime/src/fast_path.rs holds the Rust side).
+// the path it took, the states and constants. px-runtime's build.rs
+// generates the Rust side from this file (crates/px-runtime/build/contract.rs,
+// module px_runtime::fast_path::contract), with the layout clang gives the
+// structs asserted at compile time. It reads a subset of C: `#define NAME
+// INTEGER`, enums whose entries all say `= INTEGER`, structs of __u8 ..
+// __u64 and earlier structs (arrays by an integer or a #define); `//`
+// comments become the Rust docs.
 
 #ifndef PX_FAST_PATH_H
 #define PX_FAST_PATH_H
@@ -26,6 +31,10 @@
 #define PX_ADJ_MAX 4095
 // Pairs of calls per resize: 4 * 4095 covers 1448 <-> 8948 and more.
 #define PX_ADJ_ROUNDS 4
+
+// The largest window taken from the inner host's ACK (RFC 7323 §2.3:
+// 2^30 bytes; the engine's conntrack::ReceiveWindow::MAX_WINDOW).
+#define PX_MAX_WINDOW 1073741824
 
 // Why a packet took the path it took (the index of its counter in
 // px_reasons; a hand-back stores it in px_dir.return_reason).

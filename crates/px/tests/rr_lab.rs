@@ -34,3 +34,35 @@ fn lab_rr_reports_p50_and_p99_through_gateway_and_router() {
         assert!(gp50 < rp50 + 5_000.0, "{size}: gateway p50 {gp50} µs vs router {rp50} µs");
     }
 }
+
+/// `px lab rr --json` with `ARGS` for the gateway; the JSON.
+fn rr_json(gateway_args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_px"))
+        .args(["lab", "rr", "--json", "--transactions", "400", "--sizes", "1024"])
+        .args(gateway_args.iter().map(|a| format!("--gateway-arg={a}")))
+        .output()
+        .expect("px runs");
+    assert!(out.status.success(), "px lab rr {gateway_args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+/// `busy_poll_us` reaches the worker: with a spin longer than the time
+/// between two transactions the worker never sleeps while they run (about
+/// a core of CPU, where a sleeping worker wakes per frame), and spends
+/// nothing once traffic has stopped (the idle window before the first).
+#[test]
+fn busy_poll_spins_while_traffic_comes_and_not_when_idle() {
+    if !require_root_or_skip("busy_poll_spins_while_traffic_comes_and_not_when_idle") {
+        return;
+    }
+    let cpu = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}"));
+    let sleeping = rr_json(&[]);
+    let spinning = rr_json(&["--set=busy_poll_us=10ms"]);
+    let (sleep_busy, spin_busy) = (cpu(&sleeping, "gateway_busy_cpu"), cpu(&spinning, "gateway_busy_cpu"));
+    let spin_idle = cpu(&spinning, "gateway_idle_cpu");
+    eprintln!(
+        "gateway CPU during transactions: sleeping {sleep_busy:.2}, spinning {spin_busy:.2}; idle, spinning: {spin_idle:.3}"
+    );
+    assert!(spin_busy > 1.5 * sleep_busy && spin_busy > 0.4, "spinning {spin_busy:.2} vs sleeping {sleep_busy:.2}");
+    assert!(spin_idle < 0.2, "an idle gateway spent {spin_idle:.2} of a core");
+}

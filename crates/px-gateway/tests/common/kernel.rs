@@ -107,7 +107,7 @@ impl KernelModel {
         let Some(e) = t.get_mut(&key) else { return Taken::User };
         let end = p.seq.wrapping_add(p.payload + (p.flags & SYN != 0) as u32 + (p.flags & FIN != 0) as u32);
         if from == Port::Inner && p.flags & (ACK | SYN | RST) == ACK {
-            let win = ((p.window as u32) << (e.shift & 15)).min(1 << 30);
+            let win = ((p.window as u32) << (e.shift & 15)).min(ReceiveWindow::MAX_WINDOW);
             e.receiver.on_ack(p.ack, win);
         }
         let receiver = e.receiver;

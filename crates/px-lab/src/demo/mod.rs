@@ -37,7 +37,7 @@ use px_netns::observe::{FrameObserver, FrameSizes};
 use px_netns::topology::NsId;
 
 pub use px_netns::line::{EMTU, IMTU};
-pub use up::{UP_METRICS, UpReport, down, state_file, up};
+pub use up::{UP_METRICS, UpReport, check_name, default_name, down, labs_up, state_file, up};
 
 /// The legacy host's address.
 pub const LEGACY_ADDR: &str = LEFT_V4;

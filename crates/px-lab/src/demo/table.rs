@@ -133,7 +133,7 @@ impl UpReport {
         say!(out, "  ip netns exec {bnet} px probe {LEGACY_ADDR}                 # the same by F-PMTUD");
         let pid = r.gateway.as_ref().map_or("<gateway PID>".to_string(), |(pid, _)| pid.to_string());
         say!(out, "  edit {} then: kill -HUP {pid}   # reload", r.config.display());
-        say!(out, "then: px lab down");
+        say!(out, "then: px lab down{}", if r.default_name { String::new() } else { format!(" --name {}", r.name) });
         out
     }
 }
@@ -151,6 +151,8 @@ mod tests {
             gateway_command: vec!["px".into(), "gateway".into()],
             gateway,
             responders: vec![("px-bnet-1".into(), 42)],
+            name: "alice".into(),
+            default_name: true,
         }
     }
 
@@ -165,5 +167,8 @@ mod tests {
         assert_eq!(v["config"], "/tmp/px-lab-up/gateway.toml");
         assert!(r.text().contains("kill -HUP 4242"), "{}", r.text());
         assert!(report(None).text().contains("kill -HUP <gateway PID>"));
+        assert!(r.text().contains("then: px lab down\n"), "{}", r.text());
+        let named = UpReport { name: "lab2".into(), default_name: false, ..r };
+        assert!(named.text().contains("then: px lab down --name lab2\n"), "{}", named.text());
     }
 }

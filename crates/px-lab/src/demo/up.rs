@@ -3,6 +3,12 @@
 //! hosts, the gateway started from a configuration file the packaged
 //! service would read), and removed again from what `up` recorded in
 //! [`state_file`].
+//!
+//! Several labs can be up on one machine: each has a name (`--name`, by
+//! default the user who runs `px`: sudo's `SUDO_USER`, else `USER`) and its
+//! own state file, and `px lab down` removes only the lab of its name, so
+//! a second user's `px lab down` leaves the first user's lab alone. The
+//! namespaces carry the `px` process's PID, so two labs never share one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -12,9 +18,51 @@ use px_netns::line::{Addressing, Line, LineSpec};
 
 use super::lab_err;
 
-/// Where `px lab up` records what `px lab down` removes.
-pub fn state_file() -> PathBuf {
-    std::env::temp_dir().join("px-lab-up.json")
+/// Where `px lab up` records what `px lab down` removes, for the lab
+/// `name`.
+pub fn state_file(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("{STATE_PREFIX}{name}.json"))
+}
+
+/// The state files' names: this, the lab's name, `.json`.
+const STATE_PREFIX: &str = "px-lab-up-";
+
+/// The default lab name: the user who runs `px` (`sudo` keeps the real one
+/// in `SUDO_USER`), else the user ID; made a valid name.
+pub fn default_name() -> String {
+    let var = |k| std::env::var(k).ok().filter(|v: &String| !v.is_empty());
+    // SAFETY: getuid(2) has no arguments and cannot fail.
+    owner_name(var("SUDO_USER").as_deref(), var("USER").as_deref(), unsafe { libc::getuid() })
+}
+
+/// [`default_name`] from its inputs.
+fn owner_name(sudo_user: Option<&str>, user: Option<&str>, uid: u32) -> String {
+    let raw = sudo_user.or(user).map_or_else(|| format!("uid{uid}"), str::to_string);
+    let clean: String =
+        raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).take(32).collect();
+    if clean.is_empty() { format!("uid{uid}") } else { clean }
+}
+
+/// Checks a lab name: 1–32 letters, digits, `_` or `-` (it names a file).
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = (1..=32).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok { Ok(()) } else { Err(format!("lab name {name:?}: use 1–32 letters, digits, `_` or `-`")) }
+}
+
+/// The names of the labs that are up (their state files), sorted.
+pub fn labs_up() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().into_string().ok()?;
+            Some(n.strip_prefix(STATE_PREFIX)?.strip_suffix(".json")?.to_string())
+        })
+        .filter(|n| check_name(n).is_ok())
+        .collect();
+    names.sort();
+    names
 }
 
 /// The metrics endpoint of the gateway `px lab up` starts (on the gateway
@@ -40,6 +88,10 @@ pub struct UpReport {
     pub gateway: Option<(u32, PathBuf)>,
     /// F-PMTUD responders (`px fpmtud`): namespace and PID, on both hosts.
     pub responders: Vec<(String, u32)>,
+    /// The lab's name (`px lab down --name` takes it).
+    pub name: String,
+    /// The name was the default one (`px lab down` alone takes it down).
+    pub default_name: bool,
 }
 
 /// The gateway configuration of `px lab up`: the packaged service's file
@@ -77,10 +129,19 @@ fn spawn_in(ns: &str, exe: &Path, args: &[&str], log: &Path) -> Result<u32, Stri
 /// after this process exits; an F-PMTUD responder on both hosts; the
 /// gateway's configuration file written, and `px gateway` started with it
 /// unless `no_gateway` (then the report holds the command to start it).
-pub fn up(exe: &Path, no_gateway: bool) -> Result<UpReport, crate::RunError> {
+/// `name` is the lab's (see [`check_name`]; none: [`default_name`]).
+pub fn up(exe: &Path, no_gateway: bool, name: Option<&str>) -> Result<UpReport, crate::RunError> {
+    let default = default_name();
+    let name = name.unwrap_or(&default);
+    check_name(name)?;
     crate::exp::require("px lab up", &[], 1, "")?;
-    if state_file().exists() {
-        return Err(format!("a lab is already up ({}); run `px lab down` first", state_file().display()).into());
+    let state_path = state_file(name);
+    if state_path.exists() {
+        return Err(format!(
+            "a lab named {name} is already up ({}): take it down with `px lab down --name {name}`, or start another with `px lab up --name OTHER`",
+            state_path.display()
+        )
+        .into());
     }
     px_netns::install_signal_cleanup().map_err(px_netns::LabError::Signal)?;
     let lab = Line::build(LineSpec { ipv6: true, ..LineSpec::gateway_lab() })?;
@@ -121,10 +182,20 @@ pub fn up(exe: &Path, no_gateway: bool) -> Result<UpReport, crate::RunError> {
         "config": config,
         "responder_pids": responders.iter().map(|r| r.1).collect::<Vec<_>>(),
     });
-    std::fs::write(state_file(), state.to_string()).map_err(|e| format!("{}: {e}", state_file().display()))?;
+    std::fs::write(&state_path, state.to_string()).map_err(|e| format!("{}: {e}", state_path.display()))?;
     // What started is recorded: `px lab down` removes it even after a failure.
     result?;
-    Ok(UpReport { description, namespaces: names, gateway_ns: gw_ns, config, gateway_command, gateway, responders })
+    Ok(UpReport {
+        description,
+        namespaces: names,
+        gateway_ns: gw_ns,
+        config,
+        gateway_command,
+        gateway,
+        responders,
+        default_name: name == default,
+        name: name.to_string(),
+    })
 }
 
 /// Sends SIGTERM to `pid` if it is still a `px` process running `what`,
@@ -144,11 +215,13 @@ fn stop_pid(pid: u64, what: &str) {
     }
 }
 
-/// `px lab down`: stops the gateway `px lab up` started and removes its
-/// namespaces; returns their names.
-pub fn down() -> Result<Vec<String>, crate::RunError> {
-    let path = state_file();
-    let text = std::fs::read_to_string(&path).map_err(|_| format!("no lab is up ({} not found)", path.display()))?;
+/// `px lab down`: stops the gateway `px lab up` started for the lab
+/// `name` and removes its namespaces; returns their names. Other labs stay.
+pub fn down(name: &str) -> Result<Vec<String>, crate::RunError> {
+    check_name(name)?;
+    let path = state_file(name);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|_| format!("no lab named {name} is up ({} not found)", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     if let Some(pid) = v["gateway_pid"].as_u64() {
         stop_pid(pid, "gateway");
@@ -159,6 +232,7 @@ pub fn down() -> Result<Vec<String>, crate::RunError> {
     let mut removed = Vec::new();
     for n in v["namespaces"].as_array().into_iter().flatten().filter_map(|n| n.as_str()) {
         if n.starts_with("px-") {
+            px_netns::runfiles::remove_files_of_namespace(n);
             let _ = Command::new("ip").args(["netns", "del", n]).status();
             removed.push(n.to_owned());
         }
@@ -174,4 +248,26 @@ pub fn down() -> Result<Vec<String>, crate::RunError> {
     }
     std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 38 item 6: two users' labs are two labs (the name follows the
+    /// user who runs px, sudo's first), and a name is safe in a file name.
+    #[test]
+    fn each_user_gets_a_lab_name_of_their_own() {
+        assert_eq!(owner_name(Some("alice"), Some("root"), 0), "alice");
+        assert_eq!(owner_name(None, Some("bob"), 1000), "bob");
+        assert_eq!(owner_name(None, None, 1000), "uid1000");
+        assert_eq!(owner_name(Some("a.b/../c"), None, 0), "a_b____c");
+        assert_ne!(state_file("alice"), state_file("bob"));
+        for ok in ["alice", "lab-2", "x_y", &"a".repeat(32)] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a/b", "../x", "a b", &"a".repeat(33)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -231,7 +231,8 @@ fn busiest_share(before: &HashMap<u32, f64>, after: &HashMap<u32, f64>, wall: f6
 }
 
 /// The forwarder's busy share from its stats: `busy_share` (px_dpdk_fwd),
-/// or the sums of every `busy_ns` and `run_ns` in it (px gateway's workers).
+/// or the sums of every `busy_ns` and `loop_ns` in it (px gateway's
+/// `--stats-file`: time in rounds that moved a frame, time in the loop).
 fn busy_share(stats: &serde_json::Value) -> Option<f64> {
     fn sum(v: &serde_json::Value, key: &str) -> f64 {
         match v {
@@ -245,7 +246,7 @@ fn busy_share(stats: &serde_json::Value) -> Option<f64> {
     if let Some(b) = stats["busy_share"].as_f64() {
         return Some(b);
     }
-    let run = sum(stats, "run_ns");
+    let run = sum(stats, "loop_ns");
     (run > 0.0).then(|| sum(stats, "busy_ns") / run)
 }
 
@@ -580,7 +581,7 @@ mod tests {
     #[test]
     fn busy_share_from_either_forwarder() {
         assert_eq!(busy_share(&serde_json::json!({"busy_share": 0.25, "cycles": 4})), Some(0.25));
-        let px = serde_json::json!({"workers": [{"busy_ns": 1, "run_ns": 4}, {"busy_ns": 3, "run_ns": 4}]});
+        let px = serde_json::json!({"workers": [{"busy_ns": 1, "loop_ns": 4}, {"busy_ns": 3, "loop_ns": 4}]});
         assert_eq!(busy_share(&px), Some(0.5));
         assert_eq!(busy_share(&serde_json::Value::Null), None);
     }

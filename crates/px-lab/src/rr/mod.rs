@@ -10,7 +10,9 @@
 //! (outer → inner) and ends with the sender's PSH; the client waits for the
 //! whole answer before the next request (one transaction at a time,
 //! `TCP_NODELAY` on both ends). Transaction time is measured by the client
-//! from the request's write to the answer's last byte.
+//! from the request's write to the answer's last byte. The gateway's own
+//! CPU is reported idle (before the first transaction) and during them: a
+//! worker that polls or spins for latency pays for it there.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -68,6 +70,21 @@ pub struct RrResult {
     /// `px_gateway::FlushReason::ALL`): a timeout flush is data that waited
     /// the whole merge timeout (or, after a riding PSH, the PSH grace).
     pub gateway_flushes: Vec<u64>,
+    /// The gateway process's CPU time over wall time while no traffic
+    /// flows ([`IDLE_WINDOW`] after its start): what a polling or spinning
+    /// worker costs an idle machine (1.0 = one core).
+    pub gateway_idle_cpu: Option<f64>,
+    /// The same during the transactions (every size).
+    pub gateway_busy_cpu: Option<f64>,
+}
+
+/// How long the gateway's idle CPU is measured, once it has started.
+pub const IDLE_WINDOW: Duration = Duration::from_secs(2);
+
+/// The CPU share of process `pid` over `wall`, from a reading `before`.
+fn cpu_share(pid: u32, before: Option<f64>, wall: Duration) -> Option<f64> {
+    let used = px_netns::cpu::process_cpu_seconds(pid)? - before?;
+    Some(used / wall.as_secs_f64().max(1e-9))
 }
 
 /// p50 and p99 of `v` (µs), sorting it.
@@ -85,9 +102,24 @@ pub fn within_target(gateway_p99: f64, router_p99: f64) -> bool {
     gateway_p99 <= router_p99 + (router_p99 * 0.1).max(50.0)
 }
 
+/// How long the server waits for the client's connection: a middle box
+/// that passes nothing must end the run with an error, not hang it.
+const ACCEPT_WAIT: Duration = Duration::from_secs(15);
+
 /// The server: for each request, one write of the size it names.
 fn serve(listener: TcpListener) -> std::io::Result<()> {
-    let (mut s, _) = listener.accept()?;
+    listener.set_nonblocking(true)?;
+    let t0 = Instant::now();
+    let mut s = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && t0.elapsed() < ACCEPT_WAIT => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    s.set_nonblocking(false)?;
     s.set_nodelay(true)?;
     let mut req = [0u8; REQUEST];
     let mut answer = Vec::new();
@@ -149,14 +181,36 @@ fn measure(lab: &Line, server_ip: &str, port: u16, o: &RrOptions) -> Result<Vec<
     })
 }
 
+/// Whether the gateway's arguments put it on the DPDK datapath.
+fn dpdk_datapath(args: &[String]) -> bool {
+    args.iter().any(|a| a == "--datapath=dpdk" || a == "--set=datapath=dpdk")
+        || args
+            .windows(2)
+            .any(|w| (w[0] == "--datapath" && w[1] == "dpdk") || (w[0] == "--set" && w[1] == "datapath=dpdk"))
+}
+
 /// Runs the gateway round, then the router round, on one fresh line.
 pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, crate::RunError> {
     say("px lab rr: building legacy (1500) — gw — bnet (9000) in fresh namespaces…");
     let lab = crate::demo::build()?;
     lab.address(Addressing::Bump).map_err(|e| e.to_string())?;
+    if dpdk_datapath(&o.gateway_args) {
+        // DPDK's AF_PACKET driver reads frames without the virtio-net
+        // header that says a checksum is partial (a veth sender's checksum
+        // offload): the hosts finish their checksums, as behind a wire.
+        let [left, .., right] = lab.spec.devs;
+        for (ns, dev) in [(lab.left_ns(), left), (lab.right_ns(), right)] {
+            ns.exec("ethtool", &["-K", dev, "tx", "off"]).map_err(|e| e.to_string())?;
+        }
+    }
     say(&format!("px lab rr: through px gateway, {} transactions per size…", o.transactions));
     let gw = GatewayProcess::start(&lab, &o.exe, &o.gateway_args)?;
+    let (idle0, t0) = (px_netns::cpu::process_cpu_seconds(gw.pid), Instant::now());
+    std::thread::sleep(IDLE_WINDOW);
+    let gateway_idle_cpu = cpu_share(gw.pid, idle0, t0.elapsed());
+    let (busy0, t0) = (px_netns::cpu::process_cpu_seconds(gw.pid), Instant::now());
     let through_gw = measure(&lab, LEGACY_ADDR, 7001, o);
+    let gateway_busy_cpu = cpu_share(gw.pid, busy0, t0.elapsed());
     let exit = gw.stop()?;
     let through_gw = through_gw?;
     if !exit.status.success() {
@@ -191,6 +245,8 @@ pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, crate::RunErro
         offloads: OFFLOADS_NOTE,
         gateway_yield: exit.stats["yield"].as_f64(),
         gateway_flushes,
+        gateway_idle_cpu,
+        gateway_busy_cpu,
     })
 }
 
@@ -206,6 +262,7 @@ impl RrResult {
             "sizes": sizes, "request_bytes": self.request_bytes, "offloads": self.offloads,
             "gateway_yield": self.gateway_yield, "gateway_flushes": crate::exp::flushes_json(&self.gateway_flushes),
             "transactions": transactions,
+            "gateway_idle_cpu": self.gateway_idle_cpu, "gateway_busy_cpu": self.gateway_busy_cpu,
         })
     }
 
@@ -237,6 +294,14 @@ impl RrResult {
         }
         let _ = writeln!(out, "\n  target: gateway p99 within max(50 µs, 10 %) of the router's p99");
         let _ = writeln!(out, "  gateway early flushes: {}", crate::exp::flushes_text(&self.gateway_flushes));
+        let share = |c: Option<f64>| c.map_or("unknown".to_string(), |c| format!("{:.1} % of a core", c * 100.0));
+        let _ = writeln!(
+            out,
+            "  gateway CPU: {} idle ({} s after start), {} during the transactions",
+            share(self.gateway_idle_cpu),
+            IDLE_WINDOW.as_secs(),
+            share(self.gateway_busy_cpu)
+        );
         out
     }
 }
@@ -250,6 +315,17 @@ mod tests {
         let mut v: Vec<f64> = (1..=100).rev().map(|x| x as f64).collect();
         assert_eq!(percentiles(&mut v), (51.0, 100.0));
         assert_eq!(percentiles(&mut []), (0.0, 0.0));
+    }
+
+    #[test]
+    fn the_dpdk_datapath_is_seen_in_any_spelling() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for a in [&["--datapath=dpdk"][..], &["--datapath", "dpdk"], &["--psh=flush", "--set", "datapath=dpdk"]] {
+            assert!(dpdk_datapath(&args(a)), "{a:?}");
+        }
+        for a in [&[][..], &["--datapath", "af_packet"], &["--set", "busy_poll_us=50"]] {
+            assert!(!dpdk_datapath(&args(a)), "{a:?}");
+        }
     }
 
     #[test]

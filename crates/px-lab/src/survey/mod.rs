@@ -65,6 +65,11 @@ pub struct SurveyLabOptions {
     /// The `px` binary (runs `px survey` in the client namespace).
     pub exe: PathBuf,
     pub targets: usize,
+    /// Spread the targets over this many addresses (default: one address
+    /// per target up to the lab's 380, then several ports each): fewer
+    /// addresses, more targets per address sharing its queue and its hop
+    /// test.
+    pub addresses: Option<usize>,
     /// Seeds which address gets which behaviour.
     pub seed: u64,
     /// Percent of packets r1 drops each way toward `lossy` addresses.
@@ -156,21 +161,30 @@ struct Pass {
     interrupted: Option<InterruptedRun>,
 }
 
+/// The addresses with their behaviours and the targets of a run of
+/// `targets` targets on `addresses` addresses (default: as many as
+/// targets, up to the lab's).
+fn plan(targets_n: usize, addresses_n: Option<usize>, seed: u64) -> Result<AssignedTargets, String> {
+    let all = addresses();
+    let n = addresses_n.unwrap_or(targets_n).min(all.len());
+    if n == 0 {
+        return Err("at least one address".into());
+    }
+    let assigned = assign(&all[..n], seed);
+    let list = targets(&assigned, targets_n);
+    if list.len() < targets_n {
+        return Err(format!("at most {} targets on {n} addresses ({n} × {} ports)", n * PORTS.len(), PORTS.len()));
+    }
+    Ok((assigned, list))
+}
+
+/// What [`plan`] gives.
+type AssignedTargets = (Vec<(std::net::Ipv4Addr, Truth)>, Vec<(std::net::Ipv4Addr, u16, Truth)>);
+
 /// Builds the lab, runs `px survey` in its client namespace, compares.
 pub fn run(o: &SurveyLabOptions, say: &dyn Fn(&str)) -> Result<SurveyLabResult, RunError> {
     crate::exp::check_prerequisites("px lab survey", &["nft", "ip"])?;
-    let all = addresses();
-    let used = &all[..all.len().min(o.targets)];
-    let assigned = assign(used, o.seed);
-    let list = targets(&assigned, o.targets);
-    if list.len() < o.targets {
-        return Err(RunError::Step(format!(
-            "at most {} targets ({} addresses × {} ports)",
-            all.len() * PORTS.len(),
-            all.len(),
-            PORTS.len()
-        )));
-    }
+    let (assigned, list) = plan(o.targets, o.addresses, o.seed).map_err(RunError::Step)?;
     let text: String = list.iter().map(|(a, p, _)| format!("{a} {p}\n")).collect();
     let targets_file = TempFile::write("px-lab-survey-targets", "txt", &text)?;
     let truth: HashMap<String, Truth> = list.iter().map(|(a, p, t)| (format!("{a}:{p}"), *t)).collect();
@@ -310,6 +324,22 @@ mod tests {
         assert_eq!(targets(&a, 5000).len(), 2280, "no more than address × port");
         let small = assign(&addresses()[..20], 1);
         assert!(Truth::MIX.iter().all(|(t, _)| small.iter().any(|(_, x)| x == t)), "each behaviour at least once");
+    }
+
+    #[test]
+    fn targets_spread_over_the_addresses_asked_for() {
+        let (a, ts) = plan(64, Some(16), 3).unwrap();
+        assert_eq!((a.len(), ts.len()), (16, 64));
+        for (addr, _) in &a {
+            assert_eq!(ts.iter().filter(|(x, _, _)| x == addr).count(), 4, "4 targets on {addr}");
+        }
+        assert!(Truth::MIX.iter().all(|(t, _)| a.iter().any(|(_, x)| x == t)), "each behaviour at least once");
+        let (a, ts) = plan(240, None, 3).unwrap();
+        assert_eq!((a.len(), ts.len()), (240, 240), "one address per target by default");
+        assert_eq!(plan(2000, None, 1).unwrap().0.len(), 380);
+        let e = plan(100, Some(16), 3).unwrap_err();
+        assert!(e.contains("at most 96 targets on 16 addresses"), "{e}");
+        assert!(plan(8, Some(0), 3).is_err());
     }
 
     #[test]

@@ -64,6 +64,14 @@ pub struct GatewayConfig {
     /// the ring 6.4–7.2, although px-io measured less CPU per frame with the
     /// ring; see the README.
     pub rx_ring: bool,
+    /// After the ports last had frames, a worker keeps looking at its
+    /// sockets without sleeping for this long before it sleeps in `poll`
+    /// (AF_PACKET only: DPDK polls always). A sleeping worker pays a
+    /// thread wake-up on each frame that ends a quiet spell, about 50 µs
+    /// on a VM (`px lab rr`, docs/io.md); spinning costs CPU while
+    /// traffic comes and nothing once it has stopped this long. 0: off.
+    #[serde(with = "px_gateway::units::duration_us")]
+    pub busy_poll_us: std::time::Duration,
     /// Put the ports in promiscuous mode (a bump in the wire sees frames
     /// addressed to the hosts behind it).
     pub promiscuous: bool,
@@ -123,6 +131,7 @@ impl Default for GatewayConfig {
             offload: FastPathMode::Off,
             gro_gso: true,
             rx_ring: false,
+            busy_poll_us: std::time::Duration::ZERO,
             promiscuous: true,
             socket_buffer_bytes: 8 << 20,
             capture: None,
@@ -286,6 +295,7 @@ pub const ALLOWED: &[(&str, &str)] = &[
     ("workers", "1..=64"),
     ("batch", "1..=1024"),
     ("socket_buffer_bytes", "65536..=1073741824"),
+    ("busy_poll_us", "0..=10000"),
     ("log_interval_s", "0..=86400"),
     ("capture_max_bytes", "65536..=1099511627776"),
     ("capture_files", "1..=1000"),
@@ -507,6 +517,7 @@ impl GatewayConfig {
         in_range("workers", self.workers as u64)?;
         in_range("batch", self.batch as u64)?;
         in_range("socket_buffer_bytes", self.socket_buffer_bytes as u64)?;
+        in_range("busy_poll_us", self.busy_poll_us.as_micros() as u64)?;
         in_range("log_interval_s", self.log_interval_s)?;
         in_range("capture_max_bytes", self.capture_max_bytes)?;
         in_range("capture_files", self.capture_files)?;
@@ -646,6 +657,9 @@ impl GatewayConfig {
             return Err(ReloadError::Fixed(c.clone()));
         }
         let mut engine = new.engine_config(running.imtu, running.emtu, running.hash_seed)?;
+        // Which ports cut GSO frames is decided at start with the datapath
+        // (`gro_gso`, fixed, and what the ports can do).
+        (engine.inner_gso, engine.outer_gso) = (running.inner_gso, running.outer_gso);
         engine.outer_link_mtu = running.outer_link_mtu;
         running.live_change(&engine).map_err(|e| ReloadError::Engine(e.into()))?;
         Ok((changes, engine))
@@ -988,6 +1002,31 @@ mod tests {
         assert!(e.contains("`max_flows`") && e.contains("restart"), "{e}");
         let bad = GatewayConfig { workers: 0, ..old.clone() };
         assert!(matches!(old.reload(&bad, &running), Err(ReloadError::Invalid(_))));
+    }
+
+    /// Which ports cut GSO frames themselves is the datapath's decision at
+    /// start (a DPDK port without TSO: none), not the file's: a reload
+    /// keeps it.
+    #[test]
+    fn reload_keeps_the_datapaths_gso_decision() {
+        let old = GatewayConfig::from_toml("inner = \"a\"\nouter = \"b\"\ndatapath = \"dpdk\"\n").unwrap();
+        let mut running = old.engine_config(9000, 1500, 77).unwrap();
+        (running.inner_gso, running.outer_gso) = (false, true);
+        let t = "inner = \"a\"\nouter = \"b\"\ndatapath = \"dpdk\"\n[engine]\nmerge_timeout_us = 200\n";
+        let (_, engine) = old.reload(&GatewayConfig::from_toml(t).unwrap(), &running).unwrap();
+        assert_eq!((engine.inner_gso, engine.outer_gso), (false, true));
+    }
+
+    #[test]
+    fn busy_poll_takes_a_duration_up_to_10_ms() {
+        let read = |v: &str| GatewayConfig::from_toml(&format!("inner = \"a\"\nouter = \"b\"\nbusy_poll_us = {v}\n"));
+        assert_eq!(GatewayConfig::default().busy_poll_us, std::time::Duration::ZERO, "off by default");
+        assert_eq!(read("50").unwrap().busy_poll_us, std::time::Duration::from_micros(50));
+        let c = read("\"10ms\"").unwrap();
+        assert_eq!(c.busy_poll_us, std::time::Duration::from_millis(10));
+        c.validate().unwrap();
+        let e = read("\"11ms\"").unwrap().validate().unwrap_err().to_string();
+        assert!(e.contains("`busy_poll_us`") && e.contains("0..=10000"), "{e}");
     }
 
     #[test]

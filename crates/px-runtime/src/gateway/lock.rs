@@ -339,6 +339,22 @@ mod tests {
         }
     }
 
+    /// The lab removes a gateway's files by the namespace their names
+    /// carry (`px_netns::runfiles`, for gateways killed with SIGKILL): the
+    /// names made here must say it the way it reads them, in its directory.
+    #[test]
+    fn the_files_name_their_namespace_as_the_lab_reads_it() {
+        let lock = lock_path(Path::new("/x"), "lo").unwrap();
+        let sock = super::super::control::default_path("in", "out");
+        for p in [lock, sock] {
+            let n = p.file_name().unwrap().to_str().unwrap();
+            assert_eq!(px_netns::runfiles::namespace_of(n), Some(netns_id()), "{n}");
+        }
+        if std::env::var_os("RUNTIME_DIRECTORY").is_none() {
+            assert_eq!(lock_dir(), Path::new(px_netns::runfiles::RUN_DIR));
+        }
+    }
+
     /// Two locks of one port (two open files, here in one process) cannot
     /// both be held; the refusal names the port and the holder's PID; once
     /// the first goes, the port can be locked again. `lo` exists in every

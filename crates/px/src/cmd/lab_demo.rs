@@ -48,10 +48,23 @@ pub struct UpArgs {
     /// gateway's PID and log, the responders) instead of the text.
     #[arg(long)]
     json: bool,
+    /// The lab's name (default: the user who runs px, so that two users'
+    /// labs are two labs): `px lab down --name` takes the same.
+    #[arg(long, value_parser = lab_name)]
+    name: Option<String>,
 }
 
 #[derive(Debug, Args)]
-pub struct DownArgs {}
+pub struct DownArgs {
+    /// The lab to take down (default: the user who runs px); other labs
+    /// stay up.
+    #[arg(long, value_parser = lab_name)]
+    name: Option<String>,
+}
+
+fn lab_name(s: &str) -> Result<String, String> {
+    demo::check_name(s).map(|()| s.to_string())
+}
 
 fn px_exe() -> Result<std::path::PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find the px binary: {e}"))
@@ -87,7 +100,7 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode, String> {
 }
 
 pub fn up(a: UpArgs) -> Result<ExitCode, String> {
-    let r = demo::up(&px_exe()?, a.no_gateway)?;
+    let r = demo::up(&px_exe()?, a.no_gateway, a.name.as_deref())?;
     if a.json {
         println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
     } else {
@@ -96,13 +109,20 @@ pub fn up(a: UpArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn down(_: DownArgs) -> Result<ExitCode, String> {
-    if !demo::state_file().exists() {
+pub fn down(a: DownArgs) -> Result<ExitCode, String> {
+    let name = a.name.unwrap_or_else(demo::default_name);
+    if !demo::state_file(&name).exists() {
         // Nothing to take down: "not running", not a failure.
-        eprintln!("px lab down: no lab is up ({} not found)", demo::state_file().display());
+        let others = demo::labs_up();
+        let hint = if others.is_empty() {
+            String::new()
+        } else {
+            format!("; labs up: {} (px lab down --name NAME)", others.join(", "))
+        };
+        eprintln!("px lab down: no lab is up named {name} ({} not found){hint}", demo::state_file(&name).display());
         return Ok(ExitCode::from(3));
     }
-    for n in demo::down()? {
+    for n in demo::down(&name)? {
         println!("removed {n}");
     }
     Ok(ExitCode::SUCCESS)

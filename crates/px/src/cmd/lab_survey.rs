@@ -29,6 +29,11 @@ pub struct LabSurveyArgs {
     /// Targets (address × port; the lab has 380 addresses and 6 ports).
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(8..=2280))]
     targets: u64,
+    /// Spread the targets over this many addresses (default: one per
+    /// target, up to 380; then several ports of each). Fewer addresses put
+    /// more targets behind each address's queue and hop test.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=380))]
+    addresses: Option<u64>,
     /// Seed of which address gets which behaviour.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -62,6 +67,7 @@ pub fn survey(a: LabSurveyArgs) -> Result<ExitCode, String> {
     let opts = SurveyLabOptions {
         exe,
         targets: a.targets as usize,
+        addresses: a.addresses.map(|n| n as usize),
         seed: a.seed,
         loss_percent: a.loss,
         output: a.output,

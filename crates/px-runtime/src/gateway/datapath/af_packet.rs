@@ -123,7 +123,7 @@ impl AfPacket {
         };
         let outer = port(&cfg.outer, base)?;
         let inner = port(&cfg.inner, base + 3)?;
-        Ok(AfPacketPorts::new(inner, outer, batch))
+        Ok(AfPacketPorts::new(inner, outer, batch).with_busy_poll(cfg.busy_poll_us))
     }
 
     /// Takes the datapath down: the fast path goes (its counts kept and
@@ -242,6 +242,7 @@ pub struct AfPacketPorts {
     rx: RxBatch,
     txb: TxBatch,
     batch: usize,
+    busy_poll: BusyPoll,
 }
 
 impl AfPacketPorts {
@@ -256,7 +257,70 @@ impl AfPacketPorts {
         // Only sockets without a ring receive into this.
         let all_rings = [&inner, &outer].iter().all(|p| p.receiving().iter().all(|(_, s)| s.has_ring()));
         let rx = RxBatch::new(if all_rings { 1 } else { batch }, px_io::MAX_FRAME);
-        AfPacketPorts { ports: [inner, outer], poller, queues, rx, txb: TxBatch::new(batch * 4), batch }
+        let busy_poll = BusyPoll::new(Duration::ZERO);
+        AfPacketPorts { ports: [inner, outer], poller, queues, rx, txb: TxBatch::new(batch * 4), batch, busy_poll }
+    }
+
+    /// Looks at the sockets without sleeping for `spin` after they last
+    /// had frames ([`BusyPoll`]; `busy_poll_us`).
+    pub fn with_busy_poll(self, spin: Duration) -> AfPacketPorts {
+        AfPacketPorts { busy_poll: BusyPoll::new(spin), ..self }
+    }
+}
+
+/// The wait of `busy_poll_us`: after the sockets last had frames (seen by
+/// any wait, a sleeping one too), the next waits look at them without
+/// sleeping (`ppoll` with a zero timeout, again and again) until `spin` has
+/// passed since, and only then sleep for what is left of their timeout.
+/// A frame that comes while the worker looks costs no thread wake-up (the
+/// kernel's softirq queues it, the next look sees it); once traffic has
+/// stopped for `spin`, the worker sleeps as without it. `spin` zero: every
+/// wait sleeps at once.
+#[derive(Debug, Clone, Copy)]
+struct BusyPoll {
+    spin: Duration,
+    last_ready: Option<Instant>,
+}
+
+impl BusyPoll {
+    fn new(spin: Duration) -> BusyPoll {
+        BusyPoll { spin, last_ready: None }
+    }
+
+    /// Until when a wait starting at `now` for at most `timeout` looks
+    /// without sleeping (none: it sleeps at once).
+    fn spin_until(&self, now: Instant, timeout: Duration) -> Option<Instant> {
+        let until = (self.last_ready? + self.spin).min(now + timeout);
+        (until > now).then_some(until)
+    }
+
+    /// Waits up to `timeout` through `poll` (a timeout in, how many are
+    /// ready out), spinning first as [`BusyPoll`] says.
+    fn wait(
+        &mut self,
+        timeout: Duration,
+        mut poll: impl FnMut(Duration) -> std::io::Result<usize>,
+    ) -> std::io::Result<usize> {
+        let start = Instant::now();
+        if let Some(until) = self.spin_until(start, timeout) {
+            loop {
+                let n = poll(Duration::ZERO)?;
+                let now = Instant::now();
+                if n > 0 {
+                    self.last_ready = Some(now);
+                    return Ok(n);
+                }
+                if now >= until {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        let n = poll(timeout.saturating_sub(start.elapsed()))?;
+        if n > 0 && !self.spin.is_zero() {
+            self.last_ready = Some(Instant::now());
+        }
+        Ok(n)
     }
 }
 
@@ -275,7 +339,8 @@ impl Ports for AfPacketPorts {
 
     fn wait(&mut self, timeout: Duration) -> bool {
         // EINTR from a signal is a wake-up with nothing ready.
-        self.poller.wait(Some(timeout)).is_ok()
+        let poller = &mut self.poller;
+        self.busy_poll.wait(timeout, |t| poller.wait(Some(t))).is_ok()
     }
 
     fn queues(&self) -> usize {
@@ -582,5 +647,70 @@ mod tests {
         let mut q = FakeQueue::new(4, &[]);
         assert_eq!(send(&mut q, &[]), (0, 0));
         assert_eq!(q.sends, 0);
+    }
+
+    /// Waits once through a scripted `ppoll` that answers `ready(call
+    /// number)`; returns what the wait returned and each call's timeout.
+    fn waits(bp: &mut BusyPoll, timeout: Duration, ready: impl Fn(usize) -> usize) -> (usize, Vec<Duration>) {
+        let mut calls = Vec::new();
+        let n = bp
+            .wait(timeout, |t| {
+                calls.push(t);
+                Ok(ready(calls.len()))
+            })
+            .unwrap();
+        (n, calls)
+    }
+
+    #[test]
+    fn busy_poll_looks_without_sleeping_after_traffic() {
+        let mut bp = BusyPoll::new(Duration::from_secs(30));
+        bp.last_ready = Some(Instant::now());
+        let (n, calls) = waits(&mut bp, Duration::from_secs(10), |call| usize::from(call == 4));
+        assert_eq!(n, 1);
+        assert_eq!(calls, [Duration::ZERO; 4], "four looks, no sleep");
+    }
+
+    #[test]
+    fn busy_poll_off_sleeps_at_once() {
+        let mut bp = BusyPoll::new(Duration::ZERO);
+        bp.last_ready = Some(Instant::now());
+        let (n, calls) = waits(&mut bp, Duration::from_secs(10), |_| 1);
+        assert_eq!((n, calls.len()), (1, 1));
+        assert!(calls[0] > Duration::from_secs(9), "slept with the timeout: {calls:?}");
+        let (_, calls) = waits(&mut bp, Duration::from_secs(10), |_| 1);
+        assert_eq!(calls.len(), 1, "a wake-up starts no looking either");
+        assert!(calls[0] > Duration::from_secs(9));
+    }
+
+    #[test]
+    fn busy_poll_sleeps_once_traffic_has_stopped_for_the_spin() {
+        let mut bp = BusyPoll::new(Duration::from_millis(1));
+        bp.last_ready = Some(Instant::now() - Duration::from_millis(5));
+        let (_, calls) = waits(&mut bp, Duration::from_secs(10), |_| 0);
+        assert_eq!(calls.len(), 1);
+        assert!(calls[0] > Duration::from_secs(9), "{calls:?}");
+    }
+
+    #[test]
+    fn a_wake_up_from_sleep_starts_the_looking() {
+        let mut bp = BusyPoll::new(Duration::from_secs(30));
+        let (n, calls) = waits(&mut bp, Duration::from_secs(10), |_| 1);
+        assert_eq!((n, calls.len()), (1, 1), "no traffic yet: slept");
+        assert!(calls[0] > Duration::from_secs(9));
+        let (_, calls) = waits(&mut bp, Duration::from_secs(10), |call| usize::from(call == 2));
+        assert_eq!(calls, [Duration::ZERO; 2], "traffic just now: looked");
+    }
+
+    #[test]
+    fn busy_poll_looks_no_longer_than_the_timeout() {
+        let mut bp = BusyPoll::new(Duration::from_secs(30));
+        bp.last_ready = Some(Instant::now());
+        let t0 = Instant::now();
+        let (n, calls) = waits(&mut bp, Duration::from_millis(2), |_| 0);
+        assert_eq!(n, 0);
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert!(calls.len() > 1 && calls[..calls.len() - 1].iter().all(|t| t.is_zero()), "{}", calls.len());
+        assert!(*calls.last().unwrap() <= Duration::from_millis(2));
     }
 }

@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 use px_dpdk::{Capabilities, Eal, Mbuf, Pool, Port as DpdkPort, PortConf, Queue, RxBurst, TxBurst, TxOffload};
 use px_gateway::Port;
 use px_io::{Checksum, Gso, GsoKind, PacketMeta, PacketType, RecvError, RxError, RxFrames, RxPacket};
-use px_io::{IfaceGuard, Offload};
+use px_io::{IfaceGuard, Offload, PacketSocket, Receive, SocketConfig};
 
-use super::keys::{DpdkConfig, device};
+use super::keys::{DpdkConfig, TPACKET2_DATA, device};
 use super::{Batch, Frame, Ports, Sink};
 use crate::gateway::{GatewayConfig, GatewayError};
 use crate::logging::{error, info, warn};
@@ -42,6 +42,9 @@ const TX_FULL_WAIT: Duration = Duration::from_millis(20);
 
 /// Bytes a frame may take beyond its IP MTU: Ethernet and two VLAN tags.
 const LINK_OVERHEAD: u32 = 14 + 8;
+/// DPDK's `RTE_PKTMBUF_HEADROOM` (22.11's default build): a pool's data
+/// room includes it.
+const MBUF_HEADROOM: u32 = 128;
 
 /// What the DPDK datapath sets up for the whole gateway. Field order is
 /// drop order: the ports stop before the pools go, and the EAL last.
@@ -56,7 +59,7 @@ pub struct Dpdk {
     /// The Linux interfaces under `net_af_packet` devices, restored after
     /// the ports stop (their GRO is turned off: DPDK's driver reads
     /// frames, not the kernel's super-packets).
-    guards: Vec<IfaceGuard>,
+    guards: Vec<Interface>,
     eal: Arc<Eal>,
 }
 
@@ -87,14 +90,18 @@ impl Dpdk {
         let mbufs = if d.mbufs != 0 { d.mbufs } else { default_mbufs(&d, cfg.workers, cfg.batch) };
         // Memory for the largest pools the MTUs can ask for (they are known
         // for sure only once the EAL has probed the ports).
-        let rooms = pool_room(if cfg.imtu != 0 { cfg.imtu } else { 9216 }, 9216) + pool_room(cfg.emtu.max(1500), 2048);
+        let planned = (port_mtu(cfg.imtu, iface_mtu(&d.inner), 9216), port_mtu(cfg.emtu, iface_mtu(&d.outer), 1500));
+        let rooms = room(&d.inner, planned.0, 9216) + room(&d.outer, planned.1, 2048);
         let args = eal_args(&d, mbufs, rooms);
         let eal = Arc::new(Eal::init(&args).map_err(dpdk_err)?);
+        remove_stale_runtime_dirs(eal.runtime_dir());
         info!("px gateway: DPDK {} EAL up ({})", px_dpdk::version(), args.join(" "));
         let ids =
             [eal.port(device(&d.inner).name).map_err(dpdk_err)?, eal.port(device(&d.outer).name).map_err(dpdk_err)?];
         let [ii, oi] = [px_dpdk::port_info(ids[0]).map_err(dpdk_err)?, px_dpdk::port_info(ids[1]).map_err(dpdk_err)?];
-        let mtus = (port_mtu(cfg.imtu, ii.mtu), port_mtu(cfg.emtu, oi.mtu));
+        // A Linux interface under `net_af_packet` has the MTU; the driver
+        // reports a default.
+        let mtus = (port_mtu(cfg.imtu, iface_mtu(&d.inner), ii.mtu), port_mtu(cfg.emtu, iface_mtu(&d.outer), oi.mtu));
         for (label, i) in [(&cfg.inner, &ii), (&cfg.outer, &oi)] {
             if cfg.workers > 1 && !i.capabilities.has(Capabilities::RSS) && i.driver != "net_af_packet" {
                 return Err(GatewayError::Dpdk(format!(
@@ -103,10 +110,15 @@ impl Dpdk {
                 )));
             }
         }
-        let pool = |name: &str, room: u32| Pool::new(name, mbufs, 256, room as u16, ii.socket).map_err(dpdk_err);
+        let pool = |name: &str, room: u32| {
+            let room = u16::try_from(room).map_err(|_| {
+                GatewayError::Dpdk(format!("buffers of {room} bytes for {name}: DPDK's buffers hold at most 65535"))
+            })?;
+            Pool::new(name, mbufs, 256, room, ii.socket).map_err(dpdk_err)
+        };
         let pools = Arc::new(Pools {
-            large: pool("px-large", pool_room(mtus.0, 9216))?,
-            small: pool("px-small", pool_room(mtus.1, 2048))?,
+            large: pool("px-large", room(&d.inner, mtus.0, 9216))?,
+            small: pool("px-small", room(&d.outer, mtus.1, 2048))?,
         });
         let start = |id: u16, spec: &str, label: &str, pool: &Pool, lro: bool| {
             let offloads = Capabilities::default()
@@ -182,9 +194,9 @@ impl Dpdk {
         }
         let Dpdk { ports, pools, guards, eal, .. } = self;
         drop((ports, pools, eal));
-        for g in &guards {
-            if let Err(e) = g.restore() {
-                error!("px gateway: restoring {}: {e}; put it back by hand (ip link, ethtool)", g.name());
+        for Interface { guard, .. } in &guards {
+            if let Err(e) = guard.restore() {
+                error!("px gateway: restoring {}: {e}; put it back by hand (ip link, ethtool)", guard.name());
             }
         }
     }
@@ -199,7 +211,7 @@ fn receive_drops(ports: &[u16]) -> u64 {
 /// The devices: the `[dpdk]` table, or DPDK's AF_PACKET driver on the
 /// interfaces `inner` and `outer`; each `net_af_packet` interface captured
 /// and its GRO turned off (restored when the gateway stops).
-fn devices(cfg: &GatewayConfig) -> Result<(DpdkConfig, Vec<IfaceGuard>), GatewayError> {
+fn devices(cfg: &GatewayConfig) -> Result<(DpdkConfig, Vec<Interface>), GatewayError> {
     let d = match &cfg.dpdk {
         Some(d) => d.clone(),
         None => {
@@ -219,16 +231,39 @@ fn devices(cfg: &GatewayConfig) -> Result<(DpdkConfig, Vec<IfaceGuard>), Gateway
     for (key, spec) in [("inner", &d.inner), ("outer", &d.outer)] {
         let Some(iface) = device(spec).iface else { continue };
         let port_err = |source| GatewayError::Port { key, port: iface.into(), source };
-        let g = IfaceGuard::capture(iface).map_err(port_err)?;
-        g.ctl().set_offload(iface, Offload::Gro, false).map_err(port_err)?;
-        guards.push(g);
+        let guard = IfaceGuard::capture(iface).map_err(port_err)?;
+        guard.ctl().set_offload(iface, Offload::Gro, false).map_err(port_err)?;
+        // A bump in the wire takes frames for any address. The driver's
+        // own switch sets the interface's flag, which outlives a killed
+        // process; a socket's membership goes with the socket.
+        let promiscuous = SocketConfig { promiscuous: true, receive: Receive::Nothing, ..SocketConfig::default() };
+        let promiscuous = PacketSocket::open(iface, &promiscuous)
+            .map_err(|source| GatewayError::Socket { port: iface.into(), source })?;
+        guards.push(Interface { guard, _promiscuous: promiscuous });
     }
     Ok((d, guards))
 }
 
-/// A pool's data room for frames of an IP `mtu`, at least `least`.
-fn pool_room(mtu: u16, least: u32) -> u32 {
-    (u32::from(mtu) + LINK_OVERHEAD).max(least)
+/// A Linux interface under a `net_af_packet` device, for the gateway's
+/// run: its settings to restore, and a socket holding it promiscuous.
+struct Interface {
+    guard: IfaceGuard,
+    _promiscuous: PacketSocket,
+}
+
+/// The data room of the pool a port of device `spec` receives into, for
+/// frames of an IP `mtu`: at least `least`, and for a `net_af_packet`
+/// device what its driver copies a ring frame into (the frame less its
+/// header, behind the mbuf's headroom).
+fn room(spec: &str, mtu: u16, least: u32) -> u32 {
+    let ring = device(spec).ring_frame.map_or(0, |f| f.saturating_sub(TPACKET2_DATA) + MBUF_HEADROOM);
+    (u32::from(mtu) + LINK_OVERHEAD + MBUF_HEADROOM).max(least).max(ring)
+}
+
+/// The MTU of the Linux interface under a `net_af_packet` device.
+fn iface_mtu(spec: &str) -> Option<u16> {
+    let m = px_io::iface::mtu(device(spec).iface?).ok()?;
+    Some(u16::try_from(m).unwrap_or(u16::MAX))
 }
 
 /// The EAL arguments: the user's, then what they leave out — a file
@@ -279,6 +314,24 @@ fn eal_args(d: &DpdkConfig, mbufs: u32, rooms: u32) -> Vec<String> {
     args
 }
 
+/// Removes the EAL runtime directories (`px-gateway-PID`, the default
+/// file prefix) that gateways killed before their cleanup left beside
+/// `ours`: those whose process is gone.
+fn remove_stale_runtime_dirs(ours: Option<&std::path::Path>) {
+    let Some(parent) = ours.and_then(std::path::Path::parent) else { return };
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("px-gateway-")).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Free hugepages of the default size (0 if the kernel has none).
 fn free_hugepages() -> u64 {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
@@ -292,8 +345,10 @@ fn default_mbufs(d: &DpdkConfig, workers: usize, batch: usize) -> u32 {
     (per_worker * workers as u32).next_power_of_two().max(4096) - 1
 }
 
-fn port_mtu(configured: u16, device: u16) -> u16 {
-    if configured != 0 { configured } else { device }
+/// The MTU a port runs with: configured, or its interface's, or what the
+/// device reports.
+fn port_mtu(configured: u16, iface: Option<u16>, device: u16) -> u16 {
+    if configured != 0 { configured } else { iface.unwrap_or(device) }
 }
 
 fn mac(m: [u8; 6]) -> String {
