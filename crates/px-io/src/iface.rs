@@ -180,6 +180,21 @@ impl IfaceCtl {
         Ok(u32::from(f as u16))
     }
 
+    /// Sets `name` administratively up or down (`ip link set NAME up`,
+    /// SIOCSIFFLAGS; needs CAP_NET_ADMIN). Down, a NIC turns its PHY off
+    /// and a veth's peer loses its carrier: the neighbour sees the link
+    /// fail.
+    pub fn set_up(&self, name: &str, up: bool) -> Result<(), IfaceError> {
+        let flags = self.flags(name)?;
+        let want = if up { flags | libc::IFF_UP as u32 } else { flags & !(libc::IFF_UP as u32) };
+        if want == flags {
+            return Ok(());
+        }
+        let mut r = req_for(name)?;
+        r.ifr_ifru.ifru_flags = want as u16 as libc::c_short;
+        self.ioctl(name, "SIOCSIFFLAGS", libc::SIOCSIFFLAGS, &mut r)
+    }
+
     fn ethtool(&self, name: &str, op: &'static str, cmd: u32, data: u32) -> Result<u32, IfaceError> {
         let mut v = EthtoolValue { cmd, data };
         let mut r = req_for(name)?;

@@ -11,3 +11,4 @@ pub mod fast_path;
 pub mod gateway;
 pub mod logging;
 pub mod pmtud;
+pub mod systemd;

@@ -142,10 +142,42 @@ fn units_run_as_px_with_only_the_needed_capabilities() {
     }
     assert_eq!(unit_capabilities(GATEWAY_UNIT), ["net_raw", "net_admin"]);
     assert_eq!(v(GATEWAY_UNIT, "ExecStart"), "/usr/bin/px gateway --config /etc/px/%i.toml");
-    assert_eq!(v(GATEWAY_UNIT, "RestrictAddressFamilies"), "AF_PACKET AF_INET AF_INET6 AF_UNIX");
+    assert_eq!(v(GATEWAY_UNIT, "RestrictAddressFamilies"), "AF_PACKET AF_INET AF_INET6 AF_UNIX AF_NETLINK");
     assert_eq!(v(GATEWAY_UNIT, "StateDirectory"), "px");
     assert!(unit_capabilities(FPMTUD_UNIT).is_empty());
     assert_eq!(v(FPMTUD_UNIT, "RestrictAddressFamilies"), "AF_INET AF_INET6");
+}
+
+/// Issue 38 item 3: the gateway's unit is active only once the gateway
+/// forwards (Type=notify; crates/px/tests/service_lab.rs shows READY=1 comes
+/// after the ports are up), has a watchdog the workers feed, keeps starting
+/// it while a port is missing (exit 1, no start limit) and not when the
+/// configuration must change (exit 2).
+#[test]
+fn gateway_unit_is_notify_with_a_watchdog_and_survives_a_late_nic() {
+    let v = |key: &str| unit_value(GATEWAY_UNIT, key).unwrap_or_else(|| panic!("no {key}="));
+    assert_eq!(v("Type"), "notify");
+    assert_eq!(v("NotifyAccess"), "main");
+    let watchdog: u64 = v("WatchdogSec").trim_end_matches('s').parse().expect("WatchdogSec in seconds");
+    assert!((5..=60).contains(&watchdog), "WatchdogSec={watchdog}s");
+    assert_eq!(v("Restart"), "on-failure");
+    assert_eq!(v("StartLimitIntervalSec"), "0", "a NIC late at boot must not exhaust the start limit");
+    assert_eq!(v("RestartPreventExitStatus"), "2", "a configuration that cannot work is not retried");
+}
+
+/// Issue 38 item 3: an upgrade restarts no gateway (two on one border
+/// would go dark together); it says how to restart them one at a time.
+#[test]
+fn postinst_restarts_no_gateway_and_says_how_to_upgrade_one_at_a_time() {
+    let postinst = std::fs::read_to_string(crate_dir().join("debian/postinst")).unwrap();
+    let code: Vec<&str> = postinst.lines().filter(|l| !l.trim_start().starts_with('#')).collect();
+    for l in &code {
+        let restarts = ["restart", "try-restart", "reload-or-restart", "stop"]
+            .iter()
+            .any(|verb| l.contains(&format!("systemctl {verb} ")) || l.contains(&format!("deb-systemd-invoke {verb}")));
+        assert!(!restarts || l.contains("echo"), "postinst restarts or stops units: {l}");
+    }
+    assert!(code.iter().any(|l| l.contains("one at a time")), "{postinst}");
 }
 
 #[test]

@@ -103,6 +103,8 @@ pub struct GatewayConfig {
     /// gateway decides itself, MTUs, GSO and hash seed, is set by
     /// [`GatewayConfig::engine_config`]).
     pub engine: px_gateway::Config,
+    /// Link-fault pass-through (the `[link_fault]` table).
+    pub link_fault: LinkFaultConfig,
     /// Follow neighbours' advertised iMTUs from a kernel table, verify and
     /// use them (the `[imtu_follow]` table, issue 30; none: every outside
     /// destination is translated).
@@ -138,9 +140,32 @@ impl Default for GatewayConfig {
             capture_snaplen: 262_144,
             control_socket: None,
             engine: px_gateway::Config::default(),
+            link_fault: LinkFaultConfig::default(),
             imtu_follow: None,
             dpdk: None,
         }
+    }
+}
+
+/// The `[link_fault]` table: what the gateway does when a port loses its
+/// carrier (docs/operations.md, "Link faults").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LinkFaultConfig {
+    /// When one port loses its carrier, take the other port down, so that
+    /// the router behind it sees its link fail and moves traffic to another
+    /// path at once; bring it up again when the carrier is back. Off: the
+    /// other port stays up (and the loss is only logged).
+    pub pass_through: bool,
+    /// How long the carrier must be back before the other port comes up
+    /// again (a flapping link does not flap both), milliseconds.
+    #[serde(with = "px_gateway::units::millis")]
+    pub restore_after_ms: u64,
+}
+
+impl Default for LinkFaultConfig {
+    fn default() -> Self {
+        LinkFaultConfig { pass_through: false, restore_after_ms: 1000 }
     }
 }
 
@@ -285,6 +310,7 @@ pub const ALLOWED: &[(&str, &str)] = &[
     ("engine.icmp_rate_per_sec", "0..=1000000"),
     ("engine.offload_after", "0..=4294967295"),
     ("engine.caravan_dscp", "1..=63"),
+    ("link_fault.restore_after_ms", "0..=600000"),
     ("imtu_follow.table", "1..=252 or 256..=4294967295"),
     ("imtu_follow.responder_port", "1..=65535"),
     ("imtu_follow.responder_host", "0..=4294967295"),
@@ -338,13 +364,14 @@ pub fn section_keys(section: &str) -> &'static [&'static str] {
         "" => struct_fields::<GatewayConfig>(),
         "engine" => struct_fields::<px_gateway::Config>(),
         "imtu_follow" => struct_fields::<ImtuFollowConfig>(),
+        "link_fault" => struct_fields::<LinkFaultConfig>(),
         "dpdk" => struct_fields::<DpdkConfig>(),
         _ => &[],
     }
 }
 
 /// The tables of the file besides the top level.
-pub const SECTIONS: &[&str] = &["engine", "imtu_follow", "dpdk"];
+pub const SECTIONS: &[&str] = &["engine", "imtu_follow", "dpdk", "link_fault"];
 
 /// The field names serde reads for `T` (with their `rename`s): a
 /// deserializer that only asks.
@@ -497,6 +524,14 @@ impl GatewayConfig {
         in_range("capture_snaplen", self.capture_snaplen)?;
         if let Some(f) = &self.imtu_follow {
             f.validate()?;
+        }
+        in_range("link_fault.restore_after_ms", self.link_fault.restore_after_ms)?;
+        if self.link_fault.pass_through && self.datapath == DatapathKind::Dpdk {
+            return Err(ConfigError::Invalid {
+                field: "link_fault.pass_through",
+                value: "true".into(),
+                allowed: "false with datapath = \"dpdk\" (its ports are not the kernel's to take down)",
+            });
         }
         Ok(())
     }

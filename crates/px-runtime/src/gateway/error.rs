@@ -33,10 +33,40 @@ pub enum GatewayError {
     FastPath(FastPathError),
     #[error(transparent)]
     Control(#[from] control::ControlError),
+    /// `[imtu_follow]` is configured and its routing table cannot be read
+    /// here (a sandbox without netlink).
+    #[error(
+        "[imtu_follow]: cannot read kernel routing table {table}: {source}; the iMTU follower needs netlink (AF_NETLINK: a systemd unit must list it in RestrictAddressFamilies)"
+    )]
+    ImtuFollow { table: u32, source: px_io::route_table::RouteError },
     /// The DPDK datapath could not start (the EAL, a port, a pool), or
     /// this build has no DPDK (what to install).
     #[error("datapath = \"dpdk\": {0}")]
     Dpdk(String),
+}
+
+impl GatewayError {
+    /// Whether the same start may succeed later without a change to the
+    /// configuration or the host: a port that is not there yet (a NIC late
+    /// at boot) or that another gateway still serves, an address or socket
+    /// still in use. `px gateway` exits 1 then (a service manager starts it
+    /// again), 2 otherwise.
+    pub fn may_pass(&self) -> bool {
+        match self {
+            GatewayError::Port { .. }
+            | GatewayError::PortInUse(_)
+            | GatewayError::Socket { .. }
+            | GatewayError::Metrics { .. }
+            | GatewayError::Capture { .. }
+            | GatewayError::Thread(_)
+            | GatewayError::Control(_) => true,
+            GatewayError::Config(_)
+            | GatewayError::Mtu { .. }
+            | GatewayError::FastPath(_)
+            | GatewayError::ImtuFollow { .. }
+            | GatewayError::Dpdk(_) => false,
+        }
+    }
 }
 
 /// The configuration key that names port `name` (`inner` or `outer`).

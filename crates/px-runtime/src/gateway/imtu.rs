@@ -234,6 +234,13 @@ fn find(probe: &Probe, timeout: Duration) -> Evidence {
     found
 }
 
+/// Whether the follower can work here: it reads `cfg.table` once (the
+/// gateway refuses to start when it cannot: a unit without netlink, a
+/// seccomp filter).
+pub fn check(cfg: &ImtuFollowConfig) -> Result<(), px_io::route_table::RouteError> {
+    px_io::route_table::dump_table(cfg.table).map(|_| ())
+}
+
 /// Starts the follower thread: follows `cfg.table`, verifies (never above
 /// `outer_mtu`, the outer port's own MTU), publishes to `shared`, logs what
 /// it finds, ends when `stop` is set.

@@ -27,6 +27,7 @@ mod datapath;
 mod error;
 pub mod flags;
 pub mod imtu;
+mod link_fault;
 pub mod lock;
 pub mod metrics;
 mod reload;
@@ -39,6 +40,7 @@ mod worker;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use crate::logging::warn;
 pub use config::{Change, ConfigError, DatapathKind, DpdkConfig, FastPathMode, GatewayConfig, ReloadError};
 pub use error::GatewayError;
 pub(crate) use error::key_of;
@@ -71,8 +73,25 @@ pub fn run(cfg: &GatewayConfig, stop: Arc<AtomicBool>) -> Result<WorkerSnapshot,
 /// endpoints), the supervising loop, and the ordered teardown
 /// (`running.rs`), which also runs, without the stop line, when the start
 /// fails half-way.
+///
+/// Under systemd (`Type=notify`), whatever the datapath: `READY=1` once
+/// the start is done (ports open, workers running), `WATCHDOG=1` while
+/// every worker makes progress, `STATUS=` with each summary, and
+/// `STOPPING=1` when the stop begins ([`crate::systemd`]).
 pub fn run_with(cfg: &GatewayConfig, mut ctl: Control<'_>) -> Result<WorkerSnapshot, GatewayError> {
+    let notify = crate::systemd::Notifier::from_env().unwrap_or_else(|e| {
+        warn!("px gateway: {e}; the service manager hears nothing (no readiness, no watchdog)");
+        None
+    });
     let mut gateway = Running::start(cfg, ctl.stop.clone())?;
-    gateway.supervise(&mut ctl);
+    if let Some(n) = &notify
+        && let Err(e) = n.ready(&format!("forwarding between {} and {}", cfg.inner, cfg.outer))
+    {
+        warn!("px gateway: telling systemd it is ready: {e}");
+    }
+    gateway.supervise(&mut ctl, notify.as_ref());
+    if let Some(n) = &notify {
+        let _ = n.send("STOPPING=1\nSTATUS=stopping: flushing what is held");
+    }
     Ok(gateway.stop())
 }

@@ -19,12 +19,14 @@ use super::alerts::Alerts;
 use super::capture::CaptureSpec;
 use super::datapath::af_packet::AfPacket;
 use super::datapath::dpdk::Dpdk;
+use super::link_fault::LinkWatch;
 use super::metrics::{self, Shared, WorkerSnapshot};
 use super::reload::{Control, reload, status_config};
 use super::status::ConfigStatus;
 use super::worker::LiveConfig;
 use super::{GatewayConfig, PortLock};
 use crate::logging::{info, warn};
+use crate::systemd::{Notifier, Watchdog};
 
 /// How often the supervisor looks at the stop flag: short, so that a
 /// SIGTERM reaches the workers well within a merge timeout and finds held
@@ -72,6 +74,8 @@ pub(super) struct Running {
     pub(super) follower: Option<JoinHandle<()>>,
     pub(super) control: Option<JoinHandle<()>>,
     pub(super) capture: Option<(CaptureSpec, JoinHandle<()>)>,
+    /// The ports' carrier (kernel ports only).
+    pub(super) link: Option<LinkWatch>,
     pub(super) shared: Shared,
     /// The engine configuration the workers take at their next loop.
     pub(super) live: Arc<LiveConfig>,
@@ -98,6 +102,7 @@ impl Running {
             follower: None,
             control: None,
             capture: None,
+            link: None,
             shared: Shared::new(cfg.workers),
             live: Arc::new(LiveConfig::new(engine.clone())),
             live_status: Arc::new(Mutex::new(status_config(cfg, &engine))),
@@ -110,17 +115,31 @@ impl Running {
 
     /// Runs until the stop flag is set: reloads when asked, logs the
     /// periodic summary and, rate-limited, the trouble the counters show
-    /// ([`Alerts`]).
-    pub(super) fn supervise(&mut self, ctl: &mut Control<'_>) {
+    /// ([`Alerts`]); with `notify`, feeds systemd's watchdog while every
+    /// worker moves ([`Watchdog`]) and gives it each summary as status.
+    pub(super) fn supervise(&mut self, ctl: &mut Control<'_>, notify: Option<&Notifier>) {
         let start = Instant::now();
         let (mut last_log, mut last_total) = (start, WorkerSnapshot::default());
         let (mut alerts, mut last_alert_check) = (Alerts::new(start), start);
+        let mut watchdog = notify.and_then(|n| Some((n, Watchdog::new(n.watchdog()?, start, self.shared.beats()))));
+        let mut last_link = start;
         while !self.stop.load(Ordering::Relaxed) {
             std::thread::sleep(SUPERVISE_EVERY);
             if ctl.reload.swap(false, Ordering::Relaxed) {
                 self.reload(ctl);
             }
             let now = Instant::now();
+            if let Some((n, w)) = &mut watchdog
+                && w.poll(now, &self.shared.beats())
+            {
+                let _ = n.send("WATCHDOG=1");
+            }
+            if let Some(l) = &mut self.link
+                && now.duration_since(last_link) >= LinkWatch::EVERY
+            {
+                last_link = now;
+                l.poll(now);
+            }
             if now.duration_since(last_alert_check) >= ALERT_CHECK_EVERY {
                 last_alert_check = now;
                 for line in alerts.check(now, &self.shared.total(), self.engine.max_flows) {
@@ -132,6 +151,9 @@ impl Running {
                 let total = self.shared.total();
                 let line = metrics::Summary::new(&total, Some((&last_total, now.duration_since(last_log))));
                 crate::logging::summary("px gateway: ", &line);
+                if let Some(n) = notify {
+                    let _ = n.send(&format!("STATUS={line}"));
+                }
                 last_log = now;
                 last_total = total;
             }
@@ -158,6 +180,10 @@ impl Running {
         self.stop.store(true, Ordering::Relaxed);
         for h in self.workers.drain(..) {
             let _ = h.join();
+        }
+        // A port held down for the other's lost carrier comes up.
+        if let Some(mut l) = self.link.take() {
+            l.release();
         }
         // The workers took every flow back: the program goes, its counts
         // kept; the ports go back as they were.

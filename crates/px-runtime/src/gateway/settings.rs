@@ -229,7 +229,7 @@ pub fn man_page(version: &str) -> String {
         ".TH PX-GATEWAY.TOML 5 \"\" \"px {version}\" \"PacketExpress\"\n.SH NAME\npx\\-gateway.toml \\- configuration of px gateway\n\
          .SH SYNOPSIS\n/etc/px/\\fINAME\\fR.toml (the px\\-gateway@\\fINAME\\fR service), or \\fBpx gateway \\-\\-config\\fR \\fIFILE\\fR\n\
          .SH DESCRIPTION\nA TOML file. Keys outside a table configure the gateway; [engine] the translation engine; \
-         [imtu_follow] the following of neighbours' iMTUs. A key absent takes its default; an unknown key is an error. \
+         [imtu_follow] the following of neighbours' iMTUs; [link_fault] link-fault pass-through; [dpdk] the DPDK datapath. A key absent takes its default; an unknown key is an error. \
          Durations take a unit (\"500us\", \"2s\", \"10min\") or a bare number in the unit the key's name ends with \
          (_us, _ms, _s); sizes take a unit (\"64KiB\", \"8MiB\") or a bare number of bytes. Every key can also be set on \
          the command line: \\fBpx gateway \\-\\-set\\fR \\fIKEY\\fR=\\fIVALUE\\fR (a table's key dotted: engine.max_flows). \

@@ -19,6 +19,7 @@ use super::capture::{self, Tap};
 use super::datapath::Ports;
 use super::datapath::af_packet::{AfPacket, AfPacketPorts};
 use super::datapath::dpdk::{Dpdk, DpdkPorts};
+use super::link_fault::LinkWatch;
 use super::running::{Datapath, Running};
 use super::worker::{LiveConfig, Worker};
 use super::{
@@ -92,6 +93,11 @@ impl Running {
     pub(super) fn start(cfg: &GatewayConfig, stop: Arc<AtomicBool>) -> Result<Running, GatewayError> {
         let cfg = &cfg.clone().with_port_names();
         cfg.validate()?;
+        // A configured feature that cannot work here is refused before
+        // anything is touched.
+        if let Some(f) = &cfg.imtu_follow {
+            imtu::check(f).map_err(|source| GatewayError::ImtuFollow { table: f.table, source })?;
+        }
         let mut r = Running::new(cfg, stop);
         // One gateway per port, refused before anything is touched.
         r.locks = lock_ports(cfg)?;
@@ -101,6 +107,13 @@ impl Running {
                 if let Ok(fp) = af.fast_path() {
                     *r.shared.kernel.lock().unwrap_or_else(|p| p.into_inner()) = Some(fp.stats());
                 }
+                // Kernel ports: their carrier is watched (and passed on).
+                let watch = LinkWatch::new(&cfg.inner, &cfg.outer, &cfg.link_fault, r.shared.process.clone());
+                r.link = Some(watch.map_err(|source| GatewayError::Port {
+                    key: "inner",
+                    port: cfg.inner.clone(),
+                    source,
+                })?);
                 r.start_with(cfg, af)?;
             }
             DatapathKind::Dpdk => {

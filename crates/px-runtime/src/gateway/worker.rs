@@ -94,10 +94,15 @@ impl<P: Ports> Worker<P> {
             tap,
         };
         let (mut last_publish, mut last_loop) = (Instant::now(), Instant::now());
+        let mut last_beat = last_publish;
         loop {
             let now = Instant::now();
             sc.extra.loop_ns += now.duration_since(last_loop).as_nanos() as u64;
             last_loop = now;
+            if now.duration_since(last_beat) >= super::metrics::BEAT_EVERY {
+                last_beat = now;
+                shared.beat(index);
+            }
             if stop.load(Ordering::Relaxed) {
                 engine.flush_all(now);
                 send_engine_frames(&mut engine, &mut sc, &mut ports);

@@ -29,6 +29,12 @@ use px_runtime::logging::{Level, LogFormat};
 /// the metrics address or the capture is refused in the log and the
 /// running configuration stays.
 ///
+/// Exit status: 0 stopped cleanly; 1 a start that may succeed later by
+/// itself (a port not there yet, one another gateway serves): a service
+/// manager starts it again; 2 a configuration or host that must change
+/// first. Under systemd (`Type=notify`) it says READY=1 once it forwards
+/// and feeds the watchdog while every worker makes progress.
+///
 /// Every key of the configuration file (px-gateway.toml(5),
 /// examples/gateway.toml) can be set with `--set KEY=VALUE`; the most used
 /// have a flag of their own. The command line overrides the file, later
@@ -152,7 +158,10 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
     let ctl = gateway::Control { stop, reload, load: Some(Box::new(|| args.to_config())) };
     let total = match gateway::run_with(&cfg, ctl) {
         Ok(total) => total,
-        Err(e) => return fail(&e, 2),
+        // 1: may pass by itself (a port not there yet, in use): a service
+        // manager starts it again; 2: the configuration or this host must
+        // change first.
+        Err(e) => return fail(&e, if e.may_pass() { 1 } else { 2 }),
     };
     if let Some(path) = &args.stats_file {
         let json = serde_json::json!({

@@ -82,11 +82,16 @@ fn pages(cmd: &Command, dir: &Path) -> std::io::Result<()> {
 /// (`px-gateway`), in roff.
 fn sections(name: &str) -> String {
     let gateway = name == "px-gateway";
-    let mut s = String::from(
+    let mut s = String::from(if gateway {
+        ".SH \"EXIT STATUS\"\n.TP\n0\nstopped cleanly (what was held sent, the ports restored)\n.TP\n1\n\
+         a start that may succeed later by itself: a port not there yet (a NIC late at boot), one another gateway \
+         serves, an address in use (the packaged unit starts it again)\n.TP\n2\nbad input, or a configuration \
+         or host that must change first (not retried by the unit)\n.SH SIGNALS\n"
+    } else {
         ".SH \"EXIT STATUS\"\n.TP\n0\ndone (a path MTU found, a gateway stopped cleanly)\n.TP\n1\nit ran, and what it checks failed\n\
          .TP\n2\nbad input, or an error that stopped it (the reason on stderr; with \\-\\-json also {\"error\": ...} on stdout)\n\
-         .TP\n3\nnothing answered, or nothing is running (no responder, no gateway, no lab up, no DPDK)\n.SH SIGNALS\n",
-    );
+         .TP\n3\nnothing answered, or nothing is running (no responder, no gateway, no lab up, no DPDK)\n.SH SIGNALS\n"
+    });
     s.push_str(if gateway {
         ".TP\nSIGINT, SIGTERM\nsend what is held, restore the ports, exit 0\n.TP\nSIGHUP\nread the configuration file again; apply what can change live, refuse the rest in the log\n"
     } else {

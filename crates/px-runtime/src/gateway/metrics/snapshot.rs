@@ -86,6 +86,12 @@ pub struct ProcessCounters {
     /// worker that has not answered the latest lists its flows at its
     /// next publication (a scan of its flow table, never per packet).
     pub flows_wanted: AtomicU64,
+    /// Times each port (by `Port as usize`) lost its carrier.
+    pub carrier_lost: [AtomicU64; 2],
+    /// Times link-fault pass-through took each port down.
+    pub link_fault_downs: [AtomicU64; 2],
+    /// 1 while link-fault pass-through holds the port down.
+    pub held_down: [AtomicU64; 2],
 }
 
 /// How a configuration reload (SIGHUP) ended.
@@ -118,7 +124,20 @@ pub struct Shared {
     pub process: Arc<ProcessCounters>,
     /// The kernel fast path's maps, once it is attached.
     pub kernel: Arc<Mutex<Option<crate::fast_path::FastPathStats>>>,
+    /// Each worker's beat count: it moves whenever the worker goes round
+    /// its loop (at most every [`BEAT_EVERY`]), busy or idle; what the
+    /// systemd watchdog is fed from.
+    beats: Arc<Vec<Beat>>,
 }
+
+/// How often a worker bumps its beat count, at most.
+pub const BEAT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// One worker's beat count, on a cache line of its own (the workers write
+/// theirs from different cores).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Beat(AtomicU64);
 
 impl Shared {
     pub fn new(n: usize) -> Shared {
@@ -126,7 +145,20 @@ impl Shared {
             workers: Arc::new((0..n).map(|_| Mutex::new(WorkerSnapshot::default())).collect()),
             process: Arc::new(ProcessCounters::default()),
             kernel: Arc::new(Mutex::new(None)),
+            beats: Arc::new((0..n).map(|_| Beat::default()).collect()),
         }
+    }
+
+    /// Worker `i` went round its loop.
+    pub fn beat(&self, i: usize) {
+        if let Some(b) = self.beats.get(i) {
+            b.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Every worker's beat count.
+    pub fn beats(&self) -> Vec<u64> {
+        self.beats.iter().map(|b| b.0.load(Ordering::Relaxed)).collect()
     }
 
     pub fn publish(&self, i: usize, s: WorkerSnapshot) {
@@ -153,6 +185,11 @@ impl Shared {
             capture_written: p.capture_written.load(Ordering::Relaxed),
             capture_write_errors: p.capture_write_errors.load(Ordering::Relaxed),
             reloads: ReloadResult::ALL.map(|r| p.reloads[r as usize].load(Ordering::Relaxed)),
+            link: LinkScrape {
+                carrier_lost: p.carrier_lost.each_ref().map(|a| a.load(Ordering::Relaxed)),
+                pass_through: p.link_fault_downs.each_ref().map(|a| a.load(Ordering::Relaxed)),
+                held_down: p.held_down.each_ref().map(|a| a.load(Ordering::Relaxed)),
+            },
             process: super::process::ProcessStats::read(),
             kernel: self
                 .kernel
@@ -162,6 +199,15 @@ impl Shared {
                 .map(|k| KernelScrape { live: k.live(), reasons: k.reasons() }),
         }
     }
+}
+
+/// The ports' carrier losses and link-fault pass-through, each by `Port as
+/// usize`.
+#[derive(Debug, Clone, Default)]
+pub struct LinkScrape {
+    pub carrier_lost: [u64; 2],
+    pub pass_through: [u64; 2],
+    pub held_down: [u64; 2],
 }
 
 /// What the kernel fast path's maps say at a scrape.
@@ -207,6 +253,8 @@ pub struct Scrape {
     pub capture_write_errors: u64,
     /// By [`ReloadResult`].
     pub reloads: [u64; 3],
+    /// The ports' carrier and link-fault pass-through.
+    pub link: LinkScrape,
     /// The process' CPU, memory and descriptors.
     pub process: super::process::ProcessStats,
     /// The kernel fast path, if attached.

@@ -75,6 +75,14 @@ fn per_worker_by(s: &Scrape, label: &str, f: impl Fn(&WorkerSnapshot) -> Vec<(&'
     rows
 }
 
+/// One row per port from values by `Port as usize`.
+fn by_port(v: [u64; 2]) -> Rows {
+    [("inner", Port::Inner), ("outer", Port::Outer)]
+        .iter()
+        .map(|(name, p)| (format!("port=\"{name}\""), v[*p as usize] as f64))
+        .collect()
+}
+
 /// Rows per worker, port and direction from a port's (rx, tx) pair.
 fn per_port(s: &Scrape, f: fn(&WorkerSnapshot, Port) -> (u64, u64)) -> Rows {
     let mut rows = Vec::new();
@@ -596,6 +604,27 @@ pub const FAMILIES: &[Family] = &[
                 .map(|r| (format!("result=\"{}\"", r.name()), s.reloads[*r as usize] as f64))
                 .collect()
         },
+    },
+    Family {
+        name: "px_gateway_carrier_lost_total",
+        kind: Counter,
+        help: "Times a port lost its carrier (looked at every 20 ms; a port held down by link-fault pass-through or taken down by an operator does not count).",
+        counters: &[],
+        rows: |s| by_port(s.link.carrier_lost),
+    },
+    Family {
+        name: "px_gateway_link_fault_pass_through_total",
+        kind: Counter,
+        help: "Times link-fault pass-through took a port down because the other one lost its carrier ([link_fault] pass_through).",
+        counters: &[],
+        rows: |s| by_port(s.link.pass_through),
+    },
+    Family {
+        name: "px_gateway_link_fault_held_down",
+        kind: Gauge,
+        help: "1 while link-fault pass-through holds a port down.",
+        counters: &[],
+        rows: |s| by_port(s.link.held_down),
     },
     Family {
         name: "process_cpu_seconds_total",
