@@ -306,36 +306,7 @@ pub fn spawn(
                     .iter()
                     .find(|r| r.dst == probe.prefix.addr && r.len == probe.prefix.len)
                     .and_then(|r| r.gateway);
-                let found = find(probe, Duration::from_millis(cfg.probe_timeout_ms));
-                let bound = if probe.target < probe.advertised {
-                    format!(" (the outer port sends at most {})", probe.target)
-                } else {
-                    String::new()
-                };
-                match f.record(probe, gateway, found, Instant::now()) {
-                    Trust::Verified(m) => info!(
-                        "px gateway: imtu: {} advertises {}, path to {} carries {m} (DF set, fresh nonce, arrived whole): verified at {m}{bound}",
-                        probe.prefix,
-                        probe.advertised,
-                        probe.responder.ip(),
-                    ),
-                    Trust::Lie { advertised, measured } => warn!(
-                        "px gateway: imtu: {} advertises {advertised} but the path to {} carries only {measured}: lie detected, not trusted (translated)",
-                        probe.prefix,
-                        probe.responder.ip()
-                    ),
-                    Trust::NotBelieved { advertised, reported } => warn!(
-                        "px gateway: imtu: {} advertises {advertised}; the responder {} reports {reported} arrived, but no DF-set probe of {} \
-                         with a fresh nonce was confirmed whole: not believed, not trusted (translated)",
-                        probe.prefix,
-                        probe.responder.ip(),
-                        probe.target
-                    ),
-                    Trust::Unverified => warn!(
-                        "px gateway: imtu: {} advertises {}, no answer from {}: not trusted (translated) until a measurement succeeds",
-                        probe.prefix, probe.advertised, probe.responder
-                    ),
-                }
+                verify(&mut f, probe, gateway, Duration::from_millis(cfg.probe_timeout_ms));
             }
             let forwarding = match px_io::route_table::dump_all(cfg.forwarding_table) {
                 Ok(r) => r,
@@ -360,6 +331,41 @@ pub fn spawn(
             }
         }
     })
+}
+
+/// Verifies one due claim and says what was found (a lie, a report not
+/// believed and no answer are warnings).
+fn verify(f: &mut Follower, probe: &Probe, gateway: Option<IpAddr>, timeout: Duration) {
+    let found = find(probe, timeout);
+    let bound = if probe.target < probe.advertised {
+        format!(" (the outer port sends at most {})", probe.target)
+    } else {
+        String::new()
+    };
+    match f.record(probe, gateway, found, Instant::now()) {
+        Trust::Verified(m) => info!(
+            "px gateway: imtu: {} advertises {}, path to {} carries {m} (DF set, fresh nonce, arrived whole): verified at {m}{bound}",
+            probe.prefix,
+            probe.advertised,
+            probe.responder.ip(),
+        ),
+        Trust::Lie { advertised, measured } => warn!(
+            "px gateway: imtu: {} advertises {advertised} but the path to {} carries only {measured}: lie detected, not trusted (translated)",
+            probe.prefix,
+            probe.responder.ip()
+        ),
+        Trust::NotBelieved { advertised, reported } => warn!(
+            "px gateway: imtu: {} advertises {advertised}; the responder {} reports {reported} arrived, but no DF-set probe of {} \
+             with a fresh nonce was confirmed whole: not believed, not trusted (translated)",
+            probe.prefix,
+            probe.responder.ip(),
+            probe.target
+        ),
+        Trust::Unverified => warn!(
+            "px gateway: imtu: {} advertises {}, no answer from {}: not trusted (translated) until a measurement succeeds",
+            probe.prefix, probe.advertised, probe.responder
+        ),
+    }
 }
 
 /// Whether two tables hold the same entries for the prefixes of `routes`
