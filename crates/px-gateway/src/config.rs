@@ -235,6 +235,16 @@ impl Config {
         if self.outer_link_mtu == 0 { self.emtu } else { self.outer_link_mtu }
     }
 
+    /// The inner host's MSS (as the flow keeps it; `None`: not seen) if it
+    /// leaves nothing to translate toward that host: at most the outer
+    /// port's MSS while the inner port carries more, so that no merge can
+    /// be larger than what arrives (RFC 6691: never above what a host
+    /// advertised).
+    pub(crate) fn untranslatable_inner_mss(&self, inner_mss: Option<u16>, version: px_wire::IpVersion) -> Option<u16> {
+        let m = inner_mss?;
+        (self.imtu > self.emtu && m <= crate::mss::mss_for(self.emtu, version)).then_some(m)
+    }
+
     /// Largest TCP payload toward the inner port for a header of this size.
     pub fn inner_payload_cap(&self, ip_and_tcp_header_len: usize) -> usize {
         (self.imtu as usize).saturating_sub(ip_and_tcp_header_len)

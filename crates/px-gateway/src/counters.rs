@@ -221,6 +221,14 @@ pub struct Counters {
     /// untouched without changing what the flow knows (RFC 5961 §4: the
     /// end host answers them with a challenge ACK).
     pub syns_ignored: u64,
+    /// Connections whose inner host advertised an MSS no larger than the
+    /// outer port's (`emtu` − 40, IPv6 − 60) although the inner port
+    /// carries more: nothing from outside can be merged toward it, the
+    /// connection is passed on untranslated. On a b-network of large-MTU
+    /// hosts, the usual cause is a path MTU the host cached toward the
+    /// peer after a "too big" (the gateway's own, for a non-TCP packet
+    /// with DF set); see `docs/operations.md`.
+    pub inner_mss_small: u64,
     /// Segments of TCP-MD5 / TCP-AO flows, passed on untouched (or given
     /// the router's treatment when too big).
     pub signed_passed: u64,
@@ -396,7 +404,7 @@ impl Counters {
             a.tx_packets += b.tx_packets;
             a.tx_bytes += b.tx_bytes;
         }
-        let pairs: [(&mut u64, u64); 34] = [
+        let pairs: [(&mut u64, u64); 35] = [
             (&mut self.forwarded, o.forwarded),
             (&mut self.merged_in, o.merged_in),
             (&mut self.merged_out, o.merged_out),
@@ -412,6 +420,7 @@ impl Counters {
             (&mut self.mss_clamped, o.mss_clamped),
             (&mut self.syn_without_mss, o.syn_without_mss),
             (&mut self.syns_ignored, o.syns_ignored),
+            (&mut self.inner_mss_small, o.inner_mss_small),
             (&mut self.signed_passed, o.signed_passed),
             (&mut self.imtu_passed, o.imtu_passed),
             (&mut self.imtu_probes, o.imtu_probes),

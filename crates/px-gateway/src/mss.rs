@@ -11,7 +11,6 @@
 use px_wire::IpVersion;
 use px_wire::tcp::{TcpOption, TcpSegment};
 
-use crate::conntrack::Scale;
 use crate::segment::Seg;
 
 /// Which way a SYN's MSS option may be rewritten.
@@ -53,15 +52,14 @@ pub(crate) fn mss_for(mtu: u16, version: IpVersion) -> u16 {
     mtu - if version == IpVersion::V4 { 40 } else { 60 }
 }
 
-/// The window scale option of a SYN (RFC 7323 §2.2).
-pub(crate) fn announced_scale(frame: &[u8], seg: &Seg) -> Scale {
+/// The window scale option of a SYN (RFC 7323 §2.2): its shift, `None`
+/// when the SYN carries no such option.
+pub(crate) fn announced_scale(frame: &[u8], seg: &Seg) -> Option<u8> {
     let t = TcpSegment::new_unchecked(&frame[seg.info.l4..seg.info.end]);
-    t.options()
-        .find_map(|o| match o {
-            Ok((_, TcpOption::WindowScale(s))) => Some(Scale::Shift(s)),
-            _ => None,
-        })
-        .unwrap_or(Scale::Absent)
+    t.options().find_map(|o| match o {
+        Ok((_, TcpOption::WindowScale(s))) => Some(s),
+        _ => None,
+    })
 }
 
 /// The MSS option of a SYN, as announced (`None`: no option).

@@ -152,12 +152,6 @@ fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], deadline: Instant, what: &st
     Ok(())
 }
 
-/// Of the data frames that reached the b-network host, the share that
-/// were merged (larger than a 1500-byte frame).
-fn merged_share(s: &FrameSizes) -> f64 {
-    s.rx.up_to_9000 as f64 / (s.rx.up_to_9000 + s.rx.up_to_1500).max(1) as f64
-}
-
 /// Builds the lab, starts the gateway with `args`, and runs `f` while a
 /// bulk flow legacy → b-network runs (it has carried 8 MiB by then, enough
 /// to be in the kernel with the fast path on). Afterwards the flow stops,

@@ -17,15 +17,6 @@ const CRATES: [&str; 4] = ["px-gateway", "px-runtime", "px-lab", "px"];
 const KNOWN: &[&[&str]] = &[
     // Helper kernel's FlowKey/FastState change removes it (issue 36 item 3).
     &["px-gateway/src/fast_path.rs", "px-gateway/src/flow.rs"],
-    // Came with the datapath seam: af_packet.rs names GatewayError and
-    // key_of (gateway/mod.rs), mod.rs names running::Running, running.rs
-    // names the AfPacket datapath and mod.rs's Control, reload and
-    // status_config. To go: those items out of mod.rs (mod.rs a facade).
-    &[
-        "px-runtime/src/gateway/datapath/af_packet.rs",
-        "px-runtime/src/gateway/mod.rs",
-        "px-runtime/src/gateway/running.rs",
-    ],
 ];
 
 /// One crate's files by module path (`["engine", "inbound"]`).

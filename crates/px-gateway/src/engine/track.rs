@@ -9,7 +9,7 @@ use std::time::Instant;
 use px_wire::tcp::flags;
 
 use super::Engine;
-use crate::conntrack::{Syn, Track};
+use crate::conntrack::{Scale, Syn, Track};
 use crate::counters::FlushReason;
 use crate::mss::{Rewrite, announced_mss, announced_scale, mss_for, rewrite_mss};
 use crate::port::Port;
@@ -52,7 +52,12 @@ impl Engine {
     #[inline(never)]
     fn track_syn(&mut self, idx: u32, frame: &mut [u8], seg: &Seg, from: Port, now: Instant) -> Track {
         let Some(f) = self.flows.get_mut(idx) else { return Track::Plain };
-        match f.conn.on_syn(seg, from, announced_mss(frame, seg), announced_scale(frame, seg)) {
+        match f.conn.on_syn(
+            seg,
+            from,
+            announced_mss(frame, seg),
+            announced_scale(frame, seg).map_or(Scale::Absent, Scale::Shift),
+        ) {
             Syn::Ignored => {
                 self.counters.syns_ignored += 1;
                 return Track::IgnoredSyn;
@@ -87,6 +92,8 @@ impl Engine {
             f.conn.on_announced_mss(from, announced, seg.info.version);
             if from == Port::Inner {
                 f.last_seen = now;
+                let small = self.cfg.untranslatable_inner_mss(f.conn.handshake.inner_mss, seg.info.version);
+                self.counters.inner_mss_small += (small.is_some() && !signed) as u64;
             }
         }
         if signed { Track::Signed } else { Track::Plain }

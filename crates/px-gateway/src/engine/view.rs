@@ -46,6 +46,11 @@ pub struct FlowView {
     /// carries (`None`: that direction crosses user space).
     pub kernel_segment_in: Option<u16>,
     pub kernel_segment_out: Option<u16>,
+    /// Why nothing of the flow can be translated, if so: `the inner host
+    /// advertised MSS 1460` (no larger than the outer port's MSS although
+    /// the inner port carries more; counted in `inner_mss_small`).
+    #[serde(default)]
+    pub not_translated: Option<String>,
 }
 
 impl Engine {
@@ -93,10 +98,18 @@ impl Engine {
                         as u64,
                     kernel_segment_in: f.fast.dir(Port::Outer).map(|d| d.segment),
                     kernel_segment_out: f.fast.dir(Port::Inner).map(|d| d.segment),
+                    not_translated: self
+                        .cfg
+                        .untranslatable_inner_mss(f.conn.handshake.inner_mss, version_of(f.key.inner()))
+                        .map(|m| format!("the inner host advertised MSS {m}")),
                 }
             })
             .collect()
     }
+}
+
+fn version_of(a: SocketAddr) -> px_wire::IpVersion {
+    if a.is_ipv4() { px_wire::IpVersion::V4 } else { px_wire::IpVersion::V6 }
 }
 
 #[cfg(test)]
@@ -114,9 +127,14 @@ mod tests {
     /// inbound segments of 1000 bytes and one outbound of 500, on the flow
     /// of the test frames (IPv4 or IPv6), the outer port moved by `port`.
     fn flow(e: &mut Engine, now: Instant, v6: bool, n: u32) {
+        flow_with_mss(e, now, v6, n, 8960);
+    }
+
+    /// [`flow`], the inner host announcing `mss`.
+    fn flow_with_mss(e: &mut Engine, now: Instant, v6: bool, n: u32, mss: u16) {
         let mut sa = Tcp::data(v6, Port::Inner, 0, 0);
         sa.flags = flags::SYN | flags::ACK;
-        sa.opts = vec![2, 4, 0x23, 0x00];
+        sa.opts = [2, 4].into_iter().chain(mss.to_be_bytes()).collect();
         let _ = e.handle_packet(now, Port::Inner, &mut sa.build(), PacketMeta::PLAIN);
         for i in 0..n {
             let mut f = Tcp::data(v6, Port::Outer, 1 + i * 1000, 1000).build();
@@ -159,5 +177,31 @@ mod tests {
         let _ = e.handle_packet(now, Port::Outer, &mut f, meta);
         let v = e.largest_flows(1, now);
         assert_eq!((v[0].bytes_in, v[0].frames_in, v[0].largest_segment_in), (4 * 1448, 1, 1448));
+    }
+
+    /// Issue 38 item 2: an inner host that advertises no more than the
+    /// outer MSS (a path MTU it cached after a "too big") is named per
+    /// flow and counted; one that advertises more is not, and neither is
+    /// anything on a gateway whose inner port is no larger than its outer.
+    #[test]
+    fn a_flow_whose_inner_host_advertised_the_outer_mss_is_named_not_translated() {
+        let now = Instant::now();
+        let mut e = Engine::new(Config::default()).unwrap();
+        flow_with_mss(&mut e, now, false, 1, 1460);
+        flow_with_mss(&mut e, now, true, 2, 8940);
+        let v = e.largest_flows(10, now);
+        assert_eq!(v[0].not_translated, None, "{v:?}");
+        assert_eq!(v[1].not_translated.as_deref(), Some("the inner host advertised MSS 1460"));
+        assert_eq!(e.counters().inner_mss_small, 1);
+        // IPv6's outer MSS is 1440: 1441 is more, 1440 is not.
+        let mut e = Engine::new(Config::default()).unwrap();
+        flow_with_mss(&mut e, now, true, 1, 1441);
+        assert_eq!(e.largest_flows(1, now)[0].not_translated, None);
+        flow_with_mss(&mut e, now, true, 1, 1440);
+        assert_eq!(e.counters().inner_mss_small, 1);
+        let mut e = Engine::new(Config { imtu: 1500, ..Config::default() }).unwrap();
+        flow_with_mss(&mut e, now, false, 1, 1460);
+        assert_eq!(e.largest_flows(1, now)[0].not_translated, None);
+        assert_eq!(e.counters().inner_mss_small, 0);
     }
 }

@@ -129,10 +129,25 @@ impl UpReport {
         say!(out, "  ip netns exec {gw} px status                  # ports, counters and rates, flows, path MTUs");
         say!(out, "  ip netns exec {gw} curl -s http://{UP_METRICS}/metrics");
         say!(out, "  ip netns exec {bnet} iperf3 -s &   ip netns exec {legacy} iperf3 -c {BNET_ADDR_GW}");
-        say!(out, "  ip netns exec {bnet} px probe {LEGACY_ADDR} --method icmp   # path MTU from inside: 1500");
-        say!(out, "  ip netns exec {bnet} px probe {LEGACY_ADDR}                 # the same by F-PMTUD");
+        say!(
+            out,
+            "  ip netns exec {bnet} px probe {LEGACY_ADDR}                 # path MTU from inside by F-PMTUD: 1500"
+        );
         let pid = r.gateway.as_ref().map_or("<gateway PID>".to_string(), |(pid, _)| pid.to_string());
         say!(out, "  edit {} then: kill -HUP {pid}   # reload", r.config.display());
+        say!(
+            out,
+            "  ip netns exec {bnet} px probe {LEGACY_ADDR} --method icmp   # the same by ICMP: last, see the warning"
+        );
+        say!(
+            out,
+            "WARNING: `px probe --method icmp` (like any non-TCP packet with DF set larger than 1500) from {bnet} gets\n\
+             the gateway's \"fragmentation needed\": {bnet} then caches a path MTU of 1500 toward {LEGACY_ADDR} (10 min),\n\
+             advertises MSS 1460, and its connections are not translated (`px status` names them). Before it:\n  \
+             ip netns exec {bnet} ip route replace {LEGACY_ADDR}/32 dev {} advmss {}   # docs/operations.md",
+            px_netns::line::BNET_DEV,
+            IMTU - 40
+        );
         say!(out, "then: px lab down{}", if r.default_name { String::new() } else { format!(" --name {}", r.name) });
         out
     }
@@ -170,5 +185,22 @@ mod tests {
         assert!(r.text().contains("then: px lab down\n"), "{}", r.text());
         let named = UpReport { name: "lab2".into(), default_name: false, ..r };
         assert!(named.text().contains("then: px lab down --name lab2\n"), "{}", named.text());
+    }
+
+    /// Issue 38 item 2: the list warns that an ICMP probe from the
+    /// b-network host stops translation toward the legacy host, says the
+    /// remedy, and puts that probe last.
+    #[test]
+    fn the_list_warns_of_the_cached_path_mtu_before_it_happens() {
+        let t = report(None).text();
+        let probe = t.find("--method icmp").expect("the ICMP probe is listed");
+        let iperf = t.find("iperf3 -c").unwrap();
+        assert!(probe > iperf, "the ICMP probe comes after the transfers: {t}");
+        assert!(t.contains("WARNING: `px probe --method icmp`"), "{t}");
+        assert!(t.contains("advertises MSS 1460, and its connections are not translated"), "{t}");
+        assert!(
+            t.contains(&format!("ip route replace {LEGACY_ADDR}/32 dev {} advmss 8960", px_netns::line::BNET_DEV)),
+            "{t}"
+        );
     }
 }

@@ -24,10 +24,12 @@ pub mod capture;
 pub mod config;
 pub mod control;
 mod datapath;
+mod error;
 pub mod flags;
 pub mod imtu;
 pub mod lock;
 pub mod metrics;
+mod reload;
 mod running;
 pub mod settings;
 mod start;
@@ -37,51 +39,13 @@ mod worker;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use crate::fast_path::FastPathError;
-use crate::logging::{info, warn};
 pub use config::{Change, ConfigError, DatapathKind, DpdkConfig, FastPathMode, GatewayConfig, ReloadError};
+pub use error::GatewayError;
+pub(crate) use error::key_of;
 pub use lock::{LockError, PortLock};
-use metrics::ReloadResult;
 pub use metrics::WorkerSnapshot;
+pub use reload::Control;
 use running::Running;
-use worker::LiveConfig;
-
-/// Why the gateway could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum GatewayError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// A port named by the `key` (`inner`, `outer`) the user set.
-    #[error("`{key}` = {port:?}: {source}")]
-    Port { key: &'static str, port: String, source: px_io::IfaceError },
-    /// Another gateway serves a port (its PID in the message).
-    #[error(transparent)]
-    PortInUse(LockError),
-    #[error("port {port}: cannot open packet socket: {source}")]
-    Socket { port: String, source: px_io::OpenError },
-    #[error("MTU of {port} is {mtu}, outside 576..=65535")]
-    Mtu { port: String, mtu: u32 },
-    #[error("metrics endpoint {addr}: {source}")]
-    Metrics { addr: std::net::SocketAddr, source: std::io::Error },
-    #[error("capture file {path}: {source}")]
-    Capture { path: String, source: std::io::Error },
-    #[error("cannot start worker thread: {0}")]
-    Thread(std::io::Error),
-    /// `offload = "on"` and the kernel fast path could not start.
-    #[error("offload = \"on\": {0}")]
-    FastPath(FastPathError),
-    #[error(transparent)]
-    Control(#[from] control::ControlError),
-    /// The DPDK datapath could not start (the EAL, a port, a pool), or
-    /// this build has no DPDK (what to install).
-    #[error("datapath = \"dpdk\": {0}")]
-    Dpdk(String),
-}
-
-/// The configuration key that names port `name` (`inner` or `outer`).
-pub(crate) fn key_of(cfg: &GatewayConfig, name: &str) -> &'static str {
-    if name == cfg.inner { "inner" } else { "outer" }
-}
 
 /// Whether this build has the DPDK datapath (`datapath = "dpdk"`; built
 /// where pkg-config found libdpdk).
@@ -89,81 +53,11 @@ pub fn dpdk_built() -> bool {
     px_dpdk::BUILT
 }
 
-/// How the caller steers a running gateway.
-pub struct Control<'a> {
-    /// Set to stop (`px` sets it from its SIGINT/SIGTERM handler; it is
-    /// looked at every 5 ms).
-    pub stop: Arc<AtomicBool>,
-    /// Set to ask for a reload (`px`: SIGHUP); cleared when taken.
-    pub reload: Arc<AtomicBool>,
-    /// Reads the configuration anew for a reload (`px`: the same file and
-    /// flags as at start). None: reload requests are logged and ignored.
-    pub load: Option<Box<dyn FnMut() -> Result<GatewayConfig, ConfigError> + 'a>>,
-}
-
-impl Control<'_> {
-    /// Stop only, no reload.
-    pub fn stop_only(stop: Arc<AtomicBool>) -> Control<'static> {
-        Control { stop, reload: Arc::new(AtomicBool::new(false)), load: None }
-    }
-}
-
 /// Runs the gateway until `stop` is set, then flushes what the engines
 /// hold and returns the final counters of all workers (see [`run_with`];
 /// no reload).
 pub fn run(cfg: &GatewayConfig, stop: Arc<AtomicBool>) -> Result<WorkerSnapshot, GatewayError> {
     run_with(cfg, Control::stop_only(stop))
-}
-
-/// One reload: read, check, log, hand the workers the engine's part.
-fn reload(
-    ctl: &mut Control<'_>,
-    running: &mut GatewayConfig,
-    running_engine: &mut px_gateway::Config,
-    live: &LiveConfig,
-    fast_path: Result<(), &str>,
-) -> ReloadResult {
-    let Some(load) = ctl.load.as_mut() else {
-        warn!("px gateway: reload requested, but there is no configuration to read again; nothing changed");
-        return ReloadResult::Invalid;
-    };
-    let new = match load() {
-        Ok(new) => new,
-        Err(e) => {
-            warn!("px gateway: reload refused: {e}; the running configuration stays");
-            return ReloadResult::Invalid;
-        }
-    };
-    if let (FastPathMode::On, Err(why)) = (new.offload, fast_path) {
-        warn!(
-            "px gateway: reload refused: offload = \"on\", but the kernel fast path is not attached ({why}); the running configuration stays"
-        );
-        return ReloadResult::Invalid;
-    }
-    match running.reload(&new, running_engine) {
-        Ok((changes, _)) if changes.is_empty() => {
-            info!("px gateway: reloaded the configuration: nothing changed");
-            ReloadResult::Applied
-        }
-        Ok((changes, engine)) => {
-            let list: Vec<String> = changes.iter().map(|c| c.to_string()).collect();
-            info!("px gateway: reloaded the configuration: {}", list.join(", "));
-            if engine != *running_engine {
-                live.publish(engine.clone());
-            }
-            *running = new;
-            *running_engine = engine;
-            ReloadResult::Applied
-        }
-        Err(e @ ReloadError::Invalid(_)) => {
-            warn!("px gateway: reload refused: {e}; the running configuration stays");
-            ReloadResult::Invalid
-        }
-        Err(e) => {
-            warn!("px gateway: reload refused: {e}; the running configuration stays");
-            ReloadResult::Refused
-        }
-    }
 }
 
 /// Runs the gateway until `ctl.stop` is set, reloading its configuration
@@ -181,20 +75,4 @@ pub fn run_with(cfg: &GatewayConfig, mut ctl: Control<'_>) -> Result<WorkerSnaps
     let mut gateway = Running::start(cfg, ctl.stop.clone())?;
     gateway.supervise(&mut ctl);
     Ok(gateway.stop())
-}
-
-/// The configuration's part of `px status`.
-pub(crate) fn status_config(cfg: &GatewayConfig, engine: &px_gateway::Config) -> status::ConfigStatus {
-    status::ConfigStatus {
-        generation: 0,
-        reloads_refused: 0,
-        reloads_invalid: 0,
-        workers: cfg.workers,
-        gro_gso: cfg.gro_gso,
-        offload: cfg.offload.to_string(),
-        merge_timeout_us: engine.merge_timeout.as_micros() as u64,
-        icmp_source_v4: engine.icmp_source_v4.map(|a| a.to_string()),
-        icmp_source_v6: engine.icmp_source_v6.map(|a| a.to_string()),
-        metrics: cfg.metrics.map(|a| a.to_string()),
-    }
 }

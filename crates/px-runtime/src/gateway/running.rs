@@ -20,9 +20,10 @@ use super::capture::CaptureSpec;
 use super::datapath::af_packet::AfPacket;
 use super::datapath::dpdk::Dpdk;
 use super::metrics::{self, Shared, WorkerSnapshot};
+use super::reload::{Control, reload, status_config};
 use super::status::ConfigStatus;
 use super::worker::LiveConfig;
-use super::{Control, GatewayConfig, PortLock, reload, status_config};
+use super::{GatewayConfig, PortLock};
 use crate::logging::{info, warn};
 
 /// How often the supervisor looks at the stop flag: short, so that a

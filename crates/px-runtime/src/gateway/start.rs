@@ -119,7 +119,7 @@ impl Running {
         dp.engine_config(&mut ecfg);
         self.engine = ecfg.clone();
         self.live = Arc::new(LiveConfig::new(ecfg.clone()));
-        *self.live_status.lock().unwrap_or_else(|p| p.into_inner()) = super::status_config(cfg, &ecfg);
+        *self.live_status.lock().unwrap_or_else(|p| p.into_inner()) = super::reload::status_config(cfg, &ecfg);
         let common = Common {
             pmtu: px_gateway::SharedPmtu::new(ecfg.pmtu_cache_size, ecfg.pmtu_lifetime),
             imtu: cfg.imtu_follow.as_ref().map(|f| px_gateway::SharedImtu::new(f.max_prefixes)),

@@ -105,6 +105,10 @@ pub struct EngineStatus {
     pub icmp_sent: u64,
     /// ICMP errors owed but not sent: no source address configured.
     pub icmp_no_source: u64,
+    /// Connections not translated because their inner host advertised an
+    /// MSS no larger than the outer port's (`inner_mss_small`; issue 38).
+    #[serde(default)]
+    pub inner_mss_small: u64,
     pub socket_drops: u64,
     pub send_errors: u64,
     pub rx_errors: u64,
@@ -216,6 +220,7 @@ impl Status {
                 .collect(),
             icmp_sent: c.icmp_sent,
             icmp_no_source: c.icmp_no_source,
+            inner_mss_small: c.inner_mss_small,
             socket_drops: t.socket_drops,
             send_errors: t.send_errors,
             rx_errors: t.rx_errors,
@@ -396,6 +401,17 @@ impl Status {
             e.send_errors,
             e.rx_errors
         );
+        if e.inner_mss_small > 0 {
+            let outer_mtu = self.ports.iter().find(|p| p.role == "outer").map_or(0, |p| p.mtu);
+            let _ = writeln!(
+                o,
+                "WARNING: {} connection(s) not translated: their inner host advertised an MSS of at most {} (IPv4) \
+                 although the inner port carries more; a path MTU the host cached after a \"too big\"? \
+                 (docs/operations.md, \"Translation that stops\")",
+                e.inner_mss_small,
+                outer_mtu.saturating_sub(40)
+            );
+        }
     }
 
     /// The largest flows, one line each.
@@ -445,6 +461,9 @@ impl Status {
                         (i, o) => format!("in {} / out {}", mss(i), mss(o)),
                     }
                 );
+                if let Some(why) = &v.not_translated {
+                    let _ = writeln!(o, "    not translated: {why}");
+                }
             }
         }
     }
@@ -506,6 +525,7 @@ mod tests {
             idle_ms: 5,
             kernel_segment_in: None,
             kernel_segment_out: None,
+            not_translated: None,
         }
     }
 
@@ -565,5 +585,38 @@ mod tests {
         assert_eq!(s.interval_s, 0.0);
         assert_eq!(s.engine.conversion_yield, None);
         assert!(s.render().contains("yield -,"));
+    }
+
+    /// Issue 38 item 2: a connection whose inner host advertised the outer
+    /// MSS is named in its flow's line and counted in a warning; the JSON
+    /// carries both (`engine.inner_mss_small`, the flow's `not_translated`).
+    #[test]
+    fn connections_left_untranslated_by_a_small_inner_mss_are_named() {
+        let sh = Shared::new(1);
+        let mut a = WorkerSnapshot::default();
+        a.counters.inner_mss_small = 2;
+        let small = FlowView {
+            inner_mss: Some(1460),
+            not_translated: Some("the inner host advertised MSS 1460".into()),
+            ..flow(900, 7)
+        };
+        a.largest_flows = vec![flow(500, 1), small];
+        sh.publish(0, a);
+        let s = Status::build(&id(), &cfg(), Duration::from_secs(1), &sh.scrape(), None, Vec::new());
+        let text = s.render();
+        assert!(
+            text.contains(
+                "WARNING: 2 connection(s) not translated: their inner host advertised an MSS of at most 1460"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("    not translated: the inner host advertised MSS 1460"), "{text}");
+        assert_eq!(text.matches("not translated: the inner host").count(), 1, "{text}");
+        let v: serde_json::Value = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["engine"]["inner_mss_small"], 2);
+        assert_eq!(v["flows"][0]["not_translated"], "the inner host advertised MSS 1460");
+        assert_eq!(v["flows"][1]["not_translated"], serde_json::Value::Null);
+        let quiet = Status::build(&id(), &cfg(), Duration::from_secs(1), &Shared::new(1).scrape(), None, Vec::new());
+        assert!(!quiet.render().contains("not translated"));
     }
 }

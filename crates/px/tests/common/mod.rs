@@ -329,6 +329,13 @@ pub fn assert_exact(ends: &[FlowResult], bytes_per_flow: u64) {
     }
 }
 
+/// Of the data frames that reached the b-network host (an observer on its
+/// link, GRO off there), the share that were merged (larger than a
+/// 1500-byte frame).
+pub fn merged_share(s: &px_lab::observe::FrameSizes) -> f64 {
+    s.rx.up_to_9000 as f64 / (s.rx.up_to_9000 + s.rx.up_to_1500).max(1) as f64
+}
+
 /// `accept` on `l` gives up after `t` (SO_RCVTIMEO), so a sender that
 /// never connects fails the test instead of hanging it.
 pub fn set_accept_timeout(l: &TcpListener, t: Duration) {

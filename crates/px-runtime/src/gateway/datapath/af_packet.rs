@@ -21,7 +21,8 @@ use px_io::{
 
 use super::{Batch, Frame, Ports, Sink};
 use crate::fast_path::FastPath;
-use crate::gateway::{FastPathMode, GatewayConfig, GatewayError, key_of};
+use crate::gateway::config::{FastPathMode, GatewayConfig};
+use crate::gateway::error::{GatewayError, key_of};
 use crate::logging::{error, info};
 
 /// Waits for room in a full send buffer before the rest of a port's frames

@@ -31,7 +31,8 @@ use px_io::{IfaceGuard, Offload, PacketSocket, Receive, SocketConfig};
 
 use super::keys::{DpdkConfig, TPACKET2_DATA, device};
 use super::{Batch, Frame, Ports, Sink};
-use crate::gateway::{GatewayConfig, GatewayError};
+use crate::gateway::config::GatewayConfig;
+use crate::gateway::error::GatewayError;
 use crate::logging::{error, info, warn};
 
 /// How long a worker keeps offering frames to a transmit ring that stays

@@ -284,6 +284,13 @@ pub const FAMILIES: &[Family] = &[
         rows: |s| counter(s, |c| c.syn_without_mss),
     },
     Family {
+        name: "px_gateway_inner_mss_small_total",
+        kind: Counter,
+        help: "Connections not translated: the inner host advertised an MSS no larger than the outer port's (a cached path MTU?).",
+        counters: &["inner_mss_small"],
+        rows: |s| counter(s, |c| c.inner_mss_small),
+    },
+    Family {
         name: "px_gateway_syns_ignored_total",
         kind: Counter,
         help: "SYNs on live connections passed untouched (RFC 5961).",
