@@ -1,8 +1,10 @@
 //! Compiles the C shim (`csrc/shim.c`) against the installed DPDK when
-//! `pkg-config` finds `libdpdk`, links DPDK's libraries and sets the cfg
-//! `px_dpdk`. Without it (or with `PX_DPDK=off`) nothing is compiled or
-//! linked: the crate's functions then refuse at run time with what to
-//! install ([`NOT_BUILT`](src/lib.rs)).
+//! `pkg-config` finds `libdpdk` into a shared object (linked against DPDK's
+//! libraries), passes its path as `PX_DPDK_SHIM_SO` (embedded and loaded
+//! with dlopen at run time by `src/sys.rs`) and sets the cfg `px_dpdk`.
+//! Nothing of DPDK is linked into the crate's users. Without libdpdk (or
+//! with `PX_DPDK=off`) nothing is compiled: the crate's functions then
+//! refuse at run time with what to install ([`NOT_BUILT`](src/lib.rs)).
 
 use std::process::Command;
 
@@ -26,26 +28,19 @@ fn main() {
         );
         return;
     };
-    let mut build = cc::Build::new();
-    build.file("csrc/shim.c").include("csrc").opt_level(2).warnings(true);
-    // `-include rte_config.h`, `-march=...` and the include paths, as given.
-    let mut it = cflags.iter();
-    while let Some(f) = it.next() {
-        if f == "-include" {
-            if let Some(h) = it.next() {
-                build.flag("-include").flag(h);
-            }
-        } else {
-            build.flag(f);
-        }
-    }
-    build.compile("px_dpdk_shim");
-    for l in &libs {
-        if let Some(dir) = l.strip_prefix("-L") {
-            println!("cargo:rustc-link-search=native={dir}");
-        } else if let Some(lib) = l.strip_prefix("-l") {
-            println!("cargo:rustc-link-lib=dylib={lib}");
-        }
-    }
+    // A shared object, loaded by `src/sys.rs` with dlopen at the first
+    // DPDK call: nothing of DPDK is linked into the binaries, so a px
+    // built here starts on a machine without DPDK (AF_PACKET datapath).
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("libpx_dpdk_shim.so");
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let mut cmd = Command::new(&compiler);
+    cmd.args(["-shared", "-fPIC", "-O2", "-Wall", "-Icsrc"]);
+    // `-include rte_config.h`, `-march=...` and the include paths, as given
+    // (`-include` and its header stay one pair, in order).
+    cmd.args(&cflags);
+    cmd.args(["csrc/shim.c", "-o"]).arg(&out).args(&libs);
+    let status = cmd.status().unwrap_or_else(|e| panic!("running the C compiler {compiler:?}: {e}"));
+    assert!(status.success(), "{compiler} failed to build the DPDK shim: {cmd:?}");
+    println!("cargo:rustc-env=PX_DPDK_SHIM_SO={}", out.display());
     println!("cargo:rustc-cfg=px_dpdk");
 }

@@ -46,6 +46,10 @@ pub const NOT_BUILT: &str = "this px was built without DPDK: install libdpdk-dev
 pub enum DpdkError {
     #[error("{NOT_BUILT}")]
     NotBuilt,
+    /// The embedded shim (and DPDK's libraries it needs) could not be
+    /// loaded: dlerror's text.
+    #[error("{}", load_error_text(.0))]
+    Load(String),
     /// The EAL can be set up once per process.
     #[error("the DPDK EAL was already set up in this process (it cannot be set up twice)")]
     AlreadyInitialised,
@@ -61,6 +65,13 @@ pub enum DpdkError {
     Pool { name: String, mbufs: u32, data_room: u16, reason: String },
 }
 
+/// What to install when DPDK's libraries are missing at run time.
+pub const INSTALL_HINT: &str = "install DPDK's runtime libraries (Debian 12: apt-get install librte-meta-all, or dpdk with its recommended librte-* packages; libdpdk-dev brings them too), or use the default AF_PACKET datapath";
+
+fn load_error_text(detail: &str) -> String {
+    format!("cannot load DPDK for the DPDK datapath ({detail}): {INSTALL_HINT}")
+}
+
 fn strerror(err: i32) -> String {
     // SAFETY: rte_strerror returns a static or thread-local string.
     let p = unsafe { sys::px_strerror(err.abs()) };
@@ -74,6 +85,7 @@ pub fn abi_matches() -> Result<(), String> {
     if !BUILT {
         return Ok(());
     }
+    sys::load().map_err(|e| load_error_text(&e))?;
     let mut c = sys::px_abi::default();
     // SAFETY: writes one plain struct.
     unsafe { sys::px_dpdk_abi(&mut c) };
@@ -97,10 +109,14 @@ pub fn abi_matches() -> Result<(), String> {
     if c == rust { Ok(()) } else { Err(format!("C {c:?}\nRust {rust:?}")) }
 }
 
-/// The DPDK version the build links (`rte_version`).
-pub fn version() -> String {
+/// The DPDK version the build links (`rte_version`); loads DPDK first.
+pub fn version() -> Result<String, DpdkError> {
+    if !BUILT {
+        return Err(DpdkError::NotBuilt);
+    }
+    sys::load().map_err(DpdkError::Load)?;
     // SAFETY: a static string.
-    unsafe { CStr::from_ptr(sys::px_version()) }.to_string_lossy().into_owned()
+    Ok(unsafe { CStr::from_ptr(sys::px_version()) }.to_string_lossy().into_owned())
 }
 
 static EAL_UP: AtomicBool = AtomicBool::new(false);
@@ -121,6 +137,7 @@ impl Eal {
         if !BUILT {
             return Err(DpdkError::NotBuilt);
         }
+        sys::load().map_err(DpdkError::Load)?;
         if EAL_UP.swap(true, Ordering::SeqCst) {
             return Err(DpdkError::AlreadyInitialised);
         }
@@ -750,6 +767,17 @@ mod tests {
         }
         let e = Eal::init(&[]).unwrap_err();
         assert!(e.to_string().contains("apt-get install libdpdk-dev"), "{e}");
+    }
+
+    #[cfg(px_dpdk)]
+    #[test]
+    fn a_shim_that_cannot_be_loaded_is_an_error_with_what_to_install() {
+        let detail = sys::open_shim_for_test(b"this is not an ELF object").unwrap_err();
+        assert!(detail.contains("/proc/self/fd/"), "dlerror's text names the object: {detail}");
+        let e = DpdkError::Load(detail).to_string();
+        assert!(e.contains("apt-get install librte-meta-all") && e.contains("AF_PACKET"), "{e}");
+        // The real shim loads, and the EAL's first entry points work.
+        assert!(version().unwrap().starts_with("DPDK"), "{:?}", version());
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! The shim's ABI (`csrc/px_dpdk.h`), declared once more for Rust; the
 //! tests compare every size and offset with what the C compiler made of
-//! the header ([`px_dpdk_abi`]). In a build without DPDK the same
+//! the header ([`px_dpdk_abi`]). The shim is a shared object embedded in
+//! the binary and loaded with dlopen by `load` (so px needs DPDK's
+//! libraries only when it uses them); its functions are called through
+//! a table of pointers, with same-named wrappers. In a build without DPDK the same
 //! functions exist as stubs that fail, so that everything above compiles
 //! and type-checks the same way in both builds; [`crate::Eal::init`] is
 //! the first call and refuses, so no other stub is ever reached.
@@ -135,31 +138,143 @@ pub struct px_abi {
     pub stats_size: u32,
 }
 
+/// Declares the shim's functions once: a table of pointers resolved with
+/// `dlsym` from the loaded shim, and a same-named `unsafe fn` for each
+/// that calls through it (callers use them as they would `extern` ones).
 #[cfg(px_dpdk)]
-unsafe extern "C" {
-    pub fn px_dpdk_abi(out: *mut px_abi);
-    pub fn px_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
-    pub fn px_eal_cleanup() -> c_int;
-    pub fn px_errno() -> c_int;
-    pub fn px_strerror(err: c_int) -> *const c_char;
-    pub fn px_runtime_dir() -> *const c_char;
-    pub fn px_version() -> *const c_char;
-    pub fn px_thread_register() -> c_int;
-    pub fn px_thread_unregister();
-    pub fn px_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
-    pub fn px_port_info(port: u16, out: *mut px_port_info) -> c_int;
-    pub fn px_port_start(port: u16, conf: *const px_port_conf, step: *mut *const c_char) -> c_int;
-    pub fn px_port_stop(port: u16);
-    pub fn px_port_stats(port: u16, out: *mut px_port_stats) -> c_int;
-    pub fn px_port_link_up(port: u16) -> c_int;
-    pub fn px_pool_create(name: *const c_char, n: u32, cache: u32, data_room: u16, socket: c_int) -> *mut c_void;
-    pub fn px_pool_free(pool: *mut c_void);
-    pub fn px_pool_in_use(pool: *mut c_void) -> u32;
-    pub fn px_alloc(pool: *mut c_void, m: *mut *mut c_void, data: *mut *mut u8, room: *mut u32, n: u16) -> c_int;
-    pub fn px_free(m: *mut *mut c_void, n: u16);
-    pub fn px_rx(port: u16, queue: u16, m: *mut *mut c_void, d: *mut px_rx_desc, n: u16, large: *mut c_void) -> u16;
-    pub fn px_tx_prepare(d: *const px_tx_desc, m: *mut *mut c_void, n: u16);
-    pub fn px_tx_burst(port: u16, queue: u16, m: *mut *mut c_void, n: u16) -> u16;
+macro_rules! shim {
+    ($(fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?;)*) => {
+        /// The shim's entry points, resolved once.
+        struct Table {
+            $($name: unsafe extern "C" fn($($ty),*) $(-> $ret)?,)*
+        }
+
+        impl Table {
+            /// # Safety
+            /// `handle` is a live `dlopen` handle of the shim.
+            unsafe fn resolve(handle: *mut c_void) -> Result<Table, String> {
+                Ok(Table {
+                    $($name: {
+                        let name = concat!(stringify!($name), "\0");
+                        // SAFETY: a live handle and a NUL-terminated name.
+                        let p = unsafe { libc::dlsym(handle, name.as_ptr().cast()) };
+                        if p.is_null() {
+                            return Err(format!("symbol {} missing: {}", stringify!($name), dlerror()));
+                        }
+                        // SAFETY: the shim defines this symbol with this
+                        // signature (csrc/px_dpdk.h; checked by abi_matches).
+                        unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($ty),*) $(-> $ret)?>(p) }
+                    },)*
+                })
+            }
+        }
+
+        $(
+            /// Calls the shim's function of this name.
+            ///
+            /// # Safety
+            /// As the C function's contract (csrc/px_dpdk.h); the shim must
+            /// have been loaded (`load`), or this panics.
+            pub unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
+                // SAFETY: the caller keeps the C function's contract.
+                unsafe { (table().$name)($($arg),*) }
+            }
+        )*
+    };
+}
+
+#[cfg(px_dpdk)]
+shim! {
+    fn px_dpdk_abi(out: *mut px_abi);
+    fn px_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
+    fn px_eal_cleanup() -> c_int;
+    fn px_errno() -> c_int;
+    fn px_strerror(err: c_int) -> *const c_char;
+    fn px_runtime_dir() -> *const c_char;
+    fn px_version() -> *const c_char;
+    fn px_thread_register() -> c_int;
+    fn px_thread_unregister();
+    fn px_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
+    fn px_port_info(port: u16, out: *mut px_port_info) -> c_int;
+    fn px_port_start(port: u16, conf: *const px_port_conf, step: *mut *const c_char) -> c_int;
+    fn px_port_stop(port: u16);
+    fn px_port_stats(port: u16, out: *mut px_port_stats) -> c_int;
+    fn px_port_link_up(port: u16) -> c_int;
+    fn px_pool_create(name: *const c_char, n: u32, cache: u32, data_room: u16, socket: c_int) -> *mut c_void;
+    fn px_pool_free(pool: *mut c_void);
+    fn px_pool_in_use(pool: *mut c_void) -> u32;
+    fn px_alloc(pool: *mut c_void, m: *mut *mut c_void, data: *mut *mut u8, room: *mut u32, n: u16) -> c_int;
+    fn px_free(m: *mut *mut c_void, n: u16);
+    fn px_rx(port: u16, queue: u16, m: *mut *mut c_void, d: *mut px_rx_desc, n: u16, large: *mut c_void) -> u16;
+    fn px_tx_prepare(d: *const px_tx_desc, m: *mut *mut c_void, n: u16);
+    fn px_tx_burst(port: u16, queue: u16, m: *mut *mut c_void, n: u16) -> u16;
+}
+
+/// The shim built by build.rs (linked against the DPDK it found),
+/// embedded so that px stays one file and needs DPDK's libraries only
+/// when the DPDK datapath is asked for.
+#[cfg(px_dpdk)]
+static SHIM_SO: &[u8] = include_bytes!(env!("PX_DPDK_SHIM_SO"));
+
+#[cfg(px_dpdk)]
+static SHIM: std::sync::OnceLock<Result<Table, String>> = std::sync::OnceLock::new();
+
+/// Loads the shim (and through it DPDK's libraries) once: `Err` holds
+/// why it could not be (dlerror's text).
+#[cfg(px_dpdk)]
+pub fn load() -> Result<(), String> {
+    SHIM.get_or_init(|| open_shim(SHIM_SO)).as_ref().map(|_| ()).map_err(String::clone)
+}
+
+#[cfg(px_dpdk)]
+fn table() -> &'static Table {
+    match SHIM.get() {
+        Some(Ok(t)) => t,
+        _ => panic!("a DPDK call before the shim was loaded (Eal::init loads it first)"),
+    }
+}
+
+#[cfg(px_dpdk)]
+fn dlerror() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dlerror".into()
+    } else {
+        unsafe { std::ffi::CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// Writes `so` to an anonymous file and opens it with dlopen
+/// (RTLD_NOW | RTLD_LOCAL): every symbol of the shim and of the DPDK
+/// libraries it needs is bound here, or the error says which is missing.
+/// The handle is never closed (DPDK cannot be unloaded).
+#[cfg(px_dpdk)]
+fn open_shim(so: &[u8]) -> Result<Table, String> {
+    use std::io::Write;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: a NUL-terminated name; the fd is owned by the File below.
+    let fd = unsafe { libc::memfd_create(c"px-dpdk-shim".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+    }
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(so).map_err(|e| format!("writing the shim to a memfd: {e}"))?;
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL");
+    // SAFETY: a NUL-terminated path; the shim's constructors are DPDK's.
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    drop(file);
+    if handle.is_null() {
+        return Err(dlerror());
+    }
+    // SAFETY: a live handle, kept open for the process's life.
+    unsafe { Table::resolve(handle) }
+}
+
+/// Test access to the loader with other bytes than the built shim.
+#[cfg(all(px_dpdk, test))]
+pub fn open_shim_for_test(so: &[u8]) -> Result<(), String> {
+    open_shim(so).map(|_| ())
 }
 
 #[cfg(not(px_dpdk))]
@@ -171,6 +286,10 @@ pub use stub::*;
 #[allow(clippy::missing_safety_doc)]
 mod stub {
     use super::*;
+
+    pub fn load() -> Result<(), String> {
+        Err(crate::NOT_BUILT.into())
+    }
 
     pub unsafe fn px_dpdk_abi(_: *mut px_abi) {}
     pub unsafe fn px_eal_init(_: c_int, _: *mut *mut c_char) -> c_int {

@@ -96,7 +96,7 @@ impl Dpdk {
         let args = eal_args(&d, mbufs, rooms);
         let eal = Arc::new(Eal::init(&args).map_err(dpdk_err)?);
         remove_stale_runtime_dirs(eal.runtime_dir());
-        info!("px gateway: DPDK {} EAL up ({})", px_dpdk::version(), args.join(" "));
+        info!("px gateway: DPDK {} EAL up ({})", px_dpdk::version().unwrap_or_default(), args.join(" "));
         let ids =
             [eal.port(device(&d.inner).name).map_err(dpdk_err)?, eal.port(device(&d.outer).name).map_err(dpdk_err)?];
         let [ii, oi] = [px_dpdk::port_info(ids[0]).map_err(dpdk_err)?, px_dpdk::port_info(ids[1]).map_err(dpdk_err)?];
