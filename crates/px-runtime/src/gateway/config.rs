@@ -478,6 +478,11 @@ impl From<ConfigError> for ReloadError {
 }
 
 impl GatewayConfig {
+    /// The configuration key that names port `name` (`inner` or `outer`).
+    pub(crate) fn key_of(&self, name: &str) -> &'static str {
+        if name == self.inner { "inner" } else { "outer" }
+    }
+
     /// Reads a TOML file.
     pub fn from_file(path: &Path) -> Result<GatewayConfig, ConfigError> {
         let p = path.display().to_string();

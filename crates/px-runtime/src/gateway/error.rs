@@ -2,7 +2,7 @@
 //! apart from the facade (`mod.rs`) so that the datapaths, the start phase
 //! and the supervising loop name it without naming each other.
 
-use super::config::{ConfigError, GatewayConfig};
+use super::config::ConfigError;
 use super::control;
 use super::lock::LockError;
 use crate::fast_path::FastPathError;
@@ -67,9 +67,4 @@ impl GatewayError {
             | GatewayError::Dpdk(_) => false,
         }
     }
-}
-
-/// The configuration key that names port `name` (`inner` or `outer`).
-pub(crate) fn key_of(cfg: &GatewayConfig, name: &str) -> &'static str {
-    if name == cfg.inner { "inner" } else { "outer" }
 }

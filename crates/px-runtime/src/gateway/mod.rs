@@ -43,7 +43,6 @@ use std::sync::atomic::AtomicBool;
 use crate::logging::warn;
 pub use config::{Change, ConfigError, DatapathKind, DpdkConfig, FastPathMode, GatewayConfig, ReloadError};
 pub use error::GatewayError;
-pub(crate) use error::key_of;
 pub use lock::{LockError, PortLock};
 pub use metrics::WorkerSnapshot;
 pub use reload::Control;

@@ -23,8 +23,7 @@ use super::link_fault::LinkWatch;
 use super::running::{Datapath, Running};
 use super::worker::{LiveConfig, Worker};
 use super::{
-    DatapathKind, FastPathMode, GatewayConfig, GatewayError, LockError, PortLock, control, imtu, key_of, lock, metrics,
-    status,
+    DatapathKind, FastPathMode, GatewayConfig, GatewayError, LockError, PortLock, control, imtu, lock, metrics, status,
 };
 
 /// What every worker's engine shares with the others.
@@ -301,7 +300,7 @@ fn lock_ports(cfg: &GatewayConfig) -> Result<Vec<PortLock>, GatewayError> {
             Ok(l) => locks.push(l),
             Err(e @ LockError::Held { .. }) => return Err(GatewayError::PortInUse(e)),
             Err(LockError::Iface { port, source }) => {
-                return Err(GatewayError::Port { key: key_of(cfg, &port), port, source });
+                return Err(GatewayError::Port { key: cfg.key_of(&port), port, source });
             }
             Err(e @ LockError::Io { .. }) => {
                 warn!("px gateway: {e}; running without the lock: a second gateway on {name} would not be refused")

@@ -22,7 +22,7 @@ use px_io::{
 use super::{Batch, Frame, Ports, Sink};
 use crate::fast_path::FastPath;
 use crate::gateway::config::{FastPathMode, GatewayConfig};
-use crate::gateway::error::{GatewayError, key_of};
+use crate::gateway::error::GatewayError;
 use crate::logging::{error, info};
 
 /// Waits for room in a full send buffer before the rest of a port's frames
@@ -56,7 +56,7 @@ impl AfPacket {
         let outer_link = port_mtu("outer", &cfg.outer, 0)?;
         let mut guards = Vec::new();
         for name in [&cfg.inner, &cfg.outer] {
-            let key = key_of(cfg, name);
+            let key = cfg.key_of(name);
             let port_err = |source| GatewayError::Port { key, port: name.clone(), source };
             let g = IfaceGuard::capture(name).map_err(port_err)?;
             if cfg.gro_gso {
