@@ -268,6 +268,11 @@ pub fn spawn(
         let mut f = Follower::new(cfg.clone(), outer_mtu);
         let mut published = ImtuTable::new(0);
         let mut first = true;
+        // The tables as last read: read again only after a route change
+        // (the monitor sees every table's) or a failed read, not at every
+        // wake-up (the forwarding table may hold a full BGP table).
+        let (mut routes, mut forwarding) = (Vec::new(), Vec::new());
+        let (mut routes_fresh, mut forwarding_fresh) = (false, false);
         while !stop.load(Ordering::Relaxed) {
             // Wake at a route change, or every 200 ms to see `stop` and
             // the re-verification deadlines.
@@ -278,19 +283,23 @@ pub fn spawn(
                     true
                 }
             };
-            let _ = changed;
-            let routes = match px_io::route_table::dump_table(cfg.table) {
-                Ok(r) => r,
-                Err(e) => {
-                    if !std::mem::replace(&mut unreadable, true) {
-                        error!(
-                            "px gateway: imtu: cannot read kernel table {}: {e}; nothing new is verified until it can (said once)",
-                            cfg.table
-                        );
+            if changed {
+                (routes_fresh, forwarding_fresh) = (false, false);
+            }
+            if !routes_fresh {
+                match px_io::route_table::dump_table(cfg.table) {
+                    Ok(r) => (routes, routes_fresh) = (r, true),
+                    Err(e) => {
+                        if !std::mem::replace(&mut unreadable, true) {
+                            error!(
+                                "px gateway: imtu: cannot read kernel table {}: {e}; nothing new is verified until it can (said once)",
+                                cfg.table
+                            );
+                        }
+                        continue;
                     }
-                    continue;
                 }
-            };
+            }
             if std::mem::replace(&mut unreadable, false) {
                 info!("px gateway: imtu: kernel table {} can be read again", cfg.table);
             }
@@ -308,18 +317,20 @@ pub fn spawn(
                     .and_then(|r| r.gateway);
                 verify(&mut f, probe, gateway, Duration::from_millis(cfg.probe_timeout_ms));
             }
-            let forwarding = match px_io::route_table::dump_all(cfg.forwarding_table) {
-                Ok(r) => r,
-                Err(e) => {
-                    if !std::mem::replace(&mut forwarding_unreadable, true) {
-                        error!(
-                            "px gateway: imtu: cannot read forwarding table {}: {e}; nothing verified is published until it can (said once)",
-                            cfg.forwarding_table
-                        );
+            if !forwarding_fresh {
+                match px_io::route_table::dump_all(cfg.forwarding_table) {
+                    Ok(r) => (forwarding, forwarding_fresh) = (r, true),
+                    Err(e) => {
+                        if !std::mem::replace(&mut forwarding_unreadable, true) {
+                            error!(
+                                "px gateway: imtu: cannot read forwarding table {}: {e}; nothing verified is published until it can (said once)",
+                                cfg.forwarding_table
+                            );
+                        }
+                        continue;
                     }
-                    continue;
                 }
-            };
+            }
             if std::mem::replace(&mut forwarding_unreadable, false) {
                 info!("px gateway: imtu: forwarding table {} can be read again", cfg.forwarding_table);
             }
