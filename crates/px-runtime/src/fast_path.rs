@@ -20,6 +20,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use aya::maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray};
+use aya::programs::tc::SchedClassifierLinkId;
 use aya::programs::{SchedClassifier, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
 use px_gateway::fast_path::{Datapath, FlowProgress, InstallError, Offload, Progress, ReturnReason};
@@ -163,6 +164,10 @@ pub struct FastPath {
     ports: Arc<Mutex<PerCpuArray<MapData, PxPortCount>>>,
     /// Interface index of the inner and the outer port.
     ifindex: [u32; 2],
+    /// The ports (inner, outer), and the program's links to their
+    /// ingress while it is attached.
+    ports_named: [String; 2],
+    links: Vec<SchedClassifierLinkId>,
     // Last: the maps above close before the object that holds the links.
     _ebpf: Ebpf,
 }
@@ -196,9 +201,11 @@ impl FastPath {
         !OBJECT.is_empty()
     }
 
-    /// Loads the program and attaches it to the ingress of both ports (in
-    /// the calling thread's network namespace).
-    pub fn attach(inner: &str, outer: &str) -> Result<FastPath, FastPathError> {
+    /// Loads the program and, with `attached`, attaches it to the ingress
+    /// of both ports (in the calling thread's network namespace). Loaded
+    /// but not attached (`offload = "off"`), it sees no packet and costs
+    /// none; [`FastPath::set_attached`] attaches it later.
+    pub fn load(inner: &str, outer: &str, attached: bool) -> Result<FastPath, FastPathError> {
         if !Self::built() {
             return Err(FastPathError::NotBuilt);
         }
@@ -217,10 +224,6 @@ impl FastPath {
                 .try_into()
                 .map_err(|source| FastPathError::Attach { port: inner.into(), source })?;
             prog.load().map_err(|source| FastPathError::Attach { port: inner.into(), source })?;
-            for port in [inner, outer] {
-                prog.attach(port, TcAttachType::Ingress)
-                    .map_err(|source| FastPathError::Attach { port: port.into(), source })?;
-            }
         }
         let table: Table = ebpf
             .take_map("px_flows")
@@ -237,13 +240,57 @@ impl FastPath {
             .ok_or(FastPathError::Missing("px_ports"))?
             .try_into()
             .map_err(|source| FastPathError::Map { name: "px_ports", source })?;
-        Ok(FastPath {
+        let mut fp = FastPath {
             table: Arc::new(Mutex::new(table)),
             reasons: Arc::new(Mutex::new(reasons)),
             ports: Arc::new(Mutex::new(ports)),
             ifindex,
+            ports_named: [inner.into(), outer.into()],
+            links: Vec::new(),
             _ebpf: ebpf,
-        })
+        };
+        fp.set_attached(attached)?;
+        Ok(fp)
+    }
+
+    /// Whether the program is attached to the ports.
+    pub fn attached(&self) -> bool {
+        !self.links.is_empty()
+    }
+
+    /// Attaches the program to the ingress of both ports, or detaches it
+    /// (the maps and their counts stay). Detach it only once the engines
+    /// took every flow back: a packet of a flow still in the table would
+    /// reach user space as one the kernel did not hand back.
+    pub fn set_attached(&mut self, on: bool) -> Result<(), FastPathError> {
+        if on == self.attached() {
+            return Ok(());
+        }
+        let prog: &mut SchedClassifier = self
+            ._ebpf
+            .program_mut("px_fast_path")
+            .ok_or(FastPathError::Missing("px_fast_path"))?
+            .try_into()
+            .map_err(|source| FastPathError::Attach { port: self.ports_named[0].clone(), source })?;
+        if !on {
+            for (link, port) in self.links.drain(..).zip(&self.ports_named) {
+                prog.detach(link).map_err(|source| FastPathError::Attach { port: port.clone(), source })?;
+            }
+            return Ok(());
+        }
+        for port in &self.ports_named {
+            match prog.attach(port, TcAttachType::Ingress) {
+                Ok(link) => self.links.push(link),
+                Err(source) => {
+                    // Not half attached: the port that took it lets go.
+                    for link in self.links.drain(..) {
+                        let _ = prog.detach(link);
+                    }
+                    return Err(FastPathError::Attach { port: port.clone(), source });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A handle for one worker's engine.

@@ -442,3 +442,64 @@ fn with_the_fast_path_on_px_status_counts_what_ip_link_and_iperf3_count() {
     assert!(worst <= 0.01, "port counters more than 1 % from ip -s link:\n{report}");
     assert!(flow_off <= 0.01, "the flow's bytes more than 1 % from iperf3's:\n{report}");
 }
+
+/// Packets the fast path's TC program saw, all reasons, from the metrics.
+fn program_packets(text: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with("px_gateway_fast_path_program_packets_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Issue 38 item 1: with `offload = "off"` the TC program is not attached
+/// (it ran on every packet, counting each as `no_flow`): a transfer leaves
+/// its counts at 0. A reload to "on" attaches it (the next transfer goes
+/// through the kernel), one back to "off" detaches it once the flows came
+/// back, and the program sees nothing again.
+#[test]
+fn with_offload_off_the_program_sees_no_packet_and_a_reload_attaches_it() {
+    let name = "with_offload_off_the_program_sees_no_packet_and_a_reload_attaches_it";
+    if !fast_path_or_skip(name) {
+        return;
+    }
+    if std::env::var_os("PX_TEST_OFFLOAD").is_some() {
+        eprintln!("skipping {name}: PX_TEST_OFFLOAD overrides the configuration file's offload");
+        return;
+    }
+    const METRICS: &str = "127.0.0.1:9471";
+    let _serial = serialize();
+    let lab = GwLab::build(None);
+    let dir = Scratch::new("offload-toggle");
+    let cfg = dir.0.join("px.toml");
+    std::fs::write(&cfg, "offload = \"off\"\n").unwrap();
+    let gw = Gateway::start(&lab, &["--config", cfg.to_str().unwrap(), "--metrics", METRICS]);
+    lab.ping_both();
+    let seen = || program_packets(&metrics(&lab, METRICS));
+    let carried = || metric(&metrics(&lab, METRICS), "px_gateway_fast_path_bytes_total");
+    exact_both_ways(&lab, LEGACY_V4, BNET_V4, 5451, 1, 8 << 20);
+    let off = seen();
+    assert_eq!(off, 0.0, "the program saw packets with offload = \"off\"");
+    let reload = |offload: &str, log: &str| {
+        std::fs::write(&cfg, format!("offload = \"{offload}\"\n")).unwrap();
+        gw.reload();
+        gw.wait_log(log);
+    };
+    reload("on", "program is attached to the ports");
+    exact_both_ways(&lab, LEGACY_V4, BNET_V4, 5453, 1, 24 << 20);
+    let (on, on_carried) = (seen(), carried());
+    reload("off", "program is detached from the ports");
+    // The flows came back before the detach; the workers publish every 200 ms.
+    std::thread::sleep(Duration::from_millis(300));
+    let (detached, detached_carried) = (seen(), carried());
+    exact_both_ways(&lab, LEGACY_V4, BNET_V4, 5455, 1, 8 << 20);
+    let (after, after_carried) = (seen(), carried());
+    eprintln!(
+        "{name}: program packets: {off} with offload off, {on} after a transfer with it on ({on_carried} bytes in \
+         the kernel), {detached} at the detach, {after} after a transfer with it off again"
+    );
+    let exit = gw.stop();
+    exit.assert_clean();
+    assert!(on > 1000.0 && on_carried > (8 << 20) as f64, "the reload to on did not attach the program");
+    assert_eq!(after, detached, "the program saw packets after the reload to off");
+    assert_eq!(after_carried, detached_carried, "the kernel carried bytes after the reload to off");
+}

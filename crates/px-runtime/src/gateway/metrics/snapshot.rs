@@ -171,6 +171,12 @@ impl Shared {
         }
     }
 
+    /// Flows the kernel fast path carries for the workers, as they last
+    /// published.
+    pub fn in_kernel(&self) -> usize {
+        self.workers.iter().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).in_kernel).sum()
+    }
+
     pub fn snapshots(&self) -> Vec<WorkerSnapshot> {
         self.workers.iter().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone()).collect()
     }
