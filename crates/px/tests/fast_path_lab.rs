@@ -429,9 +429,13 @@ fn with_the_fast_path_on_px_status_counts_what_ip_link_and_iperf3_count() {
     let (bytes_in, kernel_in) = (flow["bytes_in"].as_u64().unwrap(), flow["kernel_bytes_in"].as_u64().unwrap_or(0));
     let flow_off = (bytes_in as f64 - run.bytes as f64).abs() / run.bytes.max(1) as f64;
     report.push_str(&format!(
-        "flow: px status {bytes_in} bytes in (kernel {kernel_in}), iperf3 {} bytes, {:.3} %",
+        "flow: px status {bytes_in} bytes in (kernel {kernel_in}), iperf3 {} bytes, {:.3} %; {} hand-back(s), \
+         the last for {}; not offloaded now: {}",
         run.bytes,
-        flow_off * 100.0
+        flow_off * 100.0,
+        flow["hand_backs"],
+        flow["last_hand_back"],
+        flow["not_offloaded"],
     ));
     eprintln!("{report}");
     let exit = gw.stop();
@@ -441,6 +445,10 @@ fn with_the_fast_path_on_px_status_counts_what_ip_link_and_iperf3_count() {
     assert!(kernel_in * 2 > bytes_in, "the kernel carried less than half the flow:\n{report}");
     assert!(worst <= 0.01, "port counters more than 1 % from ip -s link:\n{report}");
     assert!(flow_off <= 0.01, "the flow's bytes more than 1 % from iperf3's:\n{report}");
+    // The transfer ended: the flow came back (at its FIN) and says why it
+    // stays back.
+    assert!(flow["hand_backs"].as_u64().unwrap_or(0) >= 1, "{report}");
+    assert!(flow["last_hand_back"].is_string() && flow["not_offloaded"].is_string(), "{report}");
 }
 
 /// Packets the fast path's TC program saw, all reasons, from the metrics.

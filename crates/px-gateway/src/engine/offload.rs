@@ -118,6 +118,9 @@ impl Engine {
                 // This direction is the engine's; the other is the kernel's
                 // until the connection's state changes.
                 if seg.flags & (flags::SYN | flags::FIN | flags::RST | flags::URG) != 0 {
+                    if let Some(f) = self.flows.get_mut(idx) {
+                        f.stats.hand_back("flags");
+                    }
                     self.reclaim(idx, now, Reclaim::Packet);
                 }
                 false
@@ -141,6 +144,9 @@ impl Engine {
             // The kernel still carried it: a control segment read from a
             // socket queue filled before the install.
             None => self.counters.fast_path.backlog += 1,
+        }
+        if let Some(f) = self.flows.get_mut(idx) {
+            f.stats.hand_back(returned.map_or("backlog", ReturnReason::name));
         }
         if control || returned == Some(ReturnReason::Flags) {
             self.reclaim(idx, now, Reclaim::Packet);
@@ -196,30 +202,43 @@ impl Engine {
     /// directions it does not carry yet that qualify (module docs), if
     /// any.
     pub(crate) fn offload_plan(&self, idx: u32, now: Instant, held: Held) -> Option<Offload> {
+        self.offload_plan_or_why(idx, now, held).ok()
+    }
+
+    /// [`Engine::offload_plan`], or why nothing of the flow qualifies (what
+    /// `px status` says of a flow the kernel does not carry).
+    pub(crate) fn offload_plan_or_why(&self, idx: u32, now: Instant, held: Held) -> Result<Offload, &'static str> {
         if !self.fast_path_on() {
-            return None;
+            return Err(if self.datapath.is_none() { "no kernel fast path" } else { "offload is off" });
         }
-        let f = self.flows.get(idx)?;
+        let f = self.flows.get(idx).ok_or("gone")?;
         let (c, l) = (&f.conn, &f.conn.life);
-        let ready = f.fast.backoff_over(now)
-            && f.fast.segments >= self.cfg.offload_after
-            && c.handshake.inner_mss.is_some()
-            && c.handshake.outer_mss.is_some()
-            && !c.handshake.accecn
-            && l.established
-            && !l.signed
-            && !l.reset
-            && !l.fin_outer
-            && !l.fin_inner;
-        if !ready {
-            return None;
+        let why = if l.signed {
+            Some("signed (TCP-MD5/AO): passed untouched")
+        } else if c.handshake.accecn {
+            Some("AccECN")
+        } else if l.reset || l.fin_outer || l.fin_inner {
+            Some("closing")
+        } else if c.handshake.inner_mss.is_none() || c.handshake.outer_mss.is_none() {
+            Some("handshake not seen both ways")
+        } else if !l.established {
+            Some("not established")
+        } else if !f.fast.backoff_over(now) {
+            Some("waiting after a hand-back")
+        } else if f.fast.segments < self.cfg.offload_after {
+            Some("fewer segments than offload_after so far")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(why);
         }
-        let next_in = c.next_in?;
+        let next_in = c.next_in.ok_or("inbound sequence not known yet")?;
         // The datapath checks segments from outside against the inner
         // host's window as the engine does: it must be known.
-        let receiver = c.receiver?;
-        let inner_shift = c.handshake.inner_shift()?;
-        let (layout_in, layout_out) = f.fast.layouts()?;
+        let receiver = c.receiver.ok_or("the inner host's window not known yet")?;
+        let inner_shift = c.handshake.inner_shift().ok_or("the inner host's window scale not known")?;
+        let (layout_in, layout_out) = f.fast.layouts().ok_or("no data segment seen yet")?;
         let seg_in = self.kernel_segment(idx, Port::Outer, &layout_in, f.key.inner().ip(), now);
         let seg_out = self.kernel_segment(idx, Port::Inner, &layout_out, f.key.outer().ip(), now);
         let tcp_len = |l: &Layout| (px_wire::tcp::MIN_HEADER_LEN + l.options as usize) as u8;
@@ -241,13 +260,16 @@ impl Engine {
             tcp_header_len: tcp_len(&layout_out),
             next_seq: c.windows.seq_out.end().unwrap_or(0),
         });
-        (inbound.is_some() || outbound.is_some()).then_some(Offload {
-            key: f.key,
-            inbound,
-            outbound,
-            receiver,
-            inner_shift,
-        })
+        if inbound.is_none() && outbound.is_none() {
+            return Err(if f.fast.in_kernel() {
+                "in the kernel"
+            } else if !f.fast.inbound_suits_kernel(seg_in) {
+                "its inbound GRO batches hold less than one inner segment (the engine merges them better)"
+            } else {
+                "data held"
+            });
+        }
+        Ok(Offload { key: f.key, inbound, outbound, receiver, inner_shift })
     }
 
     /// The segment size the engine cuts the direction arriving on `from`
@@ -364,19 +386,31 @@ impl Engine {
         let outb = self.withdraw_direction(idx, Port::Inner);
         self.in_kernel = self.in_kernel.saturating_sub(1);
         let c = &mut self.counters.fast_path;
-        match why {
-            // Counted by the caller, from the segment's direction.
-            Reclaim::Packet => {}
-            Reclaim::PathMtu => c.reclaimed_pmtu += 1,
-            Reclaim::Config => c.reclaimed_config += 1,
-            Reclaim::Removed => c.reclaimed_removed += 1,
-        }
+        let named = match why {
+            // Counted (and named) by the caller, from the segment's direction.
+            Reclaim::Packet => None,
+            Reclaim::PathMtu => {
+                c.reclaimed_pmtu += 1;
+                Some("path_mtu")
+            }
+            Reclaim::Config => {
+                c.reclaimed_config += 1;
+                Some("config")
+            }
+            Reclaim::Removed => {
+                c.reclaimed_removed += 1;
+                Some("removed")
+            }
+        };
         let lone = why == Reclaim::Packet
             && [inb, outb].iter().flatten().any(|p| p.returned == Some(ReturnReason::Lone))
             && ![inb, outb].iter().flatten().any(|p| p.returned.is_some_and(|r| r != ReturnReason::Lone));
         let Some(f) = self.flows.get_mut(idx) else { return };
         f.last_seen = now;
         f.fast.came_back(now, lone);
+        if let Some(why) = named {
+            f.stats.hand_back(why);
+        }
     }
 
     /// Brings flow `idx`'s expected sequence and ICMP windows up to what
@@ -661,9 +695,13 @@ pub(crate) mod tests {
     fn a_flows_bytes_count_what_the_kernel_carried_then_and_now() {
         let (mut e, fake, now) = engine(false);
         let next = established(&mut e, now, false, 7);
+        let why = |e: &Engine| e.largest_flows(1, now)[0].not_offloaded.clone();
+        assert_eq!(why(&e).as_deref(), Some("fewer segments than offload_after so far"));
         let next = super_packet(&mut e, now, false, next, 7);
+        assert_eq!(why(&e).as_deref(), Some("waiting for a quiet moment"));
         quiet(&mut e, now);
         assert_eq!(e.flows_in_kernel(), 1);
+        assert_eq!(why(&e), None, "in the kernel");
         let user = 14 * MSS_IN as u64;
         let v = &e.largest_flows(1, now)[0];
         assert_eq!((v.bytes_in, v.kernel_bytes_in), (user, 0));
@@ -684,8 +722,29 @@ pub(crate) mod tests {
         assert_eq!(e.flows_in_kernel(), 0);
         let v = &e.largest_flows(1, now)[0];
         assert_eq!((v.bytes_in, v.kernel_bytes_in, v.kernel_bytes_out), (user + 5_000_000, 5_000_000, 7));
+        assert_eq!((v.hand_backs, v.last_hand_back.as_deref()), (1, Some("config")));
+        assert_eq!(v.not_offloaded.as_deref(), Some("waiting after a hand-back"));
         super_packet(&mut e, now, false, next, 2);
         assert_eq!(e.largest_flows(1, now)[0].bytes_in, user + 5_000_000 + 2 * MSS_IN as u64);
+        // Handed back by the kernel (a FIN): named by its reason.
+        let later = now + crate::fast_path::MAX_BACKOFF;
+        let next = super_packet(&mut e, later, false, next + 2 * MSS_IN as u32, 20);
+        quiet(&mut e, later);
+        assert!(fake.table.lock().unwrap().dirs.contains_key(&(key, Port::Outer)), "inbound in the kernel");
+        for (_, p) in fake.table.lock().unwrap().dirs.values_mut() {
+            p.returned = Some(ReturnReason::Flags);
+        }
+        let mut fin = Tcp::data(false, Port::Outer, next, 0);
+        fin.flags = flags::FIN | flags::ACK;
+        feed(&mut e, later, &fin);
+        let v = &e.largest_flows(1, later)[0];
+        assert_eq!((v.hand_backs, v.last_hand_back.as_deref()), (2, Some("flags")));
+        assert_eq!(v.not_offloaded.as_deref(), Some("closing"));
+        // Offload off.
+        let mut cfg = e.config().clone();
+        cfg.fast_path = false;
+        e.set_config(later, cfg).unwrap();
+        assert_eq!(e.largest_flows(1, later)[0].not_offloaded.as_deref(), Some("offload is off"));
     }
 
     #[test]

@@ -57,6 +57,20 @@ pub struct FlowView {
     /// the inner port carries more; counted in `inner_mss_small`).
     #[serde(default)]
     pub not_translated: Option<String>,
+    /// Times the flow (or a direction) came back from the kernel fast
+    /// path, and why the last time (`flags`, `options`, `lone`, `adjust`,
+    /// `other`: the kernel handed it back; `path_mtu`, `config`,
+    /// `removed`, `backlog`: the engine took it back).
+    #[serde(default)]
+    pub hand_backs: u32,
+    #[serde(default)]
+    pub last_hand_back: Option<String>,
+    /// Why the kernel fast path carries no direction of the flow (`None`
+    /// while it carries one): `offload is off`, `closing`, `fewer
+    /// segments than offload_after so far`, ...; `waiting for a quiet
+    /// moment` once it qualifies.
+    #[serde(default)]
+    pub not_offloaded: Option<String>,
 }
 
 impl Engine {
@@ -85,8 +99,8 @@ impl Engine {
         all.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         all.into_iter()
             .take(n)
-            .filter_map(|(_, i, kernel)| self.flows.get(i).map(|f| (f, kernel)))
-            .map(|(f, kernel)| {
+            .filter_map(|(_, i, kernel)| self.flows.get(i).map(|f| (f, i, kernel)))
+            .map(|(f, idx, kernel)| {
                 let (life, st) = (&f.conn.life, &f.stats);
                 let state = if life.signed {
                     "signed"
@@ -124,6 +138,15 @@ impl Engine {
                         .cfg
                         .untranslatable_inner_mss(f.conn.handshake.inner_mss, version_of(f.key.inner()))
                         .map(|m| format!("the inner host advertised MSS {m}")),
+                    hand_backs: st.hand_backs,
+                    last_hand_back: st.last_hand_back.map(str::to_string),
+                    not_offloaded: (!f.fast.in_kernel()).then(|| {
+                        match self.offload_plan_or_why(idx, now, super::offload::Held::Allowed) {
+                            Ok(_) => "waiting for a quiet moment",
+                            Err(why) => why,
+                        }
+                        .to_string()
+                    }),
                 }
             })
             .collect()

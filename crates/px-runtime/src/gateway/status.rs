@@ -476,6 +476,21 @@ impl Status {
                 if let Some(why) = &v.not_translated {
                     let _ = writeln!(o, "    not translated: {why}");
                 }
+                if self.offload.active {
+                    if let Some(why) = &v.not_offloaded {
+                        let _ = writeln!(o, "    not offloaded: {why}");
+                    }
+                    if v.hand_backs > 0 || v.kernel_bytes_in + v.kernel_bytes_out > 0 {
+                        let _ = writeln!(
+                            o,
+                            "    kernel: {} B in, {} B out; {} hand-back(s){}",
+                            v.kernel_bytes_in,
+                            v.kernel_bytes_out,
+                            v.hand_backs,
+                            v.last_hand_back.as_ref().map(|r| format!(", the last for {r}")).unwrap_or_default()
+                        );
+                    }
+                }
             }
         }
     }
@@ -527,6 +542,9 @@ mod tests {
             bytes_out: 10,
             kernel_bytes_in: 0,
             kernel_bytes_out: 0,
+            hand_backs: 0,
+            last_hand_back: None,
+            not_offloaded: None,
             frames_in: 3,
             frames_out: 1,
             largest_segment_in: 1448,
@@ -604,6 +622,15 @@ mod tests {
         w.wire[Port::Outer as usize].rx_packets = 100;
         w.wire[Port::Outer as usize].rx_bytes = 100 * 1514;
         w.wire[Port::Inner as usize].tx_packets = 20;
+        w.largest_flows = vec![
+            FlowView {
+                kernel_bytes_in: 9_000_000,
+                hand_backs: 2,
+                last_hand_back: Some("flags".into()),
+                ..flow(9_100_000, 1)
+            },
+            FlowView { not_offloaded: Some("closing".into()), ..flow(700, 2) },
+        ];
         sh.publish(0, w);
         let mut k = KernelScrape::default();
         k.ports[Port::Outer as usize] =
@@ -624,6 +651,12 @@ mod tests {
         let text = s.render();
         assert!(text.contains("kernel rx / tx"), "{text}");
         assert!(text.contains("6000 / 7"), "{text}");
+        assert!(text.contains("    kernel: 9000000 B in, 0 B out; 2 hand-back(s), the last for flags"), "{text}");
+        assert!(text.contains("    not offloaded: closing"), "{text}");
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["flows"][0]["kernel_bytes_in"], 9_000_000);
+        assert_eq!(v["flows"][0]["last_hand_back"], "flags");
+        assert_eq!(v["flows"][1]["not_offloaded"], "closing");
         let back: Status = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
         let m = render_scrape(&scrape);

@@ -973,7 +973,8 @@ mod tests {
             }
         }
         // What the dashboard is for: throughput and packets per port,
-        // yield, held bytes, flows, drops by reason, caravans.
+        // yield, held bytes, flows, drops by reason, caravans, the kernel
+        // fast path.
         for must in [
             "px_gateway_bytes_total",
             "px_gateway_packets_total",
@@ -983,6 +984,9 @@ mod tests {
             "px_gateway_drops_total",
             "px_gateway_caravans_built_total",
             "px_gateway_caravans_opened_total",
+            "px_gateway_fast_path_flows",
+            "px_gateway_fast_path_bytes_total",
+            "px_gateway_fast_path_program_packets_total",
         ] {
             assert!(used.contains(must), "the dashboard has no panel on {must}");
         }
