@@ -19,8 +19,10 @@
 //! differential test cannot see"): where a redirect goes and what the
 //! egress makes of it, a real GRO super-packet (its skb has a `gso_size`
 //! but no `gso_type`, so `bpf_skb_adjust_room` refuses to resize it: the
-//! model is told so), and a tag the NIC took off (`vlan_present`). The
-//! root lab tests in `crates/px/tests/fast_path_lab.rs` cover those.
+//! model is told so), and a tag the kernel took off (`vlan_present`: the
+//! last test here sends real tagged frames over a veth to the attached
+//! program). The root lab tests in `crates/px/tests/fast_path_lab.rs`
+//! cover the rest.
 //!
 //! Root only (loading a BPF program); skips with a message otherwise, or
 //! when this build has no program (no clang). Nothing is pinned: the
@@ -586,17 +588,23 @@ fn unload(prog: Program) {
     }
 }
 
-fn load_or_skip(test: &str) -> Option<Program> {
+/// Whether the program can be loaded here; otherwise says why the test
+/// skips.
+fn can_load(test: &str) -> bool {
     // SAFETY: geteuid(2) cannot fail and touches no memory.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("SKIPPED {test}: loading a BPF program needs root");
-        return None;
+        return false;
     }
     if !FastPath::built() {
         eprintln!("SKIPPED {test}: this build has no kernel fast path (clang, libbpf-dev at build time)");
-        return None;
+        return false;
     }
-    Some(Program::load())
+    true
+}
+
+fn load_or_skip(test: &str) -> Option<Program> {
+    can_load(test).then(Program::load)
 }
 
 // ------------------------------------------------------------ strategies
@@ -1009,4 +1017,87 @@ fn every_reason_the_harness_can_reach_agrees() {
         assert!(reached || ["resized", "vlan"].contains(&r), "no named case reaches {r}");
     }
     unload(prog);
+}
+
+/// Frames of the test's sender (source MAC 02:00:00:00:00:01) that a
+/// socket read within a second.
+fn frames_from_the_sender(sock: &px_io::PacketSocket) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut batch = px_io::RxBatch::new(16, px_io::MAX_FRAME);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while std::time::Instant::now() < deadline {
+        sock.recv_batch(&mut batch).expect("receive");
+        for p in batch.iter() {
+            let p = p.expect("frame");
+            if p.frame.get(6..12) == Some(&[2, 0, 0, 0, 0, 1][..]) {
+                got.push(p.frame.to_vec());
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    got
+}
+
+/// What `BPF_PROG_TEST_RUN` cannot build: a frame whose VLAN tag the
+/// kernel took off on receive (`vlan_present`). Real frames on a veth in a
+/// namespace, the program attached to both ports as the gateway attaches
+/// it: a tagged frame of an offloaded flow is dropped after the taps and
+/// counted `vlan`, as the model says (the tap, which runs before TC, has it
+/// with its tag; a socket bound to IPv4, served after TC, does not), while
+/// an untagged frame goes on to that socket.
+#[test]
+fn a_frame_whose_tag_the_kernel_took_off_is_dropped_after_the_tap() {
+    let test = "a_frame_whose_tag_the_kernel_took_off_is_dropped_after_the_tap";
+    if !can_load(test) || !px_netns::require_root_or_skip(test) {
+        return;
+    }
+    use px_io::{PacketSocket, Receive, SocketConfig};
+    let mut t = px_netns::Topology::new().unwrap();
+    let s = t.add_ns("kdsnd").unwrap();
+    let g = t.add_ns("kdgw").unwrap();
+    t.add_veth((s, "eth0"), (g, "outer"), 1500).unwrap();
+    t.add_veth((s, "eth1"), (g, "inner"), 1500).unwrap();
+    let fp = t.ns(g).run(|| FastPath::attach("inner", "outer")).unwrap().expect("attach the fast path");
+    let case = both(false, vec![data(Port::Outer, 100, 0)]);
+    let mut table = fp.datapath();
+    table.install(&case.offload()).unwrap();
+    let model = KernelModel::default();
+    model.clone().install(&case.offload()).unwrap();
+    let open = |receive| {
+        let cfg = SocketConfig { receive, ..SocketConfig::default() };
+        t.ns(g).run(|| PacketSocket::open("outer", &cfg)).unwrap().expect("packet socket")
+    };
+    let (after_tc, tap) = (open(Receive::Ipv4), open(Receive::NotIp));
+    let tx = t.ns(s).run(|| PacketSocket::open("eth0", &SocketConfig::default())).unwrap().expect("sender");
+
+    let now = model.progress(&case.key()).unwrap();
+    let mut frame = case.frame(&case.pkts[0], &now).bytes();
+    frame[..6].fill(0xff);
+    let mut tagged = frame.clone();
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x07]);
+    // Another flow's frame, untagged: not the fast path's, on to user space.
+    let mut other = case.frame(&Pkt { other_flow: true, ..case.pkts[0].clone() }, &now).bytes();
+    other[..6].fill(0xff);
+
+    let before = fp.stats().reasons();
+    px_netns::send_frame(&tx, &PacketMeta::PLAIN, &tagged).expect("send the tagged frame");
+    px_netns::send_frame(&tx, &PacketMeta::PLAIN, &other).expect("send the untagged frame");
+    let (got_after_tc, got_tap) = (frames_from_the_sender(&after_tc), frames_from_the_sender(&tap));
+    let after = fp.stats().reasons();
+    let moved = |name: &str| {
+        let i = REASONS.iter().position(|n| *n == name).unwrap();
+        after[i] - before[i]
+    };
+
+    // The kernel took the tag off before TC: the program saw the untagged
+    // frame with `vlan_present`, which the model takes as `vlan`.
+    let want = model.decide(&frame, &PacketMeta::PLAIN, Port::Outer, true);
+    assert_eq!(want, Decision { verdict: Verdict::Drop, reason: Some(Reason::Vlan) });
+    assert_eq!(moved(name_of(Reason::Vlan)), 1, "the tagged frame was not counted vlan: {after:?}");
+    assert_eq!(moved(name_of(Reason::NoFlow)), 1, "the other flow's frame was not counted no_flow: {after:?}");
+    assert_eq!(got_tap, vec![tagged], "the tap has the tagged frame, tag and all, and nothing else of ours");
+    assert_eq!(got_after_tc, vec![other], "after TC only the untagged frame goes on");
+    assert_eq!(table.progress(&case.key()), model.progress(&case.key()), "a dropped frame changed the entry");
+    drop((after_tc, tap, tx, table));
+    drop(fp);
 }
