@@ -190,7 +190,7 @@ impl FastPath {
         }
         let ifindex =
             |port: &str| px_io::ifindex(port).map_err(|source| FastPathError::Port { port: port.into(), source });
-        let mut fp = Self::load([ifindex(inner)?, ifindex(outer)?])?;
+        let mut fp = Self::load_by_index([ifindex(inner)?, ifindex(outer)?])?;
         let prog = fp.program_mut()?;
         for port in [inner, outer] {
             prog.attach(port, TcAttachType::Ingress)
@@ -205,7 +205,7 @@ impl FastPath {
     /// differential test (`tests/fast_path_diff.rs`) runs packets through
     /// with [`FastPath::test_run`]. Nothing is pinned: dropping it frees
     /// the program and its maps.
-    pub fn load(ifindex: [u32; 2]) -> Result<FastPath, FastPathError> {
+    pub fn load_by_index(ifindex: [u32; 2]) -> Result<FastPath, FastPathError> {
         if !Self::built() {
             return Err(FastPathError::NotBuilt);
         }

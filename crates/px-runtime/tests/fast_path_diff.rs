@@ -3,8 +3,8 @@
 //! against its Rust model (`px-gateway/tests/common/kernel.rs`, which the
 //! engine's tests use as their kernel), packet by packet.
 //!
-//! The program is loaded but attached nowhere ([`FastPath::load`]); its
-//! flow table is filled by the gateway's own install code
+//! The program is loaded but attached nowhere
+//! ([`FastPath::load_by_index`]); its flow table is filled by the gateway's own install code
 //! ([`KernelDatapath`]) from the [`Offload`] the engine would hand it, and
 //! each packet runs through it with `BPF_PROG_TEST_RUN`, which sends
 //! nothing anywhere: the kernel builds an skb of the bytes, runs the
@@ -145,7 +145,7 @@ impl std::fmt::Debug for Ran {
 
 impl Program {
     fn load() -> Program {
-        let fp = FastPath::load(IFINDEX).expect("load the fast path (root, BPF)");
+        let fp = FastPath::load_by_index(IFINDEX).expect("load the fast path (root, BPF)");
         let (table, stats) = (fp.datapath(), fp.stats());
         Program { fp, table, stats }
     }
