@@ -1057,7 +1057,7 @@ fn a_frame_whose_tag_the_kernel_took_off_is_dropped_after_the_tap() {
     let g = t.add_ns("kdgw").unwrap();
     t.add_veth((s, "eth0"), (g, "outer"), 1500).unwrap();
     t.add_veth((s, "eth1"), (g, "inner"), 1500).unwrap();
-    let fp = t.ns(g).run(|| FastPath::attach("inner", "outer")).unwrap().expect("attach the fast path");
+    let fp = t.ns(g).run(|| FastPath::load("inner", "outer", true)).unwrap().expect("attach the fast path");
     let case = both(false, vec![data(Port::Outer, 100, 0)]);
     let mut table = fp.datapath();
     table.install(&case.offload()).unwrap();

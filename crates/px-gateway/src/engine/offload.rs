@@ -277,6 +277,7 @@ impl Engine {
         }
         if let Some(f) = self.flows.get_mut(idx) {
             catch_up(&mut f.conn, &fp);
+            f.stats.kernel_bytes[from as usize] += p.map_or(0, |p| p.bytes);
         }
         p
     }
@@ -584,6 +585,40 @@ pub(crate) mod tests {
             assert_eq!(key.outer().port(), crate::test_frames::OUTER_PORT);
             assert_eq!(*receiver, ReceiveWindow { end: 1 + 65_535, max_win: 65_535 });
         }
+    }
+
+    /// Issue 38 item 1: a flow's bytes in `px status` count what the
+    /// kernel carried, while it carries the flow (read from the datapath)
+    /// and after the flow came back.
+    #[test]
+    fn a_flows_bytes_count_what_the_kernel_carried_then_and_now() {
+        let (mut e, fake, now) = engine(false);
+        let next = established(&mut e, now, false, 7);
+        let next = super_packet(&mut e, now, false, next, 7);
+        quiet(&mut e, now);
+        assert_eq!(e.flows_in_kernel(), 1);
+        let user = 14 * MSS_IN as u64;
+        let v = &e.largest_flows(1, now)[0];
+        assert_eq!((v.bytes_in, v.kernel_bytes_in), (user, 0));
+        let key = *fake.table.lock().unwrap().receivers.keys().next().unwrap();
+        let carried = |e: &mut Engine, bytes: u64| {
+            let mut t = fake.table.lock().unwrap();
+            t.dirs.get_mut(&(key, Port::Outer)).unwrap().1.bytes = bytes;
+            t.dirs.get_mut(&(key, Port::Inner)).unwrap().1.bytes = 7;
+            drop(t);
+            e.largest_flows(1, now)[0].clone()
+        };
+        let v = carried(&mut e, 5_000_000);
+        assert_eq!((v.bytes_in, v.kernel_bytes_in), (user + 5_000_000, 5_000_000));
+        assert_eq!((v.bytes_out, v.kernel_bytes_out), (7, 7));
+        // Taken back (a reload): what the kernel carried stays the flow's.
+        let cfg = e.config().clone();
+        e.set_config(now, Config { merge_timeout: cfg.merge_timeout * 2, ..cfg }).unwrap();
+        assert_eq!(e.flows_in_kernel(), 0);
+        let v = &e.largest_flows(1, now)[0];
+        assert_eq!((v.bytes_in, v.kernel_bytes_in, v.kernel_bytes_out), (user + 5_000_000, 5_000_000, 7));
+        super_packet(&mut e, now, false, next, 2);
+        assert_eq!(e.largest_flows(1, now)[0].bytes_in, user + 5_000_000 + 2 * MSS_IN as u64);
     }
 
     #[test]

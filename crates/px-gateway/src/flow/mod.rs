@@ -25,8 +25,11 @@ use crate::port::Port;
 /// packet touches anyway.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct FlowStats {
-    /// TCP payload bytes received.
+    /// TCP payload bytes received in user space.
     pub bytes: [u64; 2],
+    /// TCP payload bytes the kernel fast path carried in directions since
+    /// withdrawn (what it carries now is read from it when asked).
+    pub kernel_bytes: [u64; 2],
     /// Frames received (a GRO super-packet counts once).
     pub frames: [u64; 2],
     /// The largest segment size received: a super-packet's segment size,
