@@ -10,8 +10,9 @@
 //! nothing anywhere: the kernel builds an skb of the bytes, runs the
 //! program and reports its verdict. For every packet the test compares the
 //! verdict (TC action), the packet after the program (bytes and segment
-//! size), the counter it added to (`px_reasons`) and the flow's entry
-//! (every field the engine reads back) with what the model returns.
+//! size), the counter it added to (`px_reasons`), what it added to the
+//! ports' wire counts (`px_ports`) and the flow's entry (every field the
+//! engine reads back) with what the model returns.
 //! Proptest generates flows and packet sequences (a bounded number: a few
 //! seconds); named cases reach every reason the harness can reach.
 //!
@@ -39,7 +40,7 @@ use kernel::{ACK, CWR, Decision, FIN, KernelModel, RST, Reason, SYN, URG, Verdic
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use px_gateway::fast_path::{Datapath, Direction, FlowProgress, Offload};
-use px_gateway::{FlowKey, Port, ReceiveWindow};
+use px_gateway::{FlowKey, Port, PortCounters, ReceiveWindow};
 use px_runtime::fast_path::{FastPath, FastPathStats, KernelDatapath, REASONS};
 use px_wire::offload::{Checksum, Gso, GsoKind, PacketMeta};
 
@@ -128,6 +129,9 @@ struct Ran {
     gso_size: u32,
     /// The counters that moved, by name, and by how much.
     counted: Vec<(&'static str, u64)>,
+    /// What `px_ports` gained, by `Port as usize` (rx of the arrival port,
+    /// tx of the other).
+    ports: [PortCounters; 2],
 }
 
 impl std::fmt::Debug for Ran {
@@ -139,6 +143,7 @@ impl std::fmt::Debug for Ran {
             .field("packet", &format_args!("{} bytes, FNV-1a {fnv:08x}", self.packet.len()))
             .field("gso_size", &self.gso_size)
             .field("counted", &self.counted)
+            .field("ports", &self.ports)
             .finish()
     }
 }
@@ -155,7 +160,7 @@ impl Program {
         let ctx_in = ctx.bytes();
         let mut ctx_out = [0u8; 192];
         let mut out = vec![0u8; frame.len() + 4096];
-        let before = self.stats.reasons();
+        let (before, ports_before) = (self.stats.reasons(), self.stats.ports());
         let r = self
             .fp
             .test_run(TestRunOptions {
@@ -167,27 +172,42 @@ impl Program {
             })
             .expect("BPF_PROG_TEST_RUN");
         out.truncate(r.data_size_out as usize);
-        let after = self.stats.reasons();
+        let (after, ports_after) = (self.stats.reasons(), self.stats.ports());
+        let ports = [0, 1].map(|p| {
+            let (a, b) = (ports_after[p], ports_before[p]);
+            PortCounters {
+                rx_packets: a.rx_packets - b.rx_packets,
+                rx_bytes: a.rx_bytes - b.rx_bytes,
+                tx_packets: a.tx_packets - b.tx_packets,
+                tx_bytes: a.tx_bytes - b.tx_bytes,
+            }
+        });
         let counted = REASONS
             .iter()
             .zip(before.iter().zip(after.iter()))
             .filter(|(_, (b, a))| a != b)
             .map(|(n, (b, a))| (*n, a - b))
             .collect();
-        Ran { action: r.return_value, packet: out, gso_size: SkBuff::from_bytes(ctx_out).gso_size, counted }
+        Ran { action: r.return_value, packet: out, gso_size: SkBuff::from_bytes(ctx_out).gso_size, counted, ports }
     }
 }
 
 /// What the model says the program returns, in the program's terms.
-fn expected(d: &Decision, frame: &[u8], gso_size: u16) -> Ran {
+fn expected(d: &Decision, frame: &[u8], gso_size: u16, from: Port) -> Ran {
     let (action, gso) = match d.verdict {
         Verdict::Redirect(m) => (TC_ACT_REDIRECT, m.gso.map_or(0, |g| g.size as u32)),
         Verdict::Pass => (TC_ACT_OK, gso_size as u32),
         Verdict::Drop => (TC_ACT_SHOT, gso_size as u32),
     };
     let counted = d.reason.iter().map(|r| (name_of(*r), 1)).collect();
+    let mut ports = [PortCounters::default(); 2];
+    if let Some(w) = d.wire {
+        let (a, o) = (from as usize, from.other() as usize);
+        (ports[a].rx_packets, ports[a].rx_bytes) = (w.rx_packets, w.rx_bytes);
+        (ports[o].tx_packets, ports[o].tx_bytes) = (w.tx_packets, w.tx_bytes);
+    }
     // The program never changes a byte (only a super-packet's segment size).
-    Ran { action, packet: frame.to_vec(), gso_size: gso, counted }
+    Ran { action, packet: frame.to_vec(), gso_size: gso, counted, ports }
 }
 
 /// The program's counter of a model reason (the model names them as the
@@ -534,7 +554,7 @@ fn check(prog: &mut Program, case: &Case) -> Result<(), TestCaseError> {
             let got = prog.run(&bytes, p.gso_size, p.from);
             prop_assert_eq!(
                 &got,
-                &expected(&want, &bytes, p.gso_size),
+                &expected(&want, &bytes, p.gso_size, p.from),
                 "packet {} ({:?}, model {:?}): {:?}",
                 i,
                 p.from,
@@ -1092,7 +1112,7 @@ fn a_frame_whose_tag_the_kernel_took_off_is_dropped_after_the_tap() {
     // The kernel took the tag off before TC: the program saw the untagged
     // frame with `vlan_present`, which the model takes as `vlan`.
     let want = model.decide(&frame, &PacketMeta::PLAIN, Port::Outer, true);
-    assert_eq!(want, Decision { verdict: Verdict::Drop, reason: Some(Reason::Vlan) });
+    assert_eq!(want, Decision { verdict: Verdict::Drop, reason: Some(Reason::Vlan), wire: None });
     assert_eq!(moved(name_of(Reason::Vlan)), 1, "the tagged frame was not counted vlan: {after:?}");
     assert_eq!(moved(name_of(Reason::NoFlow)), 1, "the other flow's frame was not counted no_flow: {after:?}");
     assert_eq!(got_tap, vec![tagged], "the tap has the tagged frame, tag and all, and nothing else of ours");

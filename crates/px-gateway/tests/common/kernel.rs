@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 
 use px_gateway::fast_path::{Datapath, FlowProgress, InstallError, Offload, Progress, ReturnReason};
-use px_gateway::{FlowKey, Port, ReceiveWindow};
+use px_gateway::{FlowKey, Port, PortCounters, ReceiveWindow};
 use px_wire::offload::PacketMeta;
 
 /// What the model did with a packet.
@@ -95,18 +95,34 @@ pub enum Verdict {
     Drop,
 }
 
-/// What the program did with one packet: its verdict, and the counter it
+/// What the program did with one packet: its verdict, the counter it
 /// added one to (`None`: none, for a frame that is not IP or arrived on
-/// neither port).
+/// neither port), and for a redirected packet what it adds to `px_ports`
+/// (rx of the port it arrived on, tx of the other).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
     pub verdict: Verdict,
     pub reason: Option<Reason>,
+    pub wire: Option<PortCounters>,
 }
 
 impl Decision {
     fn pass(reason: Reason) -> Decision {
-        Decision { verdict: Verdict::Pass, reason: Some(reason) }
+        Decision { verdict: Verdict::Pass, reason: Some(reason), wire: None }
+    }
+
+    /// `frame` redirected with `meta` after arriving as `segs_in` wire
+    /// frames and leaving as `segs_out` (0 counts as 1), each carrying the
+    /// first `hdr` bytes of headers again.
+    fn redirect(frame: &[u8], meta: PacketMeta, reason: Reason, hdr: usize, segs_in: u32, segs_out: u32) -> Decision {
+        let bytes = |segs: u32| frame.len() as u64 + (segs.max(1) as u64 - 1) * hdr as u64;
+        let wire = PortCounters {
+            rx_packets: segs_in.max(1) as u64,
+            rx_bytes: bytes(segs_in),
+            tx_packets: segs_out.max(1) as u64,
+            tx_bytes: bytes(segs_out),
+        };
+        Decision { verdict: Verdict::Redirect(meta), reason: Some(reason), wire: Some(wire) }
     }
 }
 
@@ -199,12 +215,12 @@ impl KernelModel {
     /// program's order, and what it changes in the table.
     pub fn decide(&self, frame: &[u8], meta: &PacketMeta, from: Port, vlan: bool) -> Decision {
         if vlan {
-            return Decision { verdict: Verdict::Drop, reason: Some(Reason::Vlan) };
+            return Decision { verdict: Verdict::Drop, reason: Some(Reason::Vlan), wire: None };
         }
         let gso = meta.gso.filter(|g| g.size > 0).map(|g| g.size as u32);
         let p = match parse(frame, gso.is_some()) {
             Ok(p) => p,
-            Err(reason) => return Decision { verdict: Verdict::Pass, reason },
+            Err(reason) => return Decision { verdict: Verdict::Pass, reason, wire: None },
         };
         let key = match from {
             Port::Outer => FlowKey::new(p.src, p.dst, p.sport, p.dport),
@@ -223,12 +239,14 @@ impl KernelModel {
             return Decision::pass(Reason::Returned);
         }
         let target = d.segment;
+        let hdr = if p.src.is_ipv4() { 34 } else { 54 } + p.tcp_len as usize;
+        let segs_in = gso.map_or(1, |g| p.payload.div_ceil(g));
         if from == Port::Outer && !receiver.admits(d.progress.next_seq, p.seq, end) {
             // Not the connection's: a router's treatment.
             return if gso.unwrap_or(p.payload) > target {
                 Decision::pass(Reason::ForeignBig)
             } else {
-                Decision { verdict: Verdict::Redirect(*meta), reason: Some(Reason::Foreign) }
+                Decision::redirect(frame, *meta, Reason::Foreign, hdr, segs_in, segs_in)
             };
         }
         let hand_back = |d: &mut Dir, r: Reason| {
@@ -277,15 +295,16 @@ impl KernelModel {
         }
         pr.packets += 1;
         pr.bytes += p.payload as u64;
-        pr.segs_in += gso.map_or(1, |g| p.payload.div_ceil(g.max(1))) as u64;
-        pr.segs_out += if size == 0 { 1 } else { p.payload.div_ceil(size).max(1) } as u64;
+        let segs_out = if size == 0 { 1 } else { p.payload.div_ceil(size) };
+        pr.segs_in += segs_in as u64;
+        pr.segs_out += segs_out.max(1) as u64;
         if size == target && target > 0 {
             pr.full_out += (p.payload / target) as u64;
         }
         if p.payload > 0 {
             pr.data_out += p.payload.div_ceil(size.max(1)) as u64;
         }
-        Decision { verdict: Verdict::Redirect(out), reason: Some(reason) }
+        Decision::redirect(frame, out, reason, hdr, segs_in, segs_out)
     }
 }
 
