@@ -14,10 +14,7 @@ const CRATES: [&str; 4] = ["px-gateway", "px-runtime", "px-lab", "px"];
 /// Circles still to be removed, each as its files sorted (relative to
 /// `crates/`). An entry is removed with the circle: the test fails both
 /// for a new circle and for a listed one that is gone.
-const KNOWN: &[&[&str]] = &[
-    // Helper kernel's FlowKey/FastState change removes it (issue 36 item 3).
-    &["px-gateway/src/fast_path.rs", "px-gateway/src/flow.rs"],
-];
+const KNOWN: &[&[&str]] = &[];
 
 /// One crate's files by module path (`["engine", "inbound"]`).
 struct Crate {

@@ -119,10 +119,8 @@ impl Engine {
             self.counters.pmtu_ignored += 1;
             return true;
         }
-        let key = match from {
-            Port::Outer => FlowKey::new(q.dst, q.src, dport, sport),
-            Port::Inner => FlowKey::new(q.src, q.dst, sport, dport),
-        };
+        // The quoted packet went out of the port the error came in on.
+        let key = FlowKey::of_direction(from.other(), q.src, q.dst, sport, dport);
         let c = Candidate { to: from, key, seq, dst: q.dst, mtu };
         match self.in_window(&c, now) {
             Some(true) => self.learn_candidate(now, &c),

@@ -55,7 +55,7 @@ use std::time::Instant;
 use px_wire::tcp::flags;
 
 use super::Engine;
-use crate::fast_path::{Direction, FlowProgress, InstallError, Offload, ReturnReason, WINDOW_READ_EVERY};
+use crate::fast_path::{Data, Direction, FlowFacts, FlowProgress, InstallError, Offload, ReturnReason};
 use crate::port::Port;
 use crate::segment::{Layout, Seg};
 
@@ -168,93 +168,42 @@ impl Engine {
             && len > self.segment_limit(now, Port::Outer, seg, Some(idx));
         let Some(f) = self.flows.get_mut(idx) else { return };
         if len > 0 {
-            match from {
-                Port::Outer => f.fast.inbound_data(len),
-                Port::Inner => f.fast.outbound_data(lone),
-            }
             let unit = gso.filter(|g| *g > 0).map_or(len, |g| g as usize);
             let segments = len.div_ceil(unit.max(1)) as u32;
-            f.fast.segments = f.fast.segments.saturating_add(segments);
-            let layout = Some(Layout::of(seg));
-            match from {
-                Port::Outer => f.fast.layout_in = layout,
-                Port::Inner => f.fast.layout_out = layout,
-            }
+            f.fast.on_data(&Data { from, payload: len, segments, layout: Layout::of(seg), lone });
         }
-        if f.fast.pending || f.fast.segments < self.cfg.offload_after {
+        if !f.fast.due(self.cfg.offload_after) {
             return;
         }
         if self.offload_plan(idx, now, Held::Allowed).is_some()
             && let Some(f) = self.flows.get_mut(idx)
         {
-            f.fast.pending = true;
+            f.fast.on_queued();
             self.pending_offload.push((idx, f.id));
         }
     }
 
-    /// What the kernel would be asked to take of flow `idx` now: the
-    /// directions it does not carry yet that qualify (module docs), if
-    /// any.
+    /// What the kernel would be asked to take of flow `idx` now
+    /// ([`FastState::plan`](crate::fast_path::FastState::plan), with the
+    /// engine's segment sizes).
     pub(crate) fn offload_plan(&self, idx: u32, now: Instant, held: Held) -> Option<Offload> {
         if !self.fast_path_on() {
             return None;
         }
         let f = self.flows.get(idx)?;
-        let (c, l) = (&f.conn, &f.conn.life);
-        let ready = f.fast.backoff_over(now)
-            && f.fast.segments >= self.cfg.offload_after
-            && c.handshake.inner_mss.is_some()
-            && c.handshake.outer_mss.is_some()
-            && !c.handshake.accecn
-            && l.established
-            && !l.signed
-            && !l.reset
-            && !l.fin_outer
-            && !l.fin_inner;
-        if !ready {
-            return None;
-        }
-        let next_in = c.next_in?;
-        // The datapath checks segments from outside against the inner
-        // host's window as the engine does: it must be known.
-        let receiver = c.receiver?;
-        let inner_shift = c.handshake.inner_shift()?;
-        let (layout_in, layout_out) = f.fast.layouts()?;
-        let seg_in = self.kernel_segment(idx, Port::Outer, &layout_in, f.key.inner().ip(), now);
-        let seg_out = self.kernel_segment(idx, Port::Inner, &layout_out, f.key.outer().ip(), now);
-        let tcp_len = |l: &Layout| (px_wire::tcp::MIN_HEADER_LEN + l.options as usize) as u8;
         // What the engine holds is inbound data: only the inbound
         // direction waits for it to be sent.
-        let nothing_held = held == Held::Allowed || f.merge.held.is_none();
-        let inbound =
-            (f.fast.dir(Port::Outer).is_none() && nothing_held && f.fast.inbound_suits_kernel(seg_in)).then(|| {
-                Direction {
-                    from: Port::Outer,
-                    segment: seg_in.min(u16::MAX as usize) as u16,
-                    tcp_header_len: tcp_len(&layout_in),
-                    next_seq: next_in.0,
-                }
-            });
-        let outbound = (f.fast.dir(Port::Inner).is_none() && f.fast.outbound_suits_kernel()).then(|| Direction {
-            from: Port::Inner,
-            segment: seg_out.min(u16::MAX as usize) as u16,
-            tcp_header_len: tcp_len(&layout_out),
-            next_seq: c.windows.seq_out.end().unwrap_or(0),
-        });
-        (inbound.is_some() || outbound.is_some()).then_some(Offload {
-            key: f.key,
-            inbound,
-            outbound,
-            receiver,
-            inner_shift,
-        })
+        let holds = held == Held::Refused && f.merge.held.is_some();
+        let facts = FlowFacts { key: &f.key, conn: &f.conn, after: self.cfg.offload_after, holds };
+        f.fast.plan(now, &facts, |from, layout| self.kernel_segment(idx, from, layout, now))
     }
 
     /// The segment size the engine cuts the direction arriving on `from`
     /// of flow `idx` to (its `segment_limit` toward the other port), for
     /// that direction's header layout and destination.
-    fn kernel_segment(&self, idx: u32, from: Port, layout: &Layout, dst: core::net::IpAddr, now: Instant) -> usize {
-        self.segment_limit_for(now, from.other(), layout, dst, Some(idx))
+    fn kernel_segment(&self, idx: u32, from: Port, layout: &Layout, now: Instant) -> usize {
+        let Some(f) = self.flows.get(idx) else { return 0 };
+        self.segment_limit_for(now, from.other(), layout, f.key.destination(from).ip(), Some(idx))
     }
 
     /// Whether flows wait for [`Engine::fast_path_sync`].
@@ -289,19 +238,14 @@ impl Engine {
         let pending = std::mem::take(&mut self.pending_offload);
         for &(idx, id) in &pending {
             let Some(f) = self.flows.get_mut(idx).filter(|f| f.id == id) else { continue };
-            f.fast.pending = false;
+            f.fast.on_dequeued();
             let Some(plan) = self.offload_plan(idx, now, Held::Refused) else { continue };
             let Some(d) = self.datapath.as_mut() else { break };
             match d.install(&plan) {
                 Ok(()) => {
                     let Some(f) = self.flows.get_mut(idx) else { continue };
-                    if !f.fast.in_kernel() {
-                        f.fast.since = Some(now);
-                        f.fast.seen_packets = 0;
+                    if f.fast.on_installed(&plan, now) {
                         self.in_kernel += 1;
-                    }
-                    for d in plan.directions() {
-                        f.fast.dirs[d.from as usize] = Some(*d);
                     }
                     self.counters.fast_path.installed += 1;
                 }
@@ -344,8 +288,7 @@ impl Engine {
         self.withdraw_direction(idx, from);
         let Some(f) = self.flows.get_mut(idx) else { return };
         f.last_seen = now;
-        f.fast.direction_back(from, now, lone);
-        if !f.fast.in_kernel() {
+        if !f.fast.on_returned(from, now, lone) {
             self.in_kernel = self.in_kernel.saturating_sub(1);
         }
     }
@@ -375,7 +318,7 @@ impl Engine {
             && ![inb, outb].iter().flatten().any(|p| p.returned.is_some_and(|r| r != ReturnReason::Lone));
         let Some(f) = self.flows.get_mut(idx) else { return };
         f.last_seen = now;
-        f.fast.came_back(now, lone);
+        f.fast.on_reclaimed(now, lone);
     }
 
     /// Brings flow `idx`'s expected sequence and ICMP windows up to what
@@ -393,19 +336,15 @@ impl Engine {
     /// last knew the inner host to allow: if the kernel carries the inner
     /// host's packets (so the engine did not see its latest ACKs), the
     /// window is read from the kernel, at most once per
-    /// [`WINDOW_READ_EVERY`]. Whether it was read.
+    /// [`WINDOW_READ_EVERY`](crate::fast_path::WINDOW_READ_EVERY). Whether it was read.
     #[cold]
     #[inline(never)]
     pub(crate) fn window_from_kernel(&mut self, idx: u32, now: Instant) -> bool {
-        let Some(f) = self.flows.get(idx) else { return false };
-        let due = f.fast.window_read_at.is_none_or(|t| now.saturating_duration_since(t) >= WINDOW_READ_EVERY);
-        if f.fast.dir(Port::Inner).is_none() || !due {
-            return false;
-        }
+        let Some(f) = self.flows.get(idx).filter(|f| f.fast.window_read_due(now)) else { return false };
         let key = f.key;
         let Some(fp) = self.datapath.as_ref().and_then(|d| d.progress(&key)) else { return false };
         let Some(f) = self.flows.get_mut(idx) else { return false };
-        f.fast.window_read_at = Some(now);
+        f.fast.on_window_read(now);
         f.conn.receiver = Some(fp.receiver);
         self.counters.fast_path.window_reads += 1;
         true
@@ -432,13 +371,8 @@ impl Engine {
         }
         let idxs: Vec<u32> = self.flows.indices().collect();
         for idx in idxs {
-            let Some(f) = self.flows.get(idx) else { continue };
-            let Some((lin, lout)) = f.fast.layouts() else { continue };
-            let stale = f.fast.dirs.iter().flatten().any(|d| {
-                let (layout, dst) =
-                    if d.from == Port::Outer { (&lin, f.key.inner().ip()) } else { (&lout, f.key.outer().ip()) };
-                self.kernel_segment(idx, d.from, layout, dst, now) != d.segment as usize
-            });
+            let stale =
+                self.flows.get(idx).is_some_and(|f| f.fast.stale(|from, l| self.kernel_segment(idx, from, l, now)));
             if stale {
                 self.reclaim(idx, now, Reclaim::PathMtu);
             }
@@ -452,8 +386,7 @@ impl Engine {
         let Some(fp) = self.datapath.as_ref().and_then(|d| d.progress(&key)) else { return false };
         let packets: u64 = fp.dirs.iter().flatten().map(|p| p.packets).sum();
         let Some(f) = self.flows.get_mut(idx) else { return false };
-        if packets > f.fast.seen_packets {
-            f.fast.seen_packets = packets;
+        if f.fast.on_kernel_packets(packets) {
             f.last_seen = now;
             return true;
         }

@@ -42,7 +42,7 @@ impl Engine {
         let Transport::Udp { src_port, dst_port } = info.transport else { return None };
         match from {
             Port::Outer if capable(&self.cfg, info.dst, dst_port) => {
-                let key = FlowKey::new(info.src, info.dst, src_port, dst_port);
+                let key = FlowKey::of_direction(Port::Outer, info.src, info.dst, src_port, dst_port);
                 let packable = !info.fragment && !info.ip_options;
                 if packable && let Some(v) = self.pack(now, key, frame, info, meta) {
                     return Some(v);

@@ -6,124 +6,18 @@
 //! connection's segments told (`crate::conntrack`) and the inbound merge
 //! state (`crate::merge`).
 
-use core::hash::Hasher;
-use core::net::{IpAddr, SocketAddr};
+mod key;
+
 use std::collections::HashMap;
 use std::time::Instant;
 
-use px_wire::IpVersion;
+pub use key::FlowKey;
 
 use crate::conntrack::Conn;
 use crate::fast_path::FastState;
 use crate::hash::{SeededHash, splitmix};
 use crate::merge::decide::MergeState;
 use crate::port::Port;
-use crate::segment::Seg;
-
-/// A connection as the gateway sees it: (outer host, outer port, inner
-/// host, inner port), packed into words so that comparing and hashing a key
-/// is a handful of word operations. IPv4 keys use the first two words only.
-#[derive(Debug, Clone, Copy, Eq)]
-pub struct FlowKey {
-    words: [u64; 5],
-}
-
-impl PartialEq for FlowKey {
-    /// Word by word with an early exit (array equality calls `bcmp`).
-    #[inline]
-    fn eq(&self, o: &FlowKey) -> bool {
-        let (a, b) = (&self.words, &o.words);
-        a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4]
-    }
-}
-
-impl FlowKey {
-    pub fn new(outer_addr: IpAddr, inner_addr: IpAddr, outer_port: u16, inner_port: u16) -> FlowKey {
-        let ports = (outer_port as u64) << 16 | inner_port as u64;
-        match (outer_addr, inner_addr) {
-            (IpAddr::V4(o), IpAddr::V4(i)) => FlowKey::from_v4(u32::from(o), u32::from(i), outer_port, inner_port),
-            (o, i) => {
-                let wide = |a: IpAddr| match a {
-                    IpAddr::V4(v) => u128::from(v.to_ipv6_mapped()),
-                    IpAddr::V6(v) => u128::from(v),
-                };
-                let (o, i) = (wide(o), wide(i));
-                // Bit 32 of the ports word marks IPv6, so a v6 key never
-                // equals a v4 one.
-                FlowKey { words: [(o >> 64) as u64, ports | 1 << 32, o as u64, (i >> 64) as u64, i as u64] }
-            }
-        }
-    }
-
-    /// An IPv4 key from the addresses as host-order words.
-    #[inline]
-    pub fn from_v4(outer_addr: u32, inner_addr: u32, outer_port: u16, inner_port: u16) -> FlowKey {
-        let ports = (outer_port as u64) << 16 | inner_port as u64;
-        FlowKey { words: [(outer_addr as u64) << 32 | inner_addr as u64, ports, 0, 0, 0] }
-    }
-
-    /// The connection's flow key, for a segment that arrived on `from`.
-    /// IPv4 keys are read as words straight from the frame.
-    pub(crate) fn of_segment(seg: &Seg, frame: &[u8], from: Port) -> FlowKey {
-        let (outer_port, inner_port) = match from {
-            Port::Outer => (seg.src_port, seg.dst_port),
-            Port::Inner => (seg.dst_port, seg.src_port),
-        };
-        if seg.info.version == IpVersion::V4 {
-            // One bounds check for both addresses.
-            let a = seg.info.l3 + px_wire::ipv4::field::SRC.start;
-            let w = frame.get(a..a + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_be_bytes);
-            let (src, dst) = ((w >> 32) as u32, w as u32);
-            let (outer, inner) = if from == Port::Outer { (src, dst) } else { (dst, src) };
-            return FlowKey::from_v4(outer, inner, outer_port, inner_port);
-        }
-        match from {
-            Port::Outer => FlowKey::new(seg.info.src, seg.info.dst, outer_port, inner_port),
-            Port::Inner => FlowKey::new(seg.info.dst, seg.info.src, outer_port, inner_port),
-        }
-    }
-
-    fn is_v6(&self) -> bool {
-        self.words[1] & 1 << 32 != 0
-    }
-
-    /// (outer host, inner host, outer port, inner port), as made by
-    /// [`FlowKey::new`] (IPv4-mapped IPv6 addresses of a mixed key come
-    /// back as IPv6).
-    pub fn parts(&self) -> (IpAddr, IpAddr, u16, u16) {
-        let w = &self.words;
-        let (op, ip) = ((w[1] >> 16) as u16, w[1] as u16);
-        if self.is_v6() {
-            let o = (w[0] as u128) << 64 | w[2] as u128;
-            let i = (w[3] as u128) << 64 | w[4] as u128;
-            (IpAddr::V6(o.into()), IpAddr::V6(i.into()), op, ip)
-        } else {
-            let (o, i) = ((w[0] >> 32) as u32, w[0] as u32);
-            (IpAddr::V4(o.into()), IpAddr::V4(i.into()), op, ip)
-        }
-    }
-    /// The outer host's address and port.
-    pub fn outer(&self) -> SocketAddr {
-        let port = (self.words[1] >> 16) as u16;
-        if self.is_v6() {
-            let a = (self.words[0] as u128) << 64 | self.words[2] as u128;
-            SocketAddr::new(IpAddr::V6(a.into()), port)
-        } else {
-            SocketAddr::new(IpAddr::V4(((self.words[0] >> 32) as u32).into()), port)
-        }
-    }
-
-    /// The inner host's address and port.
-    pub fn inner(&self) -> SocketAddr {
-        let port = self.words[1] as u16;
-        if self.is_v6() {
-            let a = (self.words[3] as u128) << 64 | self.words[4] as u128;
-            SocketAddr::new(IpAddr::V6(a.into()), port)
-        } else {
-            SocketAddr::new(IpAddr::V4((self.words[0] as u32).into()), port)
-        }
-    }
-}
 
 /// What one flow carried, per direction, indexed by the port its segments
 /// arrived on (`Port as usize`: outer = inbound): for operators' status,
@@ -149,18 +43,6 @@ impl FlowStats {
         self.bytes[d] += payload as u64;
         self.frames[d] += 1;
         self.largest_segment[d] = self.largest_segment[d].max(segment as u32);
-    }
-}
-
-impl core::hash::Hash for FlowKey {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(self.words[0]);
-        h.write_u64(self.words[1]);
-        if self.is_v6() {
-            h.write_u64(self.words[2]);
-            h.write_u64(self.words[3]);
-            h.write_u64(self.words[4]);
-        }
     }
 }
 
@@ -374,24 +256,10 @@ impl FlowTable {
 mod tests {
     use super::*;
     use core::hash::BuildHasher;
-    use core::net::Ipv4Addr;
+    use core::net::{IpAddr, Ipv4Addr};
 
     fn key(n: u16) -> FlowKey {
         FlowKey::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)), IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1)), n, 80)
-    }
-
-    #[test]
-    fn v4_and_v6_keys_differ() {
-        let v4 = key(1);
-        let v6 = FlowKey::new(
-            IpAddr::V6(Ipv4Addr::new(198, 51, 100, 1).to_ipv6_mapped()),
-            IpAddr::V6(Ipv4Addr::new(203, 0, 113, 1).to_ipv6_mapped()),
-            1,
-            80,
-        );
-        assert_ne!(v4, v6);
-        assert!(v6.is_v6() && !v4.is_v6());
-        assert_ne!(key(1), key(2));
     }
 
     #[test]
