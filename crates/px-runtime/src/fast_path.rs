@@ -21,8 +21,9 @@ use std::sync::{Arc, Mutex};
 
 use aya::maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray};
 use aya::programs::tc::SchedClassifierLinkId;
-use aya::programs::{SchedClassifier, TcAttachType};
+use aya::programs::{ProgramInfo, SchedClassifier, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
+use aya::{TestRun, TestRunOptions, TestRunResult};
 use px_gateway::fast_path::{Datapath, FlowProgress, InstallError, Offload, Progress, ReturnReason};
 use px_gateway::{FlowKey, Port, ReceiveWindow};
 
@@ -143,7 +144,10 @@ pub enum FastPathError {
     /// The program is not in the object (a build problem).
     #[error("the fast path's BPF object lacks {0}")]
     Missing(&'static str),
-    /// The program could not be loaded or attached to a port.
+    /// The kernel refused the program (its verifier), or could not run it.
+    #[error("the fast path's BPF program: {0}")]
+    Verify(aya::programs::ProgramError),
+    /// The program could not be attached to a port.
     #[error("attaching the fast path to {port}: {source}")]
     Attach { port: String, source: aya::programs::ProgramError },
     /// A map could not be opened.
@@ -211,20 +215,34 @@ impl FastPath {
         }
         let ifindex =
             |port: &str| px_io::ifindex(port).map_err(|source| FastPathError::Port { port: port.into(), source });
-        let ifindex = [ifindex(inner)?, ifindex(outer)?];
+        let mut fp = Self::load_by_index([ifindex(inner)?, ifindex(outer)?])?;
+        fp.ports_named = [inner.into(), outer.into()];
+        fp.set_attached(attached)?;
+        Ok(fp)
+    }
+
+    /// Loads the program and its maps without attaching it anywhere, for
+    /// ports with these interface indexes (inner, outer): what
+    /// [`FastPath::load`] does before it attaches, and what the
+    /// differential test (`tests/fast_path_diff.rs`) runs packets through
+    /// with [`FastPath::test_run`] (it has no port names: attaching it
+    /// takes [`FastPath::load`]). Nothing is pinned: dropping it frees the
+    /// program and its maps.
+    pub fn load_by_index(ifindex: [u32; 2]) -> Result<FastPath, FastPathError> {
+        if !Self::built() {
+            return Err(FastPathError::NotBuilt);
+        }
         // Which port a packet arrived on says which way it goes.
         let mut ebpf = EbpfLoader::new()
             .override_global("px_inner_ifindex", &ifindex[0], true)
             .override_global("px_outer_ifindex", &ifindex[1], true)
             .load(OBJECT)?;
-        {
-            let prog: &mut SchedClassifier = ebpf
-                .program_mut("px_fast_path")
-                .ok_or(FastPathError::Missing("px_fast_path"))?
-                .try_into()
-                .map_err(|source| FastPathError::Attach { port: inner.into(), source })?;
-            prog.load().map_err(|source| FastPathError::Attach { port: inner.into(), source })?;
-        }
+        let prog: &mut SchedClassifier = ebpf
+            .program_mut("px_fast_path")
+            .ok_or(FastPathError::Missing("px_fast_path"))?
+            .try_into()
+            .map_err(FastPathError::Verify)?;
+        prog.load().map_err(FastPathError::Verify)?;
         let table: Table = ebpf
             .take_map("px_flows")
             .ok_or(FastPathError::Missing("px_flows"))?
@@ -240,17 +258,15 @@ impl FastPath {
             .ok_or(FastPathError::Missing("px_ports"))?
             .try_into()
             .map_err(|source| FastPathError::Map { name: "px_ports", source })?;
-        let mut fp = FastPath {
+        Ok(FastPath {
             table: Arc::new(Mutex::new(table)),
             reasons: Arc::new(Mutex::new(reasons)),
             ports: Arc::new(Mutex::new(ports)),
             ifindex,
-            ports_named: [inner.into(), outer.into()],
+            ports_named: [String::new(), String::new()],
             links: Vec::new(),
             _ebpf: ebpf,
-        };
-        fp.set_attached(attached)?;
-        Ok(fp)
+        })
     }
 
     /// Whether the program is attached to the ports.
@@ -291,6 +307,28 @@ impl FastPath {
             }
         }
         Ok(())
+    }
+
+    /// Runs the loaded program once on a packet (`BPF_PROG_TEST_RUN`: the
+    /// kernel builds a linear skb of `data_in` with the `struct
+    /// __sk_buff` fields of `ctx_in` it allows, runs the program and
+    /// returns its verdict, the packet and the context after it). It
+    /// reads and writes the real maps.
+    pub fn test_run(&self, opts: TestRunOptions<'_>) -> Result<TestRunResult, FastPathError> {
+        self.program()?.test_run(opts).map_err(FastPathError::Verify)
+    }
+
+    /// The kernel's view of the loaded program (its id, its maps' ids).
+    pub fn program_info(&self) -> Result<ProgramInfo, FastPathError> {
+        self.program()?.info().map_err(FastPathError::Verify)
+    }
+
+    fn program(&self) -> Result<&SchedClassifier, FastPathError> {
+        self._ebpf
+            .program("px_fast_path")
+            .ok_or(FastPathError::Missing("px_fast_path"))?
+            .try_into()
+            .map_err(FastPathError::Verify)
     }
 
     /// A handle for one worker's engine.
