@@ -116,7 +116,7 @@ impl Value {
 pub enum FastPathError {
     /// This `px` was built without clang: there is no program to load.
     #[error(
-        "this px was built without the kernel fast path (clang or libbpf-dev missing at build time: install both and rebuild, or set offload = \"off\")"
+        "this px was built without the kernel fast path (clang or libbpf-dev missing at build time: install both and rebuild, or set fast_path = \"off\")"
     )]
     NotBuilt,
     /// The kernel refused the program or its maps.

@@ -36,7 +36,7 @@ const SEND_RETRY_WAIT: Duration = Duration::from_micros(20);
 /// when this build and kernel have it.
 pub struct AfPacket {
     guards: Vec<IfaceGuard>,
-    /// Attached whenever this build has it, so that `offload` can be
+    /// Attached whenever this build has it, so that `fast_path` can be
     /// turned on by a reload; why not otherwise.
     fast_path: Result<FastPath, String>,
     /// The `PACKET_FANOUT` group id of the outer port's first socket kind;
@@ -67,10 +67,10 @@ impl AfPacket {
         }
         let fast_path = match FastPath::attach(&cfg.inner, &cfg.outer) {
             Ok(fp) => Ok(fp),
-            Err(e) if cfg.offload == FastPathMode::On => return Err(GatewayError::FastPath(e)),
+            Err(e) if cfg.fast_path == FastPathMode::On => return Err(GatewayError::FastPath(e)),
             Err(e) => {
                 if FastPath::built() {
-                    info!("px gateway: the kernel fast path is not available: {e}; offload stays off");
+                    info!("px gateway: the kernel fast path is not available: {e}; it stays off");
                 }
                 Err(e.to_string())
             }
