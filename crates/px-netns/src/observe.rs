@@ -32,6 +32,10 @@ pub struct SizeCounts {
     pub up_to_9000: u64,
     /// Frames with L3 size above 9000 (only GRO/GSO super-packets).
     pub above_9000: u64,
+    /// L3 bytes of the frames in `up_to_1500`.
+    pub bytes_up_to_1500: u64,
+    /// L3 bytes of the frames in `up_to_9000`.
+    pub bytes_up_to_9000: u64,
 }
 
 impl SizeCounts {
@@ -40,8 +44,14 @@ impl SizeCounts {
         self.frames += 1;
         self.max_l3 = self.max_l3.max(l3);
         match l3 {
-            0..=1500 => self.up_to_1500 += 1,
-            1501..=9000 => self.up_to_9000 += 1,
+            0..=1500 => {
+                self.up_to_1500 += 1;
+                self.bytes_up_to_1500 += l3 as u64;
+            }
+            1501..=9000 => {
+                self.up_to_9000 += 1;
+                self.bytes_up_to_9000 += l3 as u64;
+            }
             _ => self.above_9000 += 1,
         }
     }
@@ -110,6 +120,7 @@ mod tests {
         }
         assert_eq!((c.up_to_1500, c.up_to_9000, c.above_9000), (2, 2, 2));
         assert_eq!(c.frames, 6);
+        assert_eq!((c.bytes_up_to_1500, c.bytes_up_to_9000), (46 + 1500, 1501 + 9000));
         assert_eq!(c.max_l3, 65000 - 14);
     }
 }

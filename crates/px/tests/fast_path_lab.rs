@@ -256,9 +256,16 @@ fn kill_9_with_flows_in_the_kernel_leaves_nothing_behind() {
 /// old value, every segment after the reload was foreign, and nothing was
 /// merged for seconds (measured before the fix: 0 % for 2.5 s after a
 /// SIGHUP at 2.7 GB). Here the share of merged frames reaching the
-/// b-network host in the second after the reload stays high (0.94-0.95;
-/// 0.009 with the wrapped comparison put back), and the transfer completes
-/// with every byte checked by the receiver.
+/// b-network host in the second after the reload stays high, counted by
+/// bytes: 0.94-0.96 of the frames and 0.991-0.994 of the bytes at a load of
+/// 3-4; with the wrapped comparison put back (the engine adopts the
+/// kernel's sequence only if RFC 1982-after, `SeqWindow::catch_up` never
+/// resets) 0.009 of the frames and 0.046 of the bytes. On an idle machine,
+/// where the flow runs at 75 MB/s, the share of frames in that second was
+/// 0.49-0.97 over five runs (a burst of 1448-byte frames after the handover,
+/// about 0.8 of the bytes still merged at the lowest, from the receiver's
+/// progress): it weighs such a burst by its count, so the test asks about
+/// bytes. The transfer completes with every byte checked by the receiver.
 #[test]
 fn after_2_gib_in_the_kernel_a_reload_keeps_the_flow_merged() {
     let name = "after_2_gib_in_the_kernel_a_reload_keeps_the_flow_merged";
@@ -332,9 +339,11 @@ fn after_2_gib_in_the_kernel_a_reload_keeps_the_flow_merged() {
     let exit = gw.stop();
     exit.assert_clean();
     let share = merged_share(&after);
+    let byte_share = merged_byte_share(&after);
     let f = &exit.stats["counters"]["fast_path"];
     eprintln!(
-        "{name}: merged share {before:.3} in the kernel, {share:.3} in the {OBSERVE:?} after the reload at \
+        "{name}: merged share {before:.3} in the kernel, {share:.3} of the frames and {byte_share:.3} of the bytes in \
+         the {OBSERVE:?} after the reload at \
          {at_reload} bytes ({reload_at:?}); {} bytes carried during it ({} frames); {BYTES} bytes in {elapsed:?}; \
          fast path: {f}",
         after_obs - at_reload,
@@ -346,5 +355,8 @@ fn after_2_gib_in_the_kernel_a_reload_keeps_the_flow_merged() {
     assert!(f["reclaimed_config"].as_u64().unwrap_or(0) >= 1, "the reload did not take the flow back: {f}");
     assert!(after_obs > at_reload + (16 << 20), "the flow stalled after the reload: {} bytes", after_obs - at_reload);
     assert!(before > 0.5, "the flow was not merged in the kernel: {before:.3}");
-    assert!(share > 0.5, "the reload stopped the merging: {before:.3} before, {share:.3} after");
+    assert!(
+        byte_share > 0.5,
+        "the reload stopped the merging: {before:.3} of the frames before, {byte_share:.3} of the bytes after"
+    );
 }

@@ -336,6 +336,14 @@ pub fn merged_share(s: &px_lab::observe::FrameSizes) -> f64 {
     s.rx.up_to_9000 as f64 / (s.rx.up_to_9000 + s.rx.up_to_1500).max(1) as f64
 }
 
+/// The share of the bytes arriving at an observer that came in merged
+/// frames (L3 size 1501..=9000), of those up to 9000: unlike
+/// [`merged_share`], a burst of small frames (a sender's loss recovery, a
+/// handover's few unmerged segments) weighs by its bytes, not by its count.
+pub fn merged_byte_share(s: &px_lab::observe::FrameSizes) -> f64 {
+    s.rx.bytes_up_to_9000 as f64 / (s.rx.bytes_up_to_9000 + s.rx.bytes_up_to_1500).max(1) as f64
+}
+
 /// `accept` on `l` gives up after `t` (SO_RCVTIMEO), so a sender that
 /// never connects fails the test instead of hanging it.
 pub fn set_accept_timeout(l: &TcpListener, t: Duration) {
