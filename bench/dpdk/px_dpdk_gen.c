@@ -23,6 +23,16 @@
  *     px-bench's replay does: the forwarder sees one long stream per flow,
  *     never a retransmission. A frame still in the peer's ring (zero copy)
  *     is not touched until it has been read;
+ *   - replays the flows a window at a time (--at-once): the window's
+ *     frames in trace order, lap after lap for about 10 ms of trace time,
+ *     then the next flows. The trace is written in trace time (800 flows
+ *     of 1-2 Gbps, 1.2 Tbps together, each a 64 KB burst every ~350 us);
+ *     one core forwards a fiftieth of that, so all 800 at once would play
+ *     every flow fifty times slower than written (64 KB bursts 17 ms apart,
+ *     which no sender makes) and leave each burst's tail to the merge
+ *     timeout. The window's size follows the forwarder's pace (after each
+ *     window: trace time / wall time), so each flow moves at its trace rate
+ *     whatever the forwarder; `--at-once all` is the old replay;
  *   - first sends the bulk flows' handshakes (--in-syn/--in-synack,
  *     --out-syn/--out-synack: SYNs from the sender's side, then SYN-ACKs
  *     from the receiver's) and waits until they have come through, so a
@@ -87,6 +97,7 @@ struct cfg {
 	const char *pcap[2][3];
 	double seconds;
 	unsigned burst, mtu, imtu, inner_mss, outer_mss, connect_ms, drain_ms, verify_every, linger;
+	uint32_t at_once; /* flows per window; 0: fitted to the forwarder's pace */
 	const char *outer, *inner;
 };
 
@@ -96,24 +107,34 @@ struct gframe {
 	uint8_t *data;
 	uint32_t flow;    /* FIDX_NONE: not TCP/IPv4 data */
 	uint32_t payload;
-	uint32_t lap;     /* the lap its headers are written for */
+	uint32_t ord;     /* its flow's number in its direction (windows); 0: not data */
+	uint32_t sends;   /* times a port has taken it */
+	uint32_t written; /* laps its headers have been moved on by */
 	uint16_t tcp_at;  /* offset of the TCP header; 0: not TCP/IPv4 */
 	uint16_t ts_at;   /* offset of TSval; 0: no timestamps */
 };
 
-/* One direction's data frames, replayed lap after lap. */
+/* One direction's data frames, replayed a window of flows at a time: the
+ * window's frames in trace order, lap after lap for `laps` laps (about
+ * ON_NS of trace time), then the next flows. */
 struct replay {
 	struct gframe *f;
-	size_t n, next;
-	uint32_t lap, ts_step;
+	size_t n;
+	uint32_t ts_step;
 	uint16_t port;
 	uint64_t lap_bytes;
 	uint64_t sent_frames, sent_bytes, sent_payload;
 	uint64_t tx_calls, tx_short, in_flight_waits;
+	/* The window. */
+	uint32_t nflows, at_once, k, start, end, laps, win_lap;
+	uint32_t *win, *per_flow; /* frames of the window; frames of each flow */
+	size_t nwin, at;
+	uint64_t lap_ns, win_t0, windows, k_sum, trace_ns, wall_ns;
 };
 
 struct gflow {
 	uint32_t step; /* payload bytes per lap */
+	uint32_t ord;  /* its number in its direction */
 	uint8_t dir;
 	uint8_t hi_set;
 	uint32_t hi;
@@ -191,6 +212,17 @@ static inline void bump32(uint8_t *p, uint32_t by, uint16_t *hc)
 	wr32(p, new);
 }
 
+/* How long (trace time) a window of flows is replayed before the next
+ * (px-bench's vs_dpdk::paced::ON_NS), and its size before the first fit. */
+#define ON_NS 10000000ull
+#define FIRST_WINDOW 8u
+/* A window's lap holds at least this many frames (more flows if need be):
+ * a zero-copy memif client holds a sent mbuf until the peer has read its
+ * slot, and a frame is not moved on while it is held: with a short lap
+ * the generator waits for its own frames, and the forwarder's ring holds
+ * at most a lap. */
+#define MIN_LAP_FRAMES 512u
+
 static void advance(const struct gen *g, const struct replay *r, struct gframe *f)
 {
 	uint8_t *th = f->data + f->tcp_at;
@@ -224,6 +256,57 @@ static uint16_t find_tsval(const uint8_t *th, uint32_t thl, uint32_t tcp_at)
 		i += th[i + 1];
 	}
 	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Windows of flows (px-bench's vs_dpdk::paced, where the reason is).   */
+
+/* The next window's size: k flows took wall_ns for trace_ns of the trace;
+ * the next ones should move at their trace rates (at most x2 or /2). */
+static uint32_t adapt(uint32_t k, uint64_t trace_ns, uint64_t wall_ns, uint32_t flows)
+{
+	double ratio = (double)trace_ns / (double)(wall_ns ? wall_ns : 1);
+	ratio = ratio < 0.5 ? 0.5 : ratio > 2.0 ? 2.0 : ratio;
+	double v = (double)k * ratio + 0.5;
+	uint32_t n = v < 1.0 ? 1 : (uint32_t)v;
+	return n > flows ? flows : n < 1 ? 1 : n;
+}
+
+/* Makes flows [start, start + k) (wrapping to 0; more while a lap would
+ * hold fewer than MIN_LAP_FRAMES frames) the window: its frames in trace
+ * order. */
+static void open_window(struct replay *r, uint32_t start)
+{
+	r->start = start >= r->nflows ? 0 : start;
+	size_t frames = 0;
+	r->end = r->start;
+	while (r->end < r->nflows && (r->end - r->start < r->k || frames < MIN_LAP_FRAMES))
+		frames += r->per_flow[r->end++];
+	r->nwin = 0;
+	for (size_t i = 0; i < r->n; i++)
+		if (r->f[i].ord >= r->start && r->f[i].ord < r->end)
+			r->win[r->nwin++] = (uint32_t)i;
+	r->at = 0;
+	r->win_lap = 0;
+	r->win_t0 = rte_rdtsc();
+	r->windows++;
+	r->k_sum += r->end - r->start;
+}
+
+/* After a lap of the window: the next lap, or the next window. */
+static void window_lap_done(const struct gen *g, struct replay *r)
+{
+	r->at = 0;
+	if (++r->win_lap < r->laps)
+		return;
+	uint64_t wall_ns = (uint64_t)((double)(rte_rdtsc() - r->win_t0) / g->tsc_hz * 1e9);
+	r->trace_ns += r->laps * r->lap_ns;
+	r->wall_ns += wall_ns;
+	if (r->at_once == 0)
+		r->k = adapt(r->end - r->start, r->laps * r->lap_ns, wall_ns, r->nflows);
+	do
+		open_window(r, r->end);
+	while (r->nwin == 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -268,18 +351,44 @@ static void index_data(struct gen *g, int d, const struct trace *t)
 			continue;
 		uint32_t id = fidx_id(&g->flows, pi.key, 1);
 		struct gflow *fl = fidx_at(&g->flows, id);
-		if (fl->sent == 0 && fl->step == 0)
+		if (fl->sent == 0 && fl->step == 0) {
 			fl->dir = (uint8_t)d;
-		else if (fl->dir != d)
+			fl->ord = r->nflows++;
+		} else if (fl->dir != d)
 			die(EXIT_INPUT, "%s: a flow's data goes both ways", t->path);
 		fl->step += pi.payload;
 		f->flow = id;
+		f->ord = fl->ord;
 		f->payload = pi.payload;
 		f->tcp_at = (uint16_t)(pi.l2 + pi.l3);
 		f->ts_at = find_tsval(f->data + f->tcp_at, pi.l4, f->tcp_at);
 	}
 	/* px-bench's PassStep: the lap's length on the trace's 1 ms clock. */
 	r->ts_step = (uint32_t)(t->f[t->n - 1].ts_ns / 1000000) + 1;
+	/* The windows: a lap's trace time (first frame to one mean gap after
+	 * the last), laps per window, the first window's size. */
+	if (r->nflows == 0)
+		r->nflows = 1;
+	r->per_flow = calloc(r->nflows, sizeof(*r->per_flow));
+	if (!r->per_flow)
+		die(EXIT_INPUT, "out of memory");
+	for (size_t i = 0; i < r->n; i++)
+		r->per_flow[r->f[i].ord]++;
+	uint64_t span = t->f[t->n - 1].ts_ns - t->f[0].ts_ns;
+	r->lap_ns = t->n > 1 ? span * t->n / (t->n - 1) : 1;
+	if (r->lap_ns == 0)
+		r->lap_ns = 1;
+	r->laps = (uint32_t)((ON_NS + r->lap_ns - 1) / r->lap_ns);
+	if (r->laps == 0)
+		r->laps = 1;
+	r->at_once = g->c.at_once;
+	r->k = r->at_once ? r->at_once : FIRST_WINDOW;
+	if (r->k > r->nflows)
+		r->k = r->nflows;
+	r->win = malloc(r->n * sizeof(*r->win));
+	if (!r->win)
+		die(EXIT_INPUT, "out of memory");
+	open_window(r, 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -369,11 +478,11 @@ static unsigned send_burst(struct gen *g, struct replay *r)
 {
 	struct rte_mbuf *b[MAX_BURST];
 	unsigned k = 0, want = g->c.burst;
-	if (want > r->n - r->next)
-		want = (unsigned)(r->n - r->next);
+	if (want > r->nwin - r->at)
+		want = (unsigned)(r->nwin - r->at);
 	for (; k < want; k++) {
-		struct gframe *f = &r->f[r->next + k];
-		if (f->lap != r->lap) {
+		struct gframe *f = &r->f[r->win[r->at + k]];
+		if (f->written < f->sends) {
 			/* Still in the peer's ring (zero copy): not ours to change. */
 			if (rte_mbuf_refcnt_read(f->m) != 1) {
 				r->in_flight_waits++;
@@ -381,26 +490,31 @@ static unsigned send_burst(struct gen *g, struct replay *r)
 			}
 			if (f->tcp_at && f->flow != FIDX_NONE)
 				advance(g, r, f);
-			f->lap = r->lap;
+			f->written++;
 		}
 		rte_mbuf_refcnt_update(f->m, 1);
 		b[k] = f->m;
 	}
 	/* The next burst's frames and mbuf headers, on their way to the cache. */
-	for (size_t j = r->next + k; j < r->next + k + g->c.burst && j < r->n; j++) {
-		rte_prefetch0(r->f[j].m);
-		rte_prefetch0(r->f[j].data);
-		rte_prefetch0(r->f[j].data + 64);
+	for (size_t j = r->at + k; j < r->at + k + g->c.burst && j < r->nwin; j++) {
+		const struct gframe *f = &r->f[r->win[j]];
+		rte_prefetch0(f->m);
+		rte_prefetch0(f->data);
+		rte_prefetch0(f->data + 64);
 	}
-	if (k == 0)
+	if (k == 0) {
+		/* The driver lets go of what the peer has read when it sends. */
+		rte_eth_tx_burst(g->port[r->port], 0, b, 0);
 		return 0;
+	}
 	uint16_t n = rte_eth_tx_burst(g->port[r->port], 0, b, (uint16_t)k);
 	r->tx_calls++;
 	r->tx_short += n < k;
 	for (unsigned j = n; j < k; j++)
 		rte_mbuf_refcnt_update(b[j], -1);
 	for (unsigned j = 0; j < n; j++) {
-		const struct gframe *f = &r->f[r->next + j];
+		struct gframe *f = &r->f[r->win[r->at + j]];
+		f->sends++;
 		r->sent_bytes += f->m->data_len;
 		if (f->flow != FIDX_NONE) {
 			((struct gflow *)fidx_at(&g->flows, f->flow))->sent += f->payload;
@@ -410,11 +524,9 @@ static unsigned send_burst(struct gen *g, struct replay *r)
 	if (n && !g->t_first_tx)
 		g->t_first_tx = rte_rdtsc();
 	r->sent_frames += n;
-	r->next += n;
-	if (r->next == r->n) {
-		r->next = 0;
-		r->lap++;
-	}
+	r->at += n;
+	if (r->at == r->nwin)
+		window_lap_done(g, r);
 	return n;
 }
 
@@ -500,6 +612,11 @@ static void usage(FILE *o)
 		"  --connect-ms MS        how long to wait for the forwarder's ports (10000)\n"
 		"  --drain-ms MS          after sending, wait this long for frames still coming (500)\n"
 		"  --outer NAME, --inner NAME  our ports by device name (default: ports 0 and 1)\n"
+		"  --at-once N|all|fit    flows sent at once, a window at a time, each for about\n"
+		"                         10 ms of trace time at its trace rate (fit, the default:\n"
+		"                         the window's size follows the forwarder's pace, so each\n"
+		"                         flow moves as fast as in the trace; all: every flow at\n"
+		"                         once, slowed by the forwarder's pace against the trace's)\n"
 		"  --linger               after the JSON, keep the ports open until stdin closes\n"
 		"                         (stop the forwarder first: see bench/dpdk/README.md)\n"
 		"One JSON object on stdout. Exit 0 ok, 1 a check failed, 2 bad usage/input/ports.\n");
@@ -526,6 +643,7 @@ static void parse_args(int argc, char **argv, struct cfg *c)
 		{"outer", required_argument, 0, 'o'},
 		{"inner", required_argument, 0, 'n'},
 		{"linger", no_argument, 0, 'L'},
+		{"at-once", required_argument, 0, 'A'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -557,6 +675,13 @@ static void parse_args(int argc, char **argv, struct cfg *c)
 		case 'o': c->outer = optarg; break;
 		case 'n': c->inner = optarg; break;
 		case 'L': c->linger = 1; break;
+		case 'A':
+			c->at_once = strcmp(optarg, "all") == 0 ? UINT32_MAX
+				     : strcmp(optarg, "fit") == 0 ? 0
+								  : parse_uint(optarg, "--at-once");
+			if (c->at_once == 0 && strcmp(optarg, "fit") != 0)
+				die(EXIT_INPUT, "--at-once takes a number of flows (1 or more), all or fit");
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(EXIT_INPUT);
 		}
@@ -624,6 +749,9 @@ static void print_json(struct gen *g, uint64_t t_end_tx, const uint32_t laps[2])
 	       share(g->ps[P_INNER].rx_full, g->ps[P_INNER].rx_data),
 	       share(g->ps[P_OUTER].rx_full, g->ps[P_OUTER].rx_data), flows, exact, ooo, calls, share(shorts, calls),
 	       waits, laps[IN], laps[OUT]);
+	printf("\"at_once_mean\":[%.3f,%.3f],\"window_laps\":[%u,%u],\"flow_pace\":[%.4f,%.4f],",
+	       share(g->r[IN].k_sum, g->r[IN].windows), share(g->r[OUT].k_sum, g->r[OUT].windows), g->r[IN].laps,
+	       g->r[OUT].laps, share(g->r[IN].trace_ns, g->r[IN].wall_ns), share(g->r[OUT].trace_ns, g->r[OUT].wall_ns));
 	printf("\"ports\":[");
 	for (int p = 0; p < 2; p++) {
 		const struct port_stats *s = &g->ps[p];
@@ -753,6 +881,8 @@ int main(int argc, char **argv)
 	}
 
 	uint64_t t0 = rte_rdtsc(), end = t0 + (uint64_t)(g.c.seconds * g.tsc_hz);
+	for (int d = 0; d < 2; d++)
+		g.r[d].win_t0 = t0;
 	uint64_t now = t0;
 	while (now < end && !stop) {
 		poll_rx(&g);
@@ -784,7 +914,8 @@ int main(int argc, char **argv)
 
 	if (stop)
 		fail(&g, "interrupted");
-	uint32_t laps[2] = {g.r[IN].lap, g.r[OUT].lap};
+	uint32_t laps[2] = {g.r[IN].n ? (uint32_t)(g.r[IN].sent_frames / g.r[IN].n) : 0,
+			    g.r[OUT].n ? (uint32_t)(g.r[OUT].sent_frames / g.r[OUT].n) : 0};
 	for (uint32_t i = 0; i < g.flows.n; i++) {
 		const struct gflow *fl = fidx_at(&g.flows, i);
 		if (fl->sent != fl->recv) {

@@ -95,30 +95,36 @@ impl PassStep {
     /// checksum is updated incrementally (RFC 1624).
     pub fn advance(&self, c: &mut Chunk, flow_of: &[u32]) {
         for (i, id) in flow_of.iter().enumerate().take(c.frames.len()) {
-            let f = c.frame_mut(i);
-            if f.len() < 54 || f[12..14] != [0x08, 0x00] || f[23] != 6 {
-                continue;
-            }
-            let th = 14 + (f[14] & 0x0f) as usize * 4;
-            let Ok(seg) = TcpSegment::new_checked(&f[th..]) else { continue };
-            let ts_at = seg.options().filter_map(Result::ok).find_map(|(at, o)| {
-                matches!(o, TcpOption::Timestamps { .. }).then_some(th + tcp::MIN_HEADER_LEN + at + 2)
-            });
-            let (seq, mut csum) = (seg.seq(), seg.checksum());
-            let next = seq.wrapping_add(self.seq[*id as usize]);
-            csum = px_wire::checksum::update_u32(csum, seq, next);
-            if let Some(at) = ts_at {
-                for at in [at, at + 4] {
-                    let old = u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
-                    let new = old.wrapping_add(self.ts);
-                    csum = px_wire::checksum::update_u32(csum, old, new);
-                    f[at..at + 4].copy_from_slice(&new.to_be_bytes());
-                }
-            }
-            let mut seg = TcpSegment::new_unchecked(&mut f[th..]);
-            seg.set_seq(next);
-            seg.set_checksum(csum);
+            self.advance_frame(c.frame_mut(i), *id);
         }
+    }
+
+    /// [`PassStep::advance`] for one frame `f` of flow `id`: moves it on
+    /// by one pass (a frame that is not TCP/IPv4 is left as it is).
+    pub fn advance_frame(&self, f: &mut [u8], id: u32) {
+        if f.len() < 54 || f[12..14] != [0x08, 0x00] || f[23] != 6 {
+            return;
+        }
+        let th = 14 + (f[14] & 0x0f) as usize * 4;
+        let Ok(seg) = TcpSegment::new_checked(&f[th..]) else { return };
+        let ts_at = seg
+            .options()
+            .filter_map(Result::ok)
+            .find_map(|(at, o)| matches!(o, TcpOption::Timestamps { .. }).then_some(th + tcp::MIN_HEADER_LEN + at + 2));
+        let (seq, mut csum) = (seg.seq(), seg.checksum());
+        let next = seq.wrapping_add(self.seq[id as usize]);
+        csum = px_wire::checksum::update_u32(csum, seq, next);
+        if let Some(at) = ts_at {
+            for at in [at, at + 4] {
+                let old = u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]]);
+                let new = old.wrapping_add(self.ts);
+                csum = px_wire::checksum::update_u32(csum, old, new);
+                f[at..at + 4].copy_from_slice(&new.to_be_bytes());
+            }
+        }
+        let mut seg = TcpSegment::new_unchecked(&mut f[th..]);
+        seg.set_seq(next);
+        seg.set_checksum(csum);
     }
 }
 

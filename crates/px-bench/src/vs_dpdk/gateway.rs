@@ -158,6 +158,14 @@ pub struct GenReport {
     /// the generator was what limited the round.
     pub tx_short_share: f64,
     pub laps: [u64; 2],
+    /// Flows sent at once (a window at a time), mean over the windows, per
+    /// direction (inbound, outbound); absent from older generators.
+    #[serde(default)]
+    pub at_once_mean: [f64; 2],
+    /// The flows' pace against their trace rates (trace time / wall time
+    /// over the windows; 1: as fast as in the trace), per direction.
+    #[serde(default)]
+    pub flow_pace: [f64; 2],
     pub ports: Vec<GenPort>,
     pub ok: bool,
     pub failures: Vec<String>,
@@ -347,6 +355,8 @@ pub struct Setup {
     pub load_average_start: String,
     pub load_average_end: String,
     pub order: &'static str,
+    /// How the generator replays the flows (`--at-once`).
+    pub replay: String,
     pub gbps: &'static str,
     pub yield_definition: &'static str,
     pub cpu_share: &'static str,
@@ -596,6 +606,7 @@ mod tests {
             load_average_start: String::new(),
             load_average_end: String::new(),
             order: "",
+            replay: String::new(),
             gbps: "",
             yield_definition: "",
             cpu_share: "",

@@ -26,6 +26,7 @@
 
 pub mod compare;
 pub mod gateway;
+pub mod paced;
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};

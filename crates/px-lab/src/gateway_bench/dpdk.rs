@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use px_bench::vs_dpdk::gateway::{Forwarder, GenReport, Report, RoundRun, Setup, TraceFiles, TraceKind, TraceSizes};
+use px_bench::vs_dpdk::paced::AtOnce;
 use px_bench::vs_dpdk::{repo_and_target, tool};
 
 use px_netns::cleanup::{register_path, unregister_path};
@@ -73,6 +74,10 @@ pub struct DpdkBenchOptions {
     /// The generator checks the checksums of every Nth frame that arrives
     /// on a port (1: every frame; 0: none).
     pub verify_every: u32,
+    /// How many flows the generator sends at once (see
+    /// [`px_bench::vs_dpdk::paced`]): fitted to the forwarder's pace by
+    /// default, so that every flow moves at its trace rate.
+    pub at_once: AtOnce,
 }
 
 /// Why `px bench gateway --datapath dpdk` could not run.
@@ -417,6 +422,7 @@ impl Bench<'_> {
             ("--inner-mss", (IMTU - 52).to_string()),
             ("--outer-mss", (EMTU - 52).to_string()),
             ("--verify-every", self.o.verify_every.to_string()),
+            ("--at-once", self.o.at_once.gen_arg()),
         ] {
             g.push(k.into());
             g.push(v.into());
@@ -555,6 +561,15 @@ pub fn run(o: &DpdkBenchOptions, say: &dyn Fn(&str)) -> Result<Report, DpdkBench
         load_average_start: load_start,
         load_average_end: load_average(),
         order: "per repeat: every trace, with every forwarder; the forwarders' order rotates by one each repeat",
+        replay: match o.at_once {
+            AtOnce::Fitted => "a window of flows at a time, each for 10 ms of trace time; the window's size follows \
+                               the forwarder's pace, so every flow moves at its trace rate (--at-once fit)"
+                .into(),
+            AtOnce::All => "every flow at once, lap after lap: each flow slowed by the forwarder's pace against the \
+                            trace's (--at-once all)"
+                .into(),
+            AtOnce::Fixed(k) => format!("{k} flows at a time, each window for 10 ms of trace time (--at-once {k})"),
+        },
         gbps: "wire frames (Ethernet header to the end of the IP packet) the generator handed to the forwarder, \
                from the first data frame sent to the last one received",
         yield_definition: "inner side: data frames whose payload is the full inner MSS (8948) / data frames \
