@@ -135,7 +135,7 @@ impl Value {
 pub enum FastPathError {
     /// This `px` was built without clang: there is no program to load.
     #[error(
-        "this px was built without the kernel fast path (clang or libbpf-dev missing at build time: install both and rebuild, or set offload = \"off\")"
+        "this px was built without the kernel fast path (clang or libbpf-dev missing at build time: install both and rebuild, or set fast_path = \"off\")"
     )]
     NotBuilt,
     /// The kernel refused the program or its maps.
@@ -207,7 +207,7 @@ impl FastPath {
 
     /// Loads the program and, with `attached`, attaches it to the ingress
     /// of both ports (in the calling thread's network namespace). Loaded
-    /// but not attached (`offload = "off"`), it sees no packet and costs
+    /// but not attached (`fast_path = "off"`), it sees no packet and costs
     /// none; [`FastPath::set_attached`] attaches it later.
     pub fn load(inner: &str, outer: &str, attached: bool) -> Result<FastPath, FastPathError> {
         if !Self::built() {

@@ -36,7 +36,7 @@ const SEND_RETRY_WAIT: Duration = Duration::from_micros(20);
 /// when this build and kernel have it.
 pub struct AfPacket {
     guards: Vec<IfaceGuard>,
-    /// Loaded whenever this build has it, so that `offload` can be
+    /// Loaded whenever this build has it, so that `fast_path` can be
     /// turned on by a reload (attached to the ports only while it is on);
     /// why not otherwise.
     fast_path: Result<FastPath, String>,
@@ -66,12 +66,12 @@ impl AfPacket {
             }
             guards.push(g);
         }
-        let fast_path = match FastPath::load(&cfg.inner, &cfg.outer, cfg.offload == FastPathMode::On) {
+        let fast_path = match FastPath::load(&cfg.inner, &cfg.outer, cfg.fast_path == FastPathMode::On) {
             Ok(fp) => Ok(fp),
-            Err(e) if cfg.offload == FastPathMode::On => return Err(GatewayError::FastPath(e)),
+            Err(e) if cfg.fast_path == FastPathMode::On => return Err(GatewayError::FastPath(e)),
             Err(e) => {
                 if FastPath::built() {
-                    info!("px gateway: the kernel fast path is not available: {e}; offload stays off");
+                    info!("px gateway: the kernel fast path is not available: {e}; it stays off");
                 }
                 Err(e.to_string())
             }
@@ -109,7 +109,7 @@ impl AfPacket {
         if on {
             info!("px gateway: the kernel fast path's program is attached to the ports");
         } else {
-            info!("px gateway: the kernel fast path's program is detached from the ports (offload = \"off\")");
+            info!("px gateway: the kernel fast path's program is detached from the ports (fast_path = \"off\")");
         }
         Ok(())
     }
