@@ -335,27 +335,43 @@ impl FastState {
     /// goes if GRO batches at least one inner segment per super-packet and
     /// nothing is held; the outbound one if lone segments too big for the
     /// egress are rare.
-    pub fn plan(&self, now: Instant, f: &FlowFacts<'_>, segment: impl Fn(Port, &Layout) -> usize) -> Option<Offload> {
+    ///
+    /// `Err`: why nothing of the flow qualifies now (what `px status` says
+    /// of a flow the datapath does not carry), the first condition that
+    /// fails, named.
+    pub fn plan(
+        &self,
+        now: Instant,
+        f: &FlowFacts<'_>,
+        segment: impl Fn(Port, &Layout) -> usize,
+    ) -> Result<Offload, &'static str> {
         let (c, l) = (f.conn, &f.conn.life);
-        let ready = self.backoff_over(now)
-            && self.segments >= f.after
-            && c.handshake.inner_mss.is_some()
-            && c.handshake.outer_mss.is_some()
-            && !c.handshake.accecn
-            && l.established
-            && !l.signed
-            && !l.reset
-            && !l.fin_outer
-            && !l.fin_inner;
-        if !ready {
-            return None;
+        let why = if l.signed {
+            Some("signed (TCP-MD5/AO): passed untouched")
+        } else if c.handshake.accecn {
+            Some("AccECN")
+        } else if l.reset || l.fin_outer || l.fin_inner {
+            Some("closing")
+        } else if c.handshake.inner_mss.is_none() || c.handshake.outer_mss.is_none() {
+            Some("handshake not seen both ways")
+        } else if !l.established {
+            Some("not established")
+        } else if !self.backoff_over(now) {
+            Some("waiting after a hand-back")
+        } else if self.segments < f.after {
+            Some("fewer segments than offload_after so far")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(why);
         }
-        let next_in = c.next_in?;
+        let next_in = c.next_in.ok_or("inbound sequence not known yet")?;
         // The datapath checks segments from outside against the inner
         // host's window as the engine does: it must be known.
-        let receiver = c.receiver?;
-        let inner_shift = c.handshake.inner_shift()?;
-        let (layout_in, layout_out) = self.layouts()?;
+        let receiver = c.receiver.ok_or("the inner host's window not known yet")?;
+        let inner_shift = c.handshake.inner_shift().ok_or("the inner host's window scale not known")?;
+        let (layout_in, layout_out) = self.layouts().ok_or("no data segment seen yet")?;
         let seg_in = segment(Port::Outer, &layout_in);
         let seg_out = segment(Port::Inner, &layout_out);
         let tcp_len = |l: &Layout| (px_wire::tcp::MIN_HEADER_LEN + l.options as usize) as u8;
@@ -372,13 +388,16 @@ impl FastState {
             tcp_header_len: tcp_len(&layout_out),
             next_seq: c.windows.seq_out.end().unwrap_or(0),
         });
-        (inbound.is_some() || outbound.is_some()).then_some(Offload {
-            key: *f.key,
-            inbound,
-            outbound,
-            receiver,
-            inner_shift,
-        })
+        if inbound.is_none() && outbound.is_none() {
+            return Err(if self.in_kernel() {
+                "in the kernel"
+            } else if !self.inbound_suits_kernel(seg_in) {
+                "its inbound GRO batches hold less than one inner segment (the engine merges them better)"
+            } else {
+                "data held"
+            });
+        }
+        Ok(Offload { key: *f.key, inbound, outbound, receiver, inner_shift })
     }
 
     /// The datapath took `plan` at `now`. Whether the flow is new to the

@@ -116,6 +116,30 @@ pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks / hz.max(1.0))
 }
 
+/// How many times the live threads of process `pid` whose names start
+/// with `name` have gone to sleep (`voluntary_ctxt_switches` of each
+/// `/proc/PID/task/*/status`): a worker that waits in `poll` adds one per
+/// wake-up, one that spins adds none, whatever else the machine runs (a
+/// preemption is involuntary).
+pub fn thread_sleeps(pid: u32, name: &str) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut sleeps = 0;
+    for t in tasks.flatten() {
+        // A thread that ended since the listing no longer counts.
+        let Ok(status) = std::fs::read_to_string(t.path().join("status")) else { continue };
+        let comm = status.lines().find_map(|l| l.strip_prefix("Name:")).unwrap_or("").trim();
+        if comm.starts_with(name) {
+            sleeps += parse_voluntary_switches(&status)?;
+        }
+    }
+    Some(sleeps)
+}
+
+/// `voluntary_ctxt_switches` of a `/proc/.../status` text.
+pub fn parse_voluntary_switches(status: &str) -> Option<u64> {
+    status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).and_then(|v| v.trim().parse().ok())
+}
+
 /// How many times `cpu` ran the network receive softirq (`NET_RX` of
 /// `/proc/softirqs`): each run takes a batch of packets, so packets per
 /// run say how well a receiver's per-batch work (the interrupt, the
@@ -222,6 +246,31 @@ fn parse_proc_stat(text: &str) -> Vec<(f64, f64)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn voluntary_switches_come_from_their_line() {
+        let status = "Name:\tpx\nvoluntary_ctxt_switches:\t1234\nnonvoluntary_ctxt_switches:\t56\n";
+        assert_eq!(parse_voluntary_switches(status), Some(1234));
+        assert_eq!(parse_voluntary_switches("Name:\tpx\n"), None);
+    }
+
+    #[test]
+    fn a_sleeping_thread_counts_its_sleeps() {
+        let pid = std::process::id();
+        let sleeper = std::thread::Builder::new()
+            .name("px-sleeper".into())
+            .spawn(|| {
+                for _ in 0..5 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            })
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(thread_sleeps(pid, "px-sleeper").unwrap() >= 5);
+        assert_eq!(thread_sleeps(pid, "px-nobody"), Some(0));
+        sleeper.join().unwrap();
+    }
+
     use super::*;
 
     #[test]

@@ -65,6 +65,31 @@ struct {
 	__type(value, __u64);
 } px_reasons SEC(".maps");
 
+// Per-CPU: what each port's redirected packets were on the wires
+// (struct px_port_count), summed over the CPUs by the gateway.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct px_port_count);
+} px_ports SEC(".maps");
+
+// A redirected packet, as the wires count it: it arrived as `segs_in`
+// frames and leaves as `segs_out`, each with the `hdr` bytes of headers
+// (Ethernet to TCP) that the first, `len` bytes long in all, carries.
+static __always_inline void count_port(__u32 from, __u32 len, __u32 hdr, __u32 segs_in, __u32 segs_out)
+{
+	struct px_port_count *c = bpf_map_lookup_elem(&px_ports, &from);
+	if (!c)
+		return;
+	segs_in = segs_in ? segs_in : 1;
+	segs_out = segs_out ? segs_out : 1;
+	c->rx_packets += segs_in;
+	c->rx_bytes += len + (__u64)(segs_in - 1) * hdr;
+	c->tx_packets += segs_out;
+	c->tx_bytes += len + (__u64)(segs_out - 1) * hdr;
+}
+
 static __always_inline void count(__u32 r)
 {
 	__u64 *c = bpf_map_lookup_elem(&px_reasons, &r);
@@ -306,6 +331,8 @@ int px_fast_path(struct __sk_buff *skb)
 			return TC_ACT_OK;
 		}
 		count(PX_R_FOREIGN);
+		__u32 segs = is_gso ? (payload + gso - 1) / (gso ? gso : 1) : 1;
+		count_port(from_outer, skb->len, l4 + doff, segs, segs);
 		return bpf_redirect(out_ifindex, 0);
 	}
 	if (th->syn || th->fin || th->rst || th->urg)
@@ -362,6 +389,7 @@ int px_fast_path(struct __sk_buff *skb)
 	if (size == target)
 		__sync_fetch_and_add(&d->full_out, payload / target);
 	__sync_fetch_and_add(&d->bytes, payload);
+	count_port(from_outer, skb->len, l4 + doff, segs_in, out);
 	return bpf_redirect(out_ifindex, 0);
 
 malformed:

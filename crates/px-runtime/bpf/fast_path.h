@@ -96,4 +96,17 @@ struct px_flow {
 	__u8 pad[7];          // zero
 };
 
+// What the program redirected of the packets that arrived on one port (the
+// index of px_ports: PX_FROM_INNER, PX_FROM_OUTER), as the devices count
+// them (`ip -s link`): wire frames (a GRO super-packet counts as the
+// segments GRO made it of, a GSO one as those it leaves as) and their
+// bytes, Ethernet header included. The user-space workers count the
+// rest; the gateway adds the two.
+struct px_port_count {
+	__u64 rx_packets; // arrived on this port and redirected
+	__u64 rx_bytes;
+	__u64 tx_packets; // the same packets, as they left by the other port
+	__u64 tx_bytes;
+};
+
 #endif

@@ -20,8 +20,10 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use aya::maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray};
-use aya::programs::{SchedClassifier, TcAttachType};
+use aya::programs::tc::SchedClassifierLinkId;
+use aya::programs::{ProgramInfo, SchedClassifier, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
+use aya::{TestRun, TestRunOptions, TestRunResult};
 use px_gateway::fast_path::{Datapath, FlowProgress, InstallError, Offload, Progress, ReturnReason};
 use px_gateway::{FlowKey, Port, ReceiveWindow};
 
@@ -36,7 +38,7 @@ pub mod contract {
     include!(concat!(env!("OUT_DIR"), "/fast_path_contract.rs"));
 }
 
-use contract::{PX_ON, PX_RETURNED, PX_USER, PxDir as Dir, PxFlow as Value, PxKey as Key};
+use contract::{PX_ON, PX_RETURNED, PX_USER, PxDir as Dir, PxFlow as Value, PxKey as Key, PxPortCount};
 
 // The program caps the inner host's window as the engine does.
 const _: () = assert!(contract::PX_MAX_WINDOW == ReceiveWindow::MAX_WINDOW);
@@ -49,6 +51,23 @@ pub const TABLE_ENTRIES: usize = contract::PX_TABLE_ENTRIES as usize;
 unsafe impl aya::Pod for Key {}
 // SAFETY: as for `Key`.
 unsafe impl aya::Pod for Value {}
+// SAFETY: as for `Key`.
+unsafe impl aya::Pod for PxPortCount {}
+
+/// The wire counts of what the program redirected, by the port the
+/// packets arrived on: rx on that port, tx on the other
+/// ([`contract::PxPortCount`]), as `PortCounters` by `Port as usize`.
+fn port_counters(by_arrival: [PxPortCount; 2]) -> [px_gateway::PortCounters; 2] {
+    let mut out = [px_gateway::PortCounters::default(); 2];
+    for from in [Port::Inner, Port::Outer] {
+        let c = &by_arrival[from as usize];
+        out[from as usize].rx_packets += c.rx_packets;
+        out[from as usize].rx_bytes += c.rx_bytes;
+        out[from.other() as usize].tx_packets += c.tx_packets;
+        out[from.other() as usize].tx_bytes += c.tx_bytes;
+    }
+    out
+}
 
 /// The C program's `px_reason`s, by index: what each packet that reached
 /// it became.
@@ -125,7 +144,10 @@ pub enum FastPathError {
     /// The program is not in the object (a build problem).
     #[error("the fast path's BPF object lacks {0}")]
     Missing(&'static str),
-    /// The program could not be loaded or attached to a port.
+    /// The kernel refused the program (its verifier), or could not run it.
+    #[error("the fast path's BPF program: {0}")]
+    Verify(aya::programs::ProgramError),
+    /// The program could not be attached to a port.
     #[error("attaching the fast path to {port}: {source}")]
     Attach { port: String, source: aya::programs::ProgramError },
     /// A map could not be opened.
@@ -143,8 +165,13 @@ type Table = BpfHashMap<MapData, Key, Value>;
 pub struct FastPath {
     table: Arc<Mutex<Table>>,
     reasons: Arc<Mutex<PerCpuArray<MapData, u64>>>,
+    ports: Arc<Mutex<PerCpuArray<MapData, PxPortCount>>>,
     /// Interface index of the inner and the outer port.
     ifindex: [u32; 2],
+    /// The ports (inner, outer), and the program's links to their
+    /// ingress while it is attached.
+    ports_named: [String; 2],
+    links: Vec<SchedClassifierLinkId>,
     // Last: the maps above close before the object that holds the links.
     _ebpf: Ebpf,
 }
@@ -178,32 +205,44 @@ impl FastPath {
         !OBJECT.is_empty()
     }
 
-    /// Loads the program and attaches it to the ingress of both ports (in
-    /// the calling thread's network namespace).
-    pub fn attach(inner: &str, outer: &str) -> Result<FastPath, FastPathError> {
+    /// Loads the program and, with `attached`, attaches it to the ingress
+    /// of both ports (in the calling thread's network namespace). Loaded
+    /// but not attached (`offload = "off"`), it sees no packet and costs
+    /// none; [`FastPath::set_attached`] attaches it later.
+    pub fn load(inner: &str, outer: &str, attached: bool) -> Result<FastPath, FastPathError> {
         if !Self::built() {
             return Err(FastPathError::NotBuilt);
         }
         let ifindex =
             |port: &str| px_io::ifindex(port).map_err(|source| FastPathError::Port { port: port.into(), source });
-        let ifindex = [ifindex(inner)?, ifindex(outer)?];
+        let mut fp = Self::load_by_index([ifindex(inner)?, ifindex(outer)?])?;
+        fp.ports_named = [inner.into(), outer.into()];
+        fp.set_attached(attached)?;
+        Ok(fp)
+    }
+
+    /// Loads the program and its maps without attaching it anywhere, for
+    /// ports with these interface indexes (inner, outer): what
+    /// [`FastPath::load`] does before it attaches, and what the
+    /// differential test (`tests/fast_path_diff.rs`) runs packets through
+    /// with [`FastPath::test_run`] (it has no port names: attaching it
+    /// takes [`FastPath::load`]). Nothing is pinned: dropping it frees the
+    /// program and its maps.
+    pub fn load_by_index(ifindex: [u32; 2]) -> Result<FastPath, FastPathError> {
+        if !Self::built() {
+            return Err(FastPathError::NotBuilt);
+        }
         // Which port a packet arrived on says which way it goes.
         let mut ebpf = EbpfLoader::new()
             .override_global("px_inner_ifindex", &ifindex[0], true)
             .override_global("px_outer_ifindex", &ifindex[1], true)
             .load(OBJECT)?;
-        {
-            let prog: &mut SchedClassifier = ebpf
-                .program_mut("px_fast_path")
-                .ok_or(FastPathError::Missing("px_fast_path"))?
-                .try_into()
-                .map_err(|source| FastPathError::Attach { port: inner.into(), source })?;
-            prog.load().map_err(|source| FastPathError::Attach { port: inner.into(), source })?;
-            for port in [inner, outer] {
-                prog.attach(port, TcAttachType::Ingress)
-                    .map_err(|source| FastPathError::Attach { port: port.into(), source })?;
-            }
-        }
+        let prog: &mut SchedClassifier = ebpf
+            .program_mut("px_fast_path")
+            .ok_or(FastPathError::Missing("px_fast_path"))?
+            .try_into()
+            .map_err(FastPathError::Verify)?;
+        prog.load().map_err(FastPathError::Verify)?;
         let table: Table = ebpf
             .take_map("px_flows")
             .ok_or(FastPathError::Missing("px_flows"))?
@@ -214,12 +253,82 @@ impl FastPath {
             .ok_or(FastPathError::Missing("px_reasons"))?
             .try_into()
             .map_err(|source| FastPathError::Map { name: "px_reasons", source })?;
+        let ports: PerCpuArray<MapData, PxPortCount> = ebpf
+            .take_map("px_ports")
+            .ok_or(FastPathError::Missing("px_ports"))?
+            .try_into()
+            .map_err(|source| FastPathError::Map { name: "px_ports", source })?;
         Ok(FastPath {
             table: Arc::new(Mutex::new(table)),
             reasons: Arc::new(Mutex::new(reasons)),
+            ports: Arc::new(Mutex::new(ports)),
             ifindex,
+            ports_named: [String::new(), String::new()],
+            links: Vec::new(),
             _ebpf: ebpf,
         })
+    }
+
+    /// Whether the program is attached to the ports.
+    pub fn attached(&self) -> bool {
+        !self.links.is_empty()
+    }
+
+    /// Attaches the program to the ingress of both ports, or detaches it
+    /// (the maps and their counts stay). Detach it only once the engines
+    /// took every flow back: a packet of a flow still in the table would
+    /// reach user space as one the kernel did not hand back.
+    pub fn set_attached(&mut self, on: bool) -> Result<(), FastPathError> {
+        if on == self.attached() {
+            return Ok(());
+        }
+        let prog: &mut SchedClassifier = self
+            ._ebpf
+            .program_mut("px_fast_path")
+            .ok_or(FastPathError::Missing("px_fast_path"))?
+            .try_into()
+            .map_err(|source| FastPathError::Attach { port: self.ports_named[0].clone(), source })?;
+        if !on {
+            for (link, port) in self.links.drain(..).zip(&self.ports_named) {
+                prog.detach(link).map_err(|source| FastPathError::Attach { port: port.clone(), source })?;
+            }
+            return Ok(());
+        }
+        for port in &self.ports_named {
+            match prog.attach(port, TcAttachType::Ingress) {
+                Ok(link) => self.links.push(link),
+                Err(source) => {
+                    // Not half attached: the port that took it lets go.
+                    for link in self.links.drain(..) {
+                        let _ = prog.detach(link);
+                    }
+                    return Err(FastPathError::Attach { port: port.clone(), source });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the loaded program once on a packet (`BPF_PROG_TEST_RUN`: the
+    /// kernel builds a linear skb of `data_in` with the `struct
+    /// __sk_buff` fields of `ctx_in` it allows, runs the program and
+    /// returns its verdict, the packet and the context after it). It
+    /// reads and writes the real maps.
+    pub fn test_run(&self, opts: TestRunOptions<'_>) -> Result<TestRunResult, FastPathError> {
+        self.program()?.test_run(opts).map_err(FastPathError::Verify)
+    }
+
+    /// The kernel's view of the loaded program (its id, its maps' ids).
+    pub fn program_info(&self) -> Result<ProgramInfo, FastPathError> {
+        self.program()?.info().map_err(FastPathError::Verify)
+    }
+
+    fn program(&self) -> Result<&SchedClassifier, FastPathError> {
+        self._ebpf
+            .program("px_fast_path")
+            .ok_or(FastPathError::Missing("px_fast_path"))?
+            .try_into()
+            .map_err(FastPathError::Verify)
     }
 
     /// A handle for one worker's engine.
@@ -229,7 +338,7 @@ impl FastPath {
 
     /// A handle for the metrics: the reasons and the live table.
     pub fn stats(&self) -> FastPathStats {
-        FastPathStats { table: self.table.clone(), reasons: self.reasons.clone() }
+        FastPathStats { table: self.table.clone(), reasons: self.reasons.clone(), ports: self.ports.clone() }
     }
 }
 
@@ -238,6 +347,7 @@ impl FastPath {
 pub struct FastPathStats {
     table: Arc<Mutex<Table>>,
     reasons: Arc<Mutex<PerCpuArray<MapData, u64>>>,
+    ports: Arc<Mutex<PerCpuArray<MapData, PxPortCount>>>,
 }
 
 impl std::fmt::Debug for FastPathStats {
@@ -257,6 +367,25 @@ impl FastPathStats {
             }
         }
         out
+    }
+
+    /// What the program redirected since it was attached, as the ports'
+    /// devices count it (wire frames and bytes), by `Port as usize`: the
+    /// kernel's share of each port's counters.
+    pub fn ports(&self) -> [px_gateway::PortCounters; 2] {
+        let p = self.ports.lock().unwrap_or_else(|p| p.into_inner());
+        let mut by_arrival = [PxPortCount::default(); 2];
+        for (i, o) in by_arrival.iter_mut().enumerate() {
+            if let Ok(v) = p.get(&(i as u32), 0) {
+                for c in v.iter() {
+                    o.rx_packets += c.rx_packets;
+                    o.rx_bytes += c.rx_bytes;
+                    o.tx_packets += c.tx_packets;
+                    o.tx_bytes += c.tx_bytes;
+                }
+            }
+        }
+        port_counters(by_arrival)
     }
 
     /// What the directions in the table carried so far.
@@ -362,11 +491,24 @@ mod tests {
             return;
         }
         let generated = include_str!(concat!(env!("OUT_DIR"), "/fast_path_contract.rs"));
-        for s in ["PxKey", "PxDir", "PxFlow"] {
+        for s in ["PxKey", "PxDir", "PxFlow", "PxPortCount"] {
             assert!(generated.contains(&format!("core::mem::size_of::<{s}>() ==")), "no layout check for {s}");
         }
         assert_eq!(REASONS[contract::PX_R_NO_FLOW as usize], "no_flow");
         assert_eq!(REASONS[contract::PX_R_VLAN as usize], "vlan");
+    }
+
+    #[test]
+    fn what_arrived_on_a_port_is_its_rx_and_the_other_ports_tx() {
+        let mut by_arrival = [PxPortCount::default(); 2];
+        by_arrival[contract::PX_FROM_OUTER as usize] =
+            PxPortCount { rx_packets: 45, rx_bytes: 68_130, tx_packets: 8, tx_bytes: 65_946 };
+        by_arrival[contract::PX_FROM_INNER as usize] =
+            PxPortCount { rx_packets: 3, rx_bytes: 198, tx_packets: 4, tx_bytes: 264 };
+        let p = port_counters(by_arrival);
+        let (o, i) = (&p[Port::Outer as usize], &p[Port::Inner as usize]);
+        assert_eq!((o.rx_packets, o.rx_bytes, o.tx_packets, o.tx_bytes), (45, 68_130, 4, 264));
+        assert_eq!((i.rx_packets, i.rx_bytes, i.tx_packets, i.tx_bytes), (3, 198, 8, 65_946));
     }
 
     #[test]

@@ -386,18 +386,20 @@ fn sigterm_mid_transfer_flushes_what_was_held_and_restores_ports() {
     assert_eq!(before, after, "ports not restored");
     // Then mid-transfer. Whether data is held at the instant of the stop
     // depends on where the eight flows are (a flow stalled on a retransmit
-    // timeout holds nothing), so the stop is tried up to three times; every
+    // timeout holds nothing), so the stop is tried up to six times; every
     // try must keep every invariant, and at least one must catch data held
-    // and flush it (a single try missed in about one CI run in four).
+    // and flush it (a single try missed in about one CI run in four; on the
+    // DPDK datapath, which fills each merge within one burst, in 2 of 8
+    // tries at a load of 4, and all three tries missed in 1 run of 5).
     let mut flushed = 0;
-    for attempt in 0..3u16 {
+    for attempt in 0..6u16 {
         flushed = stop_mid_transfer(&lab, 5351 + 10 * attempt);
         if flushed >= 1 {
             break;
         }
         eprintln!("try {attempt}: nothing was held at the stop; trying again");
     }
-    assert!(flushed >= 1, "in three tries, nothing was held at the stop");
+    assert!(flushed >= 1, "in six tries, nothing was held at the stop");
     let after = lab.gateway_ports();
     assert_eq!(before, after, "ports not restored");
 }

@@ -10,16 +10,6 @@ use std::time::Duration;
 use common::*;
 use px_lab::require_root_or_skip;
 
-/// The kernel's packet and byte counts of `dev` in the gateway's
-/// namespace: rx packets, rx bytes, tx packets, tx bytes.
-fn kernel_counts(lab: &GwLab, dev: &str) -> [u64; 4] {
-    let json = lab.ns(lab.gw).ip(&["-s", "-j", "link", "show", "dev", dev]).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("ip -s -j link: {e}: {json}"));
-    let st = &v[0]["stats64"];
-    let n = |dir: &str, what: &str| st[dir][what].as_u64().unwrap_or_else(|| panic!("no {dir}.{what} in {json}"));
-    [n("rx", "packets"), n("rx", "bytes"), n("tx", "packets"), n("tx", "bytes")]
-}
-
 /// The gateway's wire counts of `port` from its metrics (all workers; one here).
 fn gateway_counts(text: &str, port: &str) -> [u64; 4] {
     let m = |fam: &str, dir: &str| {
@@ -125,15 +115,7 @@ fn px_status_shows_a_running_gateway_in_text_and_json() {
     write_cfg(500);
     let gw = Gateway::start(&lab, &["--config", cfg.to_str().unwrap()]);
     lab.ping_both();
-    let px = env!("CARGO_BIN_EXE_px");
-    let status = |args: &[&str]| {
-        let out = lab.ns(lab.gw).command(px).arg("status").args(args).output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let status = |args: &[&str]| px_status(&lab, args);
     let progress = AtomicU64::new(0);
     let spec = BulkSpec {
         server: sock(BNET_V4, 5481),

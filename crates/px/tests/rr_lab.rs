@@ -47,22 +47,33 @@ fn rr_json(gateway_args: &[&str]) -> serde_json::Value {
 }
 
 /// `busy_poll_us` reaches the worker: with a spin longer than the time
-/// between two transactions the worker never sleeps while they run (about
-/// a core of CPU, where a sleeping worker wakes per frame), and spends
-/// nothing once traffic has stopped (the idle window before the first).
+/// between two transactions the worker never sleeps while they run, and
+/// spends nothing once traffic has stopped (the idle window before the
+/// first). Sleeps are counted, not CPU time: a spinning worker's share of a
+/// core depends on what else the machine runs (0.38-1.10 at loads 4-10,
+/// against 0.00-1.02 for a sleeping one, in 10 ms ticks), its sleeps do
+/// not (0.00 per transaction in every run). The worker without the spin is
+/// shown for comparison, not asserted: it slept 1.3-2.1 times per
+/// transaction in most runs, but 0.04-0.09 in 4 of 15 (why is open, noted
+/// in issue 37's closing note). Mutation (`with_busy_poll` ignores the
+/// spin): 0.06 and 1.57 sleeps per transaction, the test fails.
 #[test]
 fn busy_poll_spins_while_traffic_comes_and_not_when_idle() {
     if !require_root_or_skip("busy_poll_spins_while_traffic_comes_and_not_when_idle") {
         return;
     }
-    let cpu = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}"));
+    let get = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}"));
     let sleeping = rr_json(&[]);
     let spinning = rr_json(&["--set=busy_poll_us=10ms"]);
-    let (sleep_busy, spin_busy) = (cpu(&sleeping, "gateway_busy_cpu"), cpu(&spinning, "gateway_busy_cpu"));
-    let spin_idle = cpu(&spinning, "gateway_idle_cpu");
+    let (sleep_sleeps, spin_sleeps) = (get(&sleeping, "gateway_busy_sleeps"), get(&spinning, "gateway_busy_sleeps"));
+    let spin_idle = get(&spinning, "gateway_idle_cpu");
     eprintln!(
-        "gateway CPU during transactions: sleeping {sleep_busy:.2}, spinning {spin_busy:.2}; idle, spinning: {spin_idle:.3}"
+        "gateway sleeps per transaction: sleeping worker {sleep_sleeps:.2}, spinning {spin_sleeps:.2}; \
+         CPU during transactions: {:.2} and {:.2}; idle, spinning: {spin_idle:.3}; idle, sleeping: {:.3}",
+        get(&sleeping, "gateway_busy_cpu"),
+        get(&spinning, "gateway_busy_cpu"),
+        get(&sleeping, "gateway_idle_cpu"),
     );
-    assert!(spin_busy > 1.5 * sleep_busy && spin_busy > 0.4, "spinning {spin_busy:.2} vs sleeping {sleep_busy:.2}");
+    assert!(spin_sleeps <= 0.02, "a spinning worker slept {spin_sleeps:.2} times per transaction");
     assert!(spin_idle < 0.2, "an idle gateway spent {spin_idle:.2} of a core");
 }

@@ -118,6 +118,9 @@ impl Engine {
                 // This direction is the engine's; the other is the kernel's
                 // until the connection's state changes.
                 if seg.flags & (flags::SYN | flags::FIN | flags::RST | flags::URG) != 0 {
+                    if let Some(f) = self.flows.get_mut(idx) {
+                        f.stats.hand_back("flags");
+                    }
                     self.reclaim(idx, now, Reclaim::Packet);
                 }
                 false
@@ -141,6 +144,9 @@ impl Engine {
             // The kernel still carried it: a control segment read from a
             // socket queue filled before the install.
             None => self.counters.fast_path.backlog += 1,
+        }
+        if let Some(f) = self.flows.get_mut(idx) {
+            f.stats.hand_back(returned.map_or("backlog", ReturnReason::name));
         }
         if control || returned == Some(ReturnReason::Flags) {
             self.reclaim(idx, now, Reclaim::Packet);
@@ -187,10 +193,16 @@ impl Engine {
     /// ([`FastState::plan`](crate::fast_path::FastState::plan), with the
     /// engine's segment sizes).
     pub(crate) fn offload_plan(&self, idx: u32, now: Instant, held: Held) -> Option<Offload> {
+        self.offload_plan_or_why(idx, now, held).ok()
+    }
+
+    /// [`Engine::offload_plan`], or why nothing of the flow qualifies (what
+    /// `px status` says of a flow the kernel does not carry).
+    pub(crate) fn offload_plan_or_why(&self, idx: u32, now: Instant, held: Held) -> Result<Offload, &'static str> {
         if !self.fast_path_on() {
-            return None;
+            return Err(if self.datapath.is_none() { "no kernel fast path" } else { "offload is off" });
         }
-        let f = self.flows.get(idx)?;
+        let f = self.flows.get(idx).ok_or("gone")?;
         // What the engine holds is inbound data: only the inbound
         // direction waits for it to be sent.
         let holds = held == Held::Refused && f.merge.held.is_some();
@@ -277,6 +289,7 @@ impl Engine {
         }
         if let Some(f) = self.flows.get_mut(idx) {
             catch_up(&mut f.conn, &fp);
+            f.stats.kernel_bytes[from as usize] += p.map_or(0, |p| p.bytes);
         }
         p
     }
@@ -306,19 +319,31 @@ impl Engine {
         let outb = self.withdraw_direction(idx, Port::Inner);
         self.in_kernel = self.in_kernel.saturating_sub(1);
         let c = &mut self.counters.fast_path;
-        match why {
-            // Counted by the caller, from the segment's direction.
-            Reclaim::Packet => {}
-            Reclaim::PathMtu => c.reclaimed_pmtu += 1,
-            Reclaim::Config => c.reclaimed_config += 1,
-            Reclaim::Removed => c.reclaimed_removed += 1,
-        }
+        let named = match why {
+            // Counted (and named) by the caller, from the segment's direction.
+            Reclaim::Packet => None,
+            Reclaim::PathMtu => {
+                c.reclaimed_pmtu += 1;
+                Some("path_mtu")
+            }
+            Reclaim::Config => {
+                c.reclaimed_config += 1;
+                Some("config")
+            }
+            Reclaim::Removed => {
+                c.reclaimed_removed += 1;
+                Some("removed")
+            }
+        };
         let lone = why == Reclaim::Packet
             && [inb, outb].iter().flatten().any(|p| p.returned == Some(ReturnReason::Lone))
             && ![inb, outb].iter().flatten().any(|p| p.returned.is_some_and(|r| r != ReturnReason::Lone));
         let Some(f) = self.flows.get_mut(idx) else { return };
         f.last_seen = now;
         f.fast.on_reclaimed(now, lone);
+        if let Some(why) = named {
+            f.stats.hand_back(why);
+        }
     }
 
     /// Brings flow `idx`'s expected sequence and ICMP windows up to what
@@ -584,6 +609,66 @@ pub(crate) mod tests {
             assert_eq!(key.outer().port(), crate::test_frames::OUTER_PORT);
             assert_eq!(*receiver, ReceiveWindow { end: 1 + 65_535, max_win: 65_535 });
         }
+    }
+
+    /// Issue 38 item 1: a flow's bytes in `px status` count what the
+    /// kernel carried, while it carries the flow (read from the datapath)
+    /// and after the flow came back.
+    #[test]
+    fn a_flows_bytes_count_what_the_kernel_carried_then_and_now() {
+        let (mut e, fake, now) = engine(false);
+        let next = established(&mut e, now, false, 7);
+        let why = |e: &Engine| e.largest_flows(1, now)[0].not_offloaded.clone();
+        assert_eq!(why(&e).as_deref(), Some("fewer segments than offload_after so far"));
+        let next = super_packet(&mut e, now, false, next, 7);
+        assert_eq!(why(&e).as_deref(), Some("waiting for a quiet moment"));
+        quiet(&mut e, now);
+        assert_eq!(e.flows_in_kernel(), 1);
+        assert_eq!(why(&e), None, "in the kernel");
+        let user = 14 * MSS_IN as u64;
+        let v = &e.largest_flows(1, now)[0];
+        assert_eq!((v.bytes_in, v.kernel_bytes_in), (user, 0));
+        let key = *fake.table.lock().unwrap().receivers.keys().next().unwrap();
+        let carried = |e: &mut Engine, bytes: u64| {
+            let mut t = fake.table.lock().unwrap();
+            t.dirs.get_mut(&(key, Port::Outer)).unwrap().1.bytes = bytes;
+            t.dirs.get_mut(&(key, Port::Inner)).unwrap().1.bytes = 7;
+            drop(t);
+            e.largest_flows(1, now)[0].clone()
+        };
+        let v = carried(&mut e, 5_000_000);
+        assert_eq!((v.bytes_in, v.kernel_bytes_in), (user + 5_000_000, 5_000_000));
+        assert_eq!((v.bytes_out, v.kernel_bytes_out), (7, 7));
+        // Taken back (a reload): what the kernel carried stays the flow's.
+        let cfg = e.config().clone();
+        e.set_config(now, Config { merge_timeout: cfg.merge_timeout * 2, ..cfg }).unwrap();
+        assert_eq!(e.flows_in_kernel(), 0);
+        let v = &e.largest_flows(1, now)[0];
+        assert_eq!((v.bytes_in, v.kernel_bytes_in, v.kernel_bytes_out), (user + 5_000_000, 5_000_000, 7));
+        assert_eq!((v.hand_backs, v.last_hand_back.as_deref()), (1, Some("config")));
+        assert_eq!(v.not_offloaded.as_deref(), Some("waiting after a hand-back"));
+        super_packet(&mut e, now, false, next, 2);
+        assert_eq!(e.largest_flows(1, now)[0].bytes_in, user + 5_000_000 + 2 * MSS_IN as u64);
+        // Handed back by the kernel (a FIN): named by its reason.
+        // Past any backoff (at most 2 s).
+        let later = now + std::time::Duration::from_secs(3);
+        let next = super_packet(&mut e, later, false, next + 2 * MSS_IN as u32, 20);
+        quiet(&mut e, later);
+        assert!(fake.table.lock().unwrap().dirs.contains_key(&(key, Port::Outer)), "inbound in the kernel");
+        for (_, p) in fake.table.lock().unwrap().dirs.values_mut() {
+            p.returned = Some(ReturnReason::Flags);
+        }
+        let mut fin = Tcp::data(false, Port::Outer, next, 0);
+        fin.flags = flags::FIN | flags::ACK;
+        feed(&mut e, later, &fin);
+        let v = &e.largest_flows(1, later)[0];
+        assert_eq!((v.hand_backs, v.last_hand_back.as_deref()), (2, Some("flags")));
+        assert_eq!(v.not_offloaded.as_deref(), Some("closing"));
+        // Offload off.
+        let mut cfg = e.config().clone();
+        cfg.fast_path = false;
+        e.set_config(later, cfg).unwrap();
+        assert_eq!(e.largest_flows(1, later)[0].not_offloaded.as_deref(), Some("offload is off"));
     }
 
     #[test]

@@ -19,9 +19,15 @@ pub struct FlowView {
     pub outer: SocketAddr,
     /// The inner (b-network) end.
     pub inner: SocketAddr,
-    /// TCP payload bytes received, inbound and outbound.
+    /// TCP payload bytes received, inbound and outbound, whichever path
+    /// carried them (user space or the kernel fast path).
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// Of those, what the kernel fast path carried.
+    #[serde(default)]
+    pub kernel_bytes_in: u64,
+    #[serde(default)]
+    pub kernel_bytes_out: u64,
     /// Frames received (a GRO super-packet counts once).
     pub frames_in: u64,
     pub frames_out: u64,
@@ -51,22 +57,50 @@ pub struct FlowView {
     /// the inner port carries more; counted in `inner_mss_small`).
     #[serde(default)]
     pub not_translated: Option<String>,
+    /// Times the flow (or a direction) came back from the kernel fast
+    /// path, and why the last time (`flags`, `options`, `lone`, `adjust`,
+    /// `other`: the kernel handed it back; `path_mtu`, `config`,
+    /// `removed`, `backlog`: the engine took it back).
+    #[serde(default)]
+    pub hand_backs: u32,
+    #[serde(default)]
+    pub last_hand_back: Option<String>,
+    /// Why the kernel fast path carries no direction of the flow (`None`
+    /// while it carries one): `offload is off`, `closing`, `fewer
+    /// segments than offload_after so far`, ...; `waiting for a quiet
+    /// moment` once it qualifies.
+    #[serde(default)]
+    pub not_offloaded: Option<String>,
 }
 
 impl Engine {
     /// The `n` flows that carried the most payload bytes (both directions),
     /// largest first.
+    /// A flow's bytes count what the kernel fast path carried of it: in
+    /// directions since withdrawn, and (read from the datapath, one look
+    /// per flow there) what it carries now.
     pub fn largest_flows(&self, n: usize, now: Instant) -> Vec<FlowView> {
-        let mut all: Vec<(u64, u32)> = self
+        let mut all: Vec<(u64, u32, [u64; 2])> = self
             .flows
             .indices()
-            .filter_map(|i| self.flows.get(i).map(|f| (f.stats.bytes.iter().sum::<u64>(), i)))
+            .filter_map(|i| {
+                let f = self.flows.get(i)?;
+                let mut kernel = f.stats.kernel_bytes;
+                if f.fast.in_kernel()
+                    && let Some(p) = self.datapath.as_ref().and_then(|d| d.progress(&f.key))
+                {
+                    for (k, d) in kernel.iter_mut().zip(&p.dirs) {
+                        *k += d.map_or(0, |d| d.bytes);
+                    }
+                }
+                Some((f.stats.bytes.iter().chain(&kernel).sum::<u64>(), i, kernel))
+            })
             .collect();
         all.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         all.into_iter()
             .take(n)
-            .filter_map(|(_, i)| self.flows.get(i))
-            .map(|f| {
+            .filter_map(|(_, i, kernel)| self.flows.get(i).map(|f| (f, i, kernel)))
+            .map(|(f, idx, kernel)| {
                 let (life, st) = (&f.conn.life, &f.stats);
                 let state = if life.signed {
                     "signed"
@@ -83,8 +117,10 @@ impl Engine {
                 FlowView {
                     outer: f.key.outer(),
                     inner: f.key.inner(),
-                    bytes_in: st.bytes[o],
-                    bytes_out: st.bytes[i],
+                    bytes_in: st.bytes[o] + kernel[o],
+                    bytes_out: st.bytes[i] + kernel[i],
+                    kernel_bytes_in: kernel[o],
+                    kernel_bytes_out: kernel[i],
                     frames_in: st.frames[o],
                     frames_out: st.frames[i],
                     largest_segment_in: st.largest_segment[o],
@@ -102,6 +138,15 @@ impl Engine {
                         .cfg
                         .untranslatable_inner_mss(f.conn.handshake.inner_mss, version_of(f.key.inner()))
                         .map(|m| format!("the inner host advertised MSS {m}")),
+                    hand_backs: st.hand_backs,
+                    last_hand_back: st.last_hand_back.map(str::to_string),
+                    not_offloaded: (!f.fast.in_kernel()).then(|| {
+                        match self.offload_plan_or_why(idx, now, super::offload::Held::Allowed) {
+                            Ok(_) => "waiting for a quiet moment",
+                            Err(why) => why,
+                        }
+                        .to_string()
+                    }),
                 }
             })
             .collect()

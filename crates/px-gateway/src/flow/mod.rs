@@ -25,8 +25,17 @@ use crate::port::Port;
 /// packet touches anyway.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct FlowStats {
-    /// TCP payload bytes received.
+    /// TCP payload bytes received in user space.
     pub bytes: [u64; 2],
+    /// TCP payload bytes the kernel fast path carried in directions since
+    /// withdrawn (what it carries now is read from it when asked).
+    pub kernel_bytes: [u64; 2],
+    /// Times the flow (or a direction of it) came back from the kernel,
+    /// and why the last time: a `ReturnReason` name (the kernel handed it
+    /// back), or the engine's own (`path_mtu`, `config`, `removed`,
+    /// `backlog`).
+    pub hand_backs: u32,
+    pub last_hand_back: Option<&'static str>,
     /// Frames received (a GRO super-packet counts once).
     pub frames: [u64; 2],
     /// The largest segment size received: a super-packet's segment size,
@@ -43,6 +52,12 @@ impl FlowStats {
         self.bytes[d] += payload as u64;
         self.frames[d] += 1;
         self.largest_segment[d] = self.largest_segment[d].max(segment as u32);
+    }
+
+    /// The flow came back from the kernel, for `why`.
+    pub fn hand_back(&mut self, why: &'static str) {
+        self.hand_backs = self.hand_backs.saturating_add(1);
+        self.last_hand_back = Some(why);
     }
 }
 

@@ -48,6 +48,8 @@ pub struct IperfRun {
     pub gbps: f64,
     /// Sender retransmits.
     pub retransmits: u64,
+    /// Payload bytes the client sent, all flows (`end.sum_sent.bytes`).
+    pub bytes: u64,
     /// The sender's MSS as iperf3 reports it.
     pub sender_mss: Option<u32>,
     /// CPU seconds of the server process (the receiver) during the run
@@ -127,7 +129,8 @@ impl Iperf<'_> {
         let host_pct = v["end"]["cpu_utilization_percent"]["host_total"].as_f64().unwrap_or(0.0);
         let duration = v["end"]["sum_sent"]["seconds"].as_f64().unwrap_or(self.seconds as f64);
         let client_cpu_s = host_pct / 100.0 * duration;
-        Ok((IperfRun { gbps, retransmits, sender_mss, server_cpu_s, client_cpu_s, congestion }, ready, midway))
+        let bytes = v["end"]["sum_sent"]["bytes"].as_u64().unwrap_or(0);
+        Ok((IperfRun { gbps, retransmits, bytes, sender_mss, server_cpu_s, client_cpu_s, congestion }, ready, midway))
     }
 }
 

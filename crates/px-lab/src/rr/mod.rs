@@ -76,6 +76,11 @@ pub struct RrResult {
     pub gateway_idle_cpu: Option<f64>,
     /// The same during the transactions (every size).
     pub gateway_busy_cpu: Option<f64>,
+    /// How many times the gateway's workers went to sleep during the
+    /// transactions, per transaction ([`px_netns::cpu::thread_sleeps`]): a
+    /// worker waiting in `poll` sleeps between frames, a spinning one not
+    /// at all, whatever the machine's load (the CPU share depends on it).
+    pub gateway_busy_sleeps: Option<f64>,
 }
 
 /// How long the gateway's idle CPU is measured, once it has started.
@@ -209,8 +214,13 @@ pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, crate::RunErro
     std::thread::sleep(IDLE_WINDOW);
     let gateway_idle_cpu = cpu_share(gw.pid, idle0, t0.elapsed());
     let (busy0, t0) = (px_netns::cpu::process_cpu_seconds(gw.pid), Instant::now());
+    let sleeps0 = px_netns::cpu::thread_sleeps(gw.pid, "px-worker");
     let through_gw = measure(&lab, LEGACY_ADDR, 7001, o);
     let gateway_busy_cpu = cpu_share(gw.pid, busy0, t0.elapsed());
+    let transactions = (o.transactions * o.sizes.len()).max(1) as f64;
+    let gateway_busy_sleeps = sleeps0
+        .zip(px_netns::cpu::thread_sleeps(gw.pid, "px-worker"))
+        .map(|(a, b)| b.saturating_sub(a) as f64 / transactions);
     let exit = gw.stop()?;
     let through_gw = through_gw?;
     if !exit.status.success() {
@@ -247,6 +257,7 @@ pub fn run(o: &RrOptions, say: &dyn Fn(&str)) -> Result<RrResult, crate::RunErro
         gateway_flushes,
         gateway_idle_cpu,
         gateway_busy_cpu,
+        gateway_busy_sleeps,
     })
 }
 
@@ -263,6 +274,7 @@ impl RrResult {
             "gateway_yield": self.gateway_yield, "gateway_flushes": crate::exp::flushes_json(&self.gateway_flushes),
             "transactions": transactions,
             "gateway_idle_cpu": self.gateway_idle_cpu, "gateway_busy_cpu": self.gateway_busy_cpu,
+            "gateway_busy_sleeps": self.gateway_busy_sleeps,
         })
     }
 
@@ -297,10 +309,11 @@ impl RrResult {
         let share = |c: Option<f64>| c.map_or("unknown".to_string(), |c| format!("{:.1} % of a core", c * 100.0));
         let _ = writeln!(
             out,
-            "  gateway CPU: {} idle ({} s after start), {} during the transactions",
+            "  gateway CPU: {} idle ({} s after start), {} during the transactions ({} sleeps per transaction)",
             share(self.gateway_idle_cpu),
             IDLE_WINDOW.as_secs(),
-            share(self.gateway_busy_cpu)
+            share(self.gateway_busy_cpu),
+            self.gateway_busy_sleeps.map_or("unknown".to_string(), |s| format!("{s:.2}"))
         );
         out
     }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::alerts::Alerts;
 use super::capture::CaptureSpec;
+use super::config::FastPathMode;
 use super::datapath::af_packet::AfPacket;
 use super::datapath::dpdk::Dpdk;
 use super::link_fault::LinkWatch;
@@ -25,7 +26,7 @@ use super::reload::{Control, reload, status_config};
 use super::status::ConfigStatus;
 use super::worker::LiveConfig;
 use super::{GatewayConfig, PortLock};
-use crate::logging::{info, warn};
+use crate::logging::{error, info, warn};
 use crate::systemd::{Notifier, Watchdog};
 
 /// How often the supervisor looks at the stop flag: short, so that a
@@ -128,6 +129,7 @@ impl Running {
             if ctl.reload.swap(false, Ordering::Relaxed) {
                 self.reload(ctl);
             }
+            self.sync_fast_path();
             let now = Instant::now();
             if let Some((n, w)) = &mut watchdog
                 && w.poll(now, &self.shared.beats())
@@ -165,6 +167,21 @@ impl Running {
         let result = reload(ctl, &mut self.config, &mut self.engine, &self.live, attached);
         self.shared.process.reloads[result as usize].fetch_add(1, Ordering::Relaxed);
         *self.live_status.lock().unwrap_or_else(|p| p.into_inner()) = status_config(&self.config, &self.engine);
+    }
+
+    /// Attaches the kernel fast path's program to the ports while `offload`
+    /// is on, and detaches it when it is off (then it sees no packet) once
+    /// the workers took every flow back (issue 38: with offload off the
+    /// program ran on every packet, counting each as `no_flow`).
+    fn sync_fast_path(&mut self) {
+        let want = self.config.offload == FastPathMode::On;
+        let Some(Datapath::AfPacket(a)) = self.datapath.as_mut() else { return };
+        if a.fast_path().is_err() || a.fast_path_attached() == want || (!want && self.shared.in_kernel() > 0) {
+            return;
+        }
+        if let Err(e) = a.set_fast_path(want) {
+            error!("px gateway: the kernel fast path: {e}");
+        }
     }
 
     /// Stops the workers (each flushes what its engine holds), takes the

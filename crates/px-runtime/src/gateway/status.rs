@@ -74,8 +74,13 @@ pub struct PortStatus {
     /// The interface.
     pub name: String,
     pub mtu: u16,
-    /// Frames on the wire (as `ip -s link` counts them).
+    /// Frames on the wire (as `ip -s link` counts them): the workers'
+    /// and the kernel fast path's.
     pub wire: PortCounters,
+    /// The kernel fast path's share of `wire`: what its program
+    /// redirected (zero without it).
+    #[serde(default)]
+    pub kernel: PortCounters,
     /// Frames through the gateway's sockets (a super-packet counts once).
     pub super_packets: PortCounters,
     /// Wire rates over the last interval.
@@ -194,6 +199,7 @@ impl Status {
                     name: name.clone(),
                     mtu: *mtu,
                     wire: w,
+                    kernel: t.kernel_wire[p as usize],
                     super_packets: *t.counters.port(p),
                     rx_pps: rate(w.rx_packets, before.map(|b| b.rx_packets)),
                     tx_pps: rate(w.tx_packets, before.map(|b| b.tx_packets)),
@@ -338,12 +344,13 @@ impl Status {
         let _ = writeln!(
             o,
             "\nports (wire frames, as ip -s link counts them; rates over the last {:.1} s; super rx / tx: frames through\n\
-             the gateway's sockets, a GRO or GSO super-packet counting once)",
+             the gateway's sockets, a GRO or GSO super-packet counting once; kernel rx / tx: of the wire frames, those\n\
+             the kernel fast path carried)",
             self.interval_s
         );
         let _ = writeln!(
             o,
-            "  {:<6} {:<15} {:>6} {:>14} {:>10} {:>12} {:>14} {:>10} {:>12} {:>14}",
+            "  {:<6} {:<15} {:>6} {:>14} {:>10} {:>12} {:>14} {:>10} {:>12} {:>21} {:>21}",
             "port",
             "interface",
             "MTU",
@@ -353,12 +360,13 @@ impl Status {
             "tx packets",
             "tx pps",
             "tx bit/s",
-            "super rx / tx"
+            "super rx / tx",
+            "kernel rx / tx",
         );
         for p in &self.ports {
             let _ = writeln!(
                 o,
-                "  {:<6} {:<15} {:>6} {:>14} {:>10} {:>12} {:>14} {:>10} {:>12} {:>6} / {}",
+                "  {:<6} {:<15} {:>6} {:>14} {:>10} {:>12} {:>14} {:>10} {:>12} {:>21} {:>21}",
                 p.role,
                 p.name,
                 p.mtu,
@@ -368,8 +376,12 @@ impl Status {
                 p.wire.tx_packets,
                 si(p.tx_pps),
                 si(p.tx_bps),
-                p.super_packets.rx_packets,
-                p.super_packets.tx_packets
+                format!("{} / {}", p.super_packets.rx_packets, p.super_packets.tx_packets),
+                if self.offload.active {
+                    format!("{} / {}", p.kernel.rx_packets, p.kernel.tx_packets)
+                } else {
+                    "-".to_string()
+                },
             );
         }
     }
@@ -464,6 +476,21 @@ impl Status {
                 if let Some(why) = &v.not_translated {
                     let _ = writeln!(o, "    not translated: {why}");
                 }
+                if self.offload.active {
+                    if let Some(why) = &v.not_offloaded {
+                        let _ = writeln!(o, "    not offloaded: {why}");
+                    }
+                    if v.hand_backs > 0 || v.kernel_bytes_in + v.kernel_bytes_out > 0 {
+                        let _ = writeln!(
+                            o,
+                            "    kernel: {} B in, {} B out; {} hand-back(s){}",
+                            v.kernel_bytes_in,
+                            v.kernel_bytes_out,
+                            v.hand_backs,
+                            v.last_hand_back.as_ref().map(|r| format!(", the last for {r}")).unwrap_or_default()
+                        );
+                    }
+                }
             }
         }
     }
@@ -513,6 +540,11 @@ mod tests {
             inner: "[2001:db8::2]:80".parse().unwrap(),
             bytes_in,
             bytes_out: 10,
+            kernel_bytes_in: 0,
+            kernel_bytes_out: 0,
+            hand_backs: 0,
+            last_hand_back: None,
+            not_offloaded: None,
             frames_in: 3,
             frames_out: 1,
             largest_segment_in: 1448,
@@ -576,6 +608,61 @@ mod tests {
         // The JSON is the same model.
         let back: Status = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// Issue 38 item 1: with the kernel fast path, each port's counts are
+    /// the workers' and the program's together (as the device counts),
+    /// the program's share beside them, in the rates, the text and the
+    /// metrics (`worker="kernel"`).
+    #[test]
+    fn the_kernel_fast_paths_frames_count_in_each_port_and_beside_it() {
+        use crate::gateway::metrics::{KernelScrape, render_scrape};
+        let sh = Shared::new(1);
+        let mut w = WorkerSnapshot::default();
+        w.wire[Port::Outer as usize].rx_packets = 100;
+        w.wire[Port::Outer as usize].rx_bytes = 100 * 1514;
+        w.wire[Port::Inner as usize].tx_packets = 20;
+        w.largest_flows = vec![
+            FlowView {
+                kernel_bytes_in: 9_000_000,
+                hand_backs: 2,
+                last_hand_back: Some("flags".into()),
+                ..flow(9_100_000, 1)
+            },
+            FlowView { not_offloaded: Some("closing".into()), ..flow(700, 2) },
+        ];
+        sh.publish(0, w);
+        let mut k = KernelScrape::default();
+        k.ports[Port::Outer as usize] =
+            PortCounters { rx_packets: 6000, rx_bytes: 6000 * 1514, tx_packets: 7, tx_bytes: 7 * 66 };
+        k.ports[Port::Inner as usize] =
+            PortCounters { rx_packets: 9, rx_bytes: 9 * 86, tx_packets: 1000, tx_bytes: 1000 * 9014 };
+        let scrape = sh.scrape_with(Some(k));
+        let before = WorkerSnapshot::default();
+        let cfg = ConfigStatus { offload: "on".into(), ..cfg() };
+        let s =
+            Status::build(&id(), &cfg, Duration::ZERO, &scrape, Some((&before, Duration::from_secs(1))), Vec::new());
+        let (outer, inner) = (&s.ports[0], &s.ports[1]);
+        assert_eq!((outer.wire.rx_packets, outer.wire.rx_bytes, outer.wire.tx_packets), (6100, 6100 * 1514, 7));
+        assert_eq!((inner.wire.rx_packets, inner.wire.tx_packets, inner.wire.tx_bytes), (9, 1020, 1000 * 9014));
+        assert_eq!(outer.kernel.rx_packets, 6000);
+        assert_eq!(inner.kernel.tx_packets, 1000);
+        assert_eq!(outer.rx_pps, 6100.0);
+        let text = s.render();
+        assert!(text.contains("kernel rx / tx"), "{text}");
+        assert!(text.contains("6000 / 7"), "{text}");
+        assert!(text.contains("    kernel: 9000000 B in, 0 B out; 2 hand-back(s), the last for flags"), "{text}");
+        assert!(text.contains("    not offloaded: closing"), "{text}");
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["flows"][0]["kernel_bytes_in"], 9_000_000);
+        assert_eq!(v["flows"][0]["last_hand_back"], "flags");
+        assert_eq!(v["flows"][1]["not_offloaded"], "closing");
+        let back: Status = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        let m = render_scrape(&scrape);
+        assert!(m.contains("px_gateway_packets_total{worker=\"kernel\",port=\"outer\",direction=\"rx\"} 6000"), "{m}");
+        assert!(m.contains("px_gateway_bytes_total{worker=\"kernel\",port=\"inner\",direction=\"tx\"} 9014000"), "{m}");
+        assert!(m.contains("px_gateway_packets_total{worker=\"0\",port=\"outer\",direction=\"rx\"} 100"), "{m}");
     }
 
     #[test]

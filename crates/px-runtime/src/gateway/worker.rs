@@ -283,6 +283,7 @@ fn publish<P: Ports>(index: usize, engine: &Engine, shared: &Shared, extra: &mut
         WorkerSnapshot {
             counters: engine.counters().clone(),
             wire: extra.wire,
+            kernel_wire: Default::default(),
             flows: engine.flow_count(),
             held_bytes: engine.held_bytes(),
             socket_drops: extra.socket_drops,

@@ -170,6 +170,34 @@ pub fn port_state(ns: &Netns, dev: &str) -> PortState {
     }
 }
 
+/// The kernel's packet and byte counts of `dev` in the gateway's
+/// namespace: rx packets, rx bytes, tx packets, tx bytes.
+pub fn kernel_counts(lab: &GwLab, dev: &str) -> [u64; 4] {
+    let json = lab.ns(lab.gw).ip(&["-s", "-j", "link", "show", "dev", dev]).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("ip -s -j link: {e}: {json}"));
+    let st = &v[0]["stats64"];
+    let n = |dir: &str, what: &str| st[dir][what].as_u64().unwrap_or_else(|| panic!("no {dir}.{what} in {json}"));
+    [n("rx", "packets"), n("rx", "bytes"), n("tx", "packets"), n("tx", "bytes")]
+}
+
+/// `px status` run in the gateway's namespace with `args`: its exit code,
+/// stdout and stderr.
+pub fn px_status(lab: &GwLab, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = lab.ns(lab.gw).command(env!("CARGO_BIN_EXE_px")).arg("status").args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `px status --json` of the running gateway.
+pub fn px_status_json(lab: &GwLab) -> serde_json::Value {
+    let (code, json, err) = px_status(lab, &["--json"]);
+    assert_eq!(code, Some(0), "px status --json: {json}{err}");
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
 /// `px gateway` running in the gateway namespace.
 pub struct Gateway {
     process: GatewayProcess,

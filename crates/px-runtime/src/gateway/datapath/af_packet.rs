@@ -36,8 +36,9 @@ const SEND_RETRY_WAIT: Duration = Duration::from_micros(20);
 /// when this build and kernel have it.
 pub struct AfPacket {
     guards: Vec<IfaceGuard>,
-    /// Attached whenever this build has it, so that `offload` can be
-    /// turned on by a reload; why not otherwise.
+    /// Loaded whenever this build has it, so that `offload` can be
+    /// turned on by a reload (attached to the ports only while it is on);
+    /// why not otherwise.
     fast_path: Result<FastPath, String>,
     /// The `PACKET_FANOUT` group id of the outer port's first socket kind;
     /// the others follow it.
@@ -65,7 +66,7 @@ impl AfPacket {
             }
             guards.push(g);
         }
-        let fast_path = match FastPath::attach(&cfg.inner, &cfg.outer) {
+        let fast_path = match FastPath::load(&cfg.inner, &cfg.outer, cfg.offload == FastPathMode::On) {
             Ok(fp) => Ok(fp),
             Err(e) if cfg.offload == FastPathMode::On => return Err(GatewayError::FastPath(e)),
             Err(e) => {
@@ -95,6 +96,27 @@ impl AfPacket {
     /// The kernel fast path, if attached; why not otherwise.
     pub fn fast_path(&self) -> Result<&FastPath, &str> {
         self.fast_path.as_ref().map_err(String::as_str)
+    }
+
+    /// Attaches the fast path's program to the ports (`on`) or detaches
+    /// it; a change is logged.
+    pub fn set_fast_path(&mut self, on: bool) -> Result<(), String> {
+        let fp = self.fast_path.as_mut().map_err(|why| why.clone())?;
+        if fp.attached() == on {
+            return Ok(());
+        }
+        fp.set_attached(on).map_err(|e| e.to_string())?;
+        if on {
+            info!("px gateway: the kernel fast path's program is attached to the ports");
+        } else {
+            info!("px gateway: the kernel fast path's program is detached from the ports (offload = \"off\")");
+        }
+        Ok(())
+    }
+
+    /// Whether the fast path's program is attached to the ports.
+    pub fn fast_path_attached(&self) -> bool {
+        self.fast_path.as_ref().is_ok_and(FastPath::attached)
     }
 
     /// Gives a worker's engine the fast path to offload flows to.

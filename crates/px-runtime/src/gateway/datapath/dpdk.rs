@@ -57,6 +57,10 @@ pub struct Dpdk {
     cores: Vec<usize>,
     /// The port MTUs the engine runs with (imtu, emtu).
     mtus: (u16, u16),
+    /// The outer port's own MTU, whatever `emtu` says (the Linux
+    /// interface's under `net_af_packet`, else what the driver reports;
+    /// 0, no bound, on memif).
+    outer_link: u16,
     /// The Linux interfaces under `net_af_packet` devices, restored after
     /// the ports stop (their GRO is turned off: DPDK's driver reads
     /// frames, not the kernel's super-packets).
@@ -103,6 +107,9 @@ impl Dpdk {
         // A Linux interface under `net_af_packet` has the MTU; the driver
         // reports a default.
         let mtus = (port_mtu(cfg.imtu, iface_mtu(&d.inner), ii.mtu), port_mtu(cfg.emtu, iface_mtu(&d.outer), oi.mtu));
+        // memif enforces no MTU (it reports 1500 and carries 9014-byte
+        // frames): no bound there.
+        let outer_link = if oi.driver == "net_memif" { 0 } else { port_mtu(0, iface_mtu(&d.outer), oi.mtu) };
         for (label, i) in [(&cfg.inner, &ii), (&cfg.outer, &oi)] {
             if cfg.workers > 1 && !i.capabilities.has(Capabilities::RSS) && i.driver != "net_af_packet" {
                 return Err(GatewayError::Dpdk(format!(
@@ -153,7 +160,7 @@ impl Dpdk {
                 mac(p.info.mac)
             );
         }
-        Ok(Dpdk { ports: [inner, outer], pools, cores: d.cores.clone(), mtus, guards, eal })
+        Ok(Dpdk { ports: [inner, outer], pools, cores: d.cores.clone(), mtus, outer_link, guards, eal })
     }
 
     /// The MTUs the engine runs with (imtu, emtu).
@@ -165,6 +172,9 @@ impl Dpdk {
     pub fn engine_config(&self, c: &mut px_gateway::Config) {
         c.inner_gso = self.ports[Port::Inner as usize].offloads.has(Capabilities::TSO);
         c.outer_gso = self.ports[Port::Outer as usize].offloads.has(Capabilities::TSO);
+        // Nothing passed untouched toward a verified neighbour may exceed
+        // the outer link (issue 35), as on AF_PACKET.
+        c.outer_link_mtu = self.outer_link;
     }
 
     /// Worker `index`'s queues.

@@ -26,7 +26,9 @@ mod table;
 pub use http::serve;
 pub use process::ProcessStats;
 pub use render::{Summary, render, render_scrape, si, summary};
-pub use snapshot::{BEAT_EVERY, LinkScrape, ProcessCounters, ReloadResult, Scrape, Shared, WorkerSnapshot};
+pub use snapshot::{
+    BEAT_EVERY, KernelScrape, LinkScrape, ProcessCounters, ReloadResult, Scrape, Shared, WorkerSnapshot,
+};
 pub use table::{FAMILIES, Family, Kind};
 
 /// Two workers, the second with some traffic: the scrape the tests render.

@@ -21,6 +21,10 @@ pub struct WorkerSnapshot {
     /// Sent frames are counted when handed to the kernel (those it then
     /// refuses are `send_errors`).
     pub wire: [PortCounters; 2],
+    /// In the gateway's totals only ([`Shared::total`]): the kernel fast
+    /// path's share of `wire` (what its program redirected, which no
+    /// worker sees), by `Port as usize`.
+    pub kernel_wire: [PortCounters; 2],
     pub flows: usize,
     pub held_bytes: usize,
     /// Frames the kernel reported dropped on our sockets, and send failures.
@@ -167,20 +171,53 @@ impl Shared {
         }
     }
 
+    /// Flows the kernel fast path carries for the workers, as they last
+    /// published.
+    pub fn in_kernel(&self) -> usize {
+        self.workers.iter().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).in_kernel).sum()
+    }
+
     pub fn snapshots(&self) -> Vec<WorkerSnapshot> {
         self.workers.iter().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone()).collect()
     }
 
+    /// The sum of the workers' snapshots, with the kernel fast path's
+    /// wire counts added to theirs (`kernel_wire`): each port's counts as
+    /// its device's.
     pub fn total(&self) -> WorkerSnapshot {
-        total(&self.snapshots())
+        let mut t = total(&self.snapshots());
+        if let Some(k) = self.kernel_ports() {
+            with_kernel(&mut t, k);
+        }
+        t
+    }
+
+    /// What the kernel fast path redirected, if it is attached.
+    fn kernel_ports(&self) -> Option<[PortCounters; 2]> {
+        self.kernel.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|k| k.ports())
     }
 
     /// Everything one scrape shows, read once.
     pub fn scrape(&self) -> Scrape {
+        let kernel = self.kernel.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|k| KernelScrape {
+            live: k.live(),
+            reasons: k.reasons(),
+            ports: k.ports(),
+        });
+        self.scrape_with(kernel)
+    }
+
+    /// The scrape with what the kernel fast path's maps said (`None`:
+    /// not attached).
+    pub(crate) fn scrape_with(&self, kernel: Option<KernelScrape>) -> Scrape {
         let workers = self.snapshots();
         let p = &self.process;
+        let mut total = total(&workers);
+        if let Some(k) = &kernel {
+            with_kernel(&mut total, k.ports);
+        }
         Scrape {
-            total: total(&workers),
+            total,
             workers,
             capture_written: p.capture_written.load(Ordering::Relaxed),
             capture_write_errors: p.capture_write_errors.load(Ordering::Relaxed),
@@ -191,12 +228,7 @@ impl Shared {
                 held_down: p.held_down.each_ref().map(|a| a.load(Ordering::Relaxed)),
             },
             process: super::process::ProcessStats::read(),
-            kernel: self
-                .kernel
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .as_ref()
-                .map(|k| KernelScrape { live: k.live(), reasons: k.reasons() }),
+            kernel,
         }
     }
 }
@@ -217,6 +249,24 @@ pub struct KernelScrape {
     pub live: crate::fast_path::Live,
     /// Packets the program saw, by [`crate::fast_path::REASONS`].
     pub reasons: [u64; crate::fast_path::REASONS.len()],
+    /// What the program redirected, as the ports' devices count it, by
+    /// `Port as usize`.
+    pub ports: [PortCounters; 2],
+}
+
+/// Adds the kernel fast path's wire counts `k` to the workers' total.
+fn with_kernel(t: &mut WorkerSnapshot, k: [PortCounters; 2]) {
+    for (w, k) in t.wire.iter_mut().zip(&k) {
+        add(w, k);
+    }
+    t.kernel_wire = k;
+}
+
+fn add(a: &mut PortCounters, b: &PortCounters) {
+    a.rx_packets += b.rx_packets;
+    a.rx_bytes += b.rx_bytes;
+    a.tx_packets += b.tx_packets;
+    a.tx_bytes += b.tx_bytes;
 }
 
 /// The sum of the workers' snapshots (the merge timeout: the largest).
@@ -225,10 +275,7 @@ fn total(snaps: &[WorkerSnapshot]) -> WorkerSnapshot {
     for s in snaps {
         t.counters.accumulate(&s.counters);
         for (a, b) in t.wire.iter_mut().zip(&s.wire) {
-            a.rx_packets += b.rx_packets;
-            a.rx_bytes += b.rx_bytes;
-            a.tx_packets += b.tx_packets;
-            a.tx_bytes += b.tx_bytes;
+            add(a, b);
         }
         t.flows += s.flows;
         t.held_bytes += s.held_bytes;

@@ -84,13 +84,28 @@ fn by_port(v: [u64; 2]) -> Rows {
 }
 
 /// Rows per worker, port and direction from a port's (rx, tx) pair.
-fn per_port(s: &Scrape, f: fn(&WorkerSnapshot, Port) -> (u64, u64)) -> Rows {
+fn per_port(s: &Scrape, f: impl Fn(&WorkerSnapshot, Port) -> (u64, u64)) -> Rows {
     let mut rows = Vec::new();
     for (i, w) in s.workers.iter().enumerate() {
         for (name, port) in [("inner", Port::Inner), ("outer", Port::Outer)] {
             let (rx, tx) = f(w, port);
             rows.push((format!("worker=\"{i}\",port=\"{name}\",direction=\"rx\""), rx as f64));
             rows.push((format!("worker=\"{i}\",port=\"{name}\",direction=\"tx\""), tx as f64));
+        }
+    }
+    rows
+}
+
+/// Wire counts per worker, port and direction, and the kernel fast path's
+/// (labelled `worker="kernel"`) when it is attached: together, each
+/// port's device counts.
+fn wire_rows(s: &Scrape, f: fn(&px_gateway::PortCounters) -> (u64, u64)) -> Rows {
+    let mut rows = per_port(s, |w, p| f(w.wire(p)));
+    if let Some(k) = &s.kernel {
+        for (name, port) in [("inner", Port::Inner), ("outer", Port::Outer)] {
+            let (rx, tx) = f(&k.ports[port as usize]);
+            rows.push((format!("worker=\"kernel\",port=\"{name}\",direction=\"rx\""), rx as f64));
+            rows.push((format!("worker=\"kernel\",port=\"{name}\",direction=\"tx\""), tx as f64));
         }
     }
     rows
@@ -161,16 +176,16 @@ pub const FAMILIES: &[Family] = &[
     Family {
         name: "px_gateway_packets_total",
         kind: Counter,
-        help: "Frames on the wire received (direction rx) and sent (tx), per worker and port: a GRO or GSO super-packet counts as its segments, as ip -s link counts them.",
+        help: "Frames on the wire received (direction rx) and sent (tx), per worker and port: a GRO or GSO super-packet counts as its segments, as ip -s link counts them; worker=\"kernel\": what the kernel fast path redirected (the sum over workers is the device's count).",
         counters: &[],
-        rows: |s| per_port(s, |w, p| (w.wire(p).rx_packets, w.wire(p).tx_packets)),
+        rows: |s| wire_rows(s, |c| (c.rx_packets, c.tx_packets)),
     },
     Family {
         name: "px_gateway_bytes_total",
         kind: Counter,
-        help: "Bytes on the wire (Ethernet header included, no FCS) received (direction rx) and sent (tx), per worker and port, as ip -s link counts them.",
+        help: "Bytes on the wire (Ethernet header included, no FCS) received (direction rx) and sent (tx), per worker and port, as ip -s link counts them; worker=\"kernel\": what the kernel fast path redirected.",
         counters: &[],
-        rows: |s| per_port(s, |w, p| (w.wire(p).rx_bytes, w.wire(p).tx_bytes)),
+        rows: |s| wire_rows(s, |c| (c.rx_bytes, c.tx_bytes)),
     },
     Family {
         name: "px_gateway_super_packets_total",
@@ -958,7 +973,8 @@ mod tests {
             }
         }
         // What the dashboard is for: throughput and packets per port,
-        // yield, held bytes, flows, drops by reason, caravans.
+        // yield, held bytes, flows, drops by reason, caravans, the kernel
+        // fast path.
         for must in [
             "px_gateway_bytes_total",
             "px_gateway_packets_total",
@@ -968,6 +984,9 @@ mod tests {
             "px_gateway_drops_total",
             "px_gateway_caravans_built_total",
             "px_gateway_caravans_opened_total",
+            "px_gateway_fast_path_flows",
+            "px_gateway_fast_path_bytes_total",
+            "px_gateway_fast_path_program_packets_total",
         ] {
             assert!(used.contains(must), "the dashboard has no panel on {must}");
         }
