@@ -410,6 +410,8 @@ fn with_the_fast_path_on_px_status_counts_what_ip_link_and_iperf3_count() {
     let mut worst = 0f64;
     for (k, role) in ["outer", "inner"].into_iter().enumerate() {
         assert_eq!(after["ports"][k]["role"], role);
+        // Issue 38 item 1 asks for link state too: both carriers are up.
+        assert_eq!(after["ports"][k]["link"], "up", "{after}");
         for (j, what) in names.into_iter().enumerate() {
             let n = |s: &serde_json::Value, part: &str| s["ports"][k][part][what].as_u64().unwrap_or(0);
             let gw_delta = n(&after, "wire") - n(&before, "wire");

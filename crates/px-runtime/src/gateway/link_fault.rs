@@ -19,7 +19,7 @@ use px_gateway::Port;
 use px_io::IfaceCtl;
 
 use super::config::LinkFaultConfig;
-use super::metrics::ProcessCounters;
+use super::metrics::{LINK_DOWN, LINK_NO_CARRIER, LINK_UP, ProcessCounters};
 use crate::logging::{error, info, warn};
 
 /// One port as the kernel reports it.
@@ -177,6 +177,12 @@ impl LinkWatch {
         let held = self.fault.as_ref().and_then(LinkFault::held);
         for p in [Port::Outer, Port::Inner] {
             let st = s[p as usize];
+            let state = match (st.up, st.carrier) {
+                (false, _) => LINK_DOWN,
+                (true, false) => LINK_NO_CARRIER,
+                (true, true) => LINK_UP,
+            };
+            self.counters.link_state[p as usize].store(state, Ordering::Relaxed);
             // The port held down has no carrier because of us; one an
             // operator took down is not a fault.
             if Some(p) == held || !st.up {

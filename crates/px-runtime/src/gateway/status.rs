@@ -83,6 +83,11 @@ pub struct PortStatus {
     pub kernel: PortCounters,
     /// Frames through the gateway's sockets (a super-packet counts once).
     pub super_packets: PortCounters,
+    /// The link: `up`, `no carrier`, `down` (administratively), `held
+    /// down` (by link-fault pass-through: the other port lost its
+    /// carrier), `unknown` (not watched: the DPDK datapath).
+    #[serde(default)]
+    pub link: String,
     /// Wire rates over the last interval.
     pub rx_pps: f64,
     pub tx_pps: f64,
@@ -172,6 +177,18 @@ fn port_name(p: Port) -> &'static str {
     }
 }
 
+/// A port's link state ([`super::metrics::ProcessCounters::link_state`]) as `px status` names it.
+fn link_name(state: u64, held_down: bool) -> &'static str {
+    use super::metrics::{LINK_DOWN, LINK_NO_CARRIER, LINK_UP};
+    match state {
+        _ if held_down => "held down",
+        LINK_UP => "up",
+        LINK_NO_CARRIER => "no carrier",
+        LINK_DOWN => "down",
+        _ => "unknown",
+    }
+}
+
 impl Status {
     /// The status from a scrape `now`, the previous sample `prev` taken
     /// `dt` before it (for rates), and what the gateway knows of itself.
@@ -200,6 +217,7 @@ impl Status {
                     mtu: *mtu,
                     wire: w,
                     kernel: t.kernel_wire[p as usize],
+                    link: link_name(now.link.state[p as usize], now.link.held_down[p as usize] > 0).to_string(),
                     super_packets: *t.counters.port(p),
                     rx_pps: rate(w.rx_packets, before.map(|b| b.rx_packets)),
                     tx_pps: rate(w.tx_packets, before.map(|b| b.tx_packets)),
@@ -350,7 +368,7 @@ impl Status {
         );
         let _ = writeln!(
             o,
-            "  {:<6} {:<15} {:>6} {:>14} {:>10} {:>12} {:>14} {:>10} {:>12} {:>21} {:>21}",
+            "  {:<6} {:<15} {:>6} {:>14} {:>10} {:>12} {:>14} {:>10} {:>12} {:>21} {:>21}  link",
             "port",
             "interface",
             "MTU",
@@ -366,7 +384,7 @@ impl Status {
         for p in &self.ports {
             let _ = writeln!(
                 o,
-                "  {:<6} {:<15} {:>6} {:>14} {:>10} {:>12} {:>14} {:>10} {:>12} {:>21} {:>21}",
+                "  {:<6} {:<15} {:>6} {:>14} {:>10} {:>12} {:>14} {:>10} {:>12} {:>21} {:>21}  {}",
                 p.role,
                 p.name,
                 p.mtu,
@@ -382,6 +400,7 @@ impl Status {
                 } else {
                     "-".to_string()
                 },
+                p.link,
             );
         }
     }
@@ -613,7 +632,7 @@ mod tests {
     /// Issue 38 item 1: with the kernel fast path, each port's counts are
     /// the workers' and the program's together (as the device counts),
     /// the program's share beside them, in the rates, the text and the
-    /// metrics (`worker="kernel"`).
+    /// metrics (`worker="kernel"`); each port's link state is named.
     #[test]
     fn the_kernel_fast_paths_frames_count_in_each_port_and_beside_it() {
         use crate::gateway::metrics::{KernelScrape, render_scrape};
@@ -632,6 +651,10 @@ mod tests {
             FlowView { not_offloaded: Some("closing".into()), ..flow(700, 2) },
         ];
         sh.publish(0, w);
+        use std::sync::atomic::Ordering::Relaxed;
+        sh.process.link_state[Port::Outer as usize].store(crate::gateway::metrics::LINK_NO_CARRIER, Relaxed);
+        sh.process.link_state[Port::Inner as usize].store(crate::gateway::metrics::LINK_DOWN, Relaxed);
+        sh.process.held_down[Port::Inner as usize].store(1, Relaxed);
         let mut k = KernelScrape::default();
         k.ports[Port::Outer as usize] =
             PortCounters { rx_packets: 6000, rx_bytes: 6000 * 1514, tx_packets: 7, tx_bytes: 7 * 66 };
@@ -653,6 +676,8 @@ mod tests {
         assert!(text.contains("6000 / 7"), "{text}");
         assert!(text.contains("    kernel: 9000000 B in, 0 B out; 2 hand-back(s), the last for flags"), "{text}");
         assert!(text.contains("    not offloaded: closing"), "{text}");
+        assert_eq!((outer.link.as_str(), inner.link.as_str()), ("no carrier", "held down"));
+        assert!(text.contains("  no carrier\n") && text.contains("  held down\n"), "{text}");
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["flows"][0]["kernel_bytes_in"], 9_000_000);
         assert_eq!(v["flows"][0]["last_hand_back"], "flags");

@@ -27,7 +27,8 @@ pub use http::serve;
 pub use process::ProcessStats;
 pub use render::{Summary, render, render_scrape, si, summary};
 pub use snapshot::{
-    BEAT_EVERY, KernelScrape, LinkScrape, ProcessCounters, ReloadResult, Scrape, Shared, WorkerSnapshot,
+    BEAT_EVERY, KernelScrape, LINK_DOWN, LINK_NO_CARRIER, LINK_UNKNOWN, LINK_UP, LinkScrape, ProcessCounters,
+    ReloadResult, Scrape, Shared, WorkerSnapshot,
 };
 pub use table::{FAMILIES, Family, Kind};
 

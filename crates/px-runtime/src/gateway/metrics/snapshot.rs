@@ -96,7 +96,17 @@ pub struct ProcessCounters {
     pub link_fault_downs: [AtomicU64; 2],
     /// 1 while link-fault pass-through holds the port down.
     pub held_down: [AtomicU64; 2],
+    /// Each port's link as last looked at: [`LINK_UNKNOWN`] (not
+    /// watched: the DPDK datapath), [`LINK_UP`], [`LINK_NO_CARRIER`],
+    /// [`LINK_DOWN`] (administratively).
+    pub link_state: [AtomicU64; 2],
 }
+
+/// Values of [`ProcessCounters::link_state`].
+pub const LINK_UNKNOWN: u64 = 0;
+pub const LINK_UP: u64 = 1;
+pub const LINK_NO_CARRIER: u64 = 2;
+pub const LINK_DOWN: u64 = 3;
 
 /// How a configuration reload (SIGHUP) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,6 +236,7 @@ impl Shared {
                 carrier_lost: p.carrier_lost.each_ref().map(|a| a.load(Ordering::Relaxed)),
                 pass_through: p.link_fault_downs.each_ref().map(|a| a.load(Ordering::Relaxed)),
                 held_down: p.held_down.each_ref().map(|a| a.load(Ordering::Relaxed)),
+                state: p.link_state.each_ref().map(|a| a.load(Ordering::Relaxed)),
             },
             process: super::process::ProcessStats::read(),
             kernel,
@@ -240,6 +251,8 @@ pub struct LinkScrape {
     pub carrier_lost: [u64; 2],
     pub pass_through: [u64; 2],
     pub held_down: [u64; 2],
+    /// [`ProcessCounters::link_state`].
+    pub state: [u64; 2],
 }
 
 /// What the kernel fast path's maps say at a scrape.
