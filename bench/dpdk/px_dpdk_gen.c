@@ -30,9 +30,11 @@
  *     one core forwards a fiftieth of that, so all 800 at once would play
  *     every flow fifty times slower than written (64 KB bursts 17 ms apart,
  *     which no sender makes) and leave each burst's tail to the merge
- *     timeout. The window's size follows the forwarder's pace (after each
- *     window: trace time / wall time), so each flow moves at its trace rate
- *     whatever the forwarder; `--at-once all` is the old replay;
+ *     timeout. After each window the next one gets as many frames a lap
+ *     as the forwarder takes in a lap's trace time, so each flow moves at
+ *     its trace rate whatever the forwarder; `--at-once all` is the old
+ *     replay. The receivers acknowledge each lap (a lap behind), so no
+ *     flow runs out of its receiver's window (1 GiB);
  *   - first sends the bulk flows' handshakes (--in-syn/--in-synack,
  *     --out-syn/--out-synack: SYNs from the sender's side, then SYN-ACKs
  *     from the receiver's) and waits until they have come through, so a
@@ -128,13 +130,18 @@ struct replay {
 	/* The window. */
 	uint32_t nflows, at_once, k, start, end, laps, win_lap;
 	uint32_t *win, *per_flow; /* frames of the window; frames of each flow */
+	uint32_t *flow_of_ord;    /* flow id of each flow number */
 	size_t nwin, at;
 	uint64_t lap_ns, win_t0, windows, k_sum, trace_ns, wall_ns;
+	size_t budget; /* fitted: frames a window's lap should hold */
 };
 
 struct gflow {
 	uint32_t step; /* payload bytes per lap */
 	uint32_t ord;  /* its number in its direction */
+	uint32_t laps; /* laps of it sent */
+	struct gframe *ack; /* its receiver's ACK (the -synack pcap), or NULL */
+	uint32_t ack0;      /* that ACK's acknowledgment number as loaded */
 	uint8_t dir;
 	uint8_t hi_set;
 	uint32_t hi;
@@ -261,26 +268,22 @@ static uint16_t find_tsval(const uint8_t *th, uint32_t thl, uint32_t tcp_at)
 /* ------------------------------------------------------------------ */
 /* Windows of flows (px-bench's vs_dpdk::paced, where the reason is).   */
 
-/* The next window's size: k flows took wall_ns for trace_ns of the trace;
- * the next ones should move at their trace rates (at most x2 or /2). */
-static uint32_t adapt(uint32_t k, uint64_t trace_ns, uint64_t wall_ns, uint32_t flows)
+/* Frames a window's lap should hold so that it takes as long as the
+ * trace's lap (lap_ns): the forwarder took `frames` in wall_ns. */
+static size_t lap_budget(uint64_t frames, uint64_t wall_ns, uint64_t lap_ns)
 {
-	double ratio = (double)trace_ns / (double)(wall_ns ? wall_ns : 1);
-	ratio = ratio < 0.5 ? 0.5 : ratio > 2.0 ? 2.0 : ratio;
-	double v = (double)k * ratio + 0.5;
-	uint32_t n = v < 1.0 ? 1 : (uint32_t)v;
-	return n > flows ? flows : n < 1 ? 1 : n;
+	return (size_t)((double)frames * (double)lap_ns / (double)(wall_ns ? wall_ns : 1));
 }
 
-/* Makes flows [start, start + k) (wrapping to 0; more while a lap would
- * hold fewer than MIN_LAP_FRAMES frames) the window: its frames in trace
- * order. */
+/* Makes the flows from `start` (wrapping to 0) the window: k of them,
+ * more while a lap would hold fewer than the budget's frames (fitted) or
+ * MIN_LAP_FRAMES; its frames in trace order. */
 static void open_window(struct replay *r, uint32_t start)
 {
 	r->start = start >= r->nflows ? 0 : start;
-	size_t frames = 0;
+	size_t frames = 0, least = r->budget > MIN_LAP_FRAMES ? r->budget : MIN_LAP_FRAMES;
 	r->end = r->start;
-	while (r->end < r->nflows && (r->end - r->start < r->k || frames < MIN_LAP_FRAMES))
+	while (r->end < r->nflows && (r->end - r->start < r->k || frames < least))
 		frames += r->per_flow[r->end++];
 	r->nwin = 0;
 	for (size_t i = 0; i < r->n; i++)
@@ -293,17 +296,56 @@ static void open_window(struct replay *r, uint32_t start)
 	r->k_sum += r->end - r->start;
 }
 
-/* After a lap of the window: the next lap, or the next window. */
-static void window_lap_done(const struct gen *g, struct replay *r)
+/* The receivers of the window's flows acknowledge what they got, up to a
+ * lap behind: a receiver that never acknowledged would close its window
+ * after 1 GiB (65535 << 14), and a gateway must not merge past it. An ACK
+ * still in the peer's ring waits for the next lap. */
+static void acknowledge(struct gen *g, struct replay *r)
 {
+	struct rte_mbuf *b[MAX_BURST];
+	unsigned k = 0;
+	/* Nothing else is sent on that port in an inbound or outbound round:
+	 * the driver lets go of the ACKs the peer has read when it sends. */
+	rte_eth_tx_burst(g->port[!r->port], 0, b, 0);
+	for (uint32_t o = r->start; o < r->end && k < MAX_BURST; o++) {
+		if (r->flow_of_ord[o] == FIDX_NONE)
+			continue;
+		struct gflow *fl = fidx_at(&g->flows, r->flow_of_ord[o]);
+		fl->laps++;
+		struct gframe *a = fl->ack;
+		if (!a || fl->laps < 2 || rte_mbuf_refcnt_read(a->m) != 1)
+			continue;
+		uint8_t *th = a->data + a->tcp_at;
+		uint16_t hc = be16(th + 16);
+		uint32_t old = be32(th + 8), new = fl->ack0 + fl->step * (fl->laps - 1);
+		hc = csum_update32(hc, old, new);
+		wr32(th + 8, new);
+		th[16] = (uint8_t)(hc >> 8);
+		th[17] = (uint8_t)hc;
+		rte_mbuf_refcnt_update(a->m, 1);
+		b[k++] = a->m;
+	}
+	if (k == 0)
+		return;
+	uint16_t n = rte_eth_tx_burst(g->port[!r->port], 0, b, (uint16_t)k);
+	for (unsigned j = n; j < k; j++)
+		rte_mbuf_refcnt_update(b[j], -1);
+}
+
+/* After a lap of the window: the next lap, or the next window. */
+static void window_lap_done(struct gen *g, struct replay *r)
+{
+	acknowledge(g, r);
 	r->at = 0;
 	if (++r->win_lap < r->laps)
 		return;
 	uint64_t wall_ns = (uint64_t)((double)(rte_rdtsc() - r->win_t0) / g->tsc_hz * 1e9);
 	r->trace_ns += r->laps * r->lap_ns;
 	r->wall_ns += wall_ns;
-	if (r->at_once == 0)
-		r->k = adapt(r->end - r->start, r->laps * r->lap_ns, wall_ns, r->nflows);
+	if (r->at_once == 0) {
+		r->k = 1;
+		r->budget = lap_budget((uint64_t)r->nwin * r->laps, wall_ns, r->lap_ns);
+	}
 	do
 		open_window(r, r->end);
 	while (r->nwin == 0);
@@ -342,6 +384,9 @@ static struct gframe *build(const struct trace *t, struct rte_mempool *mp)
 static void index_data(struct gen *g, int d, const struct trace *t)
 {
 	struct replay *r = &g->r[d];
+	r->flow_of_ord = calloc(r->n + 1, sizeof(*r->flow_of_ord));
+	if (!r->flow_of_ord)
+		die(EXIT_INPUT, "out of memory");
 	for (size_t i = 0; i < r->n; i++) {
 		struct gframe *f = &r->f[i];
 		struct pinfo pi;
@@ -354,6 +399,7 @@ static void index_data(struct gen *g, int d, const struct trace *t)
 		if (fl->sent == 0 && fl->step == 0) {
 			fl->dir = (uint8_t)d;
 			fl->ord = r->nflows++;
+			r->flow_of_ord[fl->ord] = id;
 		} else if (fl->dir != d)
 			die(EXIT_INPUT, "%s: a flow's data goes both ways", t->path);
 		fl->step += pi.payload;
@@ -367,8 +413,10 @@ static void index_data(struct gen *g, int d, const struct trace *t)
 	r->ts_step = (uint32_t)(t->f[t->n - 1].ts_ns / 1000000) + 1;
 	/* The windows: a lap's trace time (first frame to one mean gap after
 	 * the last), laps per window, the first window's size. */
-	if (r->nflows == 0)
+	if (r->nflows == 0) {
 		r->nflows = 1;
+		r->flow_of_ord[0] = FIDX_NONE;
+	}
 	r->per_flow = calloc(r->nflows, sizeof(*r->per_flow));
 	if (!r->per_flow)
 		die(EXIT_INPUT, "out of memory");
@@ -389,6 +437,32 @@ static void index_data(struct gen *g, int d, const struct trace *t)
 	if (!r->win)
 		die(EXIT_INPUT, "out of memory");
 	open_window(r, 0);
+}
+
+/* The receivers' ACKs among the -synack frames (ACK, no SYN, no data):
+ * each becomes its flow's, moved on as the flow's laps go by. */
+static void find_acks(struct gen *g, struct gframe *f, const struct trace *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		struct pinfo pi;
+		parse_frame(f[i].data, t->f[i].len, t->f[i].len, &pi);
+		if (pi.kind != K_TCP4 || pi.payload || (pi.flags & 0x12) != 0x10)
+			continue;
+		/* The data flow's key: source and destination swapped. */
+		uint8_t k[KEYLEN];
+		k[0] = pi.key[0];
+		memcpy(k + 1, pi.key + 17, 16);
+		memcpy(k + 17, pi.key + 1, 16);
+		memcpy(k + 33, pi.key + 35, 2);
+		memcpy(k + 35, pi.key + 33, 2);
+		uint32_t id = fidx_id(&g->flows, k, 0);
+		if (id == FIDX_NONE)
+			continue;
+		struct gflow *fl = fidx_at(&g->flows, id);
+		f[i].tcp_at = (uint16_t)(pi.l2 + pi.l3);
+		fl->ack = &f[i];
+		fl->ack0 = be32(f[i].data + f[i].tcp_at + 8);
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -856,6 +930,7 @@ int main(int argc, char **argv)
 			hs[d][k] = build(&t[d][k], mp);
 		g.r[d] = (struct replay){.f = hs[d][T_DATA], .n = t[d][T_DATA].n, .port = d == IN ? P_OUTER : P_INNER};
 		index_data(&g, d, &t[d][T_DATA]);
+		find_acks(&g, hs[d][T_SYNACK], &t[d][T_SYNACK]);
 	}
 	struct rte_mempool *rx_pool[2] = {px_mkpool("px_gen_rx_outer", 4096, rx_room),
 					  px_mkpool("px_gen_rx_inner", 4096, rx_room)};

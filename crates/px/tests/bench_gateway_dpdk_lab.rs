@@ -31,7 +31,7 @@ fn every_round_moves_every_byte_and_the_report_has_the_issues_keys() {
         eprintln!("skipped: {}", err.trim());
         return;
     }
-    assert!(out.status.success(), "{err}");
+    assert!(out.status.success(), "px bench gateway: {} (a signal if no code); stderr: {err}", out.status);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     let absent: Vec<&str> = v["absent"].as_array().unwrap().iter().filter_map(|a| a["forwarder"].as_str()).collect();
     // The ceiling and the baseline always run; px's round needs px gateway

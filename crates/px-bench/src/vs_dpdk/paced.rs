@@ -13,7 +13,7 @@
 //! clock makes 0.95. The generator therefore replays the flows a window
 //! at a time ([`Window`]): each flow at its trace rate for about
 //! [`ON_NS`] of trace time, then the next flows, the window's size fitted
-//! to how fast the forwarder takes frames ([`adapt`]).
+//! to how fast the forwarder takes frames ([`lap_budget`]).
 
 use std::time::{Duration, Instant};
 
@@ -43,7 +43,7 @@ pub enum AtOnce {
     All,
     /// A window of this many flows.
     Fixed(usize),
-    /// A window fitted after each to the forwarder's pace ([`adapt`]).
+    /// A window fitted after each to the forwarder's pace ([`lap_budget`]).
     Fitted,
 }
 
@@ -73,13 +73,11 @@ impl std::str::FromStr for AtOnce {
     }
 }
 
-/// The window's next size: `k` flows took `wall_ns` for what the trace
-/// spends `trace_ns` on; the next window's flows should move at their
-/// trace rates, so the size follows the ratio (at most doubling or halving
-/// at a time), between 1 and `flows`.
-pub fn adapt(k: usize, trace_ns: u64, wall_ns: u64, flows: usize) -> usize {
-    let ratio = (trace_ns as f64 / wall_ns.max(1) as f64).clamp(0.5, 2.0);
-    ((k as f64 * ratio).round() as usize).clamp(1, flows.max(1))
+/// Frames a window's lap should hold so that it takes as long as the
+/// trace's lap (`lap_ns`), the forwarder having taken `frames` frames in
+/// `wall_ns`: then every flow of the window moves at its trace rate.
+pub fn lap_budget(frames: u64, wall_ns: u64, lap_ns: u64) -> usize {
+    (frames as f64 * lap_ns as f64 / wall_ns.max(1) as f64) as usize
 }
 
 /// Laps of the trace each window is replayed for: [`ON_NS`] of trace time.
@@ -104,12 +102,13 @@ pub struct Window {
 
 impl Window {
     /// The window after this one: `k` flows from where this one ended
-    /// (wrapping to flow 0), more while its lap holds fewer than
-    /// [`MIN_LAP_FRAMES`]; `per_flow[i]` is flow i's frames in a lap.
-    pub fn next(self, k: usize, per_flow: &[usize]) -> Window {
+    /// (wrapping to flow 0), more while its lap holds fewer than `budget`
+    /// frames or [`MIN_LAP_FRAMES`]; `per_flow[i]` is flow i's frames in a
+    /// lap.
+    pub fn next(self, k: usize, budget: usize, per_flow: &[usize]) -> Window {
         let start = if self.end >= per_flow.len() { 0 } else { self.end };
-        let (mut end, mut frames) = (start, 0);
-        while end < per_flow.len() && (end - start < k || frames < MIN_LAP_FRAMES) {
+        let (mut end, mut frames, least) = (start, 0, budget.max(MIN_LAP_FRAMES));
+        while end < per_flow.len() && (end - start < k || frames < least) {
             frames += per_flow[end];
             end += 1;
         }
@@ -157,7 +156,8 @@ pub fn replay(t: &TraceFrames, ecfg: &Config, at_once: AtOnce, pace_ns: f64, fra
     };
     let mut per_flow = vec![0usize; flows];
     flow_of.iter().for_each(|&i| per_flow[i as usize] += 1);
-    let mut w = Window { start: flows, end: flows }.next(k, &per_flow);
+    let mut budget = 0;
+    let mut w = Window { start: flows, end: flows }.next(k, budget, &per_flow);
     let (mut sent, mut windows, mut k_sum) = (0u64, 0u64, 0u64);
     let mut work = Chunk::default();
     while sent < frames {
@@ -187,9 +187,10 @@ pub fn replay(t: &TraceFrames, ecfg: &Config, at_once: AtOnce, pace_ns: f64, fra
         k_sum += (w.end - w.start) as u64;
         if at_once == AtOnce::Fitted {
             let wall = ((sent - before) as f64 * pace_ns) as u64;
-            k = adapt(w.end - w.start, laps * lap, wall, flows);
+            k = 1;
+            budget = lap_budget(sent - before, wall, lap);
         }
-        w = w.next(k, &per_flow);
+        w = w.next(k, budget, &per_flow);
     }
     engine.flush_all(base + Duration::from_nanos((sent as f64 * pace_ns) as u64) + ecfg.merge_timeout);
     drain(&mut engine);
@@ -222,12 +223,14 @@ mod tests {
     }
 
     #[test]
-    fn the_size_follows_the_pace_within_a_factor_of_two() {
-        assert_eq!(adapt(8, 10_000, 5_000, 800), 16);
-        assert_eq!(adapt(16, 10_000, 10_000, 800), 16);
-        assert_eq!(adapt(16, 10_000, 40_000, 800), 8);
-        assert_eq!(adapt(600, 10_000, 1_000, 800), 800);
-        assert_eq!(adapt(1, 1_000, 10_000, 800), 1);
+    fn a_laps_budget_is_what_the_forwarder_takes_in_a_trace_lap() {
+        // 20 000 frames in 10 ms: 2 Mpps; a 1 ms lap then holds 2000.
+        assert_eq!(lap_budget(20_000, 10_000_000, 1_000_000), 2000);
+        assert_eq!(lap_budget(20_000, 0, 1_000_000), 20_000_000_000);
+        // A window of 3 flows of 1000 frames, or as many as the budget needs.
+        let w = Window { start: 9, end: 9 };
+        assert_eq!(w.next(1, 2500, &[1000; 9]), Window { start: 0, end: 3 });
+        assert_eq!(w.next(2, 0, &[1000; 9]), Window { start: 0, end: 2 });
     }
 
     #[test]
@@ -245,13 +248,13 @@ mod tests {
         let mut w = Window { start: 7, end: 7 };
         let mut seen = vec![0; 7];
         for _ in 0..5 {
-            w = w.next(3, &per_flow);
+            w = w.next(3, 0, &per_flow);
             (w.start..w.end).for_each(|i| seen[i] += 1);
         }
         // 0-3, 3-6, 6-7, 0-3, 3-6.
         assert_eq!(seen, [2, 2, 2, 2, 2, 2, 1]);
         // A lap of at least MIN_LAP_FRAMES frames: more flows than asked.
-        let w = Window { start: 0, end: 0 }.next(1, &[300, 200, 20, 300]);
+        let w = Window { start: 0, end: 0 }.next(1, 0, &[300, 200, 20, 300]);
         assert_eq!((w.start, w.end), (0, 3));
         assert_eq!(laps_per_window(ON_NS / 4), 4);
         assert_eq!(laps_per_window(ON_NS * 3), 1);

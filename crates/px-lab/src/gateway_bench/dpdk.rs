@@ -103,6 +103,18 @@ pub enum DpdkBenchError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The generator's memif ports did not connect to the forwarder's
+    /// (seen under load with DPDK 22.11's zero-copy client): the round is
+    /// run again once.
+    #[error("{forwarder} round on the {trace} trace: the ports did not connect: {reason}")]
+    NotConnected {
+        /// The round's forwarder.
+        forwarder: &'static str,
+        /// The round's trace.
+        trace: &'static str,
+        /// Both processes' last words.
+        reason: String,
+    },
     /// A forwarder or the generator failed to start, or to finish.
     #[error("{forwarder} round on the {trace} trace: {reason}")]
     Round {
@@ -452,6 +464,9 @@ impl Bench<'_> {
                 let what =
                     if fwd.child.has_exited() { "the forwarder exited" } else { "the generator gave no figures" };
                 let reason = format!("{what}; forwarder: {}; generator: {}", fwd.stderr_tail(), sink.stderr_tail());
+                if sink.stderr_tail().contains("did not connect") {
+                    return Err(DpdkBenchError::NotConnected { forwarder: f.name(), trace: trace.name(), reason });
+                }
                 if f == Forwarder::Px {
                     // px without a DPDK datapath (or one that refuses
                     // these ports): that round is absent, the others run.
@@ -537,7 +552,14 @@ pub fn run(o: &DpdkBenchOptions, say: &dyn Fn(&str)) -> Result<Report, DpdkBench
                     continue;
                 }
                 say(&format!("repeat {}/{}: {} on the {} trace…", repeat + 1, o.repeats, f.name(), trace.name()));
-                if let Some(r) = b.round(f, trace, repeat)? {
+                let r = match b.round(f, trace, repeat) {
+                    Err(DpdkBenchError::NotConnected { reason, .. }) => {
+                        say(&format!("  the ports did not connect ({reason}); once more…"));
+                        b.round(f, trace, repeat)?
+                    }
+                    r => r?,
+                };
+                if let Some(r) = r {
                     if !r.generator.moved_every_byte() {
                         say(&format!("  did not move every byte: {}", r.generator.failures.join("; ")));
                     }
