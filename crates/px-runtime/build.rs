@@ -1,7 +1,7 @@
 //! Builds the kernel fast path's TC program (`bpf/fast_path.c`) with
 //! clang (`-target bpf`) into `$OUT_DIR/fast_path.o`, which the gateway
 //! embeds. Without clang or the libbpf headers the object is left empty
-//! and the gateway says, when `offload = "on"` asks for it, that it was
+//! and the gateway says, when `fast_path = "on"` asks for it, that it was
 //! built without the fast path (`./scripts/test` and `./scripts/demo`
 //! install both).
 //!
@@ -44,14 +44,14 @@ fn main() {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
             println!(
-                "cargo:warning=the kernel fast path was not built ({clang} failed: {}); `offload = \"on\"` will be refused",
+                "cargo:warning=the kernel fast path was not built ({clang} failed: {}); `fast_path = \"on\"` will be refused",
                 String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("no message")
             );
             std::fs::write(&out, b"").expect("write an empty object");
         }
         Err(e) => {
             println!(
-                "cargo:warning=the kernel fast path was not built ({clang}: {e}; install clang and libbpf-dev); `offload = \"on\"` will be refused"
+                "cargo:warning=the kernel fast path was not built ({clang}: {e}; install clang and libbpf-dev); `fast_path = \"on\"` will be refused"
             );
             std::fs::write(&out, b"").expect("write an empty object");
         }

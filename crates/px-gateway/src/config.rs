@@ -37,7 +37,7 @@ pub const MAX_LIFETIME: Duration = Duration::from_secs(86_400);
 /// an unknown key is refused, durations are written in the unit their key
 /// names (`merge_timeout_us`, `flow_idle_timeout_s`, `pmtu_lifetime_s`).
 /// What the gateway decides itself is not read from the file: the MTUs
-/// (its own top-level keys, or the ports' MTUs), GSO (its `offload`) and
+/// (its own top-level keys, or the ports' MTUs), GSO (its `gro_gso`) and
 /// the hash seed (random per run).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -91,14 +91,16 @@ pub struct Config {
     #[serde(skip)]
     pub outer_gso: bool,
     /// A kernel fast path is attached and flows may go to it
-    /// (`crate::fast_path`; `px gateway`'s `offload = "on"`).
+    /// (`crate::fast_path`; `px gateway`'s `fast_path = "on"`).
     #[serde(skip)]
     pub fast_path: bool,
     /// TCP segments (wire segments: a super-packet counts its segments) a
     /// flow carries through user space, after its handshake, before it may
     /// go to the kernel fast path: short flows stay with the engine, whose
-    /// holds merge them better than GRO batches can.
-    pub offload_after: u32,
+    /// holds merge them better than GRO batches can. Its old name
+    /// `offload_after` is still read.
+    #[serde(alias = "offload_after")]
+    pub fast_path_after: u32,
     /// Verify TCP checksums that the I/O layer did not verify before merging
     /// (segments that fail are passed on unmerged, counted).
     pub verify_checksums: bool,
@@ -145,7 +147,7 @@ impl Default for Config {
             inner_gso: false,
             outer_gso: false,
             fast_path: false,
-            offload_after: 64,
+            fast_path_after: 64,
             verify_checksums: true,
             psh: PshPolicy::Adaptive,
             hash_seed: 0x5eed_0f9a_7e3a_15c3,

@@ -14,7 +14,7 @@
 //!
 //! This leaf holds the types and the per-flow state (`FastState`); the
 //! engine's side (when a flow goes to the kernel and comes back) is
-//! `engine::offload`. A [`Datapath`] is the engine's only I/O-facing
+//! `engine::fast_path`. A [`Datapath`] is the engine's only I/O-facing
 //! interface besides its frames: it is called rarely (install, withdraw,
 //! and for the few packets of an offloaded flow that reach user space),
 //! never per forwarded packet, and tests give the engine a fake one.
@@ -262,7 +262,7 @@ pub(crate) struct FlowFacts<'a> {
     pub key: &'a FlowKey,
     pub conn: &'a Conn,
     /// Segments seen in user space before a flow may go
-    /// ([`Config::offload_after`](crate::Config::offload_after)).
+    /// ([`Config::fast_path_after`](crate::Config::fast_path_after)).
     pub after: u32,
     /// The engine holds inbound data of the flow that must leave before
     /// the inbound direction goes.
@@ -359,7 +359,7 @@ impl FastState {
         } else if !self.backoff_over(now) {
             Some("waiting after a hand-back")
         } else if self.segments < f.after {
-            Some("fewer segments than offload_after so far")
+            Some("fewer segments than fast_path_after so far")
         } else {
             None
         };

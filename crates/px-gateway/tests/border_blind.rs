@@ -393,7 +393,7 @@ fn tiny_pieces_take_small_buffers() {
 /// host allowing 64 KiB past its ACK, and the flow carried by the kernel
 /// after a few GRO super-packets. Returns the stream offset reached.
 fn offloaded(v6: bool) -> (Harness, common::kernel::KernelModel, u32) {
-    let mut h = Harness::new(Config { fast_path: true, offload_after: 4, ..test_config() });
+    let mut h = Harness::new(Config { fast_path: true, fast_path_after: 4, ..test_config() });
     let k = h.attach_kernel();
     open_connection(&mut h, v6, 1, ISN, Some(8960));
     inner_ack(&mut h, v6, 0, 512);

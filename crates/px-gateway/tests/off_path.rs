@@ -70,7 +70,7 @@ fn legit(rng: &mut ChaCha8Rng, v6: bool) -> Vec<Input> {
 /// [`legit`]; with `bulk`, the data comes as a bulk flow's does through
 /// GRO when the fast path takes it: inbound super-packets of 7 to 16
 /// segments, outbound super-packets of inner segments or segments that
-/// fit the outside (`engine/offload.rs`: flows whose GRO batches are small
+/// fit the outside (`engine/fast_path.rs`: flows whose GRO batches are small
 /// stay with the engine).
 fn legit_with(rng: &mut ChaCha8Rng, v6: bool, bulk: bool) -> Vec<Input> {
     let mut v = Vec::new();
@@ -357,7 +357,7 @@ fn run(inputs: &[Input]) -> Legit {
 /// [`run`], with the kernel fast path's model if `fast` (a quiet moment
 /// after every input: flows move as soon as they qualify).
 fn run_with(inputs: &[Input], fast: bool) -> Legit {
-    let cfg = px_gateway::Config { fast_path: fast, offload_after: 4, ..test_config() };
+    let cfg = px_gateway::Config { fast_path: fast, fast_path_after: 4, ..test_config() };
     let mut h = Harness::new(cfg);
     let kernel = fast.then(|| h.attach_kernel());
     let mut got = Legit::default();

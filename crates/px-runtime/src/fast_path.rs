@@ -135,7 +135,7 @@ impl Value {
 pub enum FastPathError {
     /// This `px` was built without clang: there is no program to load.
     #[error(
-        "this px was built without the kernel fast path (clang or libbpf-dev missing at build time: install both and rebuild, or set offload = \"off\")"
+        "this px was built without the kernel fast path (clang or libbpf-dev missing at build time: install both and rebuild, or set fast_path = \"off\")"
     )]
     NotBuilt,
     /// The kernel refused the program or its maps.
@@ -209,7 +209,7 @@ impl FastPath {
 
     /// Loads the program and attaches it to the ingress of both ports (in
     /// the calling thread's network namespace), active or, with `active`
-    /// false (`offload = "off"`), paused: then it only keeps tagged frames
+    /// false (`fast_path = "off"`), paused: then it only keeps tagged frames
     /// from the IP sockets (which the split sockets rely on) and passes
     /// everything else untouched, without a lookup or a count.
     /// [`FastPath::set_active`] switches.

@@ -49,6 +49,26 @@ fn check_config_prints_the_effective_configuration() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("`--capture-snaplen` = 10"), "{out:?}");
 }
 
+/// Issue 36 item 3: the kernel fast path's key is `fast_path`; a file
+/// with its old name `offload` still runs as before, with a warning that
+/// names the line, and `--set offload=on` too.
+#[test]
+fn the_fast_paths_old_key_is_read_with_a_warning() {
+    let f = TempToml::new("old-key", "inner = \"in0\"\nouter = \"out0\"\noffload = \"on\"\n");
+    let out = px(&["gateway", "--config", f.path(), "--print-config"]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("fast_path = \"on\"\n") && !stdout.contains("offload ="), "{stdout}");
+    let line = format!("{}:3: `offload` is the old name of `fast_path`", f.path());
+    assert!(stderr.contains(&line), "{stderr}");
+    let out = px(&["gateway", "--print-config", "--inner", "a", "--outer", "b", "--set", "offload=on"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("fast_path = \"on\"\n"), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`offload` is the old name of `fast_path`"), "{out:?}");
+    let new = TempToml::new("new-key", "inner = \"in0\"\nouter = \"out0\"\nfast_path = \"on\"\n");
+    let out = px(&["gateway", "--config", new.path(), "--print-config"]);
+    assert!(out.status.success() && !String::from_utf8_lossy(&out.stderr).contains("old name"), "{out:?}");
+}
+
 #[test]
 fn check_config_names_the_field_and_range_and_exits_2() {
     let cases = [
@@ -214,13 +234,15 @@ fn set_reaches_every_key_and_flags_are_settings() {
     ] {
         assert!(stdout.contains(line), "{line:?} not in {stdout}");
     }
-    // Issue 38 item 5: sizes take units; `--offload` alone is on, as in
-    // `px lab demo --offload`.
-    let out = print(&["--capture-max-bytes", "64MiB", "--offload"]);
+    // Issue 38 item 5: sizes take units; `--fast-path` alone is on, as in
+    // `px lab demo --fast-path`; its old name `--offload` still works.
+    let out = print(&["--capture-max-bytes", "64MiB", "--fast-path"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("capture_max_bytes = 67108864\n") && stdout.contains("offload = \"on\"\n"), "{out:?}");
+    assert!(stdout.contains("capture_max_bytes = 67108864\n") && stdout.contains("fast_path = \"on\"\n"), "{out:?}");
     let out = print(&["--offload", "off"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("offload = \"off\"\n"), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("fast_path = \"off\"\n"), "{out:?}");
+    let out = print(&["--offload"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("fast_path = \"on\"\n"), "{out:?}");
     // A flag and --set on the same key: the later one.
     let out = print(&["--workers", "2", "--set", "workers=3"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("workers = 3\n"), "{out:?}");

@@ -383,7 +383,7 @@ fn the_binary_loads_no_library_but_libc_and_the_unwinder() {
 
 /// Issue 38 item 5: every page says its exit status, signals, files and
 /// related pages; the configuration file has a page; completions offer
-/// `--offload`'s values, not file names, and leave the hidden `generate`
+/// `--fast-path`'s values, not file names, and leave the hidden `generate`
 /// command out.
 #[test]
 fn generated_pages_and_completions_say_what_a_user_needs() {
@@ -410,7 +410,7 @@ fn generated_pages_and_completions_say_what_a_user_needs() {
     let fish = std::fs::read_to_string(dir.0.join("comp/px.fish")).unwrap();
     assert!(!fish.contains("-a \"generate\""), "fish completes the hidden command");
     assert!(!bash.contains("px,generate)") && !bash.contains("subcmd__generate"), "bash completes the hidden command");
-    let offload = bash.split("--offload)").nth(1).unwrap_or_default();
+    let offload = bash.split("--fast-path)").nth(1).unwrap_or_default();
     assert!(
         offload.trim_start().starts_with("COMPREPLY=($(compgen -W \"off on\""),
         "{}",

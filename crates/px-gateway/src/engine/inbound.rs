@@ -73,7 +73,7 @@ impl Engine {
                 return self.forward_tcp(now, Port::Inner, frame, seg, meta, Some(idx));
             }
         }
-        self.count_for_offload(idx, seg, Port::Outer, meta.tcp_gso_size(), now);
+        self.count_for_fast_path(idx, seg, Port::Outer, meta.tcp_gso_size(), now);
         let cap = self.segment_limit(now, Port::Inner, seg, Some(idx));
         let decision = match self.flows.get_mut(idx) {
             Some(f) => {

@@ -30,11 +30,11 @@
 //! engine.
 
 mod caravan;
+mod fast_path;
 mod hold;
 mod imtu;
 mod inbound;
 mod learn;
-mod offload;
 mod outbound;
 mod route;
 mod size;
@@ -117,11 +117,11 @@ pub struct Engine {
     next_housekeeping: Option<Instant>,
     pub(crate) counters: Counters,
     pub(crate) caravans: Caravans,
-    /// The kernel fast path, if one is attached (`offload.rs`).
+    /// The kernel fast path, if one is attached (`fast_path.rs`).
     datapath: Option<Box<dyn crate::fast_path::Datapath>>,
     /// Flows that qualified for the fast path since the last quiet moment
     /// (slot and id; at most one entry per flow).
-    pending_offload: Vec<(u32, u64)>,
+    fast_path_queue: Vec<(u32, u64)>,
     /// Flows the fast path carries now.
     in_kernel: usize,
     /// Neighbour b-networks with a verified iMTU (issue 30, [`imtu`]).
@@ -161,7 +161,7 @@ impl Engine {
             counters: Counters::default(),
             caravans: Caravans::new(),
             datapath: None,
-            pending_offload: Vec::new(),
+            fast_path_queue: Vec::new(),
             in_kernel: 0,
             imtu: crate::imtu::ImtuReplica::default(),
             imtu_schedule: crate::confirm::Schedule::default(),
@@ -286,7 +286,7 @@ impl Engine {
 
     /// Sends everything held (e.g. on shutdown).
     pub fn flush_all(&mut self, now: Instant) {
-        self.reclaim_all(now, offload::Reclaim::Config);
+        self.reclaim_all(now, fast_path::Reclaim::Config);
         let idxs: Vec<u32> = self.flows.indices().collect();
         for idx in idxs {
             self.flush_flow(idx, FlushReason::Shutdown, now);

@@ -57,7 +57,7 @@ impl Engine {
             return self.route_sized(now, Port::Inner, frame, seg.info);
         }
         if let Some(i) = flow {
-            self.count_for_offload(i, seg, Port::Inner, meta.tcp_gso_size(), now);
+            self.count_for_fast_path(i, seg, Port::Inner, meta.tcp_gso_size(), now);
         }
         self.forward_tcp(now, Port::Outer, frame, seg, meta, flow)
     }

@@ -105,7 +105,7 @@ impl Engine {
         // The kernel must not carry a flow the engine forgot.
         if self.flows.get(idx).is_some_and(|f| f.fast.in_kernel()) {
             let now = self.flows.get(idx).map_or_else(Instant::now, |f| f.last_seen);
-            self.reclaim(idx, now, super::offload::Reclaim::Removed);
+            self.reclaim(idx, now, super::fast_path::Reclaim::Removed);
         }
         if let Some(f) = self.flows.remove(idx)
             && let Some(h) = f.conn.worth_keeping()

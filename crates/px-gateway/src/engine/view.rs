@@ -66,8 +66,8 @@ pub struct FlowView {
     #[serde(default)]
     pub last_hand_back: Option<String>,
     /// Why the kernel fast path carries no direction of the flow (`None`
-    /// while it carries one): `offload is off`, `closing`, `fewer
-    /// segments than offload_after so far`, ...; `waiting for a quiet
+    /// while it carries one): `the fast path is off`, `closing`, `fewer
+    /// segments than fast_path_after so far`, ...; `waiting for a quiet
     /// moment` once it qualifies.
     #[serde(default)]
     pub not_offloaded: Option<String>,
@@ -141,7 +141,7 @@ impl Engine {
                     hand_backs: st.hand_backs,
                     last_hand_back: st.last_hand_back.map(str::to_string),
                     not_offloaded: (!f.fast.in_kernel()).then(|| {
-                        match self.offload_plan_or_why(idx, now, super::offload::Held::Allowed) {
+                        match self.fast_path_plan_or_why(idx, now, super::fast_path::Held::Allowed) {
                             Ok(_) => "waiting for a quiet moment",
                             Err(why) => why,
                         }

@@ -22,6 +22,7 @@ pub mod bird;
 pub mod claims;
 pub mod ecmp;
 pub mod exchange;
+pub mod flags;
 pub mod imtu;
 
 use std::path::PathBuf;
@@ -165,7 +166,7 @@ impl Drop for Scratch {
 }
 
 /// Which parts `px lab border` runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Parts {
     /// Both.
     All,

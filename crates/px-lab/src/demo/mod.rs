@@ -61,8 +61,8 @@ pub struct DemoOptions {
     pub workers: u64,
     /// Extra arguments for `px gateway`.
     pub gateway_args: Vec<String>,
-    /// Run the gateway with the kernel fast path (`--offload on`).
-    pub offload: bool,
+    /// Run the gateway with the kernel fast path (`--fast-path on`).
+    pub fast_path: bool,
 }
 
 /// What was measured in one direction.
@@ -281,8 +281,8 @@ pub fn run(o: &DemoOptions, say: &dyn Fn(&str)) -> Result<DemoResult, crate::Run
     let lab = build()?;
     let secs = o.seconds;
     let mut gw_args = vec!["--workers".to_string(), o.workers.to_string()];
-    if o.offload {
-        gw_args.extend(["--offload".to_string(), "on".to_string()]);
+    if o.fast_path {
+        gw_args.extend(["--fast-path".to_string(), "on".to_string()]);
     }
     gw_args.extend(o.gateway_args.iter().cloned());
     let mut rounds = Vec::new();
@@ -436,7 +436,7 @@ fn summarize(rounds: &[Round], observed: &Round, cpu: &CpuPass, o: &DemoOptions)
             .map(|i| rounds.iter().filter_map(|r| r.gstats.flushes.get(i)).sum())
             .collect(),
         offloads: OFFLOADS_NOTE,
-        fast_path: o.offload,
+        fast_path: o.fast_path,
         kernel_share: {
             let carried: u64 = rounds.iter().map(|r| r.gstats.kernel_bytes).sum();
             // iperf3's receiver rate over each run's seconds.

@@ -30,7 +30,7 @@ impl DemoResult {
         if r.fast_path {
             say!(
                 out,
-                "kernel fast path: on; it carried {:.1} % of the TCP payload through the gateway (CPU per GB against Linux forwarding: px bench gateway --offload)",
+                "kernel fast path: on; it carried {:.1} % of the TCP payload through the gateway (CPU per GB against Linux forwarding: px bench gateway --fast-path)",
                 r.kernel_share * 100.0
             );
         }

@@ -76,9 +76,9 @@ pub struct GatewayBenchOptions {
     pub cpu: Option<usize>,
     /// Run the Linux router round too.
     pub router: bool,
-    /// Run a round of `px gateway --offload on` too (the kernel fast
+    /// Run a round of `px gateway --fast-path on` too (the kernel fast
     /// path), after the user-space one.
-    pub offload: bool,
+    pub fast_path: bool,
 }
 
 /// One round's figures (the `gateway` and `router` objects of the JSON).
@@ -292,8 +292,8 @@ pub fn run(o: &GatewayBenchOptions, say: &dyn Fn(&str)) -> Result<GatewayBenchRe
     };
     say(&format!("round 1: px gateway ({} worker(s), CPU {pin}) for {} s…", o.workers, o.seconds));
     let gateway = gateway_round(&[], &mut frames)?;
-    let offload = if o.offload {
-        say(&format!("round 1b: px gateway --offload on (the kernel fast path) for {} s…", o.seconds));
+    let offload = if o.fast_path {
+        say(&format!("round 1b: px gateway --fast-path on (the kernel fast path) for {} s…", o.seconds));
         // The same trace from its start (the replay moved every flow on;
         // a new gateway must see each flow's handshake, then its stream).
         let mut fresh = Frames {
@@ -302,7 +302,7 @@ pub fn run(o: &GatewayBenchOptions, say: &dyn Fn(&str)) -> Result<GatewayBenchRe
             in_flow: frames.in_flow.clone(),
             out_flow: frames.out_flow.clone(),
         };
-        Some(gateway_round(&["--offload", "on"], &mut fresh)?)
+        Some(gateway_round(&["--fast-path", "on"], &mut fresh)?)
     } else {
         None
     };

@@ -47,42 +47,52 @@ use px_netns::TempFile;
 pub use servers::{BODY, body_for};
 pub use truth::{Mismatch, PORTS, Truth, addresses, assign, compare, targets};
 
-/// Which router ICMP rate limits a run measures with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which router ICMP rate limits a run measures with
+/// (`--router-rate-limits`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum RouterLimits {
-    /// Linux's defaults (one "time exceeded" a second after a burst of six).
+    /// Linux's defaults: one ICMP "time exceeded" a second after a burst of six.
     Linux,
-    /// None (the routers answer every expiry).
+    /// None: the routers answer every expiry.
     Off,
     /// Linux's defaults, then a second pass without (both checked; both
     /// throughputs reported).
     Both,
 }
 
-/// The lab's options.
-#[derive(Clone, Debug)]
+/// The lab's options (`px lab survey`'s flags).
+#[derive(Clone, Debug, clap::Args)]
 pub struct SurveyLabOptions {
     /// The `px` binary (runs `px survey` in the client namespace).
+    #[arg(skip)]
     pub exe: PathBuf,
+    /// Targets (address × port; the lab has 380 addresses and 6 ports).
+    #[arg(long, default_value_t = 2000, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(8..=2280), |v| v as usize))]
     pub targets: usize,
-    /// Spread the targets over this many addresses (default: one address
-    /// per target up to the lab's 380, then several ports each): fewer
-    /// addresses, more targets per address sharing its queue and its hop
-    /// test.
+    /// Spread the targets over this many addresses (default: one per
+    /// target, up to 380; then several ports of each). Fewer addresses put
+    /// more targets behind each address's queue and hop test.
+    #[arg(long, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..=380), |v| v as usize))]
     pub addresses: Option<usize>,
-    /// Seeds which address gets which behaviour.
+    /// Seed of which address gets which behaviour.
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Percent of packets r1 drops each way toward `lossy` addresses.
+    /// Percent of packets dropped each way toward the `lossy` addresses.
+    #[arg(long = "loss", value_name = "LOSS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub loss_percent: u32,
-    /// Keep the survey's output here (default: a temporary file).
+    /// Keep the survey's JSON lines in this file.
+    #[arg(long)]
     pub output: Option<PathBuf>,
-    /// Interrupt a first run with SIGINT after this long, then resume it
-    /// with a second run (what a user's Ctrl-C and rerun do).
+    /// Interrupt a first run with SIGINT after this long (e.g. 2s), then
+    /// resume it: checks that Ctrl-C leaves a valid, resumable output.
+    #[arg(long, value_parser = px_units::duration)]
     pub interrupt_after: Option<Duration>,
     /// The routers' ICMP rate limits.
+    #[arg(long = "router-rate-limits", value_name = "ROUTER_RATE_LIMITS", value_enum, default_value = "both")]
     pub router_limits: RouterLimits,
-    /// Run `px survey` with the fast settings earlier rounds of the lab
-    /// used (shorter timers, higher rates) instead of its defaults.
+    /// Run `px survey` with the fast settings of earlier rounds (short
+    /// timers, high rates) instead of its defaults.
+    #[arg(long)]
     pub fast: bool,
 }
 
@@ -132,6 +142,61 @@ pub struct SurveyLabResult {
     pub summary: Summary,
     #[serde(skip)]
     pub table: String,
+}
+
+impl SurveyLabResult {
+    /// The run as `px lab survey` prints it: what was run, the probes per
+    /// target, the ground truth and how the classification compared with
+    /// it (the first mismatches), then the paper's table beside the run's.
+    pub fn report(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "px lab survey — {} targets on {} addresses, {:.1} s ({:.1} targets/s), {} % loss on the lossy paths\n",
+            self.targets, self.addresses, self.seconds, self.targets_per_second, self.loss_percent
+        );
+        let _ = writeln!(
+            s,
+            "  px survey: {}; routers' ICMP rate limits: {}",
+            self.survey_settings, self.router_rate_limits
+        );
+        if let Some(u) = self.targets_per_second_unlimited_routers {
+            let _ = writeln!(s, "  without router rate limits: {u:.1} targets/s");
+        }
+        let _ = writeln!(
+            s,
+            "  packets per target: {:.1} on average, {} at most; {} sent after their test decided",
+            self.probes_per_target.mean, self.probes_per_target.max, self.late_probes
+        );
+        let truth: Vec<String> = self.truth.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(s, "  ground truth: {}", truth.join(", "));
+        let classification = if self.exact_classification {
+            "exact for every target".to_string()
+        } else {
+            format!("{} mismatches", self.mismatches.len())
+        };
+        let _ = writeln!(s, "  classification: {classification}\n");
+        if let Some(i) = &self.interrupted_run {
+            let _ = writeln!(
+                s,
+                "  interrupted first run: exit {:?}, {} records, {}; the second run resumed from them\n",
+                i.exit_code,
+                i.records,
+                if i.whole_lines { "whole lines only" } else { "a CUT LINE" }
+            );
+        }
+        for m in self.mismatches.iter().take(10) {
+            let _ = writeln!(s, "    {} ({:?}): {}", m.target, m.truth, m.got);
+        }
+        s.push_str(&self.table);
+        s.push_str(
+            "\n  A lab, not the Internet: the shares above are the mix the lab was built with; what the run\n  \
+             shows is that the survey recovers each target's behaviour exactly. The paper's figures are from\n  \
+             389,428 real web servers (§5.3); ICMP PMTUD's 51 % is Custura et al.'s 2018 figure.\n",
+        );
+        s
+    }
 }
 
 /// The flags of the fast settings ([`SurveyLabOptions::fast`]).

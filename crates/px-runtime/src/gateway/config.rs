@@ -52,8 +52,10 @@ pub struct GatewayConfig {
     /// super-packets in the kernel, the engine deciding which and when;
     /// `"off"`, every packet crosses user space. Reloadable (while the
     /// program is attached: it is, whenever this build has it and the
-    /// kernel takes it).
-    pub offload: FastPathMode,
+    /// kernel takes it). Its old name `offload` is still read, with a
+    /// warning ([`DEPRECATED_KEYS`]).
+    #[serde(alias = "offload")]
+    pub fast_path: FastPathMode,
     /// Use kernel GRO on receive and GSO on send (PACKET_VNET_HDR); off,
     /// every frame is handled and cut in software (and the fast path,
     /// which re-cuts GRO super-packets, has nothing to carry).
@@ -128,7 +130,7 @@ impl Default for GatewayConfig {
             metrics: None,
             log_interval_s: 10,
             batch: 64,
-            offload: FastPathMode::Off,
+            fast_path: FastPathMode::Off,
             gro_gso: true,
             rx_ring: false,
             busy_poll_us: std::time::Duration::ZERO,
@@ -227,7 +229,7 @@ impl ImtuFollowConfig {
     }
 }
 
-/// See [`GatewayConfig::offload`].
+/// See [`GatewayConfig::fast_path`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum FastPathMode {
@@ -237,9 +239,9 @@ pub enum FastPathMode {
 }
 
 impl<'de> Deserialize<'de> for FastPathMode {
-    /// `"off"` or `"on"`; a boolean (what `offload` meant before it
-    /// selected the fast path: GRO/GSO, now `gro_gso`) is refused with
-    /// that said.
+    /// `"off"` or `"on"`; a boolean (what `offload`, the key's old name,
+    /// meant before it selected the fast path: GRO/GSO, now `gro_gso`) is
+    /// refused with that said.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         #[serde(untagged)]
@@ -251,10 +253,10 @@ impl<'de> Deserialize<'de> for FastPathMode {
             Raw::Text(t) if t == "off" => Ok(FastPathMode::Off),
             Raw::Text(t) if t == "on" => Ok(FastPathMode::On),
             Raw::Text(t) => Err(serde::de::Error::custom(format!(
-                "`offload` = {t:?}: allowed \"off\" or \"on\" (the kernel fast path)"
+                "`fast_path` = {t:?}: allowed \"off\" or \"on\" (the kernel fast path)"
             ))),
             Raw::Flag(b) => Err(serde::de::Error::custom(format!(
-                "`offload` = {b}: `offload` now selects the kernel fast path (\"off\" or \"on\"); GRO/GSO on the ports is `gro_gso = {b}`"
+                "`fast_path` = {b}: the kernel fast path is \"off\" or \"on\" (a boolean was what `offload` meant before it named the fast path); GRO/GSO on the ports is `gro_gso = {b}`"
             ))),
         }
     }
@@ -308,7 +310,7 @@ pub const ALLOWED: &[(&str, &str)] = &[
     ("engine.pmtu_cache_size", "1..=1048576"),
     ("engine.pmtu_lifetime_s", "1..=86400"),
     ("engine.icmp_rate_per_sec", "0..=1000000"),
-    ("engine.offload_after", "0..=4294967295"),
+    ("engine.fast_path_after", "0..=4294967295"),
     ("engine.caravan_dscp", "1..=63"),
     ("link_fault.restore_after_ms", "0..=600000"),
     ("imtu_follow.table", "1..=252 or 256..=4294967295"),
@@ -441,7 +443,26 @@ pub enum ConfigError {
 /// engine takes live). Ports, workers, MTUs, batch, GRO/GSO, the receive
 /// ring, the socket buffers, the metrics address and the capture are set up
 /// at start.
-pub const LIVE_KEYS: &[&str] = &["log_interval_s", "offload"];
+pub const LIVE_KEYS: &[&str] = &["log_interval_s", "fast_path"];
+
+/// Keys renamed, still read under their old name with a warning
+/// ([`deprecated_keys`]): (old, new).
+pub const DEPRECATED_KEYS: &[(&str, &str)] =
+    &[("offload", "fast_path"), ("engine.offload_after", "engine.fast_path_after")];
+
+/// What a configuration's `text` (the file `path`) spells with an old key
+/// name ([`DEPRECATED_KEYS`]): one warning per key, with its line.
+pub fn deprecated_keys(path: &str, text: &str) -> Vec<String> {
+    DEPRECATED_KEYS
+        .iter()
+        .filter_map(|(old, new)| {
+            let line = key_line(text, old)?;
+            Some(format!(
+                "{path}:{line}: `{old}` is the old name of `{new}` (same values); it is still read, but will be refused in a later version: write `{new}`"
+            ))
+        })
+        .collect()
+}
 
 /// One key that differs between two configurations.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -569,9 +590,9 @@ impl GatewayConfig {
     /// `[dpdk]` table (if any) naming two devices.
     fn validate_dpdk(&self) -> Result<(), ConfigError> {
         use super::datapath::keys::device;
-        if self.offload == FastPathMode::On {
+        if self.fast_path == FastPathMode::On {
             let allowed = "\"off\" with datapath = \"dpdk\" (the kernel fast path runs on Linux interfaces)";
-            return Err(ConfigError::Invalid { field: "offload", value: "\"on\"".into(), allowed });
+            return Err(ConfigError::Invalid { field: "fast_path", value: "\"on\"".into(), allowed });
         }
         let Some(d) = &self.dpdk else { return Ok(()) };
         for (key, spec) in [("dpdk.inner", &d.inner), ("dpdk.outer", &d.outer)] {
@@ -721,7 +742,7 @@ impl GatewayConfig {
             emtu,
             inner_gso: self.gro_gso,
             outer_gso: self.gro_gso,
-            fast_path: self.offload == FastPathMode::On,
+            fast_path: self.fast_path == FastPathMode::On,
             hash_seed: seed,
             icmp_source_v4,
             icmp_source_v6,
@@ -937,22 +958,33 @@ mod tests {
     }
 
     #[test]
-    fn offload_selects_the_fast_path_and_says_what_a_boolean_meant() {
+    fn fast_path_selects_the_fast_path_and_says_what_a_boolean_meant() {
         let base = "inner = \"a\"\nouter = \"b\"\n";
-        let on = GatewayConfig::from_toml(&format!("{base}offload = \"on\"\n")).unwrap();
-        assert_eq!(on.offload, FastPathMode::On);
+        let on = GatewayConfig::from_toml(&format!("{base}fast_path = \"on\"\n")).unwrap();
+        assert_eq!(on.fast_path, FastPathMode::On);
         assert!(on.engine_config(9000, 1500, 0).unwrap().fast_path);
         let off = GatewayConfig::from_toml(base).unwrap();
-        assert_eq!(off.offload, FastPathMode::Off, "the default");
+        assert_eq!(off.fast_path, FastPathMode::Off, "the default");
         assert!(!off.engine_config(9000, 1500, 0).unwrap().fast_path);
         let e = GatewayConfig::from_toml(&format!("{base}offload = true\n")).unwrap_err().to_string();
         assert!(e.contains("gro_gso = true"), "{e}");
-        let e = GatewayConfig::from_toml(&format!("{base}offload = \"yes\"\n")).unwrap_err().to_string();
+        let e = GatewayConfig::from_toml(&format!("{base}fast_path = \"yes\"\n")).unwrap_err().to_string();
         assert!(e.contains("\"off\" or \"on\""), "{e}");
+        // The old name: still read, with a warning naming its line; not
+        // both names at once.
+        let old = format!("{base}offload = \"on\"\n");
+        assert_eq!(GatewayConfig::from_toml(&old).unwrap().fast_path, FastPathMode::On);
+        let notes = deprecated_keys("gw.toml", &old);
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with("gw.toml:3: `offload` is the old name of `fast_path`"), "{notes:?}");
+        assert!(deprecated_keys("gw.toml", &format!("{base}fast_path = \"on\"\n")).is_empty());
+        let both = format!("{base}offload = \"on\"\nfast_path = \"on\"\n");
+        let e = GatewayConfig::from_toml(&both).unwrap_err().to_string();
+        assert!(e.contains("fast_path"), "{e}");
         // Live: a reload may turn it on and off.
         let (changes, engine) = off.reload(&on, &off.engine_config(9000, 1500, 0).unwrap()).unwrap();
         assert_eq!(changes.len(), 1);
-        assert_eq!(changes[0].key, "offload");
+        assert_eq!(changes[0].key, "fast_path");
         assert!(engine.fast_path);
     }
 

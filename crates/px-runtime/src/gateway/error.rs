@@ -28,8 +28,8 @@ pub enum GatewayError {
     Capture { path: String, source: std::io::Error },
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
-    /// `offload = "on"` and the kernel fast path could not start.
-    #[error("offload = \"on\": {0}")]
+    /// `fast_path = "on"` and the kernel fast path could not start.
+    #[error("fast_path = \"on\": {0}")]
     FastPath(FastPathError),
     #[error(transparent)]
     Control(#[from] control::ControlError),

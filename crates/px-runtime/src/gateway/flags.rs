@@ -16,7 +16,7 @@ pub enum Takes {
     /// A value, shown as this metavar.
     Value(&'static str, ValueHint),
     /// One of these words (the metavar lists them); the flag alone means
-    /// the third, if any (`--offload` is `--offload on`).
+    /// the third, if any (`--fast-path` is `--fast-path on`).
     Choice(&'static str, &'static [&'static str], Option<&'static str>),
     /// Nothing: the flag sets the key to this value.
     Sets(&'static str),
@@ -57,7 +57,15 @@ pub const SHORTHANDS: &[Shorthand] = &[
     flag("icmp-source-v4", "engine.icmp_source_v4", Value("ADDR", ValueHint::Other)),
     flag("icmp-source-v6", "engine.icmp_source_v6", Value("ADDR", ValueHint::Other)),
     flag("no-gro-gso", "gro_gso", Sets("false")),
-    flag("offload", "offload", Choice("off|on", &["off", "on"], Some("on"))),
+    // The kernel fast path's key was `offload` (and its flag `--offload`):
+    // the old flag stays an alias, the file's old key a warning
+    // (`config::DEPRECATED_KEYS`).
+    Shorthand {
+        flag: "fast-path",
+        aliases: &["offload"],
+        key: "fast_path",
+        takes: Choice("off|on", &["off", "on"], Some("on")),
+    },
     flag("rx-ring", "rx_ring", Sets("true")),
     flag("psh", "engine.psh", Choice("adaptive|flush|hold", &["adaptive", "flush", "hold"], None)),
     flag("capture", "capture", Value("FILE", ValueHint::FilePath)),

@@ -50,9 +50,9 @@ pub(super) fn reload(
             return ReloadResult::Invalid;
         }
     };
-    if let (FastPathMode::On, Err(why)) = (new.offload, fast_path) {
+    if let (FastPathMode::On, Err(why)) = (new.fast_path, fast_path) {
         warn!(
-            "px gateway: reload refused: offload = \"on\", but the kernel fast path is not attached ({why}); the running configuration stays"
+            "px gateway: reload refused: fast_path = \"on\", but the kernel fast path is not attached ({why}); the running configuration stays"
         );
         return ReloadResult::Invalid;
     }
@@ -90,7 +90,7 @@ pub(crate) fn status_config(cfg: &GatewayConfig, engine: &px_gateway::Config) ->
         reloads_invalid: 0,
         workers: cfg.workers,
         gro_gso: cfg.gro_gso,
-        offload: cfg.offload.to_string(),
+        offload: cfg.fast_path.to_string(),
         merge_timeout_us: engine.merge_timeout.as_micros() as u64,
         icmp_source_v4: engine.icmp_source_v4.map(|a| a.to_string()),
         icmp_source_v6: engine.icmp_source_v6.map(|a| a.to_string()),

@@ -169,13 +169,13 @@ impl Running {
         *self.live_status.lock().unwrap_or_else(|p| p.into_inner()) = status_config(&self.config, &self.engine);
     }
 
-    /// Lets the kernel fast path's program work while `offload` is on, and
+    /// Lets the kernel fast path's program work while `fast_path` is on, and
     /// pauses it when it is off (then it looks up and counts nothing: it
     /// only keeps tagged frames from the IP sockets) once the workers took
-    /// every flow back (issue 38: with offload off the program looked up
+    /// every flow back (issue 38: with the fast path off the program looked up
     /// every packet, counting each as `no_flow`).
     fn sync_fast_path(&mut self) {
-        let want = self.config.offload == FastPathMode::On;
+        let want = self.config.fast_path == FastPathMode::On;
         let Some(Datapath::AfPacket(a)) = self.datapath.as_mut() else { return };
         if a.fast_path().is_err() || a.fast_path_active() == want || (!want && self.shared.in_kernel() > 0) {
             return;

@@ -100,6 +100,19 @@ pub fn load(file: Option<&Path>, settings: &[Setting]) -> Result<Loaded, ConfigE
 }
 
 impl Loaded {
+    /// Warnings for keys spelt with their old names
+    /// ([`config::DEPRECATED_KEYS`]), in the file (with its line) or in a
+    /// `--set`.
+    pub fn deprecations(&self) -> Vec<String> {
+        let mut out = self.file.as_ref().map(|(p, t)| config::deprecated_keys(p, t)).unwrap_or_default();
+        for s in &self.settings {
+            if let Some((old, new)) = config::DEPRECATED_KEYS.iter().find(|(old, _)| s.key == *old) {
+                out.push(format!("`{}`: `{old}` is the old name of `{new}`; write `{new}`", s.given_as));
+            }
+        }
+        out
+    }
+
     /// Whether a setting or the file names the key.
     pub fn sets(&self, key: &str) -> bool {
         self.settings.iter().any(|s| s.key == key)
@@ -142,12 +155,14 @@ impl Loaded {
 fn apply(c: &GatewayConfig, s: &Setting) -> Result<GatewayConfig, ConfigError> {
     let fail = |detail: String| ConfigError::FlagValue { flag: s.given_as.clone(), detail };
     let base = toml::Table::try_from(c).map_err(|e| fail(e.to_string()))?;
-    let (section, name) = match s.key.split_once('.') {
+    // An old name sets its new key (the table already holds the new one).
+    let key = config::DEPRECATED_KEYS.iter().find(|(old, _)| s.key == *old).map_or(s.key.as_str(), |(_, new)| new);
+    let (section, name) = match key.split_once('.') {
         Some((t, k)) if config::SECTIONS.contains(&t) && !k.contains('.') => (Some(t), k),
         Some(_) => {
             return Err(fail(format!("no such key (tables: {}; see px-gateway.toml(5))", config::SECTIONS.join(", "))));
         }
-        None => (None, s.key.as_str()),
+        None => (None, key),
     };
     let mut first = None;
     for value in s.readings() {
@@ -376,6 +391,8 @@ mod example_tests {
                 expected.push(k.to_string());
             }
         }
+        // Old names (serde's aliases) are read, not documented.
+        expected.retain(|k| !config::DEPRECATED_KEYS.iter().any(|(old, _)| k == old));
         let docs = documented();
         let mut found: Vec<String> = docs.iter().map(|d| d.key.clone()).collect();
         expected.sort();

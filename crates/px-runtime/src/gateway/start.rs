@@ -243,11 +243,11 @@ fn control_path(cfg: &GatewayConfig) -> std::path::PathBuf {
 /// and the capture are, and the kernel fast path.
 fn log_start(r: &Running, cfg: &GatewayConfig, ecfg: &px_gateway::Config, (imtu, emtu): (u16, u16)) {
     info!(
-        "px gateway: inner {} (iMTU {imtu}) <-> outer {} (eMTU {emtu}), {} worker(s), offload {}, merge timeout {} µs{}",
+        "px gateway: inner {} (iMTU {imtu}) <-> outer {} (eMTU {emtu}), {} worker(s), GRO/GSO {}, merge timeout {} µs{}",
         cfg.inner,
         cfg.outer,
         cfg.workers,
-        if cfg.gro_gso { "GRO/GSO" } else { "off (software)" },
+        if cfg.gro_gso { "on" } else { "off (software)" },
         ecfg.merge_timeout.as_micros(),
         cfg.metrics.map(|a| format!(", metrics on http://{a}/metrics")).unwrap_or_default()
     );
@@ -267,13 +267,13 @@ fn log_start(r: &Running, cfg: &GatewayConfig, ecfg: &px_gateway::Config, (imtu,
         );
     }
     let fast_path = r.datapath.as_ref().map_or(Err("not started"), Datapath::fast_path);
-    match (fast_path, cfg.offload) {
+    match (fast_path, cfg.fast_path) {
         (Ok(()), FastPathMode::On) => info!(
             "px gateway: kernel fast path on: TC program on {} and {} ingress; established bulk TCP flows move to it",
             cfg.inner, cfg.outer
         ),
         (Ok(()), FastPathMode::Off) => {
-            info!("px gateway: kernel fast path attached, offload off (a reload with offload = \"on\" turns it on)")
+            info!("px gateway: kernel fast path attached, off (a reload with fast_path = \"on\" turns it on)")
         }
         (Err(e), _) => info!("px gateway: kernel fast path unavailable ({e})"),
     }

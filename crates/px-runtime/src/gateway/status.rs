@@ -310,7 +310,7 @@ impl Status {
                     self.offload.flows, self.offload.installed, self.offload.returned
                 )
             } else {
-                "off (offload = \"off\": every packet crosses user space)".to_string()
+                "off (fast_path = \"off\": every packet crosses user space)".to_string()
             }
         );
         o

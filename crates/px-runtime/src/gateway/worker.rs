@@ -137,8 +137,8 @@ impl<P: Ports> Worker<P> {
             }
             // Everything sent and nothing waiting, as a last look confirms:
             // flows that qualified may go to the kernel without a byte of
-            // theirs behind in user space (`px_gateway`'s engine/offload.rs).
-            if quiet && engine.offload_pending() {
+            // theirs behind in user space (`px_gateway`'s engine/fast_path.rs).
+            if quiet && engine.fast_path_pending() {
                 // What those flows hold goes first, then the install.
                 engine.fast_path_prepare(now);
                 send_engine_frames(&mut engine, &mut sc, &mut ports);

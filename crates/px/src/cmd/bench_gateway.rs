@@ -83,11 +83,11 @@ pub struct GatewayBenchArgs {
     /// Skip the Linux router round.
     #[arg(long)]
     no_router: bool,
-    /// Also run a round with the kernel fast path (`px gateway --offload
-    /// on`), on the same trace and CPU (JSON: `offload_gbps`,
-    /// `offload_cpu_s_per_gb`, `offload_yield`).
-    #[arg(long)]
-    offload: bool,
+    /// Also run a round with the kernel fast path (`px gateway --fast-path
+    /// on`), on the same trace and CPU (old name --offload; JSON:
+    /// `offload_gbps`, `offload_cpu_s_per_gb`, `offload_yield`).
+    #[arg(long, alias = "offload")]
+    fast_path: bool,
     /// With --datapath dpdk: how many flows the generator sends at once.
     /// `fit` (default): a window of flows at a time, sized after each
     /// window so that every flow moves at its trace rate (one core forwards
@@ -114,7 +114,7 @@ pub fn run(a: GatewayBenchArgs) -> Result<ExitCode, String> {
         rate_gbps: a.rate_gbps,
         cpu: a.cpu,
         router: !a.no_router,
-        offload: a.offload,
+        fast_path: a.fast_path,
     };
     let r = gateway_bench::run(&o, &|m| {
         if !a.json {
@@ -133,9 +133,9 @@ pub fn run(a: GatewayBenchArgs) -> Result<ExitCode, String> {
 /// `--datapath dpdk`: every round, then the table or the JSON. Exit 1 when
 /// a round did not move every byte, 3 when DPDK is not installed.
 fn dpdk(a: GatewayBenchArgs) -> Result<ExitCode, String> {
-    if a.workers != 1 || a.offload || a.rate_gbps != 0.0 {
+    if a.workers != 1 || a.fast_path || a.rate_gbps != 0.0 {
         return Err("--datapath dpdk runs one forwarding lcore, as fast as it can: \
-                    --workers, --offload and --rate-gbps apply to packet sockets only"
+                    --workers, --fast-path and --rate-gbps apply to packet sockets only"
             .into());
     }
     let o = DpdkBenchOptions {

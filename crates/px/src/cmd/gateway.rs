@@ -70,6 +70,11 @@ impl GatewayArgs {
         settings::load(self.config.as_deref().or(self.check_config.as_deref()), &self.settings.0)
     }
 
+    /// Warnings for keys spelt with their old names.
+    fn deprecations(&self) -> Vec<String> {
+        self.load().map(|l| l.deprecations()).unwrap_or_default()
+    }
+
     /// The configuration to run, checked, its errors naming the flag or
     /// the file's line as the user wrote them.
     pub fn to_config(&self) -> Result<GatewayConfig, ConfigError> {
@@ -124,6 +129,9 @@ fn check(args: &GatewayArgs) -> Result<ExitCode, String> {
         }
     }
     // Loud, on stderr: stdout is the effective configuration.
+    for line in args.deprecations() {
+        eprintln!("px gateway: warning: {line}");
+    }
     for (level, line) in cfg.icmp_notice() {
         let level = if level == Level::WARN { "warning: " } else { "" };
         eprintln!("px gateway: {level}{line}");
@@ -153,6 +161,9 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
         Ok(cfg) => cfg,
         Err(e) => return fail(&e, 2),
     };
+    for line in args.deprecations() {
+        px_runtime::logging::log(Level::WARN, &format!("px gateway: {line}"));
+    }
     let stop = crate::signals::install();
     let reload = crate::signals::install_reload();
     let ctl = gateway::Control { stop, reload, load: Some(Box::new(|| args.to_config())) };

@@ -28,11 +28,11 @@ pub struct DemoArgs {
     /// Extra arguments for `px gateway` (repeatable), e.g. `--gateway-arg=--rx-ring`.
     #[arg(long = "gateway-arg", allow_hyphen_values = true)]
     gateway_args: Vec<String>,
-    /// The gateway's kernel fast path, as `px gateway --offload`: on,
+    /// The gateway's kernel fast path, as `px gateway --fast-path`: on,
     /// established bulk flows move to a TC program on its ports (the flag
-    /// alone is `on`).
-    #[arg(long, value_name = "off|on", value_parser = ["off", "on"], num_args = 0..=1, default_missing_value = "on", default_value = "off")]
-    offload: String,
+    /// alone is `on`; old name --offload).
+    #[arg(long, alias = "offload", value_name = "off|on", value_parser = ["off", "on"], num_args = 0..=1, default_missing_value = "on", default_value = "off")]
+    fast_path: String,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -80,7 +80,7 @@ pub fn demo(a: DemoArgs) -> Result<ExitCode, String> {
         flows: a.flows,
         workers: a.workers,
         gateway_args: a.gateway_args,
-        offload: a.offload == "on",
+        fast_path: a.fast_path == "on",
     };
     let json = a.json;
     let res = demo::run(&opts, &|s| {
@@ -138,12 +138,14 @@ mod tests {
         a: super::DemoArgs,
     }
 
-    /// Issue 38 item 5: `--offload` as `px gateway` takes it.
+    /// Issue 38 item 5: `--fast-path` as `px gateway` takes it, and its
+    /// old name `--offload`.
     #[test]
-    fn offload_alone_is_on_as_in_px_gateway() {
-        assert_eq!(T::parse_from(["t", "--offload"]).a.offload, "on");
-        assert_eq!(T::parse_from(["t", "--offload", "off", "--json"]).a.offload, "off");
-        assert_eq!(T::parse_from(["t"]).a.offload, "off");
-        assert!(T::try_parse_from(["t", "--offload", "yes"]).is_err());
+    fn fast_path_alone_is_on_as_in_px_gateway() {
+        assert_eq!(T::parse_from(["t", "--fast-path"]).a.fast_path, "on");
+        assert_eq!(T::parse_from(["t", "--offload"]).a.fast_path, "on");
+        assert_eq!(T::parse_from(["t", "--offload", "off", "--json"]).a.fast_path, "off");
+        assert_eq!(T::parse_from(["t"]).a.fast_path, "off");
+        assert!(T::try_parse_from(["t", "--fast-path", "yes"]).is_err());
     }
 }

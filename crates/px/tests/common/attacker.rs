@@ -204,6 +204,19 @@ pub enum Way {
     Out,
 }
 
+/// Whether IPv4 frame `f` carries TCP whose payload starts with `n` bytes
+/// of `b`.
+fn tcp_payload_starts_with(f: &[u8], b: u8, n: usize) -> bool {
+    let Some(&vihl) = f.get(14) else { return false };
+    let l4 = 14 + usize::from(vihl & 0x0f) * 4;
+    if f.get(23) != Some(&6) {
+        return false;
+    }
+    let Some(&off) = f.get(l4 + 12) else { return false };
+    let start = l4 + usize::from(off >> 4) * 4;
+    f.get(start..start + n).is_some_and(|p| p.iter().all(|&x| x == b))
+}
+
 /// Counts, on a background thread, the IPv4 frames with identification
 /// `id` that pass `dev` one way until dropped or [`Marked::stop`].
 pub struct Marked {
@@ -214,6 +227,13 @@ pub struct Marked {
 
 impl Marked {
     pub fn start(ns: &Netns, dev: &str, id: u16, way: Way) -> Marked {
+        Marked::start_with_payload(ns, dev, id, way, None)
+    }
+
+    /// As [`Marked::start`], counting only TCP frames whose payload starts
+    /// with 16 bytes of `payload`: a frame of a live flow may carry the
+    /// same identification by chance (its IDs run through all 65,536).
+    pub fn start_with_payload(ns: &Netns, dev: &str, id: u16, way: Way, payload: Option<u8>) -> Marked {
         let cfg = SocketConfig { vnet_hdr: false, ignore_outgoing: false, ..SocketConfig::default() };
         let dev = dev.to_string();
         let sock = ns.run(move || PacketSocket::open(&dev, &cfg)).unwrap().expect("marked-frame counter socket");
@@ -234,6 +254,7 @@ impl Marked {
                             && f.len() >= 34
                             && f[12..14] == [8, 0]
                             && f[18..20] == id.to_be_bytes()
+                            && payload.is_none_or(|b| tcp_payload_starts_with(f, b, 16))
                         {
                             n.fetch_add(1, Ordering::Relaxed);
                         }

@@ -36,7 +36,7 @@ const SEND_RETRY_WAIT: Duration = Duration::from_micros(20);
 /// when this build and kernel have it.
 pub struct AfPacket {
     guards: Vec<IfaceGuard>,
-    /// Attached whenever this build has it, so that `offload` can be
+    /// Attached whenever this build has it, so that `fast_path` can be
     /// turned on by a reload (paused while it is off: see
     /// [`FastPath::load`]); why not otherwise.
     fast_path: Result<FastPath, String>,
@@ -66,12 +66,12 @@ impl AfPacket {
             }
             guards.push(g);
         }
-        let fast_path = match FastPath::load(&cfg.inner, &cfg.outer, cfg.offload == FastPathMode::On) {
+        let fast_path = match FastPath::load(&cfg.inner, &cfg.outer, cfg.fast_path == FastPathMode::On) {
             Ok(fp) => Ok(fp),
-            Err(e) if cfg.offload == FastPathMode::On => return Err(GatewayError::FastPath(e)),
+            Err(e) if cfg.fast_path == FastPathMode::On => return Err(GatewayError::FastPath(e)),
             Err(e) => {
                 if FastPath::built() {
-                    info!("px gateway: the kernel fast path is not available: {e}; offload stays off");
+                    info!("px gateway: the kernel fast path is not available: {e}; it stays off");
                 }
                 Err(e.to_string())
             }
@@ -111,7 +111,7 @@ impl AfPacket {
             info!("px gateway: the kernel fast path's program is active on the ports");
         } else {
             info!(
-                "px gateway: the kernel fast path's program is paused (offload = \"off\"): it only keeps tagged frames from the IP sockets"
+                "px gateway: the kernel fast path's program is paused (fast_path = \"off\"): it only keeps tagged frames from the IP sockets"
             );
         }
         Ok(())

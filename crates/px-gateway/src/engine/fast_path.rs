@@ -2,8 +2,8 @@
 //! flow goes to the kernel, and how it comes back.
 //!
 //! **Going.** Every TCP segment a flow carries in user space counts toward
-//! [`Config::offload_after`](crate::Config::offload_after). Once a flow
-//! qualifies ([`Engine::offload_plan`]: handshake seen both ways with both
+//! [`Config::fast_path_after`](crate::Config::fast_path_after). Once a flow
+//! qualifies ([`Engine::fast_path_plan`]: handshake seen both ways with both
 //! MSSs, established, not signed, not AccECN, no FIN or RST, nothing
 //! held, its expected sequence known, not back from the kernel within its
 //! backoff), it waits in a list, and goes at the next quiet moment the I/O
@@ -162,7 +162,7 @@ impl Engine {
     /// offload, and queues the flow for the next quiet moment once a
     /// direction of it qualifies.
     #[inline]
-    pub(crate) fn count_for_offload(&mut self, idx: u32, seg: &Seg, from: Port, gso: Option<u16>, now: Instant) {
+    pub(crate) fn count_for_fast_path(&mut self, idx: u32, seg: &Seg, from: Port, gso: Option<u16>, now: Instant) {
         if !self.fast_path_on() {
             return;
         }
@@ -178,35 +178,35 @@ impl Engine {
             let segments = len.div_ceil(unit.max(1)) as u32;
             f.fast.on_data(&Data { from, payload: len, segments, layout: Layout::of(seg), lone });
         }
-        if !f.fast.due(self.cfg.offload_after) {
+        if !f.fast.due(self.cfg.fast_path_after) {
             return;
         }
-        if self.offload_plan(idx, now, Held::Allowed).is_some()
+        if self.fast_path_plan(idx, now, Held::Allowed).is_some()
             && let Some(f) = self.flows.get_mut(idx)
         {
             f.fast.on_queued();
-            self.pending_offload.push((idx, f.id));
+            self.fast_path_queue.push((idx, f.id));
         }
     }
 
     /// What the kernel would be asked to take of flow `idx` now
     /// ([`FastState::plan`](crate::fast_path::FastState::plan), with the
     /// engine's segment sizes).
-    pub(crate) fn offload_plan(&self, idx: u32, now: Instant, held: Held) -> Option<Offload> {
-        self.offload_plan_or_why(idx, now, held).ok()
+    pub(crate) fn fast_path_plan(&self, idx: u32, now: Instant, held: Held) -> Option<Offload> {
+        self.fast_path_plan_or_why(idx, now, held).ok()
     }
 
-    /// [`Engine::offload_plan`], or why nothing of the flow qualifies (what
-    /// `px status` says of a flow the kernel does not carry).
-    pub(crate) fn offload_plan_or_why(&self, idx: u32, now: Instant, held: Held) -> Result<Offload, &'static str> {
+    /// [`Engine::fast_path_plan`], or why nothing of the flow qualifies
+    /// (what `px status` says of a flow the kernel does not carry).
+    pub(crate) fn fast_path_plan_or_why(&self, idx: u32, now: Instant, held: Held) -> Result<Offload, &'static str> {
         if !self.fast_path_on() {
-            return Err(if self.datapath.is_none() { "no kernel fast path" } else { "offload is off" });
+            return Err(if self.datapath.is_none() { "no kernel fast path" } else { "the fast path is off" });
         }
         let f = self.flows.get(idx).ok_or("gone")?;
         // What the engine holds is inbound data: only the inbound
         // direction waits for it to be sent.
         let holds = held == Held::Refused && f.merge.held.is_some();
-        let facts = FlowFacts { key: &f.key, conn: &f.conn, after: self.cfg.offload_after, holds };
+        let facts = FlowFacts { key: &f.key, conn: &f.conn, after: self.cfg.fast_path_after, holds };
         f.fast.plan(now, &facts, |from, layout| self.kernel_segment(idx, from, layout, now))
     }
 
@@ -219,8 +219,8 @@ impl Engine {
     }
 
     /// Whether flows wait for [`Engine::fast_path_sync`].
-    pub fn offload_pending(&self) -> bool {
-        !self.pending_offload.is_empty()
+    pub fn fast_path_pending(&self) -> bool {
+        !self.fast_path_queue.is_empty()
     }
 
     /// The first half of a quiet moment: what the flows waiting to go to
@@ -229,11 +229,11 @@ impl Engine {
     /// The I/O layer sends it, then calls [`Engine::fast_path_sync`] if its
     /// sockets are still empty.
     pub fn fast_path_prepare(&mut self, now: Instant) {
-        for i in 0..self.pending_offload.len() {
-            let (idx, id) = self.pending_offload[i];
+        for i in 0..self.fast_path_queue.len() {
+            let (idx, id) = self.fast_path_queue[i];
             let holds = self.flows.get(idx).is_some_and(|f| f.id == id && f.merge.held.is_some());
             // Only a flow whose inbound direction is about to move.
-            if holds && self.offload_plan(idx, now, Held::Allowed).is_some_and(|p| p.inbound.is_some()) {
+            if holds && self.fast_path_plan(idx, now, Held::Allowed).is_some_and(|p| p.inbound.is_some()) {
                 self.flush_flow(idx, crate::FlushReason::FastPath, now);
             }
         }
@@ -244,14 +244,14 @@ impl Engine {
     /// empty): the flows that qualified since the last one go to the
     /// kernel, if they still qualify and hold nothing.
     pub fn fast_path_sync(&mut self, now: Instant) {
-        if self.pending_offload.is_empty() {
+        if self.fast_path_queue.is_empty() {
             return;
         }
-        let pending = std::mem::take(&mut self.pending_offload);
+        let pending = std::mem::take(&mut self.fast_path_queue);
         for &(idx, id) in &pending {
             let Some(f) = self.flows.get_mut(idx).filter(|f| f.id == id) else { continue };
             f.fast.on_dequeued();
-            let Some(plan) = self.offload_plan(idx, now, Held::Refused) else { continue };
+            let Some(plan) = self.fast_path_plan(idx, now, Held::Refused) else { continue };
             let Some(d) = self.datapath.as_mut() else { break };
             match d.install(&plan) {
                 Ok(()) => {
@@ -267,7 +267,7 @@ impl Engine {
         }
         let mut pending = pending;
         pending.clear();
-        self.pending_offload = pending;
+        self.fast_path_queue = pending;
     }
 
     /// Withdraws the direction arriving on `from` of flow `idx`; returns
@@ -516,7 +516,7 @@ pub(crate) mod tests {
 
     pub fn engine(v6: bool) -> (Engine, Fake, Instant) {
         let _ = v6;
-        let cfg = Config { fast_path: true, offload_after: 8, inner_gso: true, outer_gso: true, ..Config::default() };
+        let cfg = Config { fast_path: true, fast_path_after: 8, inner_gso: true, outer_gso: true, ..Config::default() };
         let mut e = Engine::new(cfg).unwrap();
         let fake = Fake::default();
         let now = Instant::now();
@@ -586,9 +586,9 @@ pub(crate) mod tests {
         for v6 in [false, true] {
             let (mut e, fake, now) = engine(v6);
             let next = established(&mut e, now, v6, 7);
-            assert!(!e.offload_pending(), "7 segments: below offload_after");
+            assert!(!e.fast_path_pending(), "7 segments: below fast_path_after");
             let next = super_packet(&mut e, now, v6, next, 7) - 7 * MSS_IN as u32;
-            assert!(e.offload_pending());
+            assert!(e.fast_path_pending());
             assert_eq!(fake.table.lock().unwrap().installs, 0, "only at a quiet moment");
             quiet(&mut e, now);
             assert_eq!(e.flows_in_kernel(), 1);
@@ -619,7 +619,7 @@ pub(crate) mod tests {
         let (mut e, fake, now) = engine(false);
         let next = established(&mut e, now, false, 7);
         let why = |e: &Engine| e.largest_flows(1, now)[0].not_offloaded.clone();
-        assert_eq!(why(&e).as_deref(), Some("fewer segments than offload_after so far"));
+        assert_eq!(why(&e).as_deref(), Some("fewer segments than fast_path_after so far"));
         let next = super_packet(&mut e, now, false, next, 7);
         assert_eq!(why(&e).as_deref(), Some("waiting for a quiet moment"));
         quiet(&mut e, now);
@@ -668,7 +668,7 @@ pub(crate) mod tests {
         let mut cfg = e.config().clone();
         cfg.fast_path = false;
         e.set_config(later, cfg).unwrap();
-        assert_eq!(e.largest_flows(1, later)[0].not_offloaded.as_deref(), Some("offload is off"));
+        assert_eq!(e.largest_flows(1, later)[0].not_offloaded.as_deref(), Some("the fast path is off"));
     }
 
     #[test]
@@ -678,7 +678,7 @@ pub(crate) mod tests {
         for i in 0..20 {
             feed(&mut e, now, &Tcp::data(false, Port::Outer, 1 + i * MSS_IN as u32, MSS_IN));
         }
-        assert!(!e.offload_pending(), "handshake not seen");
+        assert!(!e.fast_path_pending(), "handshake not seen");
         // Small GRO batches inbound: the engine merges them better (only
         // the ACKs going out move to the kernel).
         let (mut e, fake, now) = engine(false);
@@ -696,11 +696,11 @@ pub(crate) mod tests {
         fin.flags = flags::FIN | flags::ACK;
         feed(&mut e, now, &fin);
         super_packet(&mut e, now, false, next, 16);
-        assert!(!e.offload_pending(), "half closed");
+        assert!(!e.fast_path_pending(), "half closed");
         // No datapath, or the configuration says off.
-        let mut e = Engine::new(Config { fast_path: true, offload_after: 8, ..Config::default() }).unwrap();
+        let mut e = Engine::new(Config { fast_path: true, fast_path_after: 8, ..Config::default() }).unwrap();
         established(&mut e, now, false, 20);
-        assert!(!e.offload_pending(), "no datapath");
+        assert!(!e.fast_path_pending(), "no datapath");
         let (mut e, fake, now) = engine(false);
         let mut cfg = e.config().clone();
         cfg.fast_path = false;
