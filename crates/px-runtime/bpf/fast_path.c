@@ -58,6 +58,18 @@ struct {
 	__type(value, struct px_flow);
 } px_flows SEC(".maps");
 
+// Entry 0 non-zero: offload = "off". The program then only keeps
+// tagged frames from the IP sockets (the gateway reads them from its tap)
+// and passes everything else on untouched, without a lookup or a count:
+// free, and attached all the same (the gateway's sockets are split by
+// protocol on that promise). 0, the default: it works.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} px_paused SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, PX_R_MAX);
@@ -205,6 +217,10 @@ int px_fast_path(struct __sk_buff *skb)
 		count(PX_R_VLAN);
 		return TC_ACT_SHOT;
 	}
+	__u32 zero = 0;
+	__u32 *paused = bpf_map_lookup_elem(&px_paused, &zero);
+	if (paused && *paused)
+		return TC_ACT_OK;
 	__u32 ifindex = skb->ingress_ifindex;
 	int from_outer;
 	if (ifindex == px_outer_ifindex)

@@ -19,7 +19,7 @@
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use aya::maps::{HashMap as BpfHashMap, MapData, MapError, PerCpuArray};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuArray};
 use aya::programs::tc::SchedClassifierLinkId;
 use aya::programs::{ProgramInfo, SchedClassifier, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
@@ -166,6 +166,8 @@ pub struct FastPath {
     table: Arc<Mutex<Table>>,
     reasons: Arc<Mutex<PerCpuArray<MapData, u64>>>,
     ports: Arc<Mutex<PerCpuArray<MapData, PxPortCount>>>,
+    /// Entry 0 non-zero: the program is paused (`offload = "off"`).
+    paused: Array<MapData, u32>,
     /// Interface index of the inner and the outer port.
     ifindex: [u32; 2],
     /// The ports (inner, outer), and the program's links to their
@@ -205,11 +207,13 @@ impl FastPath {
         !OBJECT.is_empty()
     }
 
-    /// Loads the program and, with `attached`, attaches it to the ingress
-    /// of both ports (in the calling thread's network namespace). Loaded
-    /// but not attached (`fast_path = "off"`), it sees no packet and costs
-    /// none; [`FastPath::set_attached`] attaches it later.
-    pub fn load(inner: &str, outer: &str, attached: bool) -> Result<FastPath, FastPathError> {
+    /// Loads the program and attaches it to the ingress of both ports (in
+    /// the calling thread's network namespace), active or, with `active`
+    /// false (`fast_path = "off"`), paused: then it only keeps tagged frames
+    /// from the IP sockets (which the split sockets rely on) and passes
+    /// everything else untouched, without a lookup or a count.
+    /// [`FastPath::set_active`] switches.
+    pub fn load(inner: &str, outer: &str, active: bool) -> Result<FastPath, FastPathError> {
         if !Self::built() {
             return Err(FastPathError::NotBuilt);
         }
@@ -217,7 +221,8 @@ impl FastPath {
             |port: &str| px_io::ifindex(port).map_err(|source| FastPathError::Port { port: port.into(), source });
         let mut fp = Self::load_by_index([ifindex(inner)?, ifindex(outer)?])?;
         fp.ports_named = [inner.into(), outer.into()];
-        fp.set_attached(attached)?;
+        fp.set_active(active)?;
+        fp.set_attached(true)?;
         Ok(fp)
     }
 
@@ -258,7 +263,13 @@ impl FastPath {
             .ok_or(FastPathError::Missing("px_ports"))?
             .try_into()
             .map_err(|source| FastPathError::Map { name: "px_ports", source })?;
+        let paused: Array<MapData, u32> = ebpf
+            .take_map("px_paused")
+            .ok_or(FastPathError::Missing("px_paused"))?
+            .try_into()
+            .map_err(|source| FastPathError::Map { name: "px_paused", source })?;
         Ok(FastPath {
+            paused,
             table: Arc::new(Mutex::new(table)),
             reasons: Arc::new(Mutex::new(reasons)),
             ports: Arc::new(Mutex::new(ports)),
@@ -269,16 +280,28 @@ impl FastPath {
         })
     }
 
+    /// Whether the program works (not paused: `offload = "on"`).
+    pub fn active(&self) -> bool {
+        self.paused.get(&0, 0).is_ok_and(|p| p == 0)
+    }
+
+    /// Lets the program work, or pauses it (it then sees every packet but
+    /// only drops tagged frames; the maps and their counts stay). Pause it
+    /// only once the engines took every flow back: a packet of a flow
+    /// still in the table would reach user space as one the kernel did
+    /// not hand back.
+    pub fn set_active(&mut self, on: bool) -> Result<(), FastPathError> {
+        self.paused.set(0, u32::from(!on), 0).map_err(|source| FastPathError::Map { name: "px_paused", source })
+    }
+
     /// Whether the program is attached to the ports.
-    pub fn attached(&self) -> bool {
+    fn attached(&self) -> bool {
         !self.links.is_empty()
     }
 
     /// Attaches the program to the ingress of both ports, or detaches it
-    /// (the maps and their counts stay). Detach it only once the engines
-    /// took every flow back: a packet of a flow still in the table would
-    /// reach user space as one the kernel did not hand back.
-    pub fn set_attached(&mut self, on: bool) -> Result<(), FastPathError> {
+    /// (the maps and their counts stay).
+    fn set_attached(&mut self, on: bool) -> Result<(), FastPathError> {
         if on == self.attached() {
             return Ok(());
         }

@@ -473,14 +473,14 @@ fn program_packets(text: &str) -> f64 {
         .sum()
 }
 
-/// Issue 38 item 1: with `offload = "off"` the TC program is not attached
-/// (it ran on every packet, counting each as `no_flow`): a transfer leaves
-/// its counts at 0. A reload to "on" attaches it (the next transfer goes
-/// through the kernel), one back to "off" detaches it once the flows came
-/// back, and the program sees nothing again.
+/// Issue 38 item 1: with `offload = "off"` the TC program is paused (it
+/// looked up every packet, counting each as `no_flow`): a transfer leaves
+/// its counts at 0. A reload to "on" lets it work (the next transfer goes
+/// through the kernel), one back to "off" pauses it once the flows came
+/// back, and the program counts nothing again.
 #[test]
-fn with_offload_off_the_program_sees_no_packet_and_a_reload_attaches_it() {
-    let name = "with_offload_off_the_program_sees_no_packet_and_a_reload_attaches_it";
+fn with_offload_off_the_program_counts_nothing_and_a_reload_lets_it_work() {
+    let name = "with_offload_off_the_program_counts_nothing_and_a_reload_lets_it_work";
     if !fast_path_or_skip(name) {
         return;
     }
@@ -506,11 +506,11 @@ fn with_offload_off_the_program_sees_no_packet_and_a_reload_attaches_it() {
         gw.reload();
         gw.wait_log(log);
     };
-    reload("on", "program is attached to the ports");
+    reload("on", "program is active on the ports");
     exact_both_ways(&lab, LEGACY_V4, BNET_V4, 5453, 1, 24 << 20);
     let (on, on_carried) = (seen(), carried());
-    reload("off", "program is detached from the ports");
-    // The flows came back before the detach; the workers publish every 200 ms.
+    reload("off", "program is paused");
+    // The flows came back before the pause; the workers publish every 200 ms.
     std::thread::sleep(Duration::from_millis(300));
     let (detached, detached_carried) = (seen(), carried());
     exact_both_ways(&lab, LEGACY_V4, BNET_V4, 5455, 1, 8 << 20);

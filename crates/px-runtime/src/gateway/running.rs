@@ -169,14 +169,15 @@ impl Running {
         *self.live_status.lock().unwrap_or_else(|p| p.into_inner()) = status_config(&self.config, &self.engine);
     }
 
-    /// Attaches the kernel fast path's program to the ports while `fast_path`
-    /// is on, and detaches it when it is off (then it sees no packet) once
-    /// the workers took every flow back (issue 38: with the fast path off the
-    /// program ran on every packet, counting each as `no_flow`).
+    /// Lets the kernel fast path's program work while `fast_path` is on, and
+    /// pauses it when it is off (then it looks up and counts nothing: it
+    /// only keeps tagged frames from the IP sockets) once the workers took
+    /// every flow back (issue 38: with the fast path off the program looked up
+    /// every packet, counting each as `no_flow`).
     fn sync_fast_path(&mut self) {
         let want = self.config.fast_path == FastPathMode::On;
         let Some(Datapath::AfPacket(a)) = self.datapath.as_mut() else { return };
-        if a.fast_path().is_err() || a.fast_path_attached() == want || (!want && self.shared.in_kernel() > 0) {
+        if a.fast_path().is_err() || a.fast_path_active() == want || (!want && self.shared.in_kernel() > 0) {
             return;
         }
         if let Err(e) = a.set_fast_path(want) {

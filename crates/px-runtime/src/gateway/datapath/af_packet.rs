@@ -36,9 +36,9 @@ const SEND_RETRY_WAIT: Duration = Duration::from_micros(20);
 /// when this build and kernel have it.
 pub struct AfPacket {
     guards: Vec<IfaceGuard>,
-    /// Loaded whenever this build has it, so that `fast_path` can be
-    /// turned on by a reload (attached to the ports only while it is on);
-    /// why not otherwise.
+    /// Attached whenever this build has it, so that `fast_path` can be
+    /// turned on by a reload (paused while it is off: see
+    /// [`FastPath::load`]); why not otherwise.
     fast_path: Result<FastPath, String>,
     /// The `PACKET_FANOUT` group id of the outer port's first socket kind;
     /// the others follow it.
@@ -98,25 +98,28 @@ impl AfPacket {
         self.fast_path.as_ref().map_err(String::as_str)
     }
 
-    /// Attaches the fast path's program to the ports (`on`) or detaches
-    /// it; a change is logged.
+    /// Lets the fast path's program work (`on`) or pauses it (it stays
+    /// attached: it keeps tagged frames from the IP sockets); a change is
+    /// logged.
     pub fn set_fast_path(&mut self, on: bool) -> Result<(), String> {
         let fp = self.fast_path.as_mut().map_err(|why| why.clone())?;
-        if fp.attached() == on {
+        if fp.active() == on {
             return Ok(());
         }
-        fp.set_attached(on).map_err(|e| e.to_string())?;
+        fp.set_active(on).map_err(|e| e.to_string())?;
         if on {
-            info!("px gateway: the kernel fast path's program is attached to the ports");
+            info!("px gateway: the kernel fast path's program is active on the ports");
         } else {
-            info!("px gateway: the kernel fast path's program is detached from the ports (fast_path = \"off\")");
+            info!(
+                "px gateway: the kernel fast path's program is paused (fast_path = \"off\"): it only keeps tagged frames from the IP sockets"
+            );
         }
         Ok(())
     }
 
-    /// Whether the fast path's program is attached to the ports.
-    pub fn fast_path_attached(&self) -> bool {
-        self.fast_path.as_ref().is_ok_and(FastPath::attached)
+    /// Whether the fast path's program works (not paused).
+    pub fn fast_path_active(&self) -> bool {
+        self.fast_path.as_ref().is_ok_and(FastPath::active)
     }
 
     /// Gives a worker's engine the fast path to offload flows to.
