@@ -168,10 +168,6 @@ impl Session for ConfirmSession {
     fn outcome(&self) -> Option<&Measurement> {
         self.done.as_ref()
     }
-
-    fn reads_icmp(&self) -> bool {
-        true
-    }
 }
 
 #[cfg(test)]
