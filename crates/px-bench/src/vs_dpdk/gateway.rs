@@ -543,17 +543,27 @@ impl Report {
         for (f, why) in &self.absent {
             let _ = writeln!(s, "\n  {} round absent: {why}", f.name());
         }
-        for r in self.failed() {
-            let _ = writeln!(
-                s,
-                "\n  {} on {} (repeat {}) did not move every byte: {}",
-                r.forwarder.name(),
-                r.trace.name(),
-                r.repeat + 1,
-                r.generator.failures.join("; ")
-            );
+        for line in self.failure_lines() {
+            let _ = writeln!(s, "\n  {line}");
         }
         s
+    }
+
+    /// One line per round that did not move every byte, and why (the
+    /// table's end; `px bench gateway --json` says them on stderr).
+    pub fn failure_lines(&self) -> Vec<String> {
+        self.failed()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} on {} (repeat {}) did not move every byte: {}",
+                    r.forwarder.name(),
+                    r.trace.name(),
+                    r.repeat + 1,
+                    r.generator.failures.join("; ")
+                )
+            })
+            .collect()
     }
 }
 

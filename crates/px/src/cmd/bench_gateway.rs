@@ -174,9 +174,8 @@ fn dpdk(a: GatewayBenchArgs) -> Result<ExitCode, String> {
         print!("{}", r.table());
     }
     // The table lists what failed; with --json it was a silent exit 1.
-    for f in r.failed().iter().filter(|_| a.json) {
-        let (fwd, trace, why) = (f.forwarder.name(), f.trace.name(), f.generator.failures.join("; "));
-        eprintln!("px bench gateway: {fwd} on {trace} (repeat {}) did not move every byte: {why}", f.repeat + 1);
+    for line in r.failure_lines().iter().filter(|_| a.json) {
+        eprintln!("px bench gateway: {line}");
     }
     Ok(if r.failed().is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
