@@ -95,7 +95,9 @@ impl Dpdk {
         let mbufs = if d.mbufs != 0 { d.mbufs } else { default_mbufs(&d, cfg.workers, cfg.batch) };
         // Memory for the largest pools the MTUs can ask for (they are known
         // for sure only once the EAL has probed the ports).
-        let planned = (port_mtu(cfg.imtu, iface_mtu(&d.inner), 9216), port_mtu(cfg.emtu, iface_mtu(&d.outer), 1500));
+        // The Linux interfaces' MTUs under `net_af_packet` (read once).
+        let ifaces = (iface_mtu(&d.inner), iface_mtu(&d.outer));
+        let planned = (port_mtu(cfg.imtu, ifaces.0, 9216), port_mtu(cfg.emtu, ifaces.1, 1500));
         let rooms = room(&d.inner, planned.0, 9216) + room(&d.outer, planned.1, 2048);
         let args = eal_args(&d, mbufs, rooms);
         let eal = Arc::new(Eal::init(&args).map_err(dpdk_err)?);
@@ -106,10 +108,10 @@ impl Dpdk {
         let [ii, oi] = [px_dpdk::port_info(ids[0]).map_err(dpdk_err)?, px_dpdk::port_info(ids[1]).map_err(dpdk_err)?];
         // A Linux interface under `net_af_packet` has the MTU; the driver
         // reports a default.
-        let mtus = (port_mtu(cfg.imtu, iface_mtu(&d.inner), ii.mtu), port_mtu(cfg.emtu, iface_mtu(&d.outer), oi.mtu));
+        let mtus = (port_mtu(cfg.imtu, ifaces.0, ii.mtu), port_mtu(cfg.emtu, ifaces.1, oi.mtu));
         // memif enforces no MTU (it reports 1500 and carries 9014-byte
         // frames): no bound there.
-        let outer_link = if oi.driver == "net_memif" { 0 } else { port_mtu(0, iface_mtu(&d.outer), oi.mtu) };
+        let outer_link = if oi.driver == "net_memif" { 0 } else { port_mtu(0, ifaces.1, oi.mtu) };
         for (label, i) in [(&cfg.inner, &ii), (&cfg.outer, &oi)] {
             if cfg.workers > 1 && !i.capabilities.has(Capabilities::RSS) && i.driver != "net_af_packet" {
                 return Err(GatewayError::Dpdk(format!(
