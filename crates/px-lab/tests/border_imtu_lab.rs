@@ -19,7 +19,11 @@ use px_lab::{Topology, require_root_or_skip};
 fn table30(t: &Topology, ns: px_lab::NsId) -> Vec<ImtuRoute> {
     let out = match t.ns(ns).ip(&["-j", "-4", "route", "show", "table", &IMTU_TABLE.to_string()]) {
         Ok(out) => out,
-        Err(e) if format!("{e:?}").contains("FIB table does not exist") => String::new(),
+        Err(px_lab::LabError::Cmd(px_lab::CmdError::Failed { stderr, .. }))
+            if stderr.contains("FIB table does not exist") =>
+        {
+            String::new()
+        }
         Err(e) => panic!("ip route show table {IMTU_TABLE}: {e:?}"),
     };
     parse_imtu_routes(if out.trim().is_empty() { "[]" } else { &out }).unwrap()

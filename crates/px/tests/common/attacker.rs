@@ -205,7 +205,8 @@ pub enum Way {
 }
 
 /// Whether IPv4 frame `f` carries TCP whose payload starts with `n` bytes
-/// of `b`.
+/// of `b`. Read by hand, not through `px_wire`'s checked views: the frames
+/// counted here are malformed on purpose (a total length of 0 among them).
 fn tcp_payload_starts_with(f: &[u8], b: u8, n: usize) -> bool {
     let Some(&vihl) = f.get(14) else { return false };
     let l4 = 14 + usize::from(vihl & 0x0f) * 4;
