@@ -95,6 +95,17 @@ struct px_abi {
     uint32_t info_size, info_capa, info_mac;
     uint32_t conf_size, conf_pool;
     uint32_t stats_size;
+    uint32_t ext_size, ext_done;
+};
+
+/* The state of a buffer lent to a port (px_attach): room for DPDK's
+ * shared info of an external buffer, and `done`, set to 1 by the
+ * driver's last free of the mbuf. Caller memory, at a fixed address for
+ * as long as the buffer is lent. */
+struct px_ext {
+    uint64_t shinfo[4];
+    uint32_t done;
+    uint32_t pad;
 };
 
 void px_dpdk_abi(struct px_abi *out);
@@ -128,6 +139,11 @@ uint32_t px_pool_in_use(void *pool);
  * room; 0 or -1 (none taken). */
 int px_alloc(void *pool, void **m, uint8_t **data, uint32_t *room, uint16_t n);
 void px_free(void **m, uint16_t n);
+/* An mbuf of `pool` whose data is the caller's `len` bytes at `data`
+ * (attached as an external buffer, not copied); NULL if the pool has
+ * none free. The bytes stay the caller's to keep unchanged until
+ * `ext->done` reads 1. */
+void *px_attach(void *pool, uint8_t *data, uint16_t len, struct px_ext *ext);
 
 /* Frames. `large` takes chained frames that must become one buffer. */
 uint16_t px_rx(uint16_t port, uint16_t queue, void **m, struct px_rx_desc *d, uint16_t n, void *large);

@@ -28,6 +28,35 @@ void px_dpdk_abi(struct px_abi *o) {
     o->conf_size = sizeof(struct px_port_conf);
     o->conf_pool = offsetof(struct px_port_conf, pool);
     o->stats_size = sizeof(struct px_port_stats);
+    o->ext_size = sizeof(struct px_ext);
+    o->ext_done = offsetof(struct px_ext, done);
+}
+
+_Static_assert(sizeof(struct rte_mbuf_ext_shared_info) <= sizeof(((struct px_ext *)0)->shinfo),
+               "px_ext.shinfo holds DPDK's rte_mbuf_ext_shared_info");
+
+/* The driver's last free of a lent buffer's mbuf: the buffer is the
+ * caller's again. */
+static void px_ext_free(void *addr, void *opaque) {
+    (void)addr;
+    __atomic_store_n(&((struct px_ext *)opaque)->done, 1, __ATOMIC_RELEASE);
+}
+
+void *px_attach(void *pool, uint8_t *data, uint16_t len, struct px_ext *ext) {
+    struct rte_mbuf *m = rte_pktmbuf_alloc((struct rte_mempool *)pool);
+    if (m == NULL)
+        return NULL;
+    struct rte_mbuf_ext_shared_info *s = (struct rte_mbuf_ext_shared_info *)ext->shinfo;
+    memset(s, 0, sizeof(*s));
+    s->free_cb = px_ext_free;
+    s->fcb_opaque = ext;
+    rte_mbuf_ext_refcnt_set(s, 1);
+    ext->done = 0;
+    /* No IOVA: only drivers that copy the bytes (or read them on the CPU)
+     * are given lent buffers. */
+    rte_pktmbuf_attach_extbuf(m, data, RTE_BAD_IOVA, len, s);
+    m->data_len = m->pkt_len = len;
+    return m;
 }
 
 int px_eal_init(int argc, char **argv) { return rte_eal_init(argc, argv); }
@@ -266,7 +295,9 @@ void px_tx_prepare(const struct px_tx_desc *d, void **m, uint16_t n) {
             ol |= RTE_MBUF_F_TX_TCP_CKSUM;
         else if (f & PX_TX_UDP_CSUM)
             ol |= RTE_MBUF_F_TX_UDP_CKSUM;
-        x->ol_flags = ol;
+        /* Offload flags are set anew; an external buffer stays one (its
+         * free must call the lender back, not treat it as indirect). */
+        x->ol_flags = (x->ol_flags & RTE_MBUF_F_EXTERNAL) | ol;
         x->l2_len = d[i].l2_len;
         x->l3_len = d[i].l3_len;
         x->l4_len = d[i].l4_len;

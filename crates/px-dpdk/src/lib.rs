@@ -105,6 +105,8 @@ pub fn abi_matches() -> Result<(), String> {
         conf_size: size_of::<sys::px_port_conf>() as u32,
         conf_pool: offset_of!(sys::px_port_conf, pool) as u32,
         stats_size: size_of::<sys::px_port_stats>() as u32,
+        ext_size: size_of::<sys::px_ext>() as u32,
+        ext_done: offset_of!(sys::px_ext, done) as u32,
     };
     if c == rust { Ok(()) } else { Err(format!("C {c:?}\nRust {rust:?}")) }
 }
@@ -413,6 +415,94 @@ impl Mbuf {
         let p = self.m;
         std::mem::forget(self);
         p
+    }
+}
+
+/// Buffers of the caller's sent without a copy: each frame's mbuf points
+/// into the caller's `Vec<u8>` (DPDK's external buffers), and the buffer
+/// comes back ([`Lender::reclaim`]) after the driver's last free of that
+/// mbuf. Only for drivers that copy a frame's bytes or read them on the
+/// CPU (`net_memif` in copy mode, `net_af_packet`, `net_pcap`): heap memory
+/// has no IOVA for a NIC's DMA.
+#[derive(Debug, Default)]
+pub struct Lender {
+    lent: Vec<Loan>,
+    /// States of finished loans, reused: boxed, because a loan needs its
+    /// state at an address that does not move while the driver holds it.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<sys::px_ext>>,
+}
+
+#[derive(Debug)]
+struct Loan {
+    buf: Vec<u8>,
+    /// At a fixed address while lent: the driver's free writes `done`.
+    ext: Box<sys::px_ext>,
+}
+
+impl Loan {
+    fn done(&self) -> bool {
+        self.ext.done.load(Ordering::Acquire) == 1
+    }
+}
+
+/// At most this many buffers lent at once; past it the caller copies.
+pub const MAX_LENT: usize = 1024;
+
+impl Lender {
+    /// An mbuf of `pool` whose data is `buf[range]`, `buf` lent until the
+    /// driver lets go of it; `Err(buf)` if the range is empty, outside
+    /// `buf` or longer than an mbuf can point at (65535 bytes), if
+    /// [`MAX_LENT`] are out, or if the pool has no mbuf free.
+    pub fn lend(&mut self, pool: &Pool, mut buf: Vec<u8>, range: std::ops::Range<usize>) -> Result<Mbuf, Vec<u8>> {
+        let Ok(len) = u16::try_from(range.len()) else { return Err(buf) };
+        if len == 0 || range.end > buf.len() || self.lent.len() >= MAX_LENT {
+            return Err(buf);
+        }
+        let mut ext = self.spare.pop().unwrap_or_default();
+        // SAFETY: `range` is inside `buf`, whose heap memory stays put while
+        // the loan holds it (moving a Vec does not move its buffer) and is
+        // not touched again until the driver's free sets `done`; `ext`
+        // lives at a fixed address (boxed) at least as long.
+        let data = unsafe { buf.as_mut_ptr().add(range.start) };
+        let m = unsafe { sys::px_attach(pool.ptr.as_ptr(), data, len, &mut *ext) };
+        if m.is_null() {
+            self.spare.push(ext);
+            return Err(buf);
+        }
+        self.lent.push(Loan { buf, ext });
+        Ok(Mbuf { m, data, room: u32::from(len) })
+    }
+
+    /// Buffers lent now.
+    pub fn lent(&self) -> usize {
+        self.lent.len()
+    }
+
+    /// Gives every buffer the drivers are done with to `give`.
+    pub fn reclaim(&mut self, mut give: impl FnMut(Vec<u8>)) {
+        let mut i = 0;
+        while i < self.lent.len() {
+            if self.lent[i].done() {
+                let Loan { buf, ext } = self.lent.swap_remove(i);
+                self.spare.push(ext);
+                give(buf);
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+impl Drop for Lender {
+    fn drop(&mut self) {
+        // A loan a driver still holds (a frame in a ring) stays allocated:
+        // its free may still read the bytes and write `done`.
+        for loan in self.lent.drain(..) {
+            if !loan.done() {
+                std::mem::forget(loan);
+            }
+        }
     }
 }
 

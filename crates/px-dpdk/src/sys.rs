@@ -136,6 +136,16 @@ pub struct px_abi {
     pub conf_size: u32,
     pub conf_pool: u32,
     pub stats_size: u32,
+    pub ext_size: u32,
+    pub ext_done: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct px_ext {
+    pub shinfo: [u64; 4],
+    pub done: std::sync::atomic::AtomicU32,
+    pub pad: u32,
 }
 
 /// Declares the shim's functions once: a table of pointers resolved with
@@ -205,6 +215,7 @@ shim! {
     fn px_pool_in_use(pool: *mut c_void) -> u32;
     fn px_alloc(pool: *mut c_void, m: *mut *mut c_void, data: *mut *mut u8, room: *mut u32, n: u16) -> c_int;
     fn px_free(m: *mut *mut c_void, n: u16);
+    fn px_attach(pool: *mut c_void, data: *mut u8, len: u16, ext: *mut px_ext) -> *mut c_void;
     fn px_rx(port: u16, queue: u16, m: *mut *mut c_void, d: *mut px_rx_desc, n: u16, large: *mut c_void) -> u16;
     fn px_tx_prepare(d: *const px_tx_desc, m: *mut *mut c_void, n: u16);
     fn px_tx_burst(port: u16, queue: u16, m: *mut *mut c_void, n: u16) -> u16;
@@ -341,6 +352,9 @@ mod stub {
         -1
     }
     pub unsafe fn px_free(_: *mut *mut c_void, _: u16) {}
+    pub unsafe fn px_attach(_: *mut c_void, _: *mut u8, _: u16, _: *mut px_ext) -> *mut c_void {
+        std::ptr::null_mut()
+    }
     pub unsafe fn px_rx(_: u16, _: u16, _: *mut *mut c_void, _: *mut px_rx_desc, _: u16, _: *mut c_void) -> u16 {
         0
     }

@@ -229,10 +229,12 @@ fn reference(cfg: &GatewayConfig, [inner, outer]: &[Vec<Vec<u8>>; 2]) -> ([Vec<V
     (out, c.flush[px_gateway::FlushReason::Timeout as usize], (c.merged_out, c.split_out))
 }
 
+/// What left each port (inner, outer), the final counters, and the log.
+type GatewayRun = ([Vec<Vec<u8>>; 2], serde_json::Value, String);
+
 /// Runs `px gateway --datapath dpdk` on pcap ports over `dir`'s traces;
-/// returns what left each port (inner, outer) and the final counters, or
 /// `None` if it had not read the whole trace when stopped.
-fn run_gateway(dir: &Dir, toml: &str, frames_in: usize) -> Option<([Vec<Vec<u8>>; 2], serde_json::Value)> {
+fn run_gateway(dir: &Dir, toml: &str, frames_in: usize) -> Option<GatewayRun> {
     let config = dir.path("gateway.toml");
     std::fs::write(&config, toml).unwrap();
     let stats = dir.path("stats.json");
@@ -264,7 +266,7 @@ fn run_gateway(dir: &Dir, toml: &str, frames_in: usize) -> Option<([Vec<Vec<u8>>
         return None;
     }
     let sent = [read_pcap(&dir.path("inner_out.pcap")), read_pcap(&dir.path("outer_out.pcap"))];
-    Some((sent, stats))
+    Some((sent, stats, log.into_owned()))
 }
 
 fn gateway_toml(dir: &Dir) -> String {
@@ -311,10 +313,16 @@ fn the_dpdk_datapath_emits_what_the_engine_emits_frame_for_frame() {
     let mut tries = 0;
     let stats = loop {
         tries += 1;
-        let Some((sent, stats)) = run_gateway(&dir, &toml, frames_in) else {
+        let Some((sent, stats, log)) = run_gateway(&dir, &toml, frames_in) else {
             assert!(tries < 3, "the gateway did not read the whole trace in three runs");
             continue;
         };
+        // pcap copies what it sends: the engine's frames leave in the
+        // engine's own buffers, not copied into mbufs.
+        for port in ["net_pcap0", "net_pcap1"] {
+            let lent = format!("DPDK port {port}: the engine's frames are lent");
+            assert!(log.contains(&lent), "no {lent:?} in:\n{log}");
+        }
         let timeouts = stats["flushes"]["timeout"].as_u64().unwrap();
         match differences(&by_flow(sent), &want) {
             None => break stats,

@@ -157,6 +157,12 @@ pub struct GenReport {
     /// Share of TX bursts the forwarder's ring did not take whole: near 0,
     /// the generator was what limited the round.
     pub tx_short_share: f64,
+    /// Bursts cut short because a frame of the window was still in the
+    /// forwarder's ring (zero copy: not the generator's to rewrite yet).
+    #[serde(default)]
+    pub in_flight_waits: u64,
+    #[serde(default)]
+    pub tx_bursts: u64,
     pub laps: [u64; 2],
     /// Flows sent at once (a window at a time), mean over the windows, per
     /// direction (inbound, outbound); absent from older generators.

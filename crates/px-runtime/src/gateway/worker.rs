@@ -127,6 +127,7 @@ impl<P: Ports> Worker<P> {
             }
             let round = Instant::now();
             let (quiet, moved) = receive_round(&mut engine, &mut sc, &mut ports);
+            ports.reclaim(&mut |b| engine.recycle(b));
             let now = Instant::now();
             if moved {
                 sc.extra.busy_ns += now.duration_since(round).as_nanos() as u64;
@@ -344,7 +345,7 @@ mod tests {
         fn received(&self) -> Option<&dyn RxFrames> {
             Some(self)
         }
-        fn send(&mut self, port: Port, frames: &[Frame]) -> u64 {
+        fn send(&mut self, port: Port, frames: &mut [Frame]) -> u64 {
             assert_eq!(port, self.port.other());
             let made = frames.iter().map(|f| if let Frame::Made(t) = f { t.buf.len() } else { 0 }).sum();
             self.sends.push((frames.len(), made));

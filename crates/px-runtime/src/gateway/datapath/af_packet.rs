@@ -355,7 +355,7 @@ impl Sink for AfPacketPorts {
         None
     }
 
-    fn send(&mut self, port: Port, frames: &[Frame]) -> u64 {
+    fn send(&mut self, port: Port, frames: &mut [Frame]) -> u64 {
         send_frames(self.ports[port as usize].send(), &mut self.txb, frames, None)
     }
 }
@@ -457,7 +457,7 @@ impl Sink for AfBatch<'_> {
         Some(self)
     }
 
-    fn send(&mut self, port: Port, frames: &[Frame]) -> u64 {
+    fn send(&mut self, port: Port, frames: &mut [Frame]) -> u64 {
         debug_assert_eq!(port, self.port.other(), "a batch sends out of the other port only");
         let rx: &dyn RxFrames = match &self.frames {
             Received::Calls(b) => &**b,

@@ -9,8 +9,11 @@
 //! of a flow reach the same worker) and [`DpdkPorts`] one worker's queues.
 //! Frames are received into mbufs and rewritten there in place; a frame
 //! passed on leaves in the very mbuf it came in (trimmed to the range the
-//! engine names); the engine's own frames are copied into fresh mbufs from
-//! the pool their size fits. Offloads the port has are used (TSO for a
+//! engine names); the engine's own frames are lent to a port whose driver
+//! copies what it sends (memif in copy mode, AF_PACKET, pcap: an mbuf
+//! points into the engine's buffer, which comes back once the driver is
+//! done with it) and copied into fresh mbufs from the pool their size fits
+//! for any other (a NIC's DMA needs DPDK's memory). Offloads the port has are used (TSO for a
 //! segment the engine hands to GSO, checksum offload for a partial
 //! checksum); otherwise the work is done in software or, for a GSO frame
 //! on a port without TSO (the engine is told which ports have it, so this
@@ -24,8 +27,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use px_dpdk::{Capabilities, Eal, Mbuf, Pool, Port as DpdkPort, PortConf, Queue, RxBurst, TxBurst, TxOffload};
-use px_gateway::Port;
+use px_dpdk::{Capabilities, Eal, Lender, Mbuf, Pool, Port as DpdkPort, PortConf, Queue, RxBurst, TxBurst, TxOffload};
+use px_gateway::{Port, Transmit};
 use px_io::{Checksum, Gso, GsoKind, PacketMeta, PacketType, RecvError, RxError, RxFrames, RxPacket};
 use px_io::{IfaceGuard, Offload, PacketSocket, Receive, SocketConfig};
 
@@ -55,6 +58,9 @@ pub struct Dpdk {
     pools: Arc<Pools>,
     /// The CPU of each worker (empty: not pinned).
     cores: Vec<usize>,
+    /// By `Port as usize`: whether the engine's frames are lent to the
+    /// port rather than copied ([`lends`]).
+    lend: [bool; 2],
     /// The port MTUs the engine runs with (imtu, emtu).
     mtus: (u16, u16),
     /// The outer port's own MTU, whatever `emtu` says (the Linux
@@ -162,7 +168,12 @@ impl Dpdk {
                 mac(p.info.mac)
             );
         }
-        Ok(Dpdk { ports: [inner, outer], pools, cores: d.cores.clone(), mtus, outer_link, guards, eal })
+        let lend = [lends(&inner.info.driver, &d.inner), lends(&outer.info.driver, &d.outer)];
+        for (p, lent) in [&inner, &outer].into_iter().zip(lend) {
+            let how = if lent { "lent to the driver (no copy)" } else { "copied into mbufs" };
+            info!("px gateway: DPDK port {}: the engine's frames are {how}", p.name);
+        }
+        Ok(Dpdk { ports: [inner, outer], pools, cores: d.cores.clone(), lend, mtus, outer_link, guards, eal })
     }
 
     /// The MTUs the engine runs with (imtu, emtu).
@@ -188,6 +199,8 @@ impl Dpdk {
             rx: RxBurst::new(batch),
             tx: TxBurst::new(batch.max(32)),
             pools: self.pools.clone(),
+            lender: Lender::default(),
+            lend: self.lend,
             eal: self.eal.clone(),
             core: self.cores.get(index).copied(),
             registered: false,
@@ -376,6 +389,9 @@ pub struct DpdkPorts {
     rx: RxBurst,
     tx: TxBurst,
     pools: Arc<Pools>,
+    /// The engine's buffers lent to the ports, and by port whether to lend.
+    lender: Lender,
+    lend: [bool; 2],
     /// Held until the worker's ports go (after the pools' last use).
     eal: Arc<Eal>,
     core: Option<usize>,
@@ -413,9 +429,10 @@ impl Sink for DpdkPorts {
         None
     }
 
-    fn send(&mut self, port: Port, frames: &[Frame]) -> u64 {
+    fn send(&mut self, port: Port, frames: &mut [Frame]) -> u64 {
         let (q, offloads) = (self.queues[port as usize], self.offloads[port as usize]);
-        send_frames(&mut self.tx, q, offloads, &self.pools, frames, None)
+        let lender = self.lend[port as usize].then_some(&mut self.lender);
+        send_frames(&mut self.tx, q, offloads, &self.pools, frames, None, lender)
     }
 }
 
@@ -450,6 +467,7 @@ impl Ports for DpdkPorts {
             queue: self.queues[out],
             offloads: self.offloads[out],
             pools: &self.pools,
+            lender: self.lend[out].then_some(&mut self.lender),
         }))
     }
 
@@ -468,6 +486,10 @@ impl Ports for DpdkPorts {
         self.drops_seen = total;
         new
     }
+
+    fn reclaim(&mut self, give: &mut dyn FnMut(Vec<u8>)) {
+        self.lender.reclaim(give);
+    }
 }
 
 /// A burst received on one port, with the other port's transmit queue.
@@ -479,6 +501,8 @@ pub struct DpdkBatch<'a> {
     queue: Queue,
     offloads: Capabilities,
     pools: &'a Pools,
+    /// Where the other port's engine frames are lent (`None`: copied).
+    lender: Option<&'a mut Lender>,
 }
 
 /// The offload metadata of a received frame: a segment the port merged
@@ -518,9 +542,9 @@ impl Sink for DpdkBatch<'_> {
         Some(self)
     }
 
-    fn send(&mut self, port: Port, frames: &[Frame]) -> u64 {
+    fn send(&mut self, port: Port, frames: &mut [Frame]) -> u64 {
         debug_assert_eq!(port, self.port.other(), "a batch sends out of the other port only");
-        send_frames(self.tx, self.queue, self.offloads, self.pools, frames, Some(self.rx))
+        send_frames(self.tx, self.queue, self.offloads, self.pools, frames, Some(self.rx), self.lender.as_deref_mut())
     }
 }
 
@@ -535,15 +559,17 @@ impl Batch for DpdkBatch<'_> {
 }
 
 /// Sends `frames` on `q` in order: a forward leaves in its own mbuf
-/// (taken out of `rx`), an engine frame is copied into a fresh one. Returns
+/// (taken out of `rx`), an engine frame in its own buffer if `lender` is
+/// given (taken out of the frame), else copied into a fresh mbuf. Returns
 /// how many could not be sent.
 fn send_frames(
     tx: &mut TxBurst,
     q: Queue,
     offloads: Capabilities,
     pools: &Pools,
-    frames: &[Frame],
+    frames: &mut [Frame],
     mut rx: Option<&mut RxBurst>,
+    mut lender: Option<&mut Lender>,
 ) -> u64 {
     let mut errors = 0;
     for f in frames {
@@ -553,7 +579,10 @@ fn send_frames(
                 let offload = tx_offload(frame, meta, offloads)?;
                 Some((rx.take(*slot)?, range.start as u32, range.len() as u32, offload))
             }),
-            Frame::Made(t) => made(pools, t.frame(), &t.meta, offloads),
+            Frame::Made(t) => match lender.as_deref_mut() {
+                Some(l) => lend(l, pools, t, offloads),
+                None => made(pools, t.frame(), &t.meta, offloads),
+            },
         };
         let Some((m, start, len, offload)) = queued else {
             errors += 1;
@@ -569,12 +598,42 @@ fn send_frames(
 }
 
 /// An engine frame copied into an mbuf of the pool it fits.
-fn made(pools: &Pools, frame: &[u8], meta: &PacketMeta, offloads: Capabilities) -> Option<(Mbuf, u32, u32, TxOffload)> {
+fn made(pools: &Pools, frame: &[u8], meta: &PacketMeta, offloads: Capabilities) -> Option<Queued> {
     let mut m = pools.for_len(frame.len())?.alloc()?;
     let room = m.room_mut().get_mut(..frame.len())?;
     room.copy_from_slice(frame);
     let offload = tx_offload(room, meta, offloads)?;
     Some((m, 0, frame.len() as u32, offload))
+}
+
+/// An engine frame lent to the port in its own buffer (taken out of `t`),
+/// or copied into an mbuf if it cannot be lent.
+fn lend(lender: &mut Lender, pools: &Pools, t: &mut Transmit, offloads: Capabilities) -> Option<Queued> {
+    let offload = tx_offload(t.buf.get_mut(t.start..t.end)?, &t.meta, offloads)?;
+    match lender.lend(&pools.small, std::mem::take(&mut t.buf), t.start..t.end) {
+        Ok(m) => Some((m, 0, (t.end - t.start) as u32, offload)),
+        Err(buf) => {
+            t.buf = buf;
+            // Its checksum is complete now: copied as it is.
+            made(pools, t.frame(), &PacketMeta { csum: Checksum::Unknown, ..t.meta }, offloads)
+                .map(|(m, s, l, _)| (m, s, l, offload))
+        }
+    }
+}
+
+/// An mbuf to send, the range of its data, and its offloads.
+type Queued = (Mbuf, u32, u32, TxOffload);
+
+/// Whether the engine's frames are lent to a port of `driver` (device
+/// `spec`): only where the driver copies the bytes it sends (memif in copy
+/// mode, AF_PACKET, pcap); a NIC's DMA needs DPDK's own memory, and a
+/// zero-copy memif client hands its buffers to the peer.
+fn lends(driver: &str, spec: &str) -> bool {
+    match driver {
+        "net_af_packet" | "net_pcap" => true,
+        "net_memif" => !spec.split(',').any(|kv| kv.trim() == "zero-copy=yes"),
+        _ => false,
+    }
 }
 
 /// What to ask of the port for a frame with `meta`: TSO for a GSO frame

@@ -60,8 +60,9 @@ pub trait Sink {
 
     /// Sends `frames` out of `port` in the order given; returns how many
     /// could not be sent (each counted as a send error). The caller gives
-    /// the engine's buffers back afterwards.
-    fn send(&mut self, port: Port, frames: &[Frame]) -> u64;
+    /// the engine's buffers back afterwards, except those the sink took
+    /// (lent to a port without a copy: see [`Ports::reclaim`]).
+    fn send(&mut self, port: Port, frames: &mut [Frame]) -> u64;
 }
 
 /// A worker's two ports.
@@ -97,6 +98,10 @@ pub trait Ports: Sink {
     /// Frames the ports dropped on receive since the last call (a full
     /// socket buffer; a full receive ring).
     fn take_drops(&mut self) -> u64;
+
+    /// Gives the engine's buffers that were lent to a port and that the
+    /// port is done with to `give` (none where nothing is lent).
+    fn reclaim(&mut self, _give: &mut dyn FnMut(Vec<u8>)) {}
 }
 
 /// One received batch: its frames in arrival order, rewritable in place,
