@@ -247,9 +247,11 @@ fn busiest_share(before: &HashMap<u32, f64>, after: &HashMap<u32, f64>, wall: f6
     used / wall.max(1e-9)
 }
 
-/// The forwarder's busy share from its stats: `busy_share` (px_dpdk_fwd),
-/// or the sums of every `busy_ns` and `loop_ns` in it (px gateway's
-/// `--stats-file`: time in rounds that moved a frame, time in the loop).
+/// The forwarder's busy share from its stats: `busy_share` (px_dpdk_fwd:
+/// cycles in iterations that moved a frame, over the cycles from the
+/// first frame moved to the last), or the same from the sums of every
+/// `busy_ns` and `active_ns` in it (px gateway's `--stats-file`; `loop_ns`,
+/// the whole loop, where `active_ns` is missing).
 fn busy_share(stats: &serde_json::Value) -> Option<f64> {
     fn sum(v: &serde_json::Value, key: &str) -> f64 {
         match v {
@@ -263,7 +265,8 @@ fn busy_share(stats: &serde_json::Value) -> Option<f64> {
     if let Some(b) = stats["busy_share"].as_f64() {
         return Some(b);
     }
-    let run = sum(stats, "loop_ns");
+    let active = sum(stats, "active_ns");
+    let run = if active > 0.0 { active } else { sum(stats, "loop_ns") };
     (run > 0.0).then(|| sum(stats, "busy_ns") / run)
 }
 
@@ -620,6 +623,10 @@ mod tests {
         assert_eq!(busy_share(&serde_json::json!({"busy_share": 0.25, "cycles": 4})), Some(0.25));
         let px = serde_json::json!({"workers": [{"busy_ns": 1, "loop_ns": 4}, {"busy_ns": 3, "loop_ns": 4}]});
         assert_eq!(busy_share(&px), Some(0.5));
+        // The span from the first frame moved to the last, where given (the
+        // loop before and after it is not the forwarder's work).
+        let px = serde_json::json!({"busy_ns": 3, "loop_ns": 8, "active_ns": 4});
+        assert_eq!(busy_share(&px), Some(0.75));
         assert_eq!(busy_share(&serde_json::Value::Null), None);
     }
 

@@ -95,6 +95,7 @@ impl<P: Ports> Worker<P> {
         };
         let (mut last_publish, mut last_loop) = (Instant::now(), Instant::now());
         let mut last_beat = last_publish;
+        let mut first_moved: Option<Instant> = None;
         loop {
             let now = Instant::now();
             sc.extra.loop_ns += now.duration_since(last_loop).as_nanos() as u64;
@@ -131,6 +132,8 @@ impl<P: Ports> Worker<P> {
             let now = Instant::now();
             if moved {
                 sc.extra.busy_ns += now.duration_since(round).as_nanos() as u64;
+                let first = *first_moved.get_or_insert(round);
+                sc.extra.active_ns = now.duration_since(first).as_nanos() as u64;
             }
             if engine.poll_timeout().is_some_and(|d| d <= now) {
                 engine.handle_timeout(now);
@@ -298,6 +301,7 @@ fn publish<P: Ports>(index: usize, engine: &Engine, shared: &Shared, extra: &mut
             flows_answered: extra.flows_answered,
             busy_ns: extra.busy_ns,
             loop_ns: extra.loop_ns,
+            active_ns: extra.active_ns,
         },
     );
 }

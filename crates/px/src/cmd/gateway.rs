@@ -186,6 +186,8 @@ pub fn run(args: GatewayArgs) -> Result<ExitCode, String> {
             // frame, and in the whole loop (a polling worker's real load).
             "busy_ns": total.busy_ns,
             "loop_ns": total.loop_ns,
+            // From the first round that moved a frame to the last one.
+            "active_ns": total.active_ns,
             "counters": total.counters,
             "fast_path_kernel": total.kernel_reasons.map(|r| {
                 px_runtime::fast_path::REASONS.iter().zip(r).map(|(k, v)| ((*k).to_string(), serde_json::Value::from(v))).collect::<serde_json::Map<_, _>>()
