@@ -870,6 +870,47 @@ mod tests {
         assert!(version().unwrap().starts_with("DPDK"), "{:?}", version());
     }
 
+    /// A lent buffer is the mbuf's data itself, and it comes back only
+    /// after the mbuf's last free; loans the lender cannot make hand the
+    /// buffer back. (The only test here with an EAL: it can be set up
+    /// once per process.)
+    #[cfg(px_dpdk)]
+    #[test]
+    fn a_lent_buffer_comes_back_only_after_the_mbufs_last_free() {
+        let prefix = format!("px-dpdk-lend-test-{}", std::process::id());
+        let args = ["--no-huge", "--no-shconf", "--no-pci", "--no-telemetry", "--log-level=1", "-m", "64", "-l", "0"];
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.extend(["--file-prefix".to_string(), prefix]);
+        let eal = Eal::init(&args).unwrap();
+        let pool = Pool::new("px-lend-test", 7, 0, 256, -1).unwrap();
+        let mut lender = Lender::default();
+        let buf: Vec<u8> = (0..100u8).collect();
+        let at = buf.as_ptr();
+        let mut m = lender.lend(&pool, buf, 10..60).unwrap();
+        let data = m.room_mut();
+        assert_eq!(data.as_ptr(), at.wrapping_add(10), "the engine's bytes, not a copy");
+        assert_eq!(data, &(10..60u8).collect::<Vec<_>>()[..]);
+        assert_eq!(lender.lent(), 1);
+        let mut back = Vec::new();
+        lender.reclaim(|b| back.push(b));
+        assert!(back.is_empty(), "given back while its mbuf lives");
+        drop(m);
+        lender.reclaim(|b| back.push(b));
+        assert_eq!(back.len(), 1, "given back after the mbuf's free");
+        assert_eq!((back[0].as_ptr(), back[0].len()), (at, 100), "the same buffer, whole");
+        assert_eq!(lender.lent(), 0);
+        // Loans it cannot make: the buffer comes straight back.
+        assert_eq!(lender.lend(&pool, vec![1; 10], 5..20).unwrap_err(), vec![1; 10]);
+        assert!(lender.lend(&pool, vec![1; 10], 3..3).is_err());
+        // The pool's mbufs all out: the next loan is refused, not waited for.
+        let out: Vec<Mbuf> = (0..7).filter_map(|_| lender.lend(&pool, vec![2; 64], 0..64).ok()).collect();
+        assert!(!out.is_empty() && lender.lend(&pool, vec![3; 64], 0..64).is_err());
+        drop(out);
+        lender.reclaim(drop);
+        assert_eq!(lender.lent(), 0);
+        drop((lender, pool, eal));
+    }
+
     #[test]
     fn capabilities_name_what_is_set() {
         let c = Capabilities::TSO.with(Capabilities::RX_CSUM, true);

@@ -33,7 +33,27 @@ fn ecmp_failover_loses_no_byte() {
         bfd_ms: 100,
         hash_policy: 3,
     };
-    let r = run(&o, &|l| eprintln!("{l}")).expect("the ECMP run");
+    // The flows' ports are the kernel's choice, and the hash may put none
+    // of them behind the gateway that is killed (six flows on an even
+    // hash: 1 run in 64; it happened in a CI run): then the run shows
+    // nothing and is made again. Every run is checked whole.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let r = run(&o, &|l| eprintln!("{l}")).expect("the ECMP run");
+        check(&r);
+        if r.stalled_flows > 0 {
+            break;
+        }
+        assert!(tries < 3, "in {tries} runs no flow was on the killed gateway: the test shows nothing");
+        eprintln!("run {tries}: no flow was on the killed gateway; once more");
+    }
+    assert!(px_lab::list_px_namespaces().unwrap().iter().all(|n| !n.contains(&format!("-{}-", std::process::id()))));
+}
+
+/// What every run must show, whether or not a flow was on the killed
+/// gateway.
+fn check(r: &px_lab::border::ecmp::EcmpResult) {
     eprintln!(
         "{}",
         serde_json::to_string_pretty(&serde_json::json!({
@@ -44,8 +64,6 @@ fn ecmp_failover_loses_no_byte() {
     );
     assert!(r.transfers_exact, "{:?}", r.transfers);
     assert!(r.transfers.iter().all(|t| t.bytes > 0 && t.sent_sha256 == t.received_sha256));
-    assert!(r.stalled_flows > 0, "no flow was on the killed gateway: the test shows nothing");
     assert!(r.failover_ms < 3000.0, "failover took {} ms", r.failover_ms);
     assert_eq!(r.hash.same_seed, 1.0, "{:?}", r.hash);
-    assert!(px_lab::list_px_namespaces().unwrap().iter().all(|n| !n.contains(&format!("-{}-", std::process::id()))));
 }

@@ -599,26 +599,31 @@ fn send_frames(
 
 /// An engine frame copied into an mbuf of the pool it fits.
 fn made(pools: &Pools, frame: &[u8], meta: &PacketMeta, offloads: Capabilities) -> Option<Queued> {
-    let mut m = pools.for_len(frame.len())?.alloc()?;
-    let room = m.room_mut().get_mut(..frame.len())?;
-    room.copy_from_slice(frame);
-    let offload = tx_offload(room, meta, offloads)?;
+    let mut m = copied(pools, frame)?;
+    let offload = tx_offload(m.room_mut().get_mut(..frame.len())?, meta, offloads)?;
     Some((m, 0, frame.len() as u32, offload))
+}
+
+/// A fresh mbuf, of the pool `frame` fits, holding a copy of it.
+fn copied(pools: &Pools, frame: &[u8]) -> Option<Mbuf> {
+    let mut m = pools.for_len(frame.len())?.alloc()?;
+    m.room_mut().get_mut(..frame.len())?.copy_from_slice(frame);
+    Some(m)
 }
 
 /// An engine frame lent to the port in its own buffer (taken out of `t`),
 /// or copied into an mbuf if it cannot be lent.
 fn lend(lender: &mut Lender, pools: &Pools, t: &mut Transmit, offloads: Capabilities) -> Option<Queued> {
     let offload = tx_offload(t.buf.get_mut(t.start..t.end)?, &t.meta, offloads)?;
-    match lender.lend(&pools.small, std::mem::take(&mut t.buf), t.start..t.end) {
-        Ok(m) => Some((m, 0, (t.end - t.start) as u32, offload)),
+    let m = match lender.lend(&pools.small, std::mem::take(&mut t.buf), t.start..t.end) {
+        Ok(m) => m,
         Err(buf) => {
             t.buf = buf;
-            // Its checksum is complete now: copied as it is.
-            made(pools, t.frame(), &PacketMeta { csum: Checksum::Unknown, ..t.meta }, offloads)
-                .map(|(m, s, l, _)| (m, s, l, offload))
+            // Finished above (checksum, offload flags): copied as it is.
+            copied(pools, t.frame())?
         }
-    }
+    };
+    Some((m, 0, (t.end - t.start) as u32, offload))
 }
 
 /// An mbuf to send, the range of its data, and its offloads.
