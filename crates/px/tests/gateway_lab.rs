@@ -323,6 +323,17 @@ fn stop_mid_transfer(lab: &GwLab, port: u16) -> u64 {
             assert!(t0.elapsed() < Duration::from_secs(10), "no progress through the gateway");
             std::thread::sleep(Duration::from_millis(5));
         }
+        // Stop while data moves: flows that wait out a retransmit timeout
+        // (a loaded machine, a debug build) hold nothing. Up to 2 s for
+        // 64 KB to reach the receivers within 10 ms.
+        let t1 = std::time::Instant::now();
+        loop {
+            let p0 = progress.load(Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(10));
+            if progress.load(Ordering::Relaxed) - p0 >= 64 << 10 || t1.elapsed() > Duration::from_secs(2) {
+                break;
+            }
+        }
         let exit = gw.stop();
         stopped.store(true, Ordering::Relaxed);
         let inner = inner_obs.stop();
