@@ -160,6 +160,17 @@ pub enum FastPathError {
 
 type Table = BpfHashMap<MapData, Key, Value>;
 
+/// The loaded object's map `name`, as the typed map `T`.
+fn take_map<T: TryFrom<aya::maps::Map, Error = MapError>>(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+) -> Result<T, FastPathError> {
+    ebpf.take_map(name)
+        .ok_or(FastPathError::Missing(name))?
+        .try_into()
+        .map_err(|source| FastPathError::Map { name, source })
+}
+
 /// The attached program and its maps; dropping it detaches the program
 /// from both ports.
 pub struct FastPath {
@@ -248,26 +259,10 @@ impl FastPath {
             .try_into()
             .map_err(FastPathError::Verify)?;
         prog.load().map_err(FastPathError::Verify)?;
-        let table: Table = ebpf
-            .take_map("px_flows")
-            .ok_or(FastPathError::Missing("px_flows"))?
-            .try_into()
-            .map_err(|source| FastPathError::Map { name: "px_flows", source })?;
-        let reasons: PerCpuArray<MapData, u64> = ebpf
-            .take_map("px_reasons")
-            .ok_or(FastPathError::Missing("px_reasons"))?
-            .try_into()
-            .map_err(|source| FastPathError::Map { name: "px_reasons", source })?;
-        let ports: PerCpuArray<MapData, PxPortCount> = ebpf
-            .take_map("px_ports")
-            .ok_or(FastPathError::Missing("px_ports"))?
-            .try_into()
-            .map_err(|source| FastPathError::Map { name: "px_ports", source })?;
-        let paused: Array<MapData, u32> = ebpf
-            .take_map("px_paused")
-            .ok_or(FastPathError::Missing("px_paused"))?
-            .try_into()
-            .map_err(|source| FastPathError::Map { name: "px_paused", source })?;
+        let table: Table = take_map(&mut ebpf, "px_flows")?;
+        let reasons: PerCpuArray<MapData, u64> = take_map(&mut ebpf, "px_reasons")?;
+        let ports: PerCpuArray<MapData, PxPortCount> = take_map(&mut ebpf, "px_ports")?;
+        let paused: Array<MapData, u32> = take_map(&mut ebpf, "px_paused")?;
         Ok(FastPath {
             paused,
             table: Arc::new(Mutex::new(table)),
