@@ -13,11 +13,11 @@
 //! copies what it sends (memif in copy mode, AF_PACKET, pcap: an mbuf
 //! points into the engine's buffer, which comes back once the driver is
 //! done with it) and copied into fresh mbufs from the pool their size fits
-//! for any other (a NIC's DMA needs DPDK's memory). Offloads the port has are used (TSO for a
-//! segment the engine hands to GSO, checksum offload for a partial
-//! checksum); otherwise the work is done in software or, for a GSO frame
-//! on a port without TSO (the engine is told which ports have it, so this
-//! never happens), the frame is refused and counted.
+//! for any other (a NIC's DMA needs DPDK's memory). Offloads the port has
+//! are used (TSO for a segment the engine hands to GSO, checksum offload
+//! for a partial checksum); otherwise the work is done in software or, for
+//! a GSO frame on a port without TSO (the engine is told which ports have
+//! it, so this never happens), the frame is refused and counted.
 //!
 //! Fail closed: the ports forward only while a worker polls them. When the
 //! process stops they are stopped and closed (and when it dies, nothing
